@@ -1,0 +1,310 @@
+//! The REST face (axum): the router, the edge middleware (Host/Origin guard, bearer token,
+//! actor, sandbox header, body limit) and the JSON extractor that turns every malformed body
+//! into the problem shape. Handlers live in [`routes`] and only validate and call `service/`.
+
+pub mod routes;
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request, State};
+use axum::http::{header, request::Parts, HeaderMap, HeaderValue};
+use axum::middleware::Next;
+use axum::response::Response;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use subtle::ConstantTimeEq;
+
+use crate::error::ApiError;
+use crate::AppState;
+
+/// Largest accepted request body.
+pub const BODY_LIMIT: usize = 64 * 1024;
+/// Header naming who is acting: `browser` (the UI), `agent` (MCP) or `api` (default).
+pub const ACTOR_HEADER: &str = "x-instantstart-actor";
+pub const ACTORS: &[&str] = &["browser", "agent", "api"];
+/// Header on every response of a sandbox server.
+pub const CLOUD_HEADER: &str = "x-instantstart-cloud";
+
+/// What the edge checks against, fixed once the listener is bound.
+#[derive(Debug, Clone)]
+pub struct EdgePolicy {
+    /// Accepted `Host` values (`host:port`), lowercase.
+    pub hosts: Vec<String>,
+    /// Accepted `Origin` values (`http://host:port`).
+    pub origins: Vec<String>,
+    pub token: Option<crate::config::Secret>,
+}
+
+impl EdgePolicy {
+    pub fn new(
+        port: u16,
+        bind_ip: std::net::IpAddr,
+        extra: &[String],
+        token: Option<crate::config::Secret>,
+    ) -> Self {
+        let mut hosts: Vec<String> = vec![
+            format!("localhost:{port}"),
+            format!("127.0.0.1:{port}"),
+            format!("[::1]:{port}"),
+        ];
+        if !bind_ip.is_unspecified() && !bind_ip.is_loopback() {
+            hosts.push(match bind_ip {
+                std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
+                v4 => format!("{v4}:{port}"),
+            });
+        }
+        hosts.extend(
+            extra
+                .iter()
+                .map(|h| h.trim().to_ascii_lowercase())
+                .filter(|h| !h.is_empty()),
+        );
+        let origins = hosts
+            .iter()
+            .flat_map(|h| [format!("http://{h}"), format!("https://{h}")])
+            .collect();
+        Self {
+            hosts,
+            origins,
+            token,
+        }
+    }
+
+    fn host_ok(&self, headers: &HeaderMap) -> bool {
+        let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+            return false;
+        };
+        let host = host.to_ascii_lowercase();
+        // A browser's default port is implicit in Host; the allow-list may name it either way.
+        self.hosts
+            .iter()
+            .any(|h| *h == host || h.strip_suffix(":80") == Some(host.as_str()))
+    }
+
+    fn origin_ok(&self, headers: &HeaderMap) -> bool {
+        match headers.get(header::ORIGIN).map(|o| o.to_str()) {
+            None => true,
+            Some(Ok(origin)) => {
+                let origin = origin.to_ascii_lowercase();
+                self.origins.iter().any(|o| *o == origin)
+            }
+            Some(Err(_)) => false,
+        }
+    }
+
+    fn token_ok(&self, headers: &HeaderMap) -> bool {
+        let Some(expected) = &self.token else {
+            return true;
+        };
+        let Some(given) = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+        else {
+            return false;
+        };
+        given.as_bytes().ct_eq(expected.0.as_bytes()).into()
+    }
+}
+
+/// DNS-rebinding guard, token check and the sandbox header, for every route (REST, MCP, UI).
+pub async fn edge(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    use axum::response::IntoResponse;
+    let policy = &state.edge;
+    let headers = request.headers();
+    let refusal = if !policy.host_ok(headers) {
+        Some(ApiError::Forbidden {
+            slug: "forbidden-host",
+            detail: "the Host header does not name this server; add it with --allowed-host if it is a proxy or port-forward you trust".into(),
+        })
+    } else if !policy.origin_ok(headers) {
+        Some(ApiError::Forbidden {
+            slug: "forbidden-origin",
+            detail: "cross-origin requests are refused".into(),
+        })
+    } else if request.uri().path() != "/healthz" && !policy.token_ok(headers) {
+        Some(ApiError::Unauthorized)
+    } else {
+        None
+    };
+    let mut response = match refusal {
+        Some(e) => e.into_response(),
+        None => next.run(request).await,
+    };
+    if let Some(mode) = state.sandbox.as_ref().map(|_| "sandbox") {
+        response
+            .headers_mut()
+            .insert(CLOUD_HEADER, HeaderValue::from_static(mode));
+    }
+    response
+}
+
+/// The actor of a request (`X-InstantStart-Actor`), validated.
+pub struct Actor(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Actor {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        match parts.headers.get(ACTOR_HEADER).map(|v| v.to_str()) {
+            None => Ok(Actor("api".into())),
+            Some(Ok(v)) if ACTORS.contains(&v) => Ok(Actor(v.to_string())),
+            Some(_) => Err(ApiError::BadRequest {
+                slug: "invalid-header",
+                field: Some("X-InstantStart-Actor".into()),
+                detail: "unknown actor".into(),
+                hint: Some(json!(ACTORS)),
+            }),
+        }
+    }
+}
+
+/// The `Idempotency-Key` header, validated (1–255 visible ASCII characters).
+pub struct IdempotencyKey(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let Some(v) = parts.headers.get("idempotency-key") else {
+            return Ok(IdempotencyKey(None));
+        };
+        match v.to_str() {
+            Ok(k) if !k.is_empty() && k.len() <= 255 && k.bytes().all(|b| b.is_ascii_graphic()) => {
+                Ok(IdempotencyKey(Some(format!("client:{k}"))))
+            }
+            _ => Err(ApiError::BadRequest {
+                slug: "invalid-header",
+                field: Some("Idempotency-Key".into()),
+                detail: "Idempotency-Key must be 1–255 visible ASCII characters".into(),
+                hint: Some(json!("e.g. a UUID")),
+            }),
+        }
+    }
+}
+
+/// JSON body extractor whose every failure is a problem body naming the field.
+pub struct ApiJson<T>(pub T);
+
+/// Like [`ApiJson`], but an empty body means `T::default()`.
+pub struct OptionalJson<T>(pub T);
+
+fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let msg = inner.to_string();
+        let quoted = |prefix: &str| {
+            msg.strip_prefix(prefix)
+                .and_then(|rest| rest.split('`').next())
+                .map(str::to_string)
+        };
+        if let Some(field) = quoted("unknown field `") {
+            let expected = msg
+                .split("expected one of ")
+                .nth(1)
+                .map(|s| s.split(" at line").next().unwrap_or(s).replace('`', ""));
+            return ApiError::BadRequest {
+                slug: "unknown-field",
+                field: Some(field.clone()),
+                detail: format!("unknown field `{field}`"),
+                hint: expected
+                    .map(|e| json!(e.split(", ").map(str::to_string).collect::<Vec<_>>())),
+            };
+        }
+        if let Some(field) = quoted("missing field `") {
+            return ApiError::BadRequest {
+                slug: "missing-field",
+                field: Some(field.clone()),
+                detail: format!("missing required field `{field}`"),
+                hint: None,
+            };
+        }
+        let syntax = inner.is_syntax() || inner.is_eof();
+        ApiError::BadRequest {
+            slug: if syntax {
+                "malformed-json"
+            } else {
+                "invalid-type"
+            },
+            field: Some(if path == "." || syntax {
+                "body".into()
+            } else {
+                path
+            }),
+            detail: msg,
+            hint: None,
+        }
+    })
+}
+
+async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    let is_json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|ct| {
+            let mime = ct
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
+            mime == "application/json" || mime.ends_with("+json")
+        });
+    let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+        if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge { limit: BODY_LIMIT }
+        } else {
+            ApiError::BadRequest {
+                slug: "malformed-json",
+                field: Some("body".into()),
+                detail: e.body_text(),
+                hint: None,
+            }
+        }
+    })?;
+    if !bytes.is_empty() && is_json != Some(true) {
+        return Err(ApiError::BadRequest {
+            slug: "unsupported-media-type",
+            field: Some("Content-Type".into()),
+            detail: "send the body as JSON".into(),
+            hint: Some(json!("application/json")),
+        });
+    }
+    Ok(bytes)
+}
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = body_bytes(req, state).await?;
+        if bytes.is_empty() {
+            return Err(ApiError::BadRequest {
+                slug: "malformed-json",
+                field: Some("body".into()),
+                detail: "a JSON body is required".into(),
+                hint: None,
+            });
+        }
+        parse_json(&bytes).map(ApiJson)
+    }
+}
+
+impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJson<T> {
+    type Rejection = ApiError;
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = body_bytes(req, state).await?;
+        if bytes.is_empty() {
+            return Ok(OptionalJson(T::default()));
+        }
+        parse_json(&bytes).map(OptionalJson)
+    }
+}
+
+/// Shared pieces the router needs.
+pub fn router(state: AppState) -> axum::Router {
+    let api = routes::routes()
+        .fallback(|| async { ApiError::not_found("route") })
+        .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT));
+    api.layer(axum::middleware::from_fn_with_state(state.clone(), edge))
+        .with_state(state)
+}

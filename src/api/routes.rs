@@ -1,0 +1,521 @@
+//! REST handlers and the OpenAPI document. Each handler validates, calls one `service/`
+//! function and returns JSON (or `202` with the operation it started).
+
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use utoipa::{IntoParams, OpenApi, ToSchema};
+
+use super::{Actor, ApiJson, IdempotencyKey, OptionalJson};
+use crate::cloud::Zone;
+use crate::error::{ApiError, ApiResult, Problem};
+use crate::service::{
+    self, steps::Catalog, Accepted, ActiveClusterRequest, ClusterView, CreateClusterRequest,
+    CreateHyperPodRequest, EmptyRequest, PipelineRequest, Submission,
+};
+use crate::store::{ClusterRecord, OpState, Operation, Phase, PhaseState};
+use crate::AppState;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/", get(index))
+        .route("/healthz", get(healthz))
+        .route("/api/openapi.json", get(openapi))
+        .route("/api/aws/zones", get(zones))
+        .route("/api/aws/instance-types", get(instance_types))
+        .route("/api/clusters", get(list_clusters).post(create_cluster))
+        .route(
+            "/api/clusters/{name}",
+            get(get_cluster).delete(delete_cluster),
+        )
+        .route(
+            "/api/clusters/{name}/dependencies",
+            post(create_dependencies),
+        )
+        .route("/api/clusters/{name}/hyperpod", post(create_hyperpod))
+        .route("/api/clusters/{name}/storage", post(create_storage))
+        .route("/api/active-cluster", get(get_active).put(put_active))
+        .route("/api/pipelines", post(create_pipeline))
+        .route("/api/operations", get(list_operations))
+        .route("/api/operations/{id}", get(get_operation))
+        .route("/api/operations/{id}/retry", post(retry_operation))
+        .route("/api/operations/{id}/cancel", post(cancel_operation))
+        .route("/api/sandbox/calls", get(sandbox_calls))
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "InstantStart",
+        description = "Control plane for SageMaker HyperPod clusters on EKS. Errors are application/problem+json."
+    ),
+    paths(
+        healthz,
+        zones,
+        instance_types,
+        list_clusters,
+        create_cluster,
+        get_cluster,
+        delete_cluster,
+        create_dependencies,
+        create_hyperpod,
+        create_storage,
+        get_active,
+        put_active,
+        create_pipeline,
+        list_operations,
+        get_operation,
+        retry_operation,
+        cancel_operation,
+        sandbox_calls
+    ),
+    components(schemas(
+        Problem,
+        Accepted,
+        Operation,
+        Phase,
+        OpState,
+        PhaseState,
+        ClusterRecord,
+        ClusterView,
+        CreateClusterRequest,
+        CreateHyperPodRequest,
+        PipelineRequest,
+        EmptyRequest,
+        ActiveClusterRequest,
+        Zone,
+        Health,
+        ActiveCluster,
+        InstanceTypes,
+        crate::cloud::sandbox::CallCounts
+    ))
+)]
+pub struct ApiDoc;
+
+/// The operation started by a request, as `202 Accepted` (or `200` for a replayed key).
+fn accepted(a: Accepted) -> Response {
+    let status = if a.created {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    let location = a.status_url.clone();
+    let mut r = (status, Json(a)).into_response();
+    if let Ok(v) = header::HeaderValue::from_str(&location) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    r
+}
+
+async fn index(State(state): State<AppState>) -> Html<String> {
+    let banner = if state.sandbox.is_some() {
+        "<p class=banner>Sandbox mode: a simulated AWS account; nothing here touches real AWS.</p>"
+    } else {
+        ""
+    };
+    Html(format!("<!doctype html><meta charset=utf-8><title>InstantStart</title>{banner}<h1>InstantStart</h1><p>REST API: <a href=/api/openapi.json>/api/openapi.json</a> · health: <a href=/healthz>/healthz</a></p>"))
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Health {
+    /// `ok` when the cloud answers, `degraded` otherwise.
+    pub status: String,
+    /// `aws` or `sandbox`.
+    pub cloud: String,
+    pub region: String,
+    /// Why the cloud cannot be used, and what to do.
+    pub warning: Option<String>,
+    pub version: String,
+}
+
+#[utoipa::path(get, path = "/healthz", responses((status = 200, body = Health)))]
+async fn healthz(State(state): State<AppState>) -> Json<Health> {
+    let warning = state.cloud_warning.clone();
+    Json(Health {
+        status: if warning.is_some() { "degraded" } else { "ok" }.into(),
+        cloud: state.engine.cloud().mode.as_str().into(),
+        region: state.engine.cloud().network.region(),
+        warning,
+        version: env!("CARGO_PKG_VERSION").into(),
+    })
+}
+
+async fn openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}
+
+#[utoipa::path(get, path = "/api/aws/zones", responses((status = 200, body = [Zone]), (status = 502, body = Problem)))]
+async fn zones(State(state): State<AppState>) -> ApiResult<Json<Vec<Zone>>> {
+    Ok(Json(
+        state
+            .engine
+            .cloud()
+            .network
+            .describe_availability_zones()
+            .await?,
+    ))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+struct ZoneQuery {
+    /// Availability Zone name, e.g. `us-west-2a`.
+    zone: String,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceTypes {
+    pub zone: String,
+    /// Accelerated SageMaker instance types offered in the zone.
+    pub instance_types: Vec<String>,
+}
+
+#[utoipa::path(get, path = "/api/aws/instance-types", params(ZoneQuery),
+    responses((status = 200, body = InstanceTypes), (status = 422, body = Problem)))]
+async fn instance_types(
+    State(state): State<AppState>,
+    query: Result<Query<ZoneQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<InstanceTypes>> {
+    let Query(q) = query.map_err(|e| ApiError::validation("zone", e.body_text()))?;
+    let cloud = state.engine.cloud();
+    let zones = cloud.network.describe_availability_zones().await?;
+    let zone = service::validate::zone("zone", &q.zone, &zones)?;
+    let mut types: Vec<String> = cloud
+        .network
+        .describe_instance_type_offerings(&zone.name)
+        .await?
+        .into_iter()
+        .filter(|t| ["p", "g", "trn", "inf"].iter().any(|f| t.starts_with(f)))
+        .map(|t| format!("ml.{t}"))
+        .collect();
+    types.sort();
+    Ok(Json(InstanceTypes {
+        zone: zone.name,
+        instance_types: types,
+    }))
+}
+
+#[utoipa::path(get, path = "/api/clusters", responses((status = 200, body = [ClusterView])))]
+async fn list_clusters(State(state): State<AppState>) -> ApiResult<Json<Vec<ClusterView>>> {
+    let mut views = Vec::new();
+    for c in state.engine.store().list_clusters().await? {
+        views.push(service::cluster_view(&state.engine, &c.name).await?);
+    }
+    Ok(Json(views))
+}
+
+#[utoipa::path(post, path = "/api/clusters", request_body = CreateClusterRequest,
+    params(("Idempotency-Key" = Option<String>, Header, description = "Deduplicates retries of the same request")),
+    responses((status = 202, body = Accepted), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn create_cluster(
+    State(state): State<AppState>,
+    actor: Actor,
+    key: IdempotencyKey,
+    ApiJson(req): ApiJson<CreateClusterRequest>,
+) -> ApiResult<Response> {
+    let params = service::cluster_params(&state.engine, &req, None).await?;
+    let body = serde_json::to_value(&req).map_err(anyhow::Error::from)?;
+    let spec = serde_json::to_value(&params).map_err(anyhow::Error::from)?;
+    let sub = Submission {
+        kind: "cluster",
+        cluster: req.name.clone(),
+        request_hash: Some(service::request_hash("cluster", &req.name, &body)),
+        params: spec.clone(),
+        actor: actor.0,
+        idempotency_key: key.0,
+        parent_id: None,
+        new_cluster: Some((params.region.clone(), spec)),
+    };
+    Ok(accepted(service::submit(&state.engine, sub).await?))
+}
+
+fn check_name(name: &str) -> ApiResult<()> {
+    service::validate::cluster_name("name", name)
+}
+
+#[utoipa::path(get, path = "/api/clusters/{name}", params(("name" = String, Path)),
+    responses((status = 200, body = ClusterView), (status = 404, body = Problem)))]
+async fn get_cluster(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<ClusterView>> {
+    check_name(&name)?;
+    Ok(Json(service::cluster_view(&state.engine, &name).await?))
+}
+
+#[utoipa::path(delete, path = "/api/clusters/{name}", params(("name" = String, Path)),
+    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn delete_cluster(
+    State(state): State<AppState>,
+    actor: Actor,
+    key: IdempotencyKey,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    check_name(&name)?;
+    stage(&state, "delete-cluster", name, json!({}), actor, key).await
+}
+
+async fn stage(
+    state: &AppState,
+    kind: &'static str,
+    name: String,
+    params: Value,
+    actor: Actor,
+    key: IdempotencyKey,
+) -> ApiResult<Response> {
+    let sub = Submission {
+        kind,
+        request_hash: Some(service::request_hash(kind, &name, &params)),
+        cluster: name,
+        params,
+        actor: actor.0,
+        idempotency_key: key.0,
+        parent_id: None,
+        new_cluster: None,
+    };
+    Ok(accepted(service::submit(&state.engine, sub).await?))
+}
+
+#[utoipa::path(post, path = "/api/clusters/{name}/dependencies", params(("name" = String, Path)),
+    request_body(content = EmptyRequest, description = "optional"),
+    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn create_dependencies(
+    State(state): State<AppState>,
+    actor: Actor,
+    key: IdempotencyKey,
+    Path(name): Path<String>,
+    OptionalJson(_body): OptionalJson<EmptyRequest>,
+) -> ApiResult<Response> {
+    check_name(&name)?;
+    stage(&state, "dependencies", name, json!({}), actor, key).await
+}
+
+#[utoipa::path(post, path = "/api/clusters/{name}/hyperpod", params(("name" = String, Path)),
+    request_body = CreateHyperPodRequest,
+    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn create_hyperpod(
+    State(state): State<AppState>,
+    actor: Actor,
+    key: IdempotencyKey,
+    Path(name): Path<String>,
+    ApiJson(req): ApiJson<CreateHyperPodRequest>,
+) -> ApiResult<Response> {
+    check_name(&name)?;
+    let params = service::hyperpod_params(&state.engine, &req).await?;
+    let params = serde_json::to_value(params).map_err(anyhow::Error::from)?;
+    stage(&state, "hyperpod", name, params, actor, key).await
+}
+
+#[utoipa::path(post, path = "/api/clusters/{name}/storage", params(("name" = String, Path)),
+    request_body(content = EmptyRequest, description = "optional"),
+    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn create_storage(
+    State(state): State<AppState>,
+    actor: Actor,
+    key: IdempotencyKey,
+    Path(name): Path<String>,
+    OptionalJson(_body): OptionalJson<EmptyRequest>,
+) -> ApiResult<Response> {
+    check_name(&name)?;
+    stage(&state, "storage", name, json!({}), actor, key).await
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ActiveCluster {
+    /// The cluster used when a request names none; null when none is chosen.
+    pub name: Option<String>,
+}
+
+#[utoipa::path(get, path = "/api/active-cluster", responses((status = 200, body = ActiveCluster)))]
+async fn get_active(State(state): State<AppState>) -> ApiResult<Json<ActiveCluster>> {
+    Ok(Json(ActiveCluster {
+        name: state
+            .engine
+            .store()
+            .setting(service::ACTIVE_CLUSTER)
+            .await?,
+    }))
+}
+
+#[utoipa::path(put, path = "/api/active-cluster", request_body = ActiveClusterRequest,
+    responses((status = 200, body = ActiveCluster), (status = 404, body = Problem)))]
+async fn put_active(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<ActiveClusterRequest>,
+) -> ApiResult<Json<ActiveCluster>> {
+    check_name(&req.name)?;
+    let store = state.engine.store();
+    store
+        .get_cluster(&req.name)
+        .await?
+        .filter(|c| c.status != "deleted")
+        .ok_or_else(|| service::cluster_not_found(&req.name))?;
+    store
+        .set_setting(service::ACTIVE_CLUSTER, Some(&req.name))
+        .await?;
+    Ok(Json(ActiveCluster {
+        name: Some(req.name),
+    }))
+}
+
+#[utoipa::path(post, path = "/api/pipelines", request_body = PipelineRequest,
+    params(("Idempotency-Key" = Option<String>, Header, description = "Deduplicates retries of the same request")),
+    responses((status = 202, body = Accepted), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn create_pipeline(
+    State(state): State<AppState>,
+    actor: Actor,
+    key: IdempotencyKey,
+    ApiJson(req): ApiJson<PipelineRequest>,
+) -> ApiResult<Response> {
+    let params = service::pipeline_params(&state.engine, &req).await?;
+    let body = serde_json::to_value(&req).map_err(anyhow::Error::from)?;
+    let spec = serde_json::to_value(&params.cluster).map_err(anyhow::Error::from)?;
+    let sub = Submission {
+        kind: "pipeline",
+        cluster: req.name.clone(),
+        request_hash: Some(service::request_hash("pipeline", &req.name, &body)),
+        params: serde_json::to_value(&params).map_err(anyhow::Error::from)?,
+        actor: actor.0,
+        idempotency_key: key.0,
+        parent_id: None,
+        new_cluster: Some((params.cluster.region.clone(), spec)),
+    };
+    let _ = Catalog;
+    Ok(accepted(service::submit(&state.engine, sub).await?))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+struct OperationsQuery {
+    cluster: Option<String>,
+    /// `pending`, `running`, `succeeded`, `failed` or `cancelled`.
+    state: Option<String>,
+    /// At most this many, newest first (default 100, max 1000).
+    limit: Option<i64>,
+}
+
+#[utoipa::path(get, path = "/api/operations", params(OperationsQuery),
+    responses((status = 200, body = [Operation]), (status = 422, body = Problem)))]
+async fn list_operations(
+    State(state): State<AppState>,
+    query: Result<Query<OperationsQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<Vec<Operation>>> {
+    let Query(q) = query.map_err(|e| ApiError::validation("query", e.body_text()))?;
+    let op_state = q
+        .state
+        .as_deref()
+        .map(|s| {
+            s.parse::<OpState>().map_err(|_| {
+                ApiError::validation_hint(
+                    "state",
+                    format!("`{s}` is not an operation state"),
+                    json!(["pending", "running", "succeeded", "failed", "cancelled"]),
+                )
+            })
+        })
+        .transpose()?;
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::validation_hint(
+            "limit",
+            format!("{limit} is out of range"),
+            json!("1 to 1000"),
+        ));
+    }
+    Ok(Json(
+        state
+            .engine
+            .store()
+            .list_operations(q.cluster.as_deref(), op_state, limit)
+            .await?,
+    ))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+struct WaitQuery {
+    /// Long-poll: seconds to wait for a change (0–60) before answering.
+    wait: Option<u64>,
+}
+
+fn check_op_id(id: &str) -> ApiResult<()> {
+    uuid::Uuid::parse_str(id).map(|_| ()).map_err(|_| {
+        ApiError::validation(
+            "id",
+            format!(
+                "`{}` is not an operation id",
+                id.chars().take(64).collect::<String>()
+            ),
+        )
+    })
+}
+
+#[utoipa::path(get, path = "/api/operations/{id}", params(("id" = String, Path), WaitQuery),
+    responses((status = 200, body = Operation), (status = 404, body = Problem)))]
+async fn get_operation(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    query: Result<Query<WaitQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<Operation>> {
+    check_op_id(&id)?;
+    let Query(q) = query.map_err(|e| ApiError::validation("wait", e.body_text()))?;
+    let wait = q.wait.unwrap_or(0);
+    if wait > 60 {
+        return Err(ApiError::validation_hint(
+            "wait",
+            format!("{wait} s is too long"),
+            json!("0 to 60"),
+        ));
+    }
+    state
+        .engine
+        .wait_for_change(&id, Duration::from_secs(wait))
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("operation {id}")))
+}
+
+#[utoipa::path(post, path = "/api/operations/{id}/retry", params(("id" = String, Path)),
+    responses((status = 202, body = Operation), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn retry_operation(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    check_op_id(&id)?;
+    let op = service::retry(&state.engine, &id).await?;
+    Ok((StatusCode::ACCEPTED, Json(op)).into_response())
+}
+
+#[utoipa::path(post, path = "/api/operations/{id}/cancel", params(("id" = String, Path)),
+    responses((status = 202, body = Operation), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn cancel_operation(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    check_op_id(&id)?;
+    let op = service::cancel(&state.engine, &id).await?;
+    Ok((StatusCode::ACCEPTED, Json(op)).into_response())
+}
+
+#[utoipa::path(get, path = "/api/sandbox/calls",
+    responses((status = 200, body = crate::cloud::sandbox::CallCounts), (status = 404, body = Problem)))]
+async fn sandbox_calls(
+    State(state): State<AppState>,
+) -> ApiResult<Json<crate::cloud::sandbox::CallCounts>> {
+    let Some(sandbox) = &state.sandbox else {
+        return Err(ApiError::NotFound {
+            what: "sandbox call counts".into(),
+            hint: Some(json!("only available with --cloud sandbox")),
+        });
+    };
+    Ok(Json(sandbox.call_counts().await?))
+}

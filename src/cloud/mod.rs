@@ -1,0 +1,562 @@
+//! Ports: the traits through which the domain reaches AWS and Kubernetes.
+//!
+//! ```text
+//!   service/, ops/  ──►  Cloud { network, eks, hyperpod, iam, objects, quotas, kube }
+//!                              │
+//!                 ┌────────────┼─────────────┐
+//!              aws/ (SDK)   kube/ (kube-rs)  sandbox/ (in-process, SQLite-backed)
+//! ```
+//!
+//! The shapes follow the real APIs (EC2, EKS, SageMaker, IAM, S3, Service Quotas, the Kubernetes
+//! API) so that each SDK adapter is a thin translation; no SDK type crosses this boundary.
+
+pub mod sandbox;
+pub mod unavailable;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Resource tags, as EC2/EKS/SageMaker/IAM carry them.
+pub type Tags = BTreeMap<String, String>;
+
+/// Tag key that marks every resource the control plane creates with its cluster name.
+pub const CLUSTER_TAG: &str = "instantstart:cluster";
+/// Tag key naming the logical role of a resource inside its cluster (e.g. `public-a`).
+pub const ROLE_TAG: &str = "instantstart:role";
+
+/// Builds the standard tag set for one resource of a cluster.
+pub fn cluster_tags(cluster: &str, role: &str) -> Tags {
+    Tags::from([
+        (CLUSTER_TAG.to_string(), cluster.to_string()),
+        (ROLE_TAG.to_string(), role.to_string()),
+        ("Name".to_string(), format!("{cluster}-{role}")),
+    ])
+}
+
+/// A failed call to a cloud API, classified so the engine can decide whether to retry.
+#[derive(Debug, Clone, thiserror::Error, Serialize, Deserialize, PartialEq)]
+#[error("{service}:{operation} failed: {code}: {message}")]
+#[serde(rename_all = "camelCase")]
+pub struct CloudError {
+    /// Service name as in the API's signing name (`ec2`, `eks`, `sagemaker`, `iam`, `s3`, `k8s`).
+    pub service: String,
+    /// API operation (`CreateCluster`, `DescribeVpcs` ...).
+    pub operation: String,
+    /// Error code as the service returned it (`ThrottlingException`, `ResourceLimitExceeded`).
+    pub code: String,
+    /// Service message.
+    pub message: String,
+    /// Whether repeating the same call may succeed (throttling, 5xx). Never true for a
+    /// rejected validation.
+    pub retryable: bool,
+}
+
+impl CloudError {
+    /// A non-retryable error.
+    pub fn new(service: &str, operation: &str, code: &str, message: impl Into<String>) -> Self {
+        Self {
+            service: service.into(),
+            operation: operation.into(),
+            code: code.into(),
+            message: message.into(),
+            retryable: false,
+        }
+    }
+
+    /// Marks the error as transient.
+    pub fn retryable(mut self) -> Self {
+        self.retryable = true;
+        self
+    }
+}
+
+pub type CloudResult<T> = Result<T, CloudError>;
+
+// ---------------------------------------------------------------------------------------------
+// EC2 networking
+// ---------------------------------------------------------------------------------------------
+
+/// An Availability Zone of the region.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Zone {
+    /// Account-specific name, e.g. `us-west-2a`.
+    pub name: String,
+    /// Stable zone id, e.g. `usw2-az1` (the same physical zone in every account).
+    pub id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Vpc {
+    pub id: String,
+    /// Every associated IPv4 CIDR (primary first).
+    pub cidrs: Vec<Ipv4Net>,
+    pub tags: Tags,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Subnet {
+    pub id: String,
+    pub vpc_id: String,
+    pub cidr: Ipv4Net,
+    pub zone: String,
+    pub tags: Tags,
+}
+
+/// The EC2 resource families the network stage creates; each maps to one `Describe*`/`Delete*`
+/// pair with a `tag:` filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetKind {
+    Vpc,
+    Subnet,
+    InternetGateway,
+    NatGateway,
+    ElasticIp,
+    RouteTable,
+    SecurityGroup,
+    VpcEndpoint,
+}
+
+impl NetKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetKind::Vpc => "vpc",
+            NetKind::Subnet => "subnet",
+            NetKind::InternetGateway => "internet-gateway",
+            NetKind::NatGateway => "nat-gateway",
+            NetKind::ElasticIp => "elastic-ip",
+            NetKind::RouteTable => "route-table",
+            NetKind::SecurityGroup => "security-group",
+            NetKind::VpcEndpoint => "vpc-endpoint",
+        }
+    }
+}
+
+/// Lifecycle of resources that are not usable the moment they are created (NAT gateways).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResourceState {
+    Pending,
+    Available,
+    Deleting,
+    Deleted,
+    Failed,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateSubnet {
+    pub vpc_id: String,
+    pub cidr: Ipv4Net,
+    /// Zone id, not name: ids are stable across accounts.
+    pub zone_id: String,
+    pub map_public_ip: bool,
+    pub tags: Tags,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateRouteTable {
+    pub vpc_id: String,
+    /// Target of the default route: an internet gateway or NAT gateway id.
+    pub default_route_target: String,
+    pub subnet_ids: Vec<String>,
+    pub tags: Tags,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateSecurityGroup {
+    pub vpc_id: String,
+    pub name: String,
+    pub description: String,
+    /// All traffic allowed between members of the group (what EFA requires), in and out.
+    pub self_referencing: bool,
+    pub tags: Tags,
+}
+
+/// EC2: zones, offerings and the VPC resources of a cluster.
+#[async_trait]
+pub trait Network: Send + Sync {
+    /// The region this adapter talks to.
+    fn region(&self) -> String;
+    async fn describe_availability_zones(&self) -> CloudResult<Vec<Zone>>;
+    /// EC2 instance types (without the `ml.` prefix) offered in one zone, by zone name.
+    async fn describe_instance_type_offerings(&self, zone: &str) -> CloudResult<Vec<String>>;
+    async fn describe_vpcs(&self) -> CloudResult<Vec<Vpc>>;
+    async fn describe_subnets(&self, vpc_id: &str) -> CloudResult<Vec<Subnet>>;
+    /// Ids of resources of `kind` whose tags include every pair of `tags`.
+    async fn find_tagged(&self, kind: NetKind, tags: &Tags) -> CloudResult<Vec<String>>;
+    async fn create_vpc(&self, cidr: Ipv4Net, tags: &Tags) -> CloudResult<Vpc>;
+    async fn create_subnet(&self, req: &CreateSubnet) -> CloudResult<Subnet>;
+    /// Creates and attaches an internet gateway.
+    async fn create_internet_gateway(&self, vpc_id: &str, tags: &Tags) -> CloudResult<String>;
+    /// Allocates an Elastic IP and creates a public NAT gateway in `subnet_id`.
+    async fn create_nat_gateway(&self, subnet_id: &str, tags: &Tags) -> CloudResult<String>;
+    async fn nat_gateway_state(&self, id: &str) -> CloudResult<ResourceState>;
+    async fn create_route_table(&self, req: &CreateRouteTable) -> CloudResult<String>;
+    async fn associate_route_table(&self, route_table_id: &str, subnet_id: &str)
+        -> CloudResult<()>;
+    async fn create_security_group(&self, req: &CreateSecurityGroup) -> CloudResult<String>;
+    /// Gateway endpoint for S3 on the given route tables.
+    async fn create_s3_endpoint(
+        &self,
+        vpc_id: &str,
+        route_table_ids: &[String],
+        tags: &Tags,
+    ) -> CloudResult<String>;
+    /// Deletes one resource; deleting what is already gone succeeds.
+    async fn delete(&self, kind: NetKind, id: &str) -> CloudResult<()>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// EKS
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum EksStatus {
+    Creating,
+    Active,
+    Updating,
+    Deleting,
+    Failed,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateEksCluster {
+    pub name: String,
+    pub version: String,
+    pub role_arn: String,
+    pub subnet_ids: Vec<String>,
+    pub security_group_ids: Vec<String>,
+    /// `API` or `API_AND_CONFIG_MAP`.
+    pub authentication_mode: String,
+    pub tags: Tags,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EksCluster {
+    pub name: String,
+    pub arn: String,
+    pub status: EksStatus,
+    pub version: String,
+    pub endpoint: Option<String>,
+    pub certificate_authority: Option<String>,
+    pub oidc_issuer: Option<String>,
+    pub vpc_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum AddonStatus {
+    Creating,
+    Active,
+    CreateFailed,
+    Updating,
+    Deleting,
+    DeleteFailed,
+    Degraded,
+    UpdateFailed,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateAddon {
+    pub cluster: String,
+    pub name: String,
+    pub version: Option<String>,
+    pub service_account_role_arn: Option<String>,
+    /// JSON configuration values, as EKS takes them.
+    pub configuration_values: Option<String>,
+    /// `OVERWRITE` | `NONE` | `PRESERVE`.
+    pub resolve_conflicts: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Addon {
+    pub name: String,
+    pub arn: String,
+    pub status: AddonStatus,
+    pub version: Option<String>,
+}
+
+#[async_trait]
+pub trait Eks: Send + Sync {
+    async fn create_cluster(&self, req: &CreateEksCluster) -> CloudResult<EksCluster>;
+    /// `None` when no cluster has that name.
+    async fn describe_cluster(&self, name: &str) -> CloudResult<Option<EksCluster>>;
+    async fn delete_cluster(&self, name: &str) -> CloudResult<()>;
+    /// Whether `principal_arn` has an access entry on the cluster.
+    async fn has_access_entry(&self, cluster: &str, principal_arn: &str) -> CloudResult<bool>;
+    /// Creates an access entry and associates `policy_arn` with cluster scope.
+    async fn create_access_entry(
+        &self,
+        cluster: &str,
+        principal_arn: &str,
+        policy_arn: &str,
+    ) -> CloudResult<()>;
+    async fn create_addon(&self, req: &CreateAddon) -> CloudResult<Addon>;
+    async fn describe_addon(&self, cluster: &str, name: &str) -> CloudResult<Option<Addon>>;
+    async fn delete_addon(&self, cluster: &str, name: &str) -> CloudResult<()>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// SageMaker HyperPod
+// ---------------------------------------------------------------------------------------------
+
+/// How the instances of a group are paid for. Immutable for the group's life.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "type")]
+pub enum Capacity {
+    OnDemand,
+    Spot,
+    TrainingPlan {
+        #[serde(rename = "trainingPlanArn")]
+        arn: String,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceGroupSpec {
+    pub name: String,
+    pub instance_type: String,
+    pub instance_count: u32,
+    pub execution_role_arn: String,
+    /// `s3://` prefix holding the lifecycle scripts.
+    pub lifecycle_source_s3_uri: String,
+    pub lifecycle_on_create: String,
+    pub threads_per_core: u8,
+    pub ebs_volume_gb: u32,
+    /// `InstanceStress`, `InstanceConnectivity`.
+    pub deep_health_checks: Vec<String>,
+    pub capacity: Capacity,
+    pub subnet_ids: Vec<String>,
+    pub security_group_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateHyperPodCluster {
+    pub name: String,
+    pub eks_cluster_arn: String,
+    /// Always `Automatic` for clusters we create.
+    pub node_recovery: String,
+    pub instance_groups: Vec<InstanceGroupSpec>,
+    pub tags: Tags,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HyperPodStatus {
+    Creating,
+    InService,
+    Updating,
+    Deleting,
+    Failed,
+    RollingBack,
+    SystemUpdating,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceGroupStatus {
+    pub name: String,
+    pub instance_type: String,
+    pub target_count: u32,
+    pub current_count: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HyperPodCluster {
+    pub name: String,
+    pub arn: String,
+    pub status: HyperPodStatus,
+    pub failure_message: Option<String>,
+    pub instance_groups: Vec<InstanceGroupStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterNode {
+    pub instance_id: String,
+    pub instance_group: String,
+    pub instance_type: String,
+    /// `Pending` | `Running` | `ShuttingDown` | `Failure` ...
+    pub status: String,
+    pub launch_time: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodePage {
+    pub nodes: Vec<ClusterNode>,
+    pub next_token: Option<String>,
+}
+
+#[async_trait]
+pub trait HyperPod: Send + Sync {
+    /// Returns the new cluster's ARN.
+    async fn create_cluster(&self, req: &CreateHyperPodCluster) -> CloudResult<String>;
+    async fn describe_cluster(&self, name: &str) -> CloudResult<Option<HyperPodCluster>>;
+    async fn list_cluster_nodes(
+        &self,
+        name: &str,
+        next_token: Option<String>,
+    ) -> CloudResult<NodePage>;
+    async fn delete_cluster(&self, name: &str) -> CloudResult<()>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// IAM / STS
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallerIdentity {
+    pub account: String,
+    pub arn: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Role {
+    pub name: String,
+    pub arn: String,
+    /// The trust policy document (JSON).
+    pub trust_policy: Value,
+}
+
+#[async_trait]
+pub trait Iam: Send + Sync {
+    async fn caller_identity(&self) -> CloudResult<CallerIdentity>;
+    async fn get_role(&self, name: &str) -> CloudResult<Option<Role>>;
+    async fn create_role(&self, name: &str, trust_policy: &Value, tags: &Tags)
+        -> CloudResult<Role>;
+    /// Replaces one inline policy (idempotent by name).
+    async fn put_role_policy(
+        &self,
+        role: &str,
+        policy_name: &str,
+        document: &Value,
+    ) -> CloudResult<()>;
+    /// Attaches an AWS-managed policy (idempotent).
+    async fn attach_role_policy(&self, role: &str, policy_arn: &str) -> CloudResult<()>;
+    async fn delete_role(&self, name: &str) -> CloudResult<()>;
+    /// ARN of the IAM OIDC provider for `issuer_url`, if one exists.
+    async fn find_oidc_provider(&self, issuer_url: &str) -> CloudResult<Option<String>>;
+    async fn create_oidc_provider(&self, issuer_url: &str, tags: &Tags) -> CloudResult<String>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// S3
+// ---------------------------------------------------------------------------------------------
+
+#[async_trait]
+pub trait ObjectStore: Send + Sync {
+    async fn bucket_exists(&self, bucket: &str) -> CloudResult<bool>;
+    /// Creates an encrypted bucket with all public access blocked.
+    async fn create_bucket(&self, bucket: &str, tags: &Tags) -> CloudResult<()>;
+    async fn put_object(&self, bucket: &str, key: &str, body: Vec<u8>) -> CloudResult<()>;
+    async fn list_objects(&self, bucket: &str, prefix: &str) -> CloudResult<Vec<String>>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Service Quotas
+// ---------------------------------------------------------------------------------------------
+
+#[async_trait]
+pub trait Quotas: Send + Sync {
+    /// The HyperPod "cluster usage" quota for an `ml.` instance type, if the account has one.
+    async fn hyperpod_cluster_usage(&self, instance_type: &str) -> CloudResult<Option<u32>>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kubernetes
+// ---------------------------------------------------------------------------------------------
+
+/// How to reach one cluster's API server.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeTarget {
+    /// EKS cluster name (used to mint the bearer token).
+    pub cluster: String,
+    pub endpoint: String,
+    pub certificate_authority: String,
+}
+
+/// Identifies one object.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjectRef {
+    /// Reads the reference out of a manifest.
+    pub fn of(manifest: &Value) -> Option<Self> {
+        Some(Self {
+            api_version: manifest.get("apiVersion")?.as_str()?.to_string(),
+            kind: manifest.get("kind")?.as_str()?.to_string(),
+            namespace: manifest
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            name: manifest.pointer("/metadata/name")?.as_str()?.to_string(),
+        })
+    }
+}
+
+#[async_trait]
+pub trait Kube: Send + Sync {
+    /// Server-side apply with field manager `instantstart`.
+    async fn apply(&self, target: &KubeTarget, manifest: &Value) -> CloudResult<()>;
+    async fn get(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<Option<Value>>;
+    async fn delete(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<()>;
+}
+
+/// Every port, as one handle the engine and services share.
+#[derive(Clone)]
+pub struct Cloud {
+    /// `sandbox` or `aws`: shown on `/healthz` and in a response header.
+    pub mode: CloudMode,
+    pub network: Arc<dyn Network>,
+    pub eks: Arc<dyn Eks>,
+    pub hyperpod: Arc<dyn HyperPod>,
+    pub iam: Arc<dyn Iam>,
+    pub objects: Arc<dyn ObjectStore>,
+    pub quotas: Arc<dyn Quotas>,
+    pub kube: Arc<dyn Kube>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum CloudMode {
+    /// The real AWS account from the standard credential chain.
+    Aws,
+    /// The built-in simulated account and clusters.
+    Sandbox,
+}
+
+impl CloudMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CloudMode::Aws => "aws",
+            CloudMode::Sandbox => "sandbox",
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Fault injection for the sandbox: `eks:CreateCluster=1,sagemaker:CreateCluster=2,throttle=0.2`.
+
+use std::collections::BTreeMap;
+
+use crate::cloud::CloudError;
+
+use super::split_api;
+
+/// Which calls the sandbox refuses.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Faults {
+    /// API → how many of its next calls fail.
+    remaining: BTreeMap<String, u32>,
+    /// Fraction of all calls answered with a throttling error.
+    throttle: f64,
+}
+
+impl Faults {
+    /// Parses the `INSTANTSTART_SANDBOX_FAULTS` syntax.
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let mut faults = Faults::default();
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (key, value) = item.split_once('=').ok_or_else(|| {
+                format!("`{item}`: expected `service:Operation=N` or `throttle=F`")
+            })?;
+            let key = key.trim();
+            let value = value.trim();
+            if key == "throttle" {
+                let f: f64 = value
+                    .parse()
+                    .map_err(|_| format!("`{item}`: throttle takes a fraction between 0 and 1"))?;
+                if !(0.0..=1.0).contains(&f) {
+                    return Err(format!(
+                        "`{item}`: throttle takes a fraction between 0 and 1"
+                    ));
+                }
+                faults.throttle = f;
+            } else {
+                let (service, op) = key
+                    .split_once(':')
+                    .ok_or_else(|| format!("`{item}`: expected `service:Operation=N`"))?;
+                if service.is_empty() || op.is_empty() {
+                    return Err(format!("`{item}`: expected `service:Operation=N`"));
+                }
+                let n: u32 = value
+                    .parse()
+                    .map_err(|_| format!("`{item}`: N must be a whole number"))?;
+                faults.remaining.insert(key.to_string(), n);
+            }
+        }
+        Ok(faults)
+    }
+
+    /// Decides whether this call is refused; `roll` is a uniform sample in `[0, 1)`.
+    pub fn check(&mut self, api: &str, roll: f64) -> Option<CloudError> {
+        let (service, op) = split_api(api);
+        if let Some(n) = self.remaining.get_mut(api) {
+            if *n > 0 {
+                *n -= 1;
+                return Some(injected(service, op));
+            }
+        }
+        if roll < self.throttle {
+            let code = if service == "s3" {
+                "SlowDown"
+            } else {
+                "ThrottlingException"
+            };
+            return Some(CloudError::new(service, op, code, "Rate exceeded").retryable());
+        }
+        None
+    }
+}
+
+/// A realistic, non-retryable refusal for each service.
+fn injected(service: &str, op: &str) -> CloudError {
+    let (code, message) = match service {
+        "sagemaker" => (
+            "ResourceLimitExceeded",
+            "The account-level service limit for cluster usage has been exceeded",
+        ),
+        "eks" => (
+            "UnsupportedAvailabilityZoneException",
+            "Cannot create cluster because the targeted availability zone does not currently have sufficient capacity",
+        ),
+        "ec2" => ("VpcLimitExceeded", "The maximum number of VPCs has been reached."),
+        "iam" => ("LimitExceeded", "Cannot exceed quota for RolesPerAccount"),
+        "s3" => ("TooManyBuckets", "You have attempted to create more buckets than allowed"),
+        _ => ("InternalError", "Injected failure"),
+    };
+    CloudError::new(service, op, code, format!("{message} (injected fault)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_faults_fail_exactly_n_times_then_pass() {
+        let mut f = Faults::parse("eks:CreateCluster=2").unwrap();
+        assert!(f.check("eks:CreateCluster", 0.9).is_some());
+        let err = f.check("eks:CreateCluster", 0.9).unwrap();
+        assert!(!err.retryable);
+        assert!(f.check("eks:CreateCluster", 0.9).is_none());
+        assert!(f.check("sagemaker:CreateCluster", 0.9).is_none());
+    }
+
+    #[test]
+    fn throttle_refuses_the_given_fraction_with_a_retryable_error() {
+        let mut f = Faults::parse("throttle=0.2").unwrap();
+        assert!(f.check("ec2:CreateVpc", 0.1).unwrap().retryable);
+        assert!(f.check("ec2:CreateVpc", 0.3).is_none());
+    }
+
+    #[test]
+    fn malformed_specs_are_refused_with_the_offending_item() {
+        for bad in [
+            "eks=1",
+            "throttle=2",
+            "eks:CreateCluster=x",
+            ":X=1",
+            "nothing",
+        ] {
+            let err = Faults::parse(bad).unwrap_err();
+            assert!(err.contains('`'), "{bad}: {err}");
+        }
+        assert_eq!(Faults::parse("").unwrap(), Faults::default());
+    }
+}

@@ -1,0 +1,886 @@
+//! The port implementations of the sandbox: EC2, EKS, SageMaker, IAM, S3, quotas, Kubernetes.
+
+use async_trait::async_trait;
+use ipnet::Ipv4Net;
+use serde_json::{json, Value};
+
+use super::{durations as d, new_id, Life, Res, Sandbox, ACCOUNT, QUOTAS, REGION, ZONES};
+use crate::cloud::*;
+
+fn tags_of(data: &Value) -> Tags {
+    serde_json::from_value(data.get("tags").cloned().unwrap_or(Value::Null)).unwrap_or_default()
+}
+
+fn has_tags(data: &Value, want: &Tags) -> bool {
+    let tags = tags_of(data);
+    want.iter().all(|(k, v)| tags.get(k) == Some(v))
+}
+
+fn not_found(service: &str, op: &str, code: &str, what: &str) -> CloudError {
+    CloudError::new(service, op, code, format!("{what} does not exist"))
+}
+
+fn vpc_of(res: &Res) -> Vpc {
+    Vpc {
+        id: res.id.clone(),
+        cidrs: serde_json::from_value(res.data["cidrs"].clone()).unwrap_or_default(),
+        tags: tags_of(&res.data),
+    }
+}
+
+fn subnet_of(res: &Res) -> Option<Subnet> {
+    Some(Subnet {
+        id: res.id.clone(),
+        vpc_id: res.data["vpcId"].as_str()?.to_string(),
+        cidr: res.data["cidr"].as_str()?.parse().ok()?,
+        zone: res.data["zone"].as_str()?.to_string(),
+        tags: tags_of(&res.data),
+    })
+}
+
+impl Sandbox {
+    async fn require(&self, kind: &str, id: &str, api: &str, code: &str) -> CloudResult<Res> {
+        let (service, op) = super::split_api(api);
+        match self.get(kind, id).await? {
+            Some(r) if r.deleted_ms.is_none() => Ok(r),
+            _ => Err(not_found(service, op, code, &format!("{kind} '{id}'"))),
+        }
+    }
+}
+
+#[async_trait]
+impl Network for Sandbox {
+    fn region(&self) -> String {
+        REGION.to_string()
+    }
+
+    async fn describe_availability_zones(&self) -> CloudResult<Vec<Zone>> {
+        self.gate("ec2:DescribeAvailabilityZones", false).await?;
+        Ok(ZONES
+            .iter()
+            .map(|(name, id, _)| Zone {
+                name: name.to_string(),
+                id: id.to_string(),
+            })
+            .collect())
+    }
+
+    async fn describe_instance_type_offerings(&self, zone: &str) -> CloudResult<Vec<String>> {
+        self.gate("ec2:DescribeInstanceTypeOfferings", false)
+            .await?;
+        Ok(ZONES
+            .iter()
+            .find(|(name, _, _)| *name == zone)
+            .map(|(_, _, types)| types.iter().map(|t| t.to_string()).collect())
+            .unwrap_or_default())
+    }
+
+    async fn describe_vpcs(&self) -> CloudResult<Vec<Vpc>> {
+        self.gate("ec2:DescribeVpcs", false).await?;
+        Ok(self.list("vpc").await?.iter().map(vpc_of).collect())
+    }
+
+    async fn describe_subnets(&self, vpc_id: &str) -> CloudResult<Vec<Subnet>> {
+        self.gate("ec2:DescribeSubnets", false).await?;
+        Ok(self
+            .list("subnet")
+            .await?
+            .iter()
+            .filter_map(subnet_of)
+            .filter(|s| s.vpc_id == vpc_id)
+            .collect())
+    }
+
+    async fn find_tagged(&self, kind: NetKind, tags: &Tags) -> CloudResult<Vec<String>> {
+        self.gate("ec2:Describe", false).await?;
+        Ok(self
+            .list(kind.as_str())
+            .await?
+            .into_iter()
+            .filter(|r| has_tags(&r.data, tags))
+            .map(|r| r.id)
+            .collect())
+    }
+
+    async fn create_vpc(&self, cidr: Ipv4Net, tags: &Tags) -> CloudResult<Vpc> {
+        let api = "ec2:CreateVpc";
+        self.gate(api, true).await?;
+        let id = new_id("vpc");
+        let data = json!({"cidrs": [cidr], "tags": tags});
+        self.create(api, "vpc", &id, None, &data).await?;
+        Ok(Vpc {
+            id,
+            cidrs: vec![cidr],
+            tags: tags.clone(),
+        })
+    }
+
+    async fn create_subnet(&self, req: &CreateSubnet) -> CloudResult<Subnet> {
+        let api = "ec2:CreateSubnet";
+        self.gate(api, true).await?;
+        let vpc = vpc_of(
+            &self
+                .require("vpc", &req.vpc_id, api, "InvalidVpcID.NotFound")
+                .await?,
+        );
+        let zone = ZONES
+            .iter()
+            .find(|(_, id, _)| *id == req.zone_id)
+            .ok_or_else(|| {
+                CloudError::new(
+                    "ec2",
+                    "CreateSubnet",
+                    "InvalidParameterValue",
+                    "unknown zone id",
+                )
+            })?;
+        if !vpc.cidrs.iter().any(|c| c.contains(&req.cidr)) {
+            return Err(CloudError::new(
+                "ec2",
+                "CreateSubnet",
+                "InvalidSubnet.Range",
+                format!("The CIDR '{}' is invalid.", req.cidr),
+            ));
+        }
+        let existing = self.describe_subnets(&req.vpc_id).await?;
+        if let Some(other) = existing
+            .iter()
+            .find(|s| s.cidr.contains(&req.cidr.network()) || req.cidr.contains(&s.cidr.network()))
+        {
+            return Err(CloudError::new(
+                "ec2",
+                "CreateSubnet",
+                "InvalidSubnet.Conflict",
+                format!(
+                    "The CIDR '{}' conflicts with another subnet ({})",
+                    req.cidr, other.id
+                ),
+            ));
+        }
+        let id = new_id("subnet");
+        let data = json!({
+            "vpcId": req.vpc_id, "cidr": req.cidr, "zone": zone.0,
+            "mapPublicIp": req.map_public_ip, "tags": req.tags,
+        });
+        self.create(api, "subnet", &id, None, &data).await?;
+        Ok(Subnet {
+            id,
+            vpc_id: req.vpc_id.clone(),
+            cidr: req.cidr,
+            zone: zone.0.to_string(),
+            tags: req.tags.clone(),
+        })
+    }
+
+    async fn create_internet_gateway(&self, vpc_id: &str, tags: &Tags) -> CloudResult<String> {
+        let api = "ec2:CreateInternetGateway";
+        self.gate(api, true).await?;
+        self.require("vpc", vpc_id, api, "InvalidVpcID.NotFound")
+            .await?;
+        let id = new_id("igw");
+        self.create(
+            api,
+            "internet-gateway",
+            &id,
+            None,
+            &json!({"vpcId": vpc_id, "tags": tags}),
+        )
+        .await?;
+        Ok(id)
+    }
+
+    async fn create_nat_gateway(&self, subnet_id: &str, tags: &Tags) -> CloudResult<String> {
+        let api = "ec2:CreateNatGateway";
+        self.gate(api, true).await?;
+        self.require("subnet", subnet_id, api, "InvalidSubnetID.NotFound")
+            .await?;
+        let id = new_id("nat");
+        self.create(
+            api,
+            "nat-gateway",
+            &id,
+            None,
+            &json!({"subnetId": subnet_id, "tags": tags}),
+        )
+        .await?;
+        Ok(id)
+    }
+
+    async fn nat_gateway_state(&self, id: &str) -> CloudResult<ResourceState> {
+        self.gate("ec2:DescribeNatGateways", false).await?;
+        let Some(res) = self.get("nat-gateway", id).await? else {
+            return Err(not_found(
+                "ec2",
+                "DescribeNatGateways",
+                "NatGatewayNotFound",
+                id,
+            ));
+        };
+        Ok(match self.life(&res, d::NAT_CREATE, d::NAT_CREATE / 2.0) {
+            Life::Creating(_) => ResourceState::Pending,
+            Life::Ready => ResourceState::Available,
+            Life::Deleting => ResourceState::Deleting,
+            Life::Gone => ResourceState::Deleted,
+        })
+    }
+
+    async fn create_route_table(&self, req: &CreateRouteTable) -> CloudResult<String> {
+        let api = "ec2:CreateRouteTable";
+        self.gate(api, true).await?;
+        self.require("vpc", &req.vpc_id, api, "InvalidVpcID.NotFound")
+            .await?;
+        let id = new_id("rtb");
+        let data = json!({
+            "vpcId": req.vpc_id,
+            "routes": [{"destination": "0.0.0.0/0", "target": req.default_route_target}],
+            "associations": req.subnet_ids, "tags": req.tags,
+        });
+        self.create(api, "route-table", &id, None, &data).await?;
+        Ok(id)
+    }
+
+    async fn associate_route_table(
+        &self,
+        route_table_id: &str,
+        subnet_id: &str,
+    ) -> CloudResult<()> {
+        let api = "ec2:AssociateRouteTable";
+        self.gate(api, true).await?;
+        let mut rt = self
+            .require(
+                "route-table",
+                route_table_id,
+                api,
+                "InvalidRouteTableID.NotFound",
+            )
+            .await?;
+        self.require("subnet", subnet_id, api, "InvalidSubnetID.NotFound")
+            .await?;
+        let assoc = rt.data["associations"].as_array_mut();
+        match assoc {
+            Some(list) if !list.iter().any(|s| s == subnet_id) => list.push(json!(subnet_id)),
+            Some(_) => return Ok(()),
+            None => rt.data["associations"] = json!([subnet_id]),
+        }
+        self.update(api, "route-table", route_table_id, &rt.data)
+            .await
+    }
+
+    async fn create_security_group(&self, req: &CreateSecurityGroup) -> CloudResult<String> {
+        let api = "ec2:CreateSecurityGroup";
+        self.gate(api, true).await?;
+        self.require("vpc", &req.vpc_id, api, "InvalidVpcID.NotFound")
+            .await?;
+        let id = new_id("sg");
+        let rules = if req.self_referencing {
+            json!([{"protocol": "-1", "source": id.clone(), "direction": "ingress"},
+                   {"protocol": "-1", "source": id.clone(), "direction": "egress"}])
+        } else {
+            json!([])
+        };
+        let data =
+            json!({"vpcId": req.vpc_id, "groupName": req.name, "rules": rules, "tags": req.tags});
+        self.create(api, "security-group", &id, None, &data).await?;
+        Ok(id)
+    }
+
+    async fn create_s3_endpoint(
+        &self,
+        vpc_id: &str,
+        route_table_ids: &[String],
+        tags: &Tags,
+    ) -> CloudResult<String> {
+        let api = "ec2:CreateVpcEndpoint";
+        self.gate(api, true).await?;
+        self.require("vpc", vpc_id, api, "InvalidVpcID.NotFound")
+            .await?;
+        let id = new_id("vpce");
+        let data = json!({
+            "vpcId": vpc_id, "serviceName": format!("com.amazonaws.{REGION}.s3"),
+            "type": "Gateway", "routeTableIds": route_table_ids, "tags": tags,
+        });
+        self.create(api, "vpc-endpoint", &id, None, &data).await?;
+        Ok(id)
+    }
+
+    async fn delete(&self, kind: NetKind, id: &str) -> CloudResult<()> {
+        let api = match kind {
+            NetKind::Vpc => "ec2:DeleteVpc",
+            NetKind::Subnet => "ec2:DeleteSubnet",
+            NetKind::InternetGateway => "ec2:DeleteInternetGateway",
+            NetKind::NatGateway => "ec2:DeleteNatGateway",
+            NetKind::ElasticIp => "ec2:ReleaseAddress",
+            NetKind::RouteTable => "ec2:DeleteRouteTable",
+            NetKind::SecurityGroup => "ec2:DeleteSecurityGroup",
+            NetKind::VpcEndpoint => "ec2:DeleteVpcEndpoints",
+        };
+        self.gate(api, true).await?;
+        match self.get(kind.as_str(), id).await? {
+            Some(r) if r.deleted_ms.is_none() => self.remove(api, kind.as_str(), id).await,
+            _ => Ok(()),
+        }
+    }
+}
+
+fn eks_arn(name: &str) -> String {
+    format!("arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{name}")
+}
+
+#[async_trait]
+impl Eks for Sandbox {
+    async fn create_cluster(&self, req: &CreateEksCluster) -> CloudResult<EksCluster> {
+        let api = "eks:CreateCluster";
+        self.gate(api, true).await?;
+        if req.subnet_ids.len() < 2 {
+            return Err(CloudError::new(
+                "eks",
+                "CreateCluster",
+                "InvalidParameterException",
+                "Subnets specified must be in at least two different AZs",
+            ));
+        }
+        let id = new_id("eks");
+        let data = serde_json::to_value(req).unwrap_or_default();
+        self.create(api, "eks-cluster", &id, Some(&req.name), &data)
+            .await?;
+        Eks::describe_cluster(self, &req.name)
+            .await?
+            .ok_or_else(|| {
+                CloudError::new(
+                    "eks",
+                    "CreateCluster",
+                    "ServerException",
+                    "cluster vanished",
+                )
+                .retryable()
+            })
+    }
+
+    async fn describe_cluster(&self, name: &str) -> CloudResult<Option<EksCluster>> {
+        self.gate("eks:DescribeCluster", false).await?;
+        let Some(res) = self.by_name("eks-cluster", name).await? else {
+            return Ok(None);
+        };
+        let status = match self.life(&res, d::EKS_CREATE, d::EKS_DELETE) {
+            Life::Creating(_) => EksStatus::Creating,
+            Life::Ready => EksStatus::Active,
+            Life::Deleting => EksStatus::Deleting,
+            Life::Gone => return Ok(None),
+        };
+        let active = status == EksStatus::Active;
+        let suffix = &res.id[4..];
+        Ok(Some(EksCluster {
+            name: name.to_string(),
+            arn: eks_arn(name),
+            status,
+            version: res.data["version"].as_str().unwrap_or("1.32").to_string(),
+            endpoint: active.then(|| format!("https://{suffix}.gr7.{REGION}.eks.amazonaws.com")),
+            certificate_authority: active
+                .then(|| "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t".to_string()),
+            oidc_issuer: active.then(|| {
+                format!(
+                    "https://oidc.eks.{REGION}.amazonaws.com/id/{}",
+                    suffix.to_uppercase()
+                )
+            }),
+            vpc_id: None,
+        }))
+    }
+
+    async fn delete_cluster(&self, name: &str) -> CloudResult<()> {
+        let api = "eks:DeleteCluster";
+        self.gate(api, true).await?;
+        match self.by_name("eks-cluster", name).await? {
+            Some(r) if r.deleted_ms.is_none() => {
+                let addons = self.list("eks-addon").await?;
+                if addons.iter().any(|a| a.data["cluster"] == name) {
+                    for a in addons.iter().filter(|a| a.data["cluster"] == name) {
+                        self.remove("eks:DeleteAddon", "eks-addon", &a.id).await?;
+                    }
+                }
+                self.remove(api, "eks-cluster", &r.id).await
+            }
+            _ => Err(not_found(
+                "eks",
+                "DeleteCluster",
+                "ResourceNotFoundException",
+                name,
+            )),
+        }
+    }
+
+    async fn has_access_entry(&self, cluster: &str, principal_arn: &str) -> CloudResult<bool> {
+        self.gate("eks:DescribeAccessEntry", false).await?;
+        Ok(self
+            .by_name("eks-access-entry", &format!("{cluster}/{principal_arn}"))
+            .await?
+            .is_some_and(|r| r.deleted_ms.is_none()))
+    }
+
+    async fn create_access_entry(
+        &self,
+        cluster: &str,
+        principal_arn: &str,
+        policy_arn: &str,
+    ) -> CloudResult<()> {
+        let api = "eks:CreateAccessEntry";
+        self.gate(api, true).await?;
+        self.active_cluster(cluster, "CreateAccessEntry").await?;
+        let data = json!({"cluster": cluster, "principalArn": principal_arn,
+                          "policies": [{"policyArn": policy_arn, "accessScope": {"type": "cluster"}}]});
+        let key = format!("{cluster}/{principal_arn}");
+        self.create(api, "eks-access-entry", &new_id("ae"), Some(&key), &data)
+            .await
+    }
+
+    async fn create_addon(&self, req: &CreateAddon) -> CloudResult<Addon> {
+        let api = "eks:CreateAddon";
+        self.gate(api, true).await?;
+        self.active_cluster(&req.cluster, "CreateAddon").await?;
+        let data = serde_json::to_value(req).unwrap_or_default();
+        let key = format!("{}/{}", req.cluster, req.name);
+        self.create(api, "eks-addon", &new_id("addon"), Some(&key), &data)
+            .await?;
+        self.describe_addon(&req.cluster, &req.name)
+            .await?
+            .ok_or_else(|| {
+                CloudError::new("eks", "CreateAddon", "ServerException", "add-on vanished")
+                    .retryable()
+            })
+    }
+
+    async fn describe_addon(&self, cluster: &str, name: &str) -> CloudResult<Option<Addon>> {
+        self.gate("eks:DescribeAddon", false).await?;
+        let Some(res) = self
+            .by_name("eks-addon", &format!("{cluster}/{name}"))
+            .await?
+        else {
+            return Ok(None);
+        };
+        let status = match self.life(&res, d::ADDON_CREATE, d::ADDON_CREATE / 3.0) {
+            Life::Creating(_) => AddonStatus::Creating,
+            Life::Ready => AddonStatus::Active,
+            Life::Deleting => AddonStatus::Deleting,
+            Life::Gone => return Ok(None),
+        };
+        Ok(Some(Addon {
+            name: name.to_string(),
+            arn: format!(
+                "arn:aws:eks:{REGION}:{ACCOUNT}:addon/{cluster}/{name}/{}",
+                &res.id[6..]
+            ),
+            status,
+            version: res.data["version"].as_str().map(str::to_string),
+        }))
+    }
+
+    async fn delete_addon(&self, cluster: &str, name: &str) -> CloudResult<()> {
+        let api = "eks:DeleteAddon";
+        self.gate(api, true).await?;
+        match self
+            .by_name("eks-addon", &format!("{cluster}/{name}"))
+            .await?
+        {
+            Some(r) if r.deleted_ms.is_none() => self.remove(api, "eks-addon", &r.id).await,
+            _ => Err(not_found(
+                "eks",
+                "DeleteAddon",
+                "ResourceNotFoundException",
+                name,
+            )),
+        }
+    }
+}
+
+impl Sandbox {
+    async fn active_cluster(&self, cluster: &str, op: &str) -> CloudResult<EksCluster> {
+        match Eks::describe_cluster(self, cluster).await? {
+            Some(c) if c.status == EksStatus::Active => Ok(c),
+            Some(_) => Err(CloudError::new(
+                "eks",
+                op,
+                "ResourceInUseException",
+                format!("Cluster {cluster} is not ACTIVE"),
+            )),
+            None => Err(not_found("eks", op, "ResourceNotFoundException", cluster)),
+        }
+    }
+}
+
+fn hyperpod_arn(id: &str) -> String {
+    format!("arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/{}", &id[4..])
+}
+
+/// Seconds (at scale 1) after creation when node `i` of `n` appears: nodes join during the
+/// second half of the creation, group after group.
+fn node_join_secs(i: u32, n: u32) -> f64 {
+    let frac = f64::from(i + 1) / f64::from(n.max(1));
+    d::HYPERPOD_CREATE * (0.5 + 0.5 * frac)
+}
+
+impl Sandbox {
+    fn hyperpod_view(&self, name: &str, res: &Res) -> Option<(HyperPodCluster, Vec<ClusterNode>)> {
+        let req: CreateHyperPodCluster = serde_json::from_value(res.data.clone()).ok()?;
+        let life = self.life(res, d::HYPERPOD_CREATE, d::HYPERPOD_DELETE);
+        let status = match life {
+            Life::Creating(_) => HyperPodStatus::Creating,
+            Life::Ready => HyperPodStatus::InService,
+            Life::Deleting => HyperPodStatus::Deleting,
+            Life::Gone => return None,
+        };
+        let elapsed = match life {
+            Life::Creating(f) => f * d::HYPERPOD_CREATE,
+            _ => d::HYPERPOD_CREATE,
+        };
+        let total: u32 = req.instance_groups.iter().map(|g| g.instance_count).sum();
+        let mut index = 0;
+        let mut nodes = Vec::new();
+        let mut groups = Vec::new();
+        for g in &req.instance_groups {
+            let mut current = 0;
+            for _ in 0..g.instance_count {
+                if elapsed >= node_join_secs(index, total) {
+                    current += 1;
+                    nodes.push(ClusterNode {
+                        instance_id: format!(
+                            "i-0{:016x}",
+                            (res.created_ms as u64) ^ u64::from(index)
+                        ),
+                        instance_group: g.name.clone(),
+                        instance_type: g.instance_type.clone(),
+                        status: "Running".into(),
+                        launch_time: crate::store::rfc3339_ms(res.created_ms),
+                    });
+                }
+                index += 1;
+            }
+            groups.push(InstanceGroupStatus {
+                name: g.name.clone(),
+                instance_type: g.instance_type.clone(),
+                target_count: g.instance_count,
+                current_count: current,
+            });
+        }
+        let cluster = HyperPodCluster {
+            name: name.to_string(),
+            arn: hyperpod_arn(&res.id),
+            status,
+            failure_message: None,
+            instance_groups: groups,
+        };
+        Some((cluster, nodes))
+    }
+}
+
+#[async_trait]
+impl HyperPod for Sandbox {
+    async fn create_cluster(&self, req: &CreateHyperPodCluster) -> CloudResult<String> {
+        let api = "sagemaker:CreateCluster";
+        self.gate(api, true).await?;
+        let eks_name = req.eks_cluster_arn.rsplit('/').next().unwrap_or_default();
+        self.active_cluster(eks_name, "CreateCluster")
+            .await
+            .map_err(|mut e| {
+                e.service = "sagemaker".into();
+                e.code = "ValidationException".into();
+                e
+            })?;
+        for g in &req.instance_groups {
+            if !g.subnet_ids.iter().all(|s| !s.is_empty()) || g.instance_count == 0 {
+                return Err(CloudError::new(
+                    "sagemaker",
+                    "CreateCluster",
+                    "ValidationException",
+                    format!("Instance group {} is invalid", g.name),
+                ));
+            }
+        }
+        let id = new_id("hpc");
+        let data = serde_json::to_value(req).unwrap_or_default();
+        self.create(api, "hyperpod-cluster", &id, Some(&req.name), &data)
+            .await?;
+        Ok(hyperpod_arn(&id))
+    }
+
+    async fn describe_cluster(&self, name: &str) -> CloudResult<Option<HyperPodCluster>> {
+        self.gate("sagemaker:DescribeCluster", false).await?;
+        let Some(res) = self.by_name("hyperpod-cluster", name).await? else {
+            return Ok(None);
+        };
+        Ok(self.hyperpod_view(name, &res).map(|(c, _)| c))
+    }
+
+    async fn list_cluster_nodes(
+        &self,
+        name: &str,
+        next_token: Option<String>,
+    ) -> CloudResult<NodePage> {
+        const PAGE: usize = 100;
+        self.gate("sagemaker:ListClusterNodes", false).await?;
+        let Some((_, nodes)) = self
+            .by_name("hyperpod-cluster", name)
+            .await?
+            .and_then(|res| self.hyperpod_view(name, &res))
+        else {
+            return Err(not_found(
+                "sagemaker",
+                "ListClusterNodes",
+                "ResourceNotFound",
+                name,
+            ));
+        };
+        let start: usize = next_token.and_then(|t| t.parse().ok()).unwrap_or(0);
+        let end = (start + PAGE).min(nodes.len());
+        Ok(NodePage {
+            nodes: nodes.get(start..end).unwrap_or_default().to_vec(),
+            next_token: (end < nodes.len()).then(|| end.to_string()),
+        })
+    }
+
+    async fn delete_cluster(&self, name: &str) -> CloudResult<()> {
+        let api = "sagemaker:DeleteCluster";
+        self.gate(api, true).await?;
+        match self.by_name("hyperpod-cluster", name).await? {
+            Some(r) if r.deleted_ms.is_none() => self.remove(api, "hyperpod-cluster", &r.id).await,
+            _ => Err(not_found(
+                "sagemaker",
+                "DeleteCluster",
+                "ResourceNotFound",
+                name,
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl Iam for Sandbox {
+    async fn caller_identity(&self) -> CloudResult<CallerIdentity> {
+        self.gate("sts:GetCallerIdentity", false).await?;
+        Ok(CallerIdentity {
+            account: ACCOUNT.to_string(),
+            arn: format!("arn:aws:iam::{ACCOUNT}:role/instantstart-sandbox"),
+        })
+    }
+
+    async fn get_role(&self, name: &str) -> CloudResult<Option<Role>> {
+        self.gate("iam:GetRole", false).await?;
+        Ok(self
+            .by_name("iam-role", name)
+            .await?
+            .filter(|r| r.deleted_ms.is_none())
+            .map(|r| Role {
+                name: name.to_string(),
+                arn: format!("arn:aws:iam::{ACCOUNT}:role/{name}"),
+                trust_policy: r.data["trust"].clone(),
+            }))
+    }
+
+    async fn create_role(
+        &self,
+        name: &str,
+        trust_policy: &Value,
+        tags: &Tags,
+    ) -> CloudResult<Role> {
+        let api = "iam:CreateRole";
+        self.gate(api, true).await?;
+        let data = json!({"trust": trust_policy, "tags": tags, "inline": {}, "attached": []});
+        self.create(api, "iam-role", &new_id("AROA"), Some(name), &data)
+            .await?;
+        Ok(Role {
+            name: name.to_string(),
+            arn: format!("arn:aws:iam::{ACCOUNT}:role/{name}"),
+            trust_policy: trust_policy.clone(),
+        })
+    }
+
+    async fn put_role_policy(
+        &self,
+        role: &str,
+        policy_name: &str,
+        document: &Value,
+    ) -> CloudResult<()> {
+        let api = "iam:PutRolePolicy";
+        self.gate(api, true).await?;
+        let Some(mut res) = self
+            .by_name("iam-role", role)
+            .await?
+            .filter(|r| r.deleted_ms.is_none())
+        else {
+            return Err(not_found("iam", "PutRolePolicy", "NoSuchEntity", role));
+        };
+        res.data["inline"][policy_name] = document.clone();
+        self.update(api, "iam-role", &res.id, &res.data).await
+    }
+
+    async fn attach_role_policy(&self, role: &str, policy_arn: &str) -> CloudResult<()> {
+        let api = "iam:AttachRolePolicy";
+        self.gate(api, true).await?;
+        let Some(mut res) = self
+            .by_name("iam-role", role)
+            .await?
+            .filter(|r| r.deleted_ms.is_none())
+        else {
+            return Err(not_found("iam", "AttachRolePolicy", "NoSuchEntity", role));
+        };
+        let list = res.data["attached"].as_array().cloned().unwrap_or_default();
+        if list.iter().any(|p| p == policy_arn) {
+            return Ok(());
+        }
+        let mut list = list;
+        list.push(json!(policy_arn));
+        res.data["attached"] = Value::Array(list);
+        self.update(api, "iam-role", &res.id, &res.data).await
+    }
+
+    async fn delete_role(&self, name: &str) -> CloudResult<()> {
+        let api = "iam:DeleteRole";
+        self.gate(api, true).await?;
+        match self.by_name("iam-role", name).await? {
+            Some(r) if r.deleted_ms.is_none() => self.remove(api, "iam-role", &r.id).await,
+            _ => Ok(()),
+        }
+    }
+
+    async fn find_oidc_provider(&self, issuer_url: &str) -> CloudResult<Option<String>> {
+        self.gate("iam:ListOpenIDConnectProviders", false).await?;
+        let host = issuer_url.trim_start_matches("https://");
+        Ok(self
+            .by_name("oidc-provider", host)
+            .await?
+            .filter(|r| r.deleted_ms.is_none())
+            .map(|_| format!("arn:aws:iam::{ACCOUNT}:oidc-provider/{host}")))
+    }
+
+    async fn create_oidc_provider(&self, issuer_url: &str, tags: &Tags) -> CloudResult<String> {
+        let api = "iam:CreateOpenIDConnectProvider";
+        self.gate(api, true).await?;
+        let host = issuer_url.trim_start_matches("https://");
+        let data = json!({"url": issuer_url, "clientIds": ["sts.amazonaws.com"], "tags": tags});
+        self.create(api, "oidc-provider", &new_id("oidc"), Some(host), &data)
+            .await?;
+        Ok(format!("arn:aws:iam::{ACCOUNT}:oidc-provider/{host}"))
+    }
+}
+
+#[async_trait]
+impl ObjectStore for Sandbox {
+    async fn bucket_exists(&self, bucket: &str) -> CloudResult<bool> {
+        self.gate("s3:HeadBucket", false).await?;
+        Ok(self
+            .by_name("s3-bucket", bucket)
+            .await?
+            .is_some_and(|r| r.deleted_ms.is_none()))
+    }
+
+    async fn create_bucket(&self, bucket: &str, tags: &Tags) -> CloudResult<()> {
+        let api = "s3:CreateBucket";
+        self.gate(api, true).await?;
+        let data = json!({"tags": tags, "encryption": "aws:kms", "publicAccessBlock": true});
+        self.create(api, "s3-bucket", &new_id("bkt"), Some(bucket), &data)
+            .await
+    }
+
+    async fn put_object(&self, bucket: &str, key: &str, body: Vec<u8>) -> CloudResult<()> {
+        let api = "s3:PutObject";
+        self.gate(api, true).await?;
+        if !self.bucket_exists(bucket).await? {
+            return Err(not_found("s3", "PutObject", "NoSuchBucket", bucket));
+        }
+        let name = format!("{bucket}/{key}");
+        let data = json!({"bucket": bucket, "key": key, "size": body.len(),
+                          "body": String::from_utf8_lossy(&body)});
+        match self.by_name("s3-object", &name).await? {
+            Some(r) if r.deleted_ms.is_none() => self.update(api, "s3-object", &r.id, &data).await,
+            _ => {
+                self.create(api, "s3-object", &new_id("obj"), Some(&name), &data)
+                    .await
+            }
+        }
+    }
+
+    async fn list_objects(&self, bucket: &str, prefix: &str) -> CloudResult<Vec<String>> {
+        self.gate("s3:ListObjectsV2", false).await?;
+        let mut keys: Vec<String> = self
+            .list("s3-object")
+            .await?
+            .into_iter()
+            .filter(|r| r.data["bucket"] == bucket)
+            .filter_map(|r| r.data["key"].as_str().map(str::to_string))
+            .filter(|k| k.starts_with(prefix))
+            .collect();
+        keys.sort();
+        Ok(keys)
+    }
+}
+
+#[async_trait]
+impl Quotas for Sandbox {
+    async fn hyperpod_cluster_usage(&self, instance_type: &str) -> CloudResult<Option<u32>> {
+        self.gate("servicequotas:GetServiceQuota", false).await?;
+        Ok(QUOTAS
+            .iter()
+            .find(|(t, _)| *t == instance_type)
+            .map(|(_, n)| *n))
+    }
+}
+
+fn object_key(target: &KubeTarget, obj: &ObjectRef) -> String {
+    format!(
+        "{}/{}/{}/{}/{}",
+        target.cluster,
+        obj.api_version,
+        obj.kind,
+        obj.namespace.as_deref().unwrap_or(""),
+        obj.name
+    )
+}
+
+#[async_trait]
+impl Kube for Sandbox {
+    async fn apply(&self, target: &KubeTarget, manifest: &Value) -> CloudResult<()> {
+        let api = "k8s:Apply";
+        self.gate(api, true).await?;
+        self.active_cluster(&target.cluster, "Apply")
+            .await
+            .map_err(|mut e| {
+                e.service = "k8s".into();
+                e
+            })?;
+        let obj = ObjectRef::of(manifest).ok_or_else(|| {
+            CloudError::new(
+                "k8s",
+                "Apply",
+                "Invalid",
+                "manifest lacks apiVersion, kind or name",
+            )
+        })?;
+        let key = object_key(target, &obj);
+        match self.by_name("k8s-object", &key).await? {
+            Some(r) if r.deleted_ms.is_none() => {
+                self.update(api, "k8s-object", &r.id, manifest).await
+            }
+            _ => {
+                self.create(api, "k8s-object", &new_id("uid"), Some(&key), manifest)
+                    .await
+            }
+        }
+    }
+
+    async fn get(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<Option<Value>> {
+        self.gate("k8s:Get", false).await?;
+        Ok(self
+            .by_name("k8s-object", &object_key(target, obj))
+            .await?
+            .filter(|r| r.deleted_ms.is_none())
+            .map(|r| r.data))
+    }
+
+    async fn delete(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<()> {
+        let api = "k8s:Delete";
+        self.gate(api, true).await?;
+        match self.by_name("k8s-object", &object_key(target, obj)).await? {
+            Some(r) if r.deleted_ms.is_none() => self.remove(api, "k8s-object", &r.id).await,
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! The cloud used when `--cloud aws` cannot reach AWS from this build or this machine: every call
+//! is refused with one clear, non-retryable error that says what to do instead, so the server
+//! still starts and explains itself on `/healthz`, in the UI and in every problem body.
+
+use async_trait::async_trait;
+use ipnet::Ipv4Net;
+use serde_json::Value;
+
+use super::*;
+
+/// Refuses every call with `reason`.
+pub struct Unavailable {
+    pub region: String,
+    pub reason: String,
+}
+
+impl Unavailable {
+    fn refuse(&self, operation: &str) -> CloudError {
+        CloudError::new("aws", operation, "AwsUnavailable", self.reason.clone())
+    }
+
+    /// Wraps the refusal in every port.
+    pub fn cloud(self: std::sync::Arc<Self>) -> Cloud {
+        Cloud {
+            mode: CloudMode::Aws,
+            network: self.clone(),
+            eks: self.clone(),
+            hyperpod: self.clone(),
+            iam: self.clone(),
+            objects: self.clone(),
+            quotas: self.clone(),
+            kube: self,
+        }
+    }
+}
+
+#[async_trait]
+impl Network for Unavailable {
+    fn region(&self) -> String {
+        self.region.clone()
+    }
+    async fn describe_availability_zones(&self) -> CloudResult<Vec<Zone>> {
+        Err(self.refuse("describe_availability_zones"))
+    }
+    async fn describe_instance_type_offerings(&self, _zone: &str) -> CloudResult<Vec<String>> {
+        Err(self.refuse("describe_instance_type_offerings"))
+    }
+    async fn describe_vpcs(&self) -> CloudResult<Vec<Vpc>> {
+        Err(self.refuse("describe_vpcs"))
+    }
+    async fn describe_subnets(&self, _vpc_id: &str) -> CloudResult<Vec<Subnet>> {
+        Err(self.refuse("describe_subnets"))
+    }
+    async fn find_tagged(&self, _kind: NetKind, _tags: &Tags) -> CloudResult<Vec<String>> {
+        Err(self.refuse("find_tagged"))
+    }
+    async fn create_vpc(&self, _cidr: Ipv4Net, _tags: &Tags) -> CloudResult<Vpc> {
+        Err(self.refuse("create_vpc"))
+    }
+    async fn create_subnet(&self, _req: &CreateSubnet) -> CloudResult<Subnet> {
+        Err(self.refuse("create_subnet"))
+    }
+    async fn create_internet_gateway(&self, _vpc_id: &str, _tags: &Tags) -> CloudResult<String> {
+        Err(self.refuse("create_internet_gateway"))
+    }
+    async fn create_nat_gateway(&self, _subnet_id: &str, _tags: &Tags) -> CloudResult<String> {
+        Err(self.refuse("create_nat_gateway"))
+    }
+    async fn nat_gateway_state(&self, _id: &str) -> CloudResult<ResourceState> {
+        Err(self.refuse("nat_gateway_state"))
+    }
+    async fn create_route_table(&self, _req: &CreateRouteTable) -> CloudResult<String> {
+        Err(self.refuse("create_route_table"))
+    }
+    async fn associate_route_table(
+        &self,
+        _route_table_id: &str,
+        _subnet_id: &str,
+    ) -> CloudResult<()> {
+        Err(self.refuse("associate_route_table"))
+    }
+    async fn create_security_group(&self, _req: &CreateSecurityGroup) -> CloudResult<String> {
+        Err(self.refuse("create_security_group"))
+    }
+    async fn create_s3_endpoint(
+        &self,
+        _vpc_id: &str,
+        _route_table_ids: &[String],
+        _tags: &Tags,
+    ) -> CloudResult<String> {
+        Err(self.refuse("create_s3_endpoint"))
+    }
+    async fn delete(&self, _kind: NetKind, _id: &str) -> CloudResult<()> {
+        Err(self.refuse("delete"))
+    }
+}
+
+#[async_trait]
+impl Eks for Unavailable {
+    async fn create_cluster(&self, _req: &CreateEksCluster) -> CloudResult<EksCluster> {
+        Err(self.refuse("create_cluster"))
+    }
+    async fn describe_cluster(&self, _name: &str) -> CloudResult<Option<EksCluster>> {
+        Err(self.refuse("describe_cluster"))
+    }
+    async fn delete_cluster(&self, _name: &str) -> CloudResult<()> {
+        Err(self.refuse("delete_cluster"))
+    }
+    async fn has_access_entry(&self, _cluster: &str, _principal_arn: &str) -> CloudResult<bool> {
+        Err(self.refuse("has_access_entry"))
+    }
+    async fn create_access_entry(
+        &self,
+        _cluster: &str,
+        _principal_arn: &str,
+        _policy_arn: &str,
+    ) -> CloudResult<()> {
+        Err(self.refuse("create_access_entry"))
+    }
+    async fn create_addon(&self, _req: &CreateAddon) -> CloudResult<Addon> {
+        Err(self.refuse("create_addon"))
+    }
+    async fn describe_addon(&self, _cluster: &str, _name: &str) -> CloudResult<Option<Addon>> {
+        Err(self.refuse("describe_addon"))
+    }
+    async fn delete_addon(&self, _cluster: &str, _name: &str) -> CloudResult<()> {
+        Err(self.refuse("delete_addon"))
+    }
+}
+
+#[async_trait]
+impl HyperPod for Unavailable {
+    async fn create_cluster(&self, _req: &CreateHyperPodCluster) -> CloudResult<String> {
+        Err(self.refuse("create_cluster"))
+    }
+    async fn describe_cluster(&self, _name: &str) -> CloudResult<Option<HyperPodCluster>> {
+        Err(self.refuse("describe_cluster"))
+    }
+    async fn list_cluster_nodes(
+        &self,
+        _name: &str,
+        _next_token: Option<String>,
+    ) -> CloudResult<NodePage> {
+        Err(self.refuse("list_cluster_nodes"))
+    }
+    async fn delete_cluster(&self, _name: &str) -> CloudResult<()> {
+        Err(self.refuse("delete_cluster"))
+    }
+}
+
+#[async_trait]
+impl Iam for Unavailable {
+    async fn caller_identity(&self) -> CloudResult<CallerIdentity> {
+        Err(self.refuse("caller_identity"))
+    }
+    async fn get_role(&self, _name: &str) -> CloudResult<Option<Role>> {
+        Err(self.refuse("get_role"))
+    }
+    async fn create_role(
+        &self,
+        _name: &str,
+        _trust_policy: &Value,
+        _tags: &Tags,
+    ) -> CloudResult<Role> {
+        Err(self.refuse("create_role"))
+    }
+    async fn put_role_policy(
+        &self,
+        _role: &str,
+        _policy_name: &str,
+        _document: &Value,
+    ) -> CloudResult<()> {
+        Err(self.refuse("put_role_policy"))
+    }
+    async fn attach_role_policy(&self, _role: &str, _policy_arn: &str) -> CloudResult<()> {
+        Err(self.refuse("attach_role_policy"))
+    }
+    async fn delete_role(&self, _name: &str) -> CloudResult<()> {
+        Err(self.refuse("delete_role"))
+    }
+    async fn find_oidc_provider(&self, _issuer_url: &str) -> CloudResult<Option<String>> {
+        Err(self.refuse("find_oidc_provider"))
+    }
+    async fn create_oidc_provider(&self, _issuer_url: &str, _tags: &Tags) -> CloudResult<String> {
+        Err(self.refuse("create_oidc_provider"))
+    }
+}
+
+#[async_trait]
+impl ObjectStore for Unavailable {
+    async fn bucket_exists(&self, _bucket: &str) -> CloudResult<bool> {
+        Err(self.refuse("bucket_exists"))
+    }
+    async fn create_bucket(&self, _bucket: &str, _tags: &Tags) -> CloudResult<()> {
+        Err(self.refuse("create_bucket"))
+    }
+    async fn put_object(&self, _bucket: &str, _key: &str, _body: Vec<u8>) -> CloudResult<()> {
+        Err(self.refuse("put_object"))
+    }
+    async fn list_objects(&self, _bucket: &str, _prefix: &str) -> CloudResult<Vec<String>> {
+        Err(self.refuse("list_objects"))
+    }
+}
+
+#[async_trait]
+impl Quotas for Unavailable {
+    async fn hyperpod_cluster_usage(&self, _instance_type: &str) -> CloudResult<Option<u32>> {
+        Err(self.refuse("hyperpod_cluster_usage"))
+    }
+}
+
+#[async_trait]
+impl Kube for Unavailable {
+    async fn apply(&self, _target: &KubeTarget, _manifest: &Value) -> CloudResult<()> {
+        Err(self.refuse("apply"))
+    }
+    async fn get(&self, _target: &KubeTarget, _obj: &ObjectRef) -> CloudResult<Option<Value>> {
+        Err(self.refuse("get"))
+    }
+    async fn delete(&self, _target: &KubeTarget, _obj: &ObjectRef) -> CloudResult<()> {
+        Err(self.refuse("delete"))
+    }
+}

@@ -1,0 +1,118 @@
+//! Command line and environment configuration (clap): every flag is also an environment variable.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::cloud::CloudMode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "instantstart",
+    version,
+    about = "Out-of-band control plane for SageMaker HyperPod on EKS"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the web UI, REST API and MCP endpoint.
+    Serve(ServeConfig),
+}
+
+/// A secret that never shows up in `Debug` output or logs.
+#[derive(Clone)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl std::str::FromStr for Secret {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.len() < 16 {
+            return Err("the token must be at least 16 characters".into());
+        }
+        Ok(Secret(s.to_string()))
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeConfig {
+    /// Address to listen on. Loopback by default; any other address requires a token.
+    #[arg(long, env = "INSTANTSTART_BIND", default_value = "127.0.0.1:3099")]
+    pub bind: SocketAddr,
+
+    /// Where the SQLite database lives (default: $XDG_DATA_HOME/instantstart, else
+    /// ~/.local/share/instantstart; the container uses /data).
+    #[arg(long, env = "INSTANTSTART_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// `aws`: the real account from the standard credential chain. `sandbox`: a built-in
+    /// simulated account and clusters, for trying every flow without AWS.
+    #[arg(long, env = "INSTANTSTART_CLOUD", value_enum, default_value = "aws")]
+    pub cloud: CloudMode,
+
+    /// Bearer token required on every API and MCP request (mandatory off loopback).
+    #[arg(long, env = "INSTANTSTART_TOKEN", hide_env_values = true)]
+    pub token: Option<Secret>,
+
+    /// Extra `Host` values to accept, e.g. the name an SSM port-forward or proxy uses
+    /// (`localhost:8080`). Comma-separated in the environment variable.
+    #[arg(
+        long = "allowed-host",
+        env = "INSTANTSTART_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<String>,
+
+    /// Sandbox: simulated seconds per real second (60 turns a 10-minute EKS creation into 10 s).
+    #[arg(long, env = "INSTANTSTART_SANDBOX_TIME_SCALE", default_value_t = 60.0)]
+    pub sandbox_time_scale: f64,
+
+    /// Sandbox: injected faults, e.g. `eks:CreateCluster=1,sagemaker:CreateCluster=2,throttle=0.2`.
+    #[arg(long, env = "INSTANTSTART_SANDBOX_FAULTS", default_value = "")]
+    pub sandbox_faults: String,
+
+    /// How often long-running phases look at their resource, in milliseconds
+    /// (default 250 in the sandbox, 10000 against AWS).
+    #[arg(long, env = "INSTANTSTART_POLL_INTERVAL_MS")]
+    pub poll_interval_ms: Option<u64>,
+}
+
+impl ServeConfig {
+    /// The data directory, with the documented default.
+    pub fn data_dir(&self) -> PathBuf {
+        if let Some(d) = &self.data_dir {
+            return d.clone();
+        }
+        if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+            return PathBuf::from(xdg).join("instantstart");
+        }
+        match std::env::var_os("HOME") {
+            Some(home) => PathBuf::from(home).join(".local/share/instantstart"),
+            None => PathBuf::from(".instantstart"),
+        }
+    }
+
+    /// Defaults for tests and embedding: sandbox on an ephemeral loopback port.
+    pub fn sandbox(data_dir: PathBuf) -> Self {
+        Self {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            data_dir: Some(data_dir),
+            cloud: CloudMode::Sandbox,
+            token: None,
+            allowed_hosts: Vec::new(),
+            sandbox_time_scale: 60.0,
+            sandbox_faults: String::new(),
+            poll_interval_ms: None,
+        }
+    }
+}

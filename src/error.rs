@@ -1,0 +1,220 @@
+//! The edge error: one enum for everything a request can fail with, mapped to an HTTP status
+//! and an `application/problem+json` body in exactly one place ([`ApiError::into_response`]).
+//!
+//! Internal causes are logged with a correlation id and never returned to the caller.
+
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::cloud::CloudError;
+
+/// Prefix of every problem `type`; the suffix is a stable slug documented in the README.
+pub const PROBLEM_TYPE_PREFIX: &str = "urn:instantstart:problem:";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// A field has a value the API cannot accept (422).
+    #[error("{detail}")]
+    Validation {
+        field: String,
+        detail: String,
+        hint: Option<Value>,
+    },
+    /// The body is not the JSON the route takes (400): malformed, wrong type, unknown field.
+    #[error("{detail}")]
+    BadRequest {
+        slug: &'static str,
+        field: Option<String>,
+        detail: String,
+        hint: Option<Value>,
+    },
+    #[error("request body exceeds {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    #[error("{what} not found")]
+    NotFound { what: String, hint: Option<Value> },
+    /// The request collides with existing state (409), e.g. an operation already running.
+    #[error("{detail}")]
+    Conflict {
+        slug: &'static str,
+        detail: String,
+        field: Option<String>,
+        operation_id: Option<String>,
+    },
+    #[error("missing or invalid bearer token")]
+    Unauthorized,
+    #[error("{detail}")]
+    Forbidden { slug: &'static str, detail: String },
+    /// A cloud API refused a read the request needed (502).
+    #[error(transparent)]
+    Cloud(#[from] CloudError),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl ApiError {
+    pub fn validation(field: &str, detail: impl Into<String>) -> Self {
+        ApiError::Validation {
+            field: field.to_string(),
+            detail: detail.into(),
+            hint: None,
+        }
+    }
+
+    pub fn validation_hint(field: &str, detail: impl Into<String>, hint: Value) -> Self {
+        ApiError::Validation {
+            field: field.to_string(),
+            detail: detail.into(),
+            hint: Some(hint),
+        }
+    }
+
+    pub fn not_found(what: impl Into<String>) -> Self {
+        ApiError::NotFound {
+            what: what.into(),
+            hint: None,
+        }
+    }
+
+    pub fn conflict(detail: impl Into<String>, operation_id: Option<String>) -> Self {
+        ApiError::Conflict {
+            slug: "conflict",
+            detail: detail.into(),
+            field: None,
+            operation_id,
+        }
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(e: sqlx::Error) -> Self {
+        ApiError::Internal(e.into())
+    }
+}
+
+/// The RFC 9457 body.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Problem {
+    /// Stable identifier: `urn:instantstart:problem:<slug>`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    /// The offending request field (camelCase, dotted for nesting), when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// Valid values or the next step to take.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub hint: Option<Value>,
+    /// The existing operation a conflict is about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation_id: Option<String>,
+    /// For cloud errors: the AWS (or Kubernetes) error, as returned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub cloud: Option<Value>,
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
+            ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::Cloud(e) if e.retryable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Cloud(_) => StatusCode::BAD_GATEWAY,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The problem body for this error (also what MCP tools return on failure).
+    pub fn problem(&self) -> Problem {
+        let status = self.status();
+        let (slug, title) = match self {
+            ApiError::Validation { .. } => ("validation", "Invalid field value"),
+            ApiError::BadRequest { slug, .. } => (*slug, "Malformed request"),
+            ApiError::PayloadTooLarge { .. } => ("payload-too-large", "Request body too large"),
+            ApiError::NotFound { .. } => ("not-found", "Not found"),
+            ApiError::Conflict { slug, .. } => (*slug, "Conflict with existing state"),
+            ApiError::Unauthorized => ("unauthorized", "Authentication required"),
+            ApiError::Forbidden { slug, .. } => (*slug, "Request refused"),
+            ApiError::Cloud(_) => ("cloud-error", "A cloud API call failed"),
+            ApiError::Internal(_) => ("internal", "Internal error"),
+        };
+        let mut p = Problem {
+            type_: format!("{PROBLEM_TYPE_PREFIX}{slug}"),
+            title: title.to_string(),
+            status: status.as_u16(),
+            detail: self.to_string(),
+            field: None,
+            hint: None,
+            operation_id: None,
+            cloud: None,
+        };
+        match self {
+            ApiError::Validation { field, hint, .. } => {
+                p.field = Some(field.clone());
+                p.hint = hint.clone();
+            }
+            ApiError::BadRequest { field, hint, .. } => {
+                p.field = field.clone();
+                p.hint = hint.clone();
+            }
+            ApiError::NotFound { hint, .. } => p.hint = hint.clone(),
+            ApiError::Conflict {
+                field,
+                operation_id,
+                ..
+            } => {
+                p.field = field.clone();
+                p.operation_id = operation_id.clone();
+                if let Some(id) = operation_id {
+                    p.hint = Some(Value::String(format!(
+                        "watch it with GET /api/operations/{id}?wait=30, or retry it with POST /api/operations/{id}/retry if it failed"
+                    )));
+                }
+            }
+            ApiError::Unauthorized => {
+                p.hint = Some(Value::String(
+                    "send `Authorization: Bearer <INSTANTSTART_TOKEN>`".into(),
+                ))
+            }
+            ApiError::Cloud(e) => p.cloud = serde_json::to_value(e).ok(),
+            ApiError::Internal(e) => {
+                let id = uuid::Uuid::new_v4();
+                tracing::error!(error = ?e, correlation_id = %id, "internal error");
+                p.detail = format!("internal error (correlation id {id}); see the server log");
+            }
+            _ => {}
+        }
+        p
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let problem = self.problem();
+        let mut response = (self.status(), axum::Json(problem)).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/problem+json"),
+        );
+        if matches!(self, ApiError::Unauthorized) {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,173 @@
+//! InstantStart: an out-of-band control plane for SageMaker HyperPod clusters on EKS.
+//!
+//! ```text
+//!  browser / curl / agent ──► api/ (axum: edge guard, REST handlers) ──► service/ (stages)
+//!                                                                           │
+//!                               ops/ (durable operations in SQLite) ◄───────┘
+//!                                 │ calls ports only
+//!                               cloud/ ── sandbox/ (embedded default) · unavailable/ (no AWS)
+//! ```
+//!
+//! [`build_app`] is the one constructor, used by `main` and by the tests.
+
+pub mod api;
+pub mod cloud;
+pub mod config;
+pub mod error;
+pub mod ops;
+pub mod service;
+pub mod store;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+
+use cloud::sandbox::{Faults, Sandbox, SandboxConfig};
+use cloud::{Cloud, CloudMode};
+use config::ServeConfig;
+use ops::{Engine, EngineConfig};
+use store::Store;
+
+/// Everything a request handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    /// Durable operations, the store and the cloud ports.
+    pub engine: Engine,
+    /// Host/Origin allow-list and token.
+    pub edge: Arc<api::EdgePolicy>,
+    /// The simulated account, when running with `--cloud sandbox`.
+    pub sandbox: Option<Arc<Sandbox>>,
+    /// Why the configured cloud cannot be used (shown on `/healthz` and in the UI).
+    pub cloud_warning: Option<String>,
+}
+
+/// A bound, ready-to-serve application.
+pub struct App {
+    listener: TcpListener,
+    router: axum::Router,
+    pub state: AppState,
+}
+
+impl App {
+    pub fn port(&self) -> u16 {
+        self.listener.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+
+    /// Serves until the process is stopped (SIGINT/SIGTERM end it gracefully).
+    pub async fn run(self) -> anyhow::Result<()> {
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+            .context("serving")
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}
+
+/// Opens the store, builds the cloud, binds the listener, resumes unfinished operations.
+pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
+    let ip = config.bind.ip();
+    if !ip.is_loopback() && config.token.is_none() {
+        anyhow::bail!(
+            "refusing to listen on {} without a token: set INSTANTSTART_TOKEN (16+ characters), or bind 127.0.0.1",
+            config.bind
+        );
+    }
+    let data_dir = config.data_dir();
+    let store = Store::open(&data_dir).await?;
+    tracing::info!(data_dir = %data_dir.display(), "store opened");
+
+    let (cloud, sandbox, cloud_warning) = match config.cloud {
+        CloudMode::Sandbox => {
+            let faults = Faults::parse(&config.sandbox_faults)
+                .map_err(|e| anyhow::anyhow!("INSTANTSTART_SANDBOX_FAULTS: {e}"))?;
+            if !(config.sandbox_time_scale > 0.0) {
+                anyhow::bail!("INSTANTSTART_SANDBOX_TIME_SCALE must be a positive number");
+            }
+            let sandbox = Sandbox::new(
+                store.pool.clone(),
+                SandboxConfig {
+                    time_scale: config.sandbox_time_scale,
+                    faults,
+                },
+            )
+            .await?;
+            tracing::warn!("SANDBOX MODE: a simulated AWS account; nothing touches real AWS");
+            (sandbox.cloud(), Some(sandbox), None)
+        }
+        CloudMode::Aws => {
+            let region = std::env::var("AWS_REGION")
+                .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
+                .unwrap_or_default();
+            let reason = if region.is_empty() {
+                "no AWS region or credentials are configured (set AWS_REGION and credentials), and this build has no AWS adapter yet; start with --cloud sandbox to try every flow".to_string()
+            } else {
+                "this build has no AWS adapter yet; start with --cloud sandbox to try every flow"
+                    .to_string()
+            };
+            tracing::warn!("{reason}");
+            let cloud: Cloud = Arc::new(cloud::unavailable::Unavailable {
+                region,
+                reason: reason.clone(),
+            })
+            .cloud();
+            (cloud, None, Some(reason))
+        }
+    };
+
+    let poll = Duration::from_millis(config.poll_interval_ms.unwrap_or(match config.cloud {
+        CloudMode::Sandbox => 250,
+        CloudMode::Aws => 10_000,
+    }));
+    let engine = Engine::new(
+        store,
+        cloud,
+        Arc::new(service::steps::Catalog),
+        EngineConfig {
+            poll_interval: poll,
+            max_transient_retries: 8,
+        },
+    );
+
+    let listener = TcpListener::bind(config.bind)
+        .await
+        .with_context(|| format!("binding {}", config.bind))?;
+    let port = listener.local_addr()?.port();
+    let edge = Arc::new(api::EdgePolicy::new(
+        port,
+        ip,
+        &config.allowed_hosts,
+        config.token.clone(),
+    ));
+    let state = AppState {
+        engine: engine.clone(),
+        edge,
+        sandbox,
+        cloud_warning,
+    };
+    let router = api::router(state.clone());
+
+    let resumed = engine.resume_all().await?;
+    tracing::info!(address = %listener.local_addr()?, cloud = config.cloud.as_str(), resumed, "listening");
+    Ok(App {
+        listener,
+        router,
+        state,
+    })
+}

@@ -1,0 +1,566 @@
+//! The durable operations engine: runs each operation's phases with
+//! **record → act → record → watch**, resumes unfinished operations at start-up, and retries
+//! only what failed.
+//!
+//! ```text
+//!  pending ──persist `submitting`──► act (one mutating call) ──persist `submitted` + ids──►
+//!  watch (poll until terminal, persisting progress) ──► succeeded | failed
+//!
+//!  resume/retry:  succeeded → skipped;  submitted → watch again;
+//!                 submitting/failed → look the resource up (find) → adopt it, or act again
+//! ```
+//!
+//! The engine knows nothing about clusters: what each phase does is a [`Step`] provided by the
+//! domain (`service/`) through [`Stages`].
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use crate::cloud::{Cloud, CloudError};
+use crate::store::{ClusterRecord, OpState, Operation, PhaseState, PhaseUpdate, Store};
+
+/// Why a step failed.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepError {
+    /// Stable slug (`cloud-error`, `no-address-space`, `stage-failed` ...).
+    pub code: String,
+    pub message: String,
+    /// Transient: the engine retries with backoff (always looking before creating again).
+    pub retryable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cloud: Option<CloudError>,
+}
+
+impl StepError {
+    pub fn fatal(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            code: code.into(),
+            message: message.into(),
+            retryable: false,
+            cloud: None,
+        }
+    }
+}
+
+impl From<CloudError> for StepError {
+    fn from(e: CloudError) -> Self {
+        Self {
+            code: "cloud-error".into(),
+            message: e.to_string(),
+            retryable: e.retryable,
+            cloud: Some(e),
+        }
+    }
+}
+
+impl From<anyhow::Error> for StepError {
+    fn from(e: anyhow::Error) -> Self {
+        Self {
+            code: "internal".into(),
+            message: format!("{e:#}"),
+            retryable: true,
+            cloud: None,
+        }
+    }
+}
+
+impl From<sqlx::Error> for StepError {
+    fn from(e: sqlx::Error) -> Self {
+        anyhow::Error::from(e).into()
+    }
+}
+
+pub type StepResult<T> = Result<T, StepError>;
+
+/// Result of one look at a resource being watched.
+pub enum Poll {
+    /// Terminal and healthy; the final outputs of the phase.
+    Ready(Value),
+    /// Still converging; a progress line for the status route.
+    Pending(String),
+}
+
+/// What a step sees.
+pub struct StepCx<'a> {
+    pub engine: &'a Engine,
+    pub op: &'a Operation,
+    /// The cluster record as of the start of this phase (resources recorded so far).
+    pub cluster: Option<ClusterRecord>,
+    pub cloud: &'a Cloud,
+}
+
+impl StepCx<'_> {
+    /// A string the earlier phases recorded on the cluster (e.g. `vpcId`).
+    pub fn resource(&self, key: &str) -> StepResult<String> {
+        self.cluster
+            .as_ref()
+            .and_then(|c| c.resources.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| {
+                StepError::fatal(
+                    "missing-prerequisite",
+                    format!("cluster has no recorded `{key}`; run the earlier stage first"),
+                )
+            })
+    }
+
+    pub fn param<T: serde::de::DeserializeOwned>(&self) -> StepResult<T> {
+        serde_json::from_value(self.op.params.clone())
+            .map_err(|e| StepError::fatal("bad-params", format!("operation parameters: {e}")))
+    }
+}
+
+/// One phase of an operation kind.
+#[async_trait]
+pub trait Step: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// Look for what [`Step::act`] would create, by deterministic name or tag. Called before
+    /// acting again whenever an earlier attempt may have acted (resume, retry, transient error).
+    async fn find(&self, _cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        Ok(None)
+    }
+    /// The mutating call(s); returns the identifiers to record.
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value>;
+    /// Watch until terminal. The default: ready as soon as acted.
+    async fn poll(&self, _cx: &StepCx<'_>, outputs: &Value) -> StepResult<Poll> {
+        Ok(Poll::Ready(outputs.clone()))
+    }
+    /// Whether the outputs are merged into the cluster's recorded resources.
+    fn records_resources(&self) -> bool {
+        true
+    }
+}
+
+/// The domain's catalogue of operation kinds.
+pub trait Stages: Send + Sync {
+    /// The phases of an operation kind, in order, given its parameters.
+    fn steps(&self, kind: &str, params: &Value) -> Option<Vec<Arc<dyn Step>>>;
+}
+
+/// Tuning of the engine's waits.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineConfig {
+    /// How often to look at a resource being watched.
+    pub poll_interval: Duration,
+    /// How many transient errors in a row a phase absorbs before failing.
+    pub max_transient_retries: u32,
+}
+
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    cloud: Cloud,
+    stages: Arc<dyn Stages>,
+    config: EngineConfig,
+    /// Bumped on every persisted change, so long-polls and watchers wake without polling.
+    changes: watch::Sender<u64>,
+    /// Operations with a live runner in this process.
+    running: Mutex<HashSet<String>>,
+}
+
+/// Removes an operation from the running set when its runner ends, however it ends.
+struct RunGuard<'a>(&'a Inner, String);
+
+impl Drop for RunGuard<'_> {
+    fn drop(&mut self) {
+        self.0
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.1);
+    }
+}
+
+enum Outcome {
+    Done,
+    Cancelled,
+    Failed(String, StepError),
+}
+
+impl Engine {
+    pub fn new(store: Store, cloud: Cloud, stages: Arc<dyn Stages>, config: EngineConfig) -> Self {
+        let (changes, _) = watch::channel(0);
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                cloud,
+                stages,
+                config,
+                changes,
+                running: Mutex::new(HashSet::new()),
+            }),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub fn cloud(&self) -> &Cloud {
+        &self.inner.cloud
+    }
+
+    /// A receiver that changes whenever any operation or phase is persisted.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.changes.subscribe()
+    }
+
+    /// Signals watchers that something was persisted.
+    pub fn changed(&self) {
+        self.inner.changes.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// Starts a runner for every operation that has not reached a terminal state.
+    pub async fn resume_all(&self) -> anyhow::Result<usize> {
+        let ids = self.inner.store.unfinished().await?;
+        for id in &ids {
+            tracing::info!(operation_id = %id, "resuming operation");
+            self.spawn(id.clone());
+        }
+        Ok(ids.len())
+    }
+
+    /// Runs an operation in the background unless it already has a runner.
+    pub fn spawn(&self, id: String) {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = engine.run(&id).await {
+                tracing::error!(operation_id = %id, error = %format!("{e:#}"), "operation runner stopped");
+            }
+        });
+    }
+
+    #[tracing::instrument(skip_all, fields(operation_id = %id))]
+    async fn run(&self, id: &str) -> anyhow::Result<()> {
+        let inner = &*self.inner;
+        if !inner
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_string())
+        {
+            return Ok(());
+        }
+        let _guard = RunGuard(inner, id.to_string());
+        let Some(op) = inner.store.get_operation(id).await? else {
+            return Ok(());
+        };
+        if op.state.is_terminal() {
+            return Ok(());
+        }
+        let Some(steps) = inner.stages.steps(&op.kind, &op.params) else {
+            let err = json!({"code": "unknown-kind", "message": format!("unknown operation kind {}", op.kind)});
+            inner
+                .store
+                .set_state(id, OpState::Failed, Some(&err))
+                .await?;
+            self.changed();
+            return Ok(());
+        };
+        inner.store.set_state(id, OpState::Running, None).await?;
+        self.changed();
+        let outcome = self.run_steps(id, &steps).await?;
+        match outcome {
+            Outcome::Done => {
+                inner.store.set_state(id, OpState::Succeeded, None).await?;
+                tracing::info!("operation succeeded");
+            }
+            Outcome::Cancelled => {
+                inner.store.set_state(id, OpState::Cancelled, None).await?;
+                tracing::info!("operation cancelled");
+            }
+            Outcome::Failed(phase, err) => {
+                let mut body = serde_json::to_value(&err)?;
+                body["phase"] = json!(phase);
+                inner
+                    .store
+                    .set_state(id, OpState::Failed, Some(&body))
+                    .await?;
+                tracing::warn!(phase = %phase, error = %err.message, "operation failed");
+            }
+        }
+        self.changed();
+        Ok(())
+    }
+
+    async fn run_steps(&self, id: &str, steps: &[Arc<dyn Step>]) -> anyhow::Result<Outcome> {
+        for (seq, step) in steps.iter().enumerate() {
+            let seq = seq as i64;
+            let Some(op) = self.inner.store.get_operation(id).await? else {
+                anyhow::bail!("operation vanished");
+            };
+            if op.cancel_requested {
+                return Ok(Outcome::Cancelled);
+            }
+            let Some(phase) = op.phases.iter().find(|p| p.seq == seq).cloned() else {
+                anyhow::bail!("operation has no phase {seq} ({})", step.name());
+            };
+            if phase.state == PhaseState::Succeeded {
+                continue;
+            }
+            match self
+                .run_phase(&op, seq, phase.state, phase.outputs, step.as_ref())
+                .await
+            {
+                Ok(PhaseEnd::Succeeded) => {}
+                Ok(PhaseEnd::Cancelled) => return Ok(Outcome::Cancelled),
+                Err(err) => {
+                    self.update_phase(
+                        id,
+                        seq,
+                        PhaseUpdate {
+                            state: Some(PhaseState::Failed),
+                            error: Some(Some(serde_json::to_value(&err)?)),
+                            finished: true,
+                            ..Default::default()
+                        },
+                    )
+                    .await?;
+                    return Ok(Outcome::Failed(step.name().to_string(), err));
+                }
+            }
+        }
+        Ok(Outcome::Done)
+    }
+
+    async fn update_phase(&self, id: &str, seq: i64, u: PhaseUpdate) -> sqlx::Result<()> {
+        self.inner.store.update_phase(id, seq, u).await?;
+        self.changed();
+        Ok(())
+    }
+
+    async fn cx<'a>(&'a self, op: &'a Operation) -> StepResult<StepCx<'a>> {
+        Ok(StepCx {
+            engine: self,
+            op,
+            cluster: self.inner.store.get_cluster(&op.cluster).await?,
+            cloud: &self.inner.cloud,
+        })
+    }
+
+    /// Backoff before the `n`th retry of a transient error.
+    fn backoff(&self, n: u32) -> Duration {
+        let base = self
+            .inner
+            .config
+            .poll_interval
+            .max(Duration::from_millis(50));
+        (base * 2u32.saturating_pow(n.min(6))).min(Duration::from_secs(30))
+    }
+
+    async fn run_phase(
+        &self,
+        op: &Operation,
+        seq: i64,
+        state: PhaseState,
+        outputs: Option<Value>,
+        step: &dyn Step,
+    ) -> StepResult<PhaseEnd> {
+        let id = op.id.as_str();
+        let cx = self.cx(op).await?;
+        let outputs = match (state, outputs) {
+            (PhaseState::Submitted, Some(outputs)) => outputs,
+            _ => {
+                // An earlier attempt may have acted if the phase was left `submitting`/`failed`.
+                let mut adopt = state != PhaseState::Pending;
+                self.update_phase(
+                    id,
+                    seq,
+                    PhaseUpdate {
+                        state: Some(PhaseState::Submitting),
+                        bump_attempt: true,
+                        started: true,
+                        error: Some(None),
+                        ..Default::default()
+                    },
+                )
+                .await?;
+                let mut transient = 0;
+                let outputs = loop {
+                    let attempt = async {
+                        if adopt {
+                            if let Some(found) = step.find(&cx).await? {
+                                tracing::info!(phase = step.name(), "adopted existing resource");
+                                return Ok(found);
+                            }
+                        }
+                        step.act(&cx).await
+                    };
+                    match attempt.await {
+                        Ok(v) => break v,
+                        Err(e)
+                            if e.retryable
+                                && transient < self.inner.config.max_transient_retries =>
+                        {
+                            tracing::warn!(phase = step.name(), error = %e.message, "transient error; looking again before acting");
+                            tokio::time::sleep(self.backoff(transient)).await;
+                            transient += 1;
+                            adopt = true;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                };
+                self.update_phase(
+                    id,
+                    seq,
+                    PhaseUpdate {
+                        state: Some(PhaseState::Submitted),
+                        outputs: Some(outputs.clone()),
+                        ..Default::default()
+                    },
+                )
+                .await?;
+                outputs
+            }
+        };
+        self.watch_phase(op, seq, &cx, outputs, step).await
+    }
+
+    async fn watch_phase(
+        &self,
+        op: &Operation,
+        seq: i64,
+        cx: &StepCx<'_>,
+        outputs: Value,
+        step: &dyn Step,
+    ) -> StepResult<PhaseEnd> {
+        let mut changes = self.subscribe();
+        let mut last_progress: Option<String> = None;
+        let mut transient = 0;
+        loop {
+            match step.poll(cx, &outputs).await {
+                Ok(Poll::Ready(final_outputs)) => {
+                    if step.records_resources() {
+                        self.inner
+                            .store
+                            .merge_resources(&op.cluster, &final_outputs)
+                            .await?;
+                    }
+                    self.update_phase(
+                        &op.id,
+                        seq,
+                        PhaseUpdate {
+                            state: Some(PhaseState::Succeeded),
+                            outputs: Some(final_outputs),
+                            progress: last_progress.as_ref().map(|_| "done".to_string()),
+                            finished: true,
+                            ..Default::default()
+                        },
+                    )
+                    .await?;
+                    return Ok(PhaseEnd::Succeeded);
+                }
+                Ok(Poll::Pending(progress)) => {
+                    transient = 0;
+                    if last_progress.as_deref() != Some(progress.as_str()) {
+                        self.update_phase(
+                            &op.id,
+                            seq,
+                            PhaseUpdate {
+                                progress: Some(progress.clone()),
+                                ..Default::default()
+                            },
+                        )
+                        .await?;
+                        last_progress = Some(progress);
+                    }
+                }
+                Err(e) if e.retryable && transient < self.inner.config.max_transient_retries => {
+                    tracing::warn!(phase = step.name(), error = %e.message, "transient error while watching");
+                    tokio::time::sleep(self.backoff(transient)).await;
+                    transient += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            if self.cancel_requested(&op.id).await? {
+                return Ok(PhaseEnd::Cancelled);
+            }
+            // Wake on the next poll tick, or earlier when something this phase may be waiting
+            // for (a child operation) was persisted.
+            let _ = tokio::time::timeout(self.inner.config.poll_interval, changes.changed()).await;
+        }
+    }
+
+    async fn cancel_requested(&self, id: &str) -> StepResult<bool> {
+        Ok(self
+            .inner
+            .store
+            .get_operation(id)
+            .await?
+            .is_some_and(|op| op.cancel_requested))
+    }
+
+    /// Makes a failed or cancelled operation runnable again: failed phases go back to
+    /// `submitting`, so they look before they act; succeeded phases are kept.
+    pub async fn reset_for_retry(&self, op: &Operation) -> anyhow::Result<()> {
+        let store = &self.inner.store;
+        for phase in op.phases.iter().filter(|p| p.state == PhaseState::Failed) {
+            store
+                .update_phase(
+                    &op.id,
+                    phase.seq,
+                    PhaseUpdate {
+                        state: Some(PhaseState::Submitting),
+                        error: Some(None),
+                        ..Default::default()
+                    },
+                )
+                .await?;
+        }
+        store.set_cancel_requested(&op.id, false).await?;
+        store.set_state(&op.id, OpState::Pending, None).await?;
+        self.changed();
+        Ok(())
+    }
+
+    /// Long-poll: returns the operation once its state or phases change after `since`, or when
+    /// `wait` elapses.
+    pub async fn wait_for_change(
+        &self,
+        id: &str,
+        wait: Duration,
+    ) -> anyhow::Result<Option<Operation>> {
+        let mut changes = self.subscribe();
+        let Some(first) = self.inner.store.get_operation(id).await? else {
+            return Ok(None);
+        };
+        if wait.is_zero() || first.state.is_terminal() {
+            return Ok(Some(first));
+        }
+        let fingerprint = |op: &Operation| (op.state, op.updated_at.clone());
+        let before = fingerprint(&first);
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if tokio::time::timeout_at(deadline, changes.changed())
+                .await
+                .is_err()
+            {
+                break;
+            }
+            if let Some(now) = self.inner.store.get_operation(id).await? {
+                if fingerprint(&now) != before {
+                    return Ok(Some(now));
+                }
+            }
+        }
+        Ok(self.inner.store.get_operation(id).await?)
+    }
+}
+
+enum PhaseEnd {
+    Succeeded,
+    Cancelled,
+}

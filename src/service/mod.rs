@@ -1,0 +1,526 @@
+//! The domain: cluster stages and pipelines. Turns validated requests into durable operations
+//! (with idempotency and conflict rules) and answers cluster queries. Handlers call this; it
+//! calls the engine and, for validation reads, the cloud ports.
+
+pub mod steps;
+pub mod subnets;
+pub mod validate;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
+
+use crate::error::{ApiError, ApiResult};
+use crate::ops::Engine;
+use crate::store::{ClusterRecord, NewOperation, Operation, Store};
+use steps::{Catalog, ClusterParams, HyperPodParams, PipelineParams};
+
+/// Settings key of the active cluster.
+pub const ACTIVE_CLUSTER: &str = "active-cluster";
+
+/// Stage kinds that run on an existing cluster, in pipeline order.
+pub const STAGES: &[&str] = &["cluster", "dependencies", "hyperpod", "storage"];
+
+// ---------------------------------------------------------------------------------------------
+// Requests (the REST bodies; also the MCP tool input schemas)
+// ---------------------------------------------------------------------------------------------
+
+/// `POST /api/clusters`: network + EKS control plane.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateClusterRequest {
+    /// 1–24 lowercase letters, digits, hyphens; starts with a letter.
+    pub name: String,
+    /// Defaults to the control plane's region (the only one accepted).
+    pub region: Option<String>,
+    /// Two Availability Zones for the public and private subnets; default: the first two.
+    pub zones: Option<Vec<String>>,
+    /// VPC block override (RFC 1918, /16–/19); default: a free /16 in 10.0.0.0/8.
+    pub vpc_cidr: Option<String>,
+    /// `1.31`, `1.32` (default) or `1.33`.
+    pub kubernetes_version: Option<String>,
+}
+
+/// `POST /api/clusters/{name}/hyperpod`.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateHyperPodRequest {
+    /// e.g. `ml.g5.8xlarge`; must be offered in `zone`.
+    pub instance_type: String,
+    pub instance_count: i64,
+    /// Availability Zone of the first instance group (its compute subnet goes there).
+    pub zone: String,
+    /// `on-demand`, `spot` or `training-plan`.
+    pub capacity_type: String,
+    /// Required with `training-plan`.
+    pub training_plan_arn: Option<String>,
+    /// Run `InstanceStress` and `InstanceConnectivity` deep health checks at start (default false).
+    pub deep_health_checks: Option<bool>,
+    /// EBS volume per instance in GB (default 500).
+    pub volume_size_gb: Option<i64>,
+    /// Default `workers`.
+    pub instance_group_name: Option<String>,
+}
+
+/// `POST /api/pipelines`: the whole cluster in one request.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PipelineRequest {
+    pub name: String,
+    pub region: Option<String>,
+    pub zone: String,
+    pub instance_type: String,
+    pub instance_count: i64,
+    pub capacity_type: String,
+    pub training_plan_arn: Option<String>,
+    /// Install the dependencies stage (default true).
+    pub dependencies: Option<bool>,
+    /// Mount the shared bucket as `s3-claim` (default true).
+    pub storage: Option<bool>,
+    pub deep_health_checks: Option<bool>,
+    pub volume_size_gb: Option<i64>,
+    pub instance_group_name: Option<String>,
+    pub vpc_cidr: Option<String>,
+    pub kubernetes_version: Option<String>,
+}
+
+/// Body of stage routes that take no parameters (`dependencies`, `storage`); may be omitted.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EmptyRequest {}
+
+/// `PUT /api/active-cluster`.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ActiveClusterRequest {
+    pub name: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation into stage parameters
+// ---------------------------------------------------------------------------------------------
+
+pub async fn cluster_params(
+    engine: &Engine,
+    req: &CreateClusterRequest,
+    first_zone: Option<&str>,
+) -> ApiResult<ClusterParams> {
+    let cloud = engine.cloud();
+    validate::cluster_name("name", &req.name)?;
+    let region = validate::region("region", req.region.as_deref(), cloud)?;
+    let kubernetes_version =
+        validate::kubernetes_version("kubernetesVersion", req.kubernetes_version.as_deref())?;
+    let all = cloud.network.describe_availability_zones().await?;
+    let zones = match &req.zones {
+        Some(names) => {
+            if names.len() != 2 || names[0] == names[1] {
+                return Err(ApiError::validation_hint(
+                    "zones",
+                    "exactly two different Availability Zones are needed",
+                    json!(all.iter().map(|z| &z.name).collect::<Vec<_>>()),
+                ));
+            }
+            names
+                .iter()
+                .map(|n| validate::zone("zones", n, &all))
+                .collect::<ApiResult<Vec<_>>>()?
+        }
+        None => {
+            let mut zones = Vec::new();
+            if let Some(first) = first_zone {
+                zones.push(validate::zone("zone", first, &all)?);
+            }
+            zones.extend(
+                all.iter()
+                    .filter(|z| Some(z.name.as_str()) != first_zone)
+                    .cloned(),
+            );
+            zones.truncate(2);
+            zones
+        }
+    };
+    if zones.len() < 2 {
+        return Err(ApiError::validation(
+            "zones",
+            "the region has fewer than two Availability Zones",
+        ));
+    }
+    let vpc_cidr = match &req.vpc_cidr {
+        Some(c) => Some(validate::vpc_cidr("vpcCidr", c, cloud).await?),
+        None => None,
+    };
+    Ok(ClusterParams {
+        region,
+        zones,
+        vpc_cidr,
+        kubernetes_version,
+    })
+}
+
+pub async fn hyperpod_params(
+    engine: &Engine,
+    req: &CreateHyperPodRequest,
+) -> ApiResult<HyperPodParams> {
+    let cloud = engine.cloud();
+    let group = req
+        .instance_group_name
+        .clone()
+        .unwrap_or_else(|| "workers".into());
+    validate::instance_group_name("instanceGroupName", &group)?;
+    let capacity = validate::capacity(
+        "capacityType",
+        &req.capacity_type,
+        req.training_plan_arn.as_deref(),
+    )?;
+    let zones = cloud.network.describe_availability_zones().await?;
+    let zone = validate::zone("zone", &req.zone, &zones)?;
+    validate::instance_type_in_zone("instanceType", &req.instance_type, &zone, &zones, cloud)
+        .await?;
+    let instance_count = validate::instance_count(
+        "instanceCount",
+        req.instance_count,
+        &req.instance_type,
+        cloud,
+    )
+    .await?;
+    let volume_size_gb = validate::volume_size("volumeSizeGb", req.volume_size_gb)?;
+    Ok(HyperPodParams {
+        instance_group_name: group,
+        instance_type: req.instance_type.clone(),
+        instance_count,
+        zone: zone.name,
+        zone_id: zone.id,
+        capacity,
+        deep_health_checks: req.deep_health_checks.unwrap_or(false),
+        volume_size_gb,
+    })
+}
+
+pub async fn pipeline_params(engine: &Engine, req: &PipelineRequest) -> ApiResult<PipelineParams> {
+    let cluster_req = CreateClusterRequest {
+        name: req.name.clone(),
+        region: req.region.clone(),
+        zones: None,
+        vpc_cidr: req.vpc_cidr.clone(),
+        kubernetes_version: req.kubernetes_version.clone(),
+    };
+    let hp_req = CreateHyperPodRequest {
+        instance_type: req.instance_type.clone(),
+        instance_count: req.instance_count,
+        zone: req.zone.clone(),
+        capacity_type: req.capacity_type.clone(),
+        training_plan_arn: req.training_plan_arn.clone(),
+        deep_health_checks: req.deep_health_checks,
+        volume_size_gb: req.volume_size_gb,
+        instance_group_name: req.instance_group_name.clone(),
+    };
+    // Name first, so the most basic mistake is the one reported.
+    validate::cluster_name("name", &req.name)?;
+    let hyperpod = hyperpod_params(engine, &hp_req).await?;
+    let cluster = cluster_params(engine, &cluster_req, Some(&req.zone)).await?;
+    Ok(PipelineParams {
+        cluster,
+        hyperpod,
+        dependencies: req.dependencies.unwrap_or(true),
+        storage: req.storage.unwrap_or(true),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Submission
+// ---------------------------------------------------------------------------------------------
+
+/// A request to start an operation.
+pub struct Submission {
+    pub kind: &'static str,
+    pub cluster: String,
+    pub params: Value,
+    pub actor: String,
+    pub idempotency_key: Option<String>,
+    /// Hash of the request body, to refuse a reused key with another body.
+    pub request_hash: Option<String>,
+    pub parent_id: Option<String>,
+    /// `Some((region, spec))` when the operation creates the cluster record.
+    pub new_cluster: Option<(String, Value)>,
+}
+
+/// The answer to an accepted submission.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Accepted {
+    pub operation_id: String,
+    /// `GET` it (with `?wait=30` to long-poll) until `state` is terminal.
+    pub status_url: String,
+    /// The cluster the operation acts on.
+    pub cluster: String,
+    pub kind: String,
+    /// False when an earlier submission with the same `Idempotency-Key` is returned.
+    pub created: bool,
+    #[serde(skip)]
+    pub operation: Operation,
+}
+
+pub fn request_hash(kind: &str, cluster: &str, body: &Value) -> String {
+    let digest = Sha256::digest(format!("{kind}\n{cluster}\n{body}").as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Starts an operation: idempotency key first, then conflict rules, then one transaction that
+/// inserts the operation (and the cluster record) — all under the store's write lock, so two
+/// concurrent identical submissions can never both insert.
+pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
+    let store = engine.store();
+    let phases = Catalog
+        .phase_names(sub.kind, &sub.params)
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("unknown kind {}", sub.kind)))?;
+    let guard = store.write_lock.lock().await;
+    if let Some(key) = &sub.idempotency_key {
+        if let Some((id, hash)) = store.find_by_key(key).await? {
+            if sub.request_hash.is_some() && hash != sub.request_hash {
+                return Err(ApiError::Conflict {
+                    slug: "idempotency-key-reused",
+                    detail: "this Idempotency-Key was used with a different request".into(),
+                    field: Some("Idempotency-Key".into()),
+                    operation_id: Some(id),
+                });
+            }
+            let op = load(store, &id).await?;
+            return Ok(accepted(op, false));
+        }
+    }
+    check_conflicts(store, &sub).await?;
+    let id = uuid::Uuid::now_v7().to_string();
+    let new = NewOperation {
+        id: id.clone(),
+        kind: sub.kind.to_string(),
+        cluster: sub.cluster.clone(),
+        params: sub.params.clone(),
+        idempotency_key: sub.idempotency_key.clone(),
+        request_hash: sub.request_hash.clone(),
+        actor: sub.actor.clone(),
+        parent_id: sub.parent_id.clone(),
+        phases,
+    };
+    let mut tx = store.pool.begin().await?;
+    if let Some((region, spec)) = &sub.new_cluster {
+        Store::forget_cluster(&mut tx, &sub.cluster).await?;
+        Store::insert_cluster(&mut tx, &sub.cluster, region, spec).await?;
+    }
+    Store::insert_operation(&mut tx, &new).await?;
+    tx.commit().await?;
+    drop(guard);
+    tracing::info!(operation_id = %id, kind = sub.kind, cluster = %sub.cluster, actor = %sub.actor, "operation submitted");
+    engine.changed();
+    engine.spawn(id.clone());
+    Ok(accepted(load(store, &id).await?, true))
+}
+
+async fn load(store: &Store, id: &str) -> ApiResult<Operation> {
+    store
+        .get_operation(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("operation {id}")))
+}
+
+fn accepted(op: Operation, created: bool) -> Accepted {
+    Accepted {
+        operation_id: op.id.clone(),
+        status_url: op.status_url.clone(),
+        cluster: op.cluster.clone(),
+        kind: op.kind.clone(),
+        created,
+        operation: op,
+    }
+}
+
+async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResult<()> {
+    let existing = store.get_cluster(&sub.cluster).await?;
+    let latest = store.latest_per_kind(&sub.cluster).await?;
+    let running = |kind: &str| {
+        latest
+            .iter()
+            .find(|o| o.kind == kind && !o.state.is_terminal())
+    };
+    if sub.new_cluster.is_some() {
+        if let Some(c) = existing.filter(|c| c.status != "deleted") {
+            let op = latest
+                .iter()
+                .find(|o| o.kind == "pipeline")
+                .or_else(|| latest.iter().find(|o| o.kind == "cluster"))
+                .or(latest.first());
+            return Err(ApiError::Conflict {
+                slug: "cluster-exists",
+                detail: format!("cluster `{}` already exists", c.name),
+                field: Some("name".into()),
+                operation_id: op.map(|o| o.id.clone()),
+            });
+        }
+        return Ok(());
+    }
+    let Some(cluster) = existing.filter(|c| c.status != "deleted") else {
+        return Err(ApiError::not_found(format!("cluster `{}`", sub.cluster)));
+    };
+    if let Some(del) = running("delete-cluster") {
+        return Err(ApiError::conflict(
+            format!("cluster `{}` is being deleted", cluster.name),
+            Some(del.id.clone()),
+        ));
+    }
+    if sub.kind == "delete-cluster" {
+        if let Some(busy) = latest
+            .iter()
+            .find(|o| !o.state.is_terminal() && o.parent_id.is_none())
+        {
+            return Err(ApiError::conflict(
+                format!(
+                    "operation {} ({}) is still running on `{}`; cancel it first",
+                    busy.id, busy.kind, cluster.name
+                ),
+                Some(busy.id.clone()),
+            ));
+        }
+        return Ok(());
+    }
+    if let Some(busy) = running(sub.kind) {
+        return Err(ApiError::conflict(
+            format!(
+                "a {} operation is already running on `{}`",
+                sub.kind, cluster.name
+            ),
+            Some(busy.id.clone()),
+        ));
+    }
+    let has = |key: &str| cluster.resources.get(key).is_some_and(|v| !v.is_null());
+    if sub.kind != "cluster" && !(has("eksEndpoint") && has("eksCertificateAuthority")) {
+        let op = latest
+            .iter()
+            .find(|o| o.kind == "cluster")
+            .map(|o| o.id.clone());
+        return Err(ApiError::Conflict {
+            slug: "stage-not-ready",
+            detail: format!(
+                "the EKS cluster of `{}` is not ready yet: the cluster stage must succeed first",
+                cluster.name
+            ),
+            field: None,
+            operation_id: op,
+        });
+    }
+    if sub.kind == "hyperpod" && has("hyperPodClusterArn") {
+        return Err(ApiError::Conflict {
+            slug: "hyperpod-exists",
+            detail: format!("`{}` already has a HyperPod cluster", cluster.name),
+            field: None,
+            operation_id: latest
+                .iter()
+                .find(|o| o.kind == "hyperpod")
+                .map(|o| o.id.clone()),
+        });
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Queries and control
+// ---------------------------------------------------------------------------------------------
+
+/// A cluster with the latest operation of every stage.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterView {
+    #[serde(flatten)]
+    pub record: ClusterRecord,
+    /// Stage kind → the newest operation of that kind.
+    #[schema(value_type = Object)]
+    pub stages: Value,
+    /// Whether this is the active cluster.
+    pub active: bool,
+}
+
+pub async fn cluster_view(engine: &Engine, name: &str) -> ApiResult<ClusterView> {
+    let store = engine.store();
+    let record = store
+        .get_cluster(name)
+        .await?
+        .filter(|c| c.status != "deleted")
+        .ok_or_else(|| cluster_not_found(name))?;
+    let mut stages = serde_json::Map::new();
+    for op in store.latest_per_kind(name).await? {
+        stages.insert(
+            op.kind.clone(),
+            serde_json::to_value(&op).map_err(anyhow::Error::from)?,
+        );
+    }
+    let active = store.setting(ACTIVE_CLUSTER).await?.as_deref() == Some(name);
+    Ok(ClusterView {
+        record,
+        stages: Value::Object(stages),
+        active,
+    })
+}
+
+pub fn cluster_not_found(name: &str) -> ApiError {
+    ApiError::NotFound {
+        what: format!("cluster `{name}`"),
+        hint: Some(json!("GET /api/clusters lists the clusters")),
+    }
+}
+
+/// Retries a failed or cancelled operation (for a pipeline: its failed stage first).
+pub async fn retry(engine: &Engine, id: &str) -> ApiResult<Operation> {
+    let store = engine.store();
+    let _guard = store.write_lock.lock().await;
+    let op = load(store, id).await?;
+    if !matches!(
+        op.state,
+        crate::store::OpState::Failed | crate::store::OpState::Cancelled
+    ) {
+        return Err(ApiError::Conflict {
+            slug: "not-retryable",
+            detail: format!(
+                "operation {id} is {}; only failed or cancelled operations can be retried",
+                op.state.as_str()
+            ),
+            field: None,
+            operation_id: Some(id.to_string()),
+        });
+    }
+    if op.kind == "pipeline" {
+        for child in store.children(id).await? {
+            if matches!(
+                child.state,
+                crate::store::OpState::Failed | crate::store::OpState::Cancelled
+            ) {
+                engine.reset_for_retry(&child).await?;
+                engine.spawn(child.id.clone());
+            }
+        }
+    }
+    engine.reset_for_retry(&op).await?;
+    engine.spawn(id.to_string());
+    load(store, id).await
+}
+
+/// Asks a running operation (and a pipeline's running stage) to stop at its next safe point:
+/// never in the middle of a mutating call.
+pub async fn cancel(engine: &Engine, id: &str) -> ApiResult<Operation> {
+    let store = engine.store();
+    let op = load(store, id).await?;
+    if op.state.is_terminal() {
+        return Err(ApiError::Conflict {
+            slug: "already-finished",
+            detail: format!("operation {id} already {}", op.state.as_str()),
+            field: None,
+            operation_id: Some(id.to_string()),
+        });
+    }
+    store.set_cancel_requested(id, true).await?;
+    for child in store.children(id).await? {
+        if !child.state.is_terminal() {
+            store.set_cancel_requested(&child.id, true).await?;
+        }
+    }
+    engine.changed();
+    load(store, id).await
+}

@@ -1,0 +1,305 @@
+//! Phases of the `hyperpod` stage: compute subnet, execution role, shared bucket and lifecycle
+//! script, then the HyperPod cluster itself (node recovery Automatic), watched to `InService`.
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::{net_tags, HyperPodParams};
+use crate::cloud::{Capacity, CreateHyperPodCluster, HyperPodStatus, InstanceGroupSpec, Zone};
+use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
+use crate::service::subnets::{
+    ensure_compute_subnet, ComputeSubnetRequest, COMPUTE_PREFIX, PROCESS_SUBNET_LOCKS,
+};
+
+/// Name of the HyperPod cluster of an InstantStart cluster.
+pub fn hyperpod_name(cluster: &str) -> String {
+    format!("{cluster}-hp")
+}
+
+pub fn execution_role_name(cluster: &str) -> String {
+    format!("{cluster}-hyperpod-exec")
+}
+
+/// The shared bucket: lifecycle scripts, datasets, checkpoints, models. The `sagemaker-` prefix
+/// keeps it usable by SageMaker's own managed policies as well.
+pub fn bucket_name(cluster: &str, account: &str) -> String {
+    format!("sagemaker-instantstart-{cluster}-{account}")
+}
+
+/// 2 threads per core for p4/p5/p6 and for training-plan capacity, else 1 — always sent
+/// explicitly so the API default never decides.
+pub fn threads_per_core(instance_type: &str, capacity: &Capacity) -> u8 {
+    let hpc = ["ml.p4", "ml.p5", "ml.p6"]
+        .iter()
+        .any(|p| instance_type.starts_with(p));
+    if hpc || matches!(capacity, Capacity::TrainingPlan { .. }) {
+        2
+    } else {
+        1
+    }
+}
+
+pub const LIFECYCLE_PREFIX: &str = "lifecycle/";
+/// AWS-managed policy for HyperPod cluster instances.
+pub const INSTANCE_ROLE_POLICY: &str =
+    "arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy";
+
+/// The on-create script every node runs: it only records that it ran, so nothing in it can fail
+/// a node for reasons outside the user's control.
+pub const ON_CREATE_SCRIPT: &str = "#!/bin/bash\n\
+# InstantStart lifecycle script: runs once on every HyperPod node at creation.\n\
+set -euo pipefail\n\
+echo \"[instantstart] on_create: node $(hostname) ready\"\n";
+
+pub struct ComputeSubnetStep;
+
+#[async_trait]
+impl Step for ComputeSubnetStep {
+    fn name(&self) -> &'static str {
+        "compute-subnet"
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let p: HyperPodParams = cx.param()?;
+        let vpc_id = cx.resource("vpcId")?;
+        let rt = cx.resource("privateRouteTableId")?;
+        let zone = Zone {
+            name: p.zone.clone(),
+            id: p.zone_id.clone(),
+        };
+        let req = ComputeSubnetRequest {
+            cluster: &cx.op.cluster,
+            vpc_id: &vpc_id,
+            zone: &zone,
+            route_table_id: &rt,
+            prefix: COMPUTE_PREFIX,
+        };
+        let (subnet, _) = ensure_compute_subnet(cx.cloud, &PROCESS_SUBNET_LOCKS, &req).await?;
+        Ok(json!({"computeSubnetId": subnet.id, "computeSubnetCidr": subnet.cidr}))
+    }
+}
+
+pub struct ExecutionRoleStep;
+
+impl ExecutionRoleStep {
+    async fn bucket(cx: &StepCx<'_>) -> StepResult<String> {
+        let account = cx.cloud.iam.caller_identity().await?.account;
+        Ok(bucket_name(&cx.op.cluster, &account))
+    }
+
+    /// Least privilege: the cluster's bucket only, ENI management inside the VPC, and the
+    /// AWS-managed instance policy. No `s3:*`, no `*` resources for data.
+    fn policy(bucket: &str) -> Value {
+        json!({"Version": "2012-10-17", "Statement": [
+            {"Sid": "SharedBucketList", "Effect": "Allow",
+             "Action": ["s3:ListBucket"], "Resource": [format!("arn:aws:s3:::{bucket}")]},
+            {"Sid": "SharedBucketObjects", "Effect": "Allow",
+             "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+             "Resource": [format!("arn:aws:s3:::{bucket}/*")]},
+            {"Sid": "VpcNetworkInterfaces", "Effect": "Allow",
+             "Action": ["ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission",
+                        "ec2:DeleteNetworkInterface", "ec2:DeleteNetworkInterfacePermission",
+                        "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions",
+                        "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DetachNetworkInterface",
+                        "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"],
+             "Resource": "*"},
+            {"Sid": "TagOwnInterfaces", "Effect": "Allow", "Action": ["ec2:CreateTags"],
+             "Resource": "arn:aws:ec2:*:*:network-interface/*"}
+        ]})
+    }
+
+    async fn ensure_policies(cx: &StepCx<'_>, name: &str) -> StepResult<()> {
+        let bucket = Self::bucket(cx).await?;
+        cx.cloud
+            .iam
+            .put_role_policy(name, "instantstart-hyperpod", &Self::policy(&bucket))
+            .await?;
+        cx.cloud
+            .iam
+            .attach_role_policy(name, INSTANCE_ROLE_POLICY)
+            .await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Step for ExecutionRoleStep {
+    fn name(&self) -> &'static str {
+        "execution-role"
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        let name = execution_role_name(&cx.op.cluster);
+        let Some(role) = cx.cloud.iam.get_role(&name).await? else {
+            return Ok(None);
+        };
+        Self::ensure_policies(cx, &name).await?;
+        Ok(Some(json!({"executionRoleArn": role.arn})))
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let name = execution_role_name(&cx.op.cluster);
+        let trust = json!({"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"},
+            "Action": "sts:AssumeRole"}]});
+        let role = cx
+            .cloud
+            .iam
+            .create_role(&name, &trust, &net_tags(cx, "hyperpod-exec"))
+            .await?;
+        Self::ensure_policies(cx, &name).await?;
+        Ok(json!({"executionRoleArn": role.arn}))
+    }
+}
+
+pub struct SharedBucketStep;
+
+#[async_trait]
+impl Step for SharedBucketStep {
+    fn name(&self) -> &'static str {
+        "shared-bucket"
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        let bucket = ExecutionRoleStep::bucket(cx).await?;
+        let exists = cx.cloud.objects.bucket_exists(&bucket).await?;
+        Ok(exists.then(|| json!({"bucketName": bucket})))
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        // A bucket left by an earlier run (or created by another stage) is adopted.
+        if let Some(found) = self.find(cx).await? {
+            return Ok(found);
+        }
+        let bucket = ExecutionRoleStep::bucket(cx).await?;
+        cx.cloud
+            .objects
+            .create_bucket(&bucket, &net_tags(cx, "bucket"))
+            .await?;
+        Ok(json!({"bucketName": bucket}))
+    }
+}
+
+pub struct LifecycleScriptStep;
+
+#[async_trait]
+impl Step for LifecycleScriptStep {
+    fn name(&self) -> &'static str {
+        "lifecycle-script"
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let bucket = cx.resource("bucketName")?;
+        let key = format!("{LIFECYCLE_PREFIX}on_create.sh");
+        cx.cloud
+            .objects
+            .put_object(&bucket, &key, ON_CREATE_SCRIPT.as_bytes().to_vec())
+            .await?;
+        Ok(json!({"lifecycleS3Uri": format!("s3://{bucket}/{LIFECYCLE_PREFIX}")}))
+    }
+}
+
+pub struct HyperPodClusterStep;
+
+impl HyperPodClusterStep {
+    fn request(cx: &StepCx<'_>, p: &HyperPodParams) -> StepResult<CreateHyperPodCluster> {
+        let checks = if p.deep_health_checks {
+            vec![
+                "InstanceStress".to_string(),
+                "InstanceConnectivity".to_string(),
+            ]
+        } else {
+            vec![]
+        };
+        Ok(CreateHyperPodCluster {
+            name: hyperpod_name(&cx.op.cluster),
+            eks_cluster_arn: cx.resource("eksClusterArn")?,
+            node_recovery: "Automatic".into(),
+            instance_groups: vec![InstanceGroupSpec {
+                name: p.instance_group_name.clone(),
+                instance_type: p.instance_type.clone(),
+                instance_count: p.instance_count,
+                execution_role_arn: cx.resource("executionRoleArn")?,
+                lifecycle_source_s3_uri: cx.resource("lifecycleS3Uri")?,
+                lifecycle_on_create: "on_create.sh".into(),
+                threads_per_core: threads_per_core(&p.instance_type, &p.capacity),
+                ebs_volume_gb: p.volume_size_gb,
+                deep_health_checks: checks,
+                capacity: p.capacity.clone(),
+                subnet_ids: vec![cx.resource("computeSubnetId")?],
+                security_group_ids: vec![cx.resource("efaSecurityGroupId")?],
+            }],
+            tags: net_tags(cx, "hyperpod"),
+        })
+    }
+}
+
+#[async_trait]
+impl Step for HyperPodClusterStep {
+    fn name(&self) -> &'static str {
+        "hyperpod-cluster"
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        Ok(cx
+            .cloud
+            .hyperpod
+            .describe_cluster(&hyperpod_name(&cx.op.cluster))
+            .await?
+            .filter(|c| c.status != HyperPodStatus::Deleting)
+            .map(|c| json!({"hyperPodClusterArn": c.arn, "hyperPodClusterName": c.name})))
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let p: HyperPodParams = cx.param()?;
+        let req = Self::request(cx, &p)?;
+        let arn = cx.cloud.hyperpod.create_cluster(&req).await?;
+        Ok(json!({"hyperPodClusterArn": arn, "hyperPodClusterName": req.name}))
+    }
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        let name = hyperpod_name(&cx.op.cluster);
+        let Some(c) = cx.cloud.hyperpod.describe_cluster(&name).await? else {
+            return Err(StepError::fatal(
+                "hyperpod-cluster-missing",
+                "the HyperPod cluster no longer exists",
+            ));
+        };
+        let current: u32 = c.instance_groups.iter().map(|g| g.current_count).sum();
+        let target: u32 = c.instance_groups.iter().map(|g| g.target_count).sum();
+        match c.status {
+            HyperPodStatus::InService => Ok(Poll::Ready(out.clone())),
+            HyperPodStatus::Creating
+            | HyperPodStatus::Updating
+            | HyperPodStatus::SystemUpdating => Ok(Poll::Pending(format!(
+                "{:?}: nodes {current}/{target}",
+                c.status
+            ))),
+            other => Err(StepError::fatal(
+                "hyperpod-cluster-failed",
+                format!(
+                    "HyperPod cluster is {other:?}: {}",
+                    c.failure_message.unwrap_or_default()
+                ),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_per_core_is_two_for_p_family_and_training_plans_only() {
+        assert_eq!(threads_per_core("ml.p5.48xlarge", &Capacity::OnDemand), 2);
+        assert_eq!(threads_per_core("ml.p4d.24xlarge", &Capacity::Spot), 2);
+        assert_eq!(threads_per_core("ml.g5.8xlarge", &Capacity::OnDemand), 1);
+        let plan = Capacity::TrainingPlan { arn: "arn".into() };
+        assert_eq!(threads_per_core("ml.g5.8xlarge", &plan), 2);
+    }
+
+    #[test]
+    fn bucket_names_fit_s3_limits_for_the_longest_cluster_name() {
+        let name = "x".repeat(crate::service::validate::MAX_CLUSTER_NAME);
+        assert!(bucket_name(&name, "123456789012").len() <= 63);
+    }
+
+    #[test]
+    fn the_execution_policy_never_grants_s3_on_everything() {
+        let doc = ExecutionRoleStep::policy("b").to_string();
+        assert!(!doc.contains("\"s3:*\""));
+        assert!(doc.contains("arn:aws:s3:::b/*"));
+    }
+}

@@ -1,0 +1,296 @@
+//! The catalogue of operation kinds: which phases each stage runs, in which order.
+//!
+//! ```text
+//! cluster       vpc → subnets → internet-gateway → nat-gateway → route-tables → security-groups
+//!               → s3-endpoint → eks-role → eks-cluster → access-entry → oidc-provider
+//! dependencies  namespaces → cert-manager → eks-pod-identity-agent → s3-csi-role
+//!               → aws-mountpoint-s3-csi-driver → device-plugins
+//! hyperpod      compute-subnet → execution-role → shared-bucket → lifecycle-script → hyperpod-cluster
+//! storage       shared-bucket → s3-volume
+//! pipeline      one phase per stage, each running (and watching) that stage's own operation
+//! delete-cluster  delete-hyperpod → delete-eks → delete-gateways → delete-vpc → delete-roles → forget
+//! ```
+
+pub mod addons;
+pub mod hyperpod;
+pub mod network;
+pub mod teardown;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::cloud::{cluster_tags, Capacity, NetKind, Tags, Zone, CLUSTER_TAG, ROLE_TAG};
+use crate::ops::{Poll, Stages, Step, StepCx, StepError, StepResult};
+use crate::store::OpState;
+
+/// Parameters of the `cluster` stage (validated).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterParams {
+    pub region: String,
+    /// Two zones: public and private subnets go in both.
+    pub zones: Vec<Zone>,
+    pub vpc_cidr: Option<Ipv4Net>,
+    pub kubernetes_version: String,
+}
+
+/// Parameters of the `hyperpod` stage (validated).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HyperPodParams {
+    pub instance_group_name: String,
+    pub instance_type: String,
+    pub instance_count: u32,
+    pub zone: String,
+    pub zone_id: String,
+    pub capacity: Capacity,
+    pub deep_health_checks: bool,
+    pub volume_size_gb: u32,
+}
+
+/// Parameters of a pipeline: the stages to run and their parameters.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PipelineParams {
+    pub cluster: ClusterParams,
+    pub hyperpod: HyperPodParams,
+    pub dependencies: bool,
+    pub storage: bool,
+}
+
+impl PipelineParams {
+    pub fn stages(&self) -> Vec<&'static str> {
+        let mut stages = vec!["cluster"];
+        if self.dependencies {
+            stages.push("dependencies");
+        }
+        stages.push("hyperpod");
+        if self.storage {
+            stages.push("storage");
+        }
+        stages
+    }
+
+    fn params_for(&self, stage: &str) -> Value {
+        match stage {
+            "cluster" => serde_json::to_value(&self.cluster).unwrap_or_default(),
+            "hyperpod" => serde_json::to_value(&self.hyperpod).unwrap_or_default(),
+            _ => json!({}),
+        }
+    }
+}
+
+/// Tags for a resource of this operation's cluster.
+pub fn net_tags(cx: &StepCx<'_>, role: &str) -> Tags {
+    cluster_tags(&cx.op.cluster, role)
+}
+
+/// The one resource of `kind` with this cluster's tag and `role`.
+pub async fn find_tagged(cx: &StepCx<'_>, kind: NetKind, role: &str) -> StepResult<Option<String>> {
+    let want = Tags::from([
+        (CLUSTER_TAG.to_string(), cx.op.cluster.clone()),
+        (ROLE_TAG.to_string(), role.to_string()),
+    ]);
+    Ok(cx
+        .cloud
+        .network
+        .find_tagged(kind, &want)
+        .await?
+        .into_iter()
+        .next())
+}
+
+/// Every resource of `kind` carrying this cluster's tag.
+pub async fn find_all_tagged(cx: &StepCx<'_>, kind: NetKind) -> StepResult<Vec<String>> {
+    let want = Tags::from([(CLUSTER_TAG.to_string(), cx.op.cluster.clone())]);
+    Ok(cx.cloud.network.find_tagged(kind, &want).await?)
+}
+
+/// Runs one stage of a pipeline as its own operation and watches it.
+pub struct StageStep {
+    pub stage: &'static str,
+}
+
+impl StageStep {
+    fn key(cx: &StepCx<'_>, stage: &str) -> String {
+        format!("{}/{stage}", cx.op.id)
+    }
+}
+
+#[async_trait]
+impl Step for StageStep {
+    fn name(&self) -> &'static str {
+        self.stage
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        let found = cx
+            .engine
+            .store()
+            .find_by_key(&Self::key(cx, self.stage))
+            .await?;
+        Ok(found.map(|(id, _)| json!({"operationId": id})))
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let p: PipelineParams = cx.param()?;
+        let sub = crate::service::Submission {
+            kind: self.stage,
+            cluster: cx.op.cluster.clone(),
+            params: p.params_for(self.stage),
+            actor: cx.op.actor.clone(),
+            idempotency_key: Some(Self::key(cx, self.stage)),
+            request_hash: None,
+            parent_id: Some(cx.op.id.clone()),
+            new_cluster: None,
+        };
+        match crate::service::submit(cx.engine, sub).await {
+            Ok(accepted) => Ok(json!({"operationId": accepted.operation.id})),
+            Err(e) => Err(StepError::fatal(
+                "stage-refused",
+                format!("{} stage refused: {e}", self.stage),
+            )),
+        }
+    }
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        let id = out["operationId"].as_str().unwrap_or_default();
+        let Some(child) = cx.engine.store().get_operation(id).await? else {
+            return Err(StepError::fatal(
+                "stage-missing",
+                format!("stage operation {id} not found"),
+            ));
+        };
+        match child.state {
+            OpState::Succeeded => Ok(Poll::Ready(out.clone())),
+            OpState::Failed | OpState::Cancelled => Err(StepError::fatal(
+                "stage-failed",
+                format!(
+                    "{} stage {} ({}): {}",
+                    self.stage,
+                    child.state.as_str(),
+                    id,
+                    child
+                        .error
+                        .as_ref()
+                        .and_then(|e| e["message"].as_str())
+                        .unwrap_or("cancelled")
+                ),
+            )),
+            _ => {
+                let current = child
+                    .phases
+                    .iter()
+                    .find(|p| p.state != crate::store::PhaseState::Succeeded)
+                    .map(|p| match &p.progress {
+                        Some(progress) => format!("{}: {progress}", p.name),
+                        None => p.name.clone(),
+                    })
+                    .unwrap_or_default();
+                Ok(Poll::Pending(format!("{} stage: {current}", self.stage)))
+            }
+        }
+    }
+    fn records_resources(&self) -> bool {
+        false
+    }
+}
+
+/// The domain's [`Stages`].
+pub struct Catalog;
+
+impl Catalog {
+    /// Phase names of a kind, for inserting its rows.
+    pub fn phase_names(&self, kind: &str, params: &Value) -> Option<Vec<String>> {
+        Some(
+            self.steps(kind, params)?
+                .iter()
+                .map(|s| s.name().to_string())
+                .collect(),
+        )
+    }
+}
+
+impl Stages for Catalog {
+    fn steps(&self, kind: &str, params: &Value) -> Option<Vec<Arc<dyn Step>>> {
+        use addons::*;
+        use hyperpod::*;
+        use network::*;
+        use teardown::*;
+        let steps: Vec<Arc<dyn Step>> = match kind {
+            "cluster" => vec![
+                Arc::new(VpcStep),
+                Arc::new(SubnetsStep),
+                Arc::new(InternetGatewayStep),
+                Arc::new(NatGatewayStep),
+                Arc::new(RouteTablesStep),
+                Arc::new(SecurityGroupsStep),
+                Arc::new(S3EndpointStep),
+                Arc::new(EksRoleStep),
+                Arc::new(EksClusterStep),
+                Arc::new(AccessEntryStep),
+                Arc::new(OidcProviderStep),
+            ],
+            "dependencies" => vec![
+                Arc::new(ApplyStep {
+                    name: "namespaces",
+                    manifests: namespaces,
+                }),
+                Arc::new(AddonStep {
+                    name: "cert-manager",
+                    configuration: Some(
+                        r#"{"replicaCount":1,"cainjector":{"replicaCount":1},"webhook":{"replicaCount":1}}"#,
+                    ),
+                    role_resource: None,
+                }),
+                Arc::new(AddonStep {
+                    name: "eks-pod-identity-agent",
+                    configuration: None,
+                    role_resource: None,
+                }),
+                Arc::new(S3CsiRoleStep),
+                Arc::new(AddonStep {
+                    name: "aws-mountpoint-s3-csi-driver",
+                    configuration: None,
+                    role_resource: Some("s3CsiRoleArn"),
+                }),
+                Arc::new(ApplyStep {
+                    name: "device-plugins",
+                    manifests: device_plugins,
+                }),
+            ],
+            "hyperpod" => vec![
+                Arc::new(ComputeSubnetStep),
+                Arc::new(ExecutionRoleStep),
+                Arc::new(SharedBucketStep),
+                Arc::new(LifecycleScriptStep),
+                Arc::new(HyperPodClusterStep),
+            ],
+            "storage" => vec![
+                Arc::new(SharedBucketStep),
+                Arc::new(ApplyStep {
+                    name: "s3-volume",
+                    manifests: s3_volume,
+                }),
+            ],
+            "pipeline" => {
+                let p: PipelineParams = serde_json::from_value(params.clone()).ok()?;
+                p.stages()
+                    .into_iter()
+                    .map(|stage| Arc::new(StageStep { stage }) as Arc<dyn Step>)
+                    .collect()
+            }
+            "delete-cluster" => vec![
+                Arc::new(DeleteHyperPodStep),
+                Arc::new(DeleteEksStep),
+                Arc::new(DeleteGatewaysStep),
+                Arc::new(DeleteVpcStep),
+                Arc::new(DeleteRolesStep),
+                Arc::new(ForgetStep),
+            ],
+            _ => return None,
+        };
+        Some(steps)
+    }
+}

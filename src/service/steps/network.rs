@@ -1,0 +1,481 @@
+//! Phases of the `cluster` stage: the VPC and its network, then the EKS control plane.
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::{find_tagged, net_tags, ClusterParams};
+use crate::cloud::{
+    CreateEksCluster, CreateRouteTable, CreateSecurityGroup, CreateSubnet, EksStatus, NetKind,
+    ResourceState,
+};
+use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
+use crate::service::subnets::free_vpc_cidr;
+
+pub struct VpcStep;
+
+#[async_trait]
+impl Step for VpcStep {
+    fn name(&self) -> &'static str {
+        "vpc"
+    }
+
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        let Some(id) = find_tagged(cx, NetKind::Vpc, "vpc").await? else {
+            return Ok(None);
+        };
+        let vpc = cx
+            .cloud
+            .network
+            .describe_vpcs()
+            .await?
+            .into_iter()
+            .find(|v| v.id == id);
+        Ok(vpc.map(|v| json!({"vpcId": v.id, "vpcCidr": v.cidrs.first()})))
+    }
+
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let p: ClusterParams = cx.param()?;
+        let cidr = match p.vpc_cidr {
+            Some(c) => c,
+            None => free_vpc_cidr(&cx.cloud.network.describe_vpcs().await?).ok_or_else(|| {
+                StepError::fatal(
+                    "no-address-space",
+                    "no free /16 left in 10.0.0.0/8; pass vpcCidr",
+                )
+            })?,
+        };
+        let vpc = cx
+            .cloud
+            .network
+            .create_vpc(cidr, &net_tags(cx, "vpc"))
+            .await?;
+        Ok(json!({"vpcId": vpc.id, "vpcCidr": cidr}))
+    }
+}
+
+/// The four subnets of the network stage: a public and a private /24 in each of two AZs, in the
+/// first /20 of the VPC (the compute subnets take the /20s after it).
+pub struct SubnetsStep;
+
+#[async_trait]
+impl Step for SubnetsStep {
+    fn name(&self) -> &'static str {
+        "subnets"
+    }
+
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let p: ClusterParams = cx.param()?;
+        let vpc_id = cx.resource("vpcId")?;
+        let vpc_cidr: ipnet::Ipv4Net = cx
+            .resource("vpcCidr")?
+            .parse()
+            .map_err(|_| StepError::fatal("bad-state", "recorded vpcCidr is not a CIDR"))?;
+        let mut blocks = vpc_cidr
+            .subnets(24)
+            .map_err(|_| StepError::fatal("bad-state", "VPC block smaller than /24"))?;
+        let layout = [
+            ("public-a", &p.zones[0], true),
+            ("public-b", &p.zones[1], true),
+            ("private-a", &p.zones[0], false),
+            ("private-b", &p.zones[1], false),
+        ];
+        let mut public = Vec::new();
+        let mut private = Vec::new();
+        for (role, zone, is_public) in layout {
+            let cidr = blocks
+                .next()
+                .ok_or_else(|| StepError::fatal("no-address-space", "VPC too small"))?;
+            // Each subnet is looked up by tag first: this phase may be resuming half-done.
+            let id = match find_tagged(cx, NetKind::Subnet, role).await? {
+                Some(id) => id,
+                None => {
+                    let mut tags = net_tags(cx, role);
+                    let elb_tag = if is_public {
+                        "kubernetes.io/role/elb"
+                    } else {
+                        "kubernetes.io/role/internal-elb"
+                    };
+                    tags.insert(elb_tag.into(), "1".into());
+                    let req = CreateSubnet {
+                        vpc_id: vpc_id.clone(),
+                        cidr,
+                        zone_id: zone.id.clone(),
+                        map_public_ip: is_public,
+                        tags,
+                    };
+                    cx.cloud.network.create_subnet(&req).await?.id
+                }
+            };
+            if is_public {
+                public.push(id)
+            } else {
+                private.push(id)
+            }
+        }
+        Ok(json!({"publicSubnetIds": public, "privateSubnetIds": private}))
+    }
+}
+
+/// Reads a recorded list of ids.
+pub fn ids(cx: &StepCx<'_>, key: &str) -> StepResult<Vec<String>> {
+    cx.cluster
+        .as_ref()
+        .and_then(|c| c.resources.get(key))
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .ok_or_else(|| {
+            StepError::fatal(
+                "missing-prerequisite",
+                format!("cluster has no recorded `{key}`"),
+            )
+        })
+}
+
+pub struct InternetGatewayStep;
+
+#[async_trait]
+impl Step for InternetGatewayStep {
+    fn name(&self) -> &'static str {
+        "internet-gateway"
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        Ok(find_tagged(cx, NetKind::InternetGateway, "igw")
+            .await?
+            .map(|id| json!({"internetGatewayId": id})))
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let id = cx
+            .cloud
+            .network
+            .create_internet_gateway(&cx.resource("vpcId")?, &net_tags(cx, "igw"))
+            .await?;
+        Ok(json!({"internetGatewayId": id}))
+    }
+}
+
+pub struct NatGatewayStep;
+
+#[async_trait]
+impl Step for NatGatewayStep {
+    fn name(&self) -> &'static str {
+        "nat-gateway"
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        Ok(find_tagged(cx, NetKind::NatGateway, "nat")
+            .await?
+            .map(|id| json!({"natGatewayId": id})))
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let public = ids(cx, "publicSubnetIds")?;
+        let subnet = public
+            .first()
+            .ok_or_else(|| StepError::fatal("missing-prerequisite", "no public subnet"))?;
+        let id = cx
+            .cloud
+            .network
+            .create_nat_gateway(subnet, &net_tags(cx, "nat"))
+            .await?;
+        Ok(json!({"natGatewayId": id}))
+    }
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        let id = out["natGatewayId"].as_str().unwrap_or_default();
+        match cx.cloud.network.nat_gateway_state(id).await? {
+            ResourceState::Available => Ok(Poll::Ready(out.clone())),
+            ResourceState::Pending => Ok(Poll::Pending("NAT gateway pending".into())),
+            other => Err(StepError::fatal(
+                "nat-gateway-failed",
+                format!("NAT gateway {id} is {other:?}"),
+            )),
+        }
+    }
+}
+
+pub struct RouteTablesStep;
+
+#[async_trait]
+impl Step for RouteTablesStep {
+    fn name(&self) -> &'static str {
+        "route-tables"
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let vpc_id = cx.resource("vpcId")?;
+        let mut out = json!({});
+        for (role, target_key, subnets_key, out_key) in [
+            (
+                "public-rt",
+                "internetGatewayId",
+                "publicSubnetIds",
+                "publicRouteTableId",
+            ),
+            (
+                "private-rt",
+                "natGatewayId",
+                "privateSubnetIds",
+                "privateRouteTableId",
+            ),
+        ] {
+            let id = match find_tagged(cx, NetKind::RouteTable, role).await? {
+                Some(id) => id,
+                None => {
+                    let req = CreateRouteTable {
+                        vpc_id: vpc_id.clone(),
+                        default_route_target: cx.resource(target_key)?,
+                        subnet_ids: ids(cx, subnets_key)?,
+                        tags: net_tags(cx, role),
+                    };
+                    cx.cloud.network.create_route_table(&req).await?
+                }
+            };
+            out[out_key] = json!(id);
+        }
+        Ok(out)
+    }
+}
+
+pub struct SecurityGroupsStep;
+
+#[async_trait]
+impl Step for SecurityGroupsStep {
+    fn name(&self) -> &'static str {
+        "security-groups"
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let vpc_id = cx.resource("vpcId")?;
+        let mut out = json!({});
+        for (role, description, out_key) in [
+            (
+                "cluster-sg",
+                "EKS control plane and nodes",
+                "clusterSecurityGroupId",
+            ),
+            (
+                "efa-sg",
+                "EFA: all traffic within the group",
+                "efaSecurityGroupId",
+            ),
+        ] {
+            let id = match find_tagged(cx, NetKind::SecurityGroup, role).await? {
+                Some(id) => id,
+                None => {
+                    let req = CreateSecurityGroup {
+                        vpc_id: vpc_id.clone(),
+                        name: format!("{}-{role}", cx.op.cluster),
+                        description: description.into(),
+                        self_referencing: true,
+                        tags: net_tags(cx, role),
+                    };
+                    cx.cloud.network.create_security_group(&req).await?
+                }
+            };
+            out[out_key] = json!(id);
+        }
+        Ok(out)
+    }
+}
+
+pub struct S3EndpointStep;
+
+#[async_trait]
+impl Step for S3EndpointStep {
+    fn name(&self) -> &'static str {
+        "s3-endpoint"
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        Ok(find_tagged(cx, NetKind::VpcEndpoint, "s3-endpoint")
+            .await?
+            .map(|id| json!({"s3EndpointId": id})))
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let rts = [cx.resource("privateRouteTableId")?];
+        let id = cx
+            .cloud
+            .network
+            .create_s3_endpoint(&cx.resource("vpcId")?, &rts, &net_tags(cx, "s3-endpoint"))
+            .await?;
+        Ok(json!({"s3EndpointId": id}))
+    }
+}
+
+pub fn eks_role_name(cluster: &str) -> String {
+    format!("{cluster}-eks-cluster")
+}
+
+pub const EKS_CLUSTER_POLICY: &str = "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy";
+pub const EKS_ADMIN_POLICY: &str =
+    "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy";
+
+pub struct EksRoleStep;
+
+#[async_trait]
+impl Step for EksRoleStep {
+    fn name(&self) -> &'static str {
+        "eks-role"
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        let name = eks_role_name(&cx.op.cluster);
+        let Some(role) = cx.cloud.iam.get_role(&name).await? else {
+            return Ok(None);
+        };
+        // The attachment may be what an interrupted attempt did not reach; it is idempotent.
+        cx.cloud
+            .iam
+            .attach_role_policy(&name, EKS_CLUSTER_POLICY)
+            .await?;
+        Ok(Some(json!({"eksRoleArn": role.arn})))
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let name = eks_role_name(&cx.op.cluster);
+        let trust = json!({"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Principal": {"Service": "eks.amazonaws.com"},
+            "Action": ["sts:AssumeRole", "sts:TagSession"]}]});
+        let role = cx
+            .cloud
+            .iam
+            .create_role(&name, &trust, &net_tags(cx, "eks-role"))
+            .await?;
+        cx.cloud
+            .iam
+            .attach_role_policy(&name, EKS_CLUSTER_POLICY)
+            .await?;
+        Ok(json!({"eksRoleArn": role.arn}))
+    }
+}
+
+pub struct EksClusterStep;
+
+#[async_trait]
+impl Step for EksClusterStep {
+    fn name(&self) -> &'static str {
+        "eks-cluster"
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        Ok(cx
+            .cloud
+            .eks
+            .describe_cluster(&cx.op.cluster)
+            .await?
+            .filter(|c| c.status != EksStatus::Deleting)
+            .map(|c| json!({"eksClusterArn": c.arn})))
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let p: ClusterParams = cx.param()?;
+        let mut subnets = ids(cx, "privateSubnetIds")?;
+        subnets.extend(ids(cx, "publicSubnetIds")?);
+        let req = CreateEksCluster {
+            name: cx.op.cluster.clone(),
+            version: p.kubernetes_version,
+            role_arn: cx.resource("eksRoleArn")?,
+            subnet_ids: subnets,
+            security_group_ids: vec![cx.resource("clusterSecurityGroupId")?],
+            authentication_mode: "API_AND_CONFIG_MAP".into(),
+            tags: net_tags(cx, "eks"),
+        };
+        let cluster = cx.cloud.eks.create_cluster(&req).await?;
+        Ok(json!({"eksClusterArn": cluster.arn}))
+    }
+    async fn poll(&self, cx: &StepCx<'_>, _out: &Value) -> StepResult<Poll> {
+        let Some(c) = cx.cloud.eks.describe_cluster(&cx.op.cluster).await? else {
+            return Err(StepError::fatal(
+                "eks-cluster-missing",
+                "the EKS cluster no longer exists",
+            ));
+        };
+        match c.status {
+            EksStatus::Active => Ok(Poll::Ready(json!({
+                "eksClusterArn": c.arn, "eksClusterName": c.name, "eksEndpoint": c.endpoint,
+                "eksCertificateAuthority": c.certificate_authority, "oidcIssuer": c.oidc_issuer,
+                "kubernetesVersion": c.version,
+            }))),
+            EksStatus::Creating | EksStatus::Updating => Ok(Poll::Pending(
+                format!("EKS cluster {:?}", c.status).to_uppercase(),
+            )),
+            other => Err(StepError::fatal(
+                "eks-cluster-failed",
+                format!("EKS cluster is {other:?}; see the EKS console for the cause"),
+            )),
+        }
+    }
+}
+
+/// The IAM principal the control plane runs as, as an IAM role ARN (an assumed-role session ARN
+/// is converted: access entries take the role).
+pub fn principal_role_arn(caller_arn: &str) -> String {
+    // arn:aws:sts::123456789012:assumed-role/Name/session → arn:aws:iam::123456789012:role/Name
+    let parts: Vec<&str> = caller_arn.splitn(6, ':').collect();
+    if parts.len() == 6 && parts[2] == "sts" {
+        if let Some(rest) = parts[5].strip_prefix("assumed-role/") {
+            let role = rest.split('/').next().unwrap_or(rest);
+            return format!("arn:{}:iam::{}:role/{role}", parts[1], parts[4]);
+        }
+    }
+    caller_arn.to_string()
+}
+
+pub struct AccessEntryStep;
+
+#[async_trait]
+impl Step for AccessEntryStep {
+    fn name(&self) -> &'static str {
+        "access-entry"
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        let principal = principal_role_arn(&cx.cloud.iam.caller_identity().await?.arn);
+        let has = cx
+            .cloud
+            .eks
+            .has_access_entry(&cx.op.cluster, &principal)
+            .await?;
+        Ok(has.then(|| json!({"adminPrincipalArn": principal})))
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let principal = principal_role_arn(&cx.cloud.iam.caller_identity().await?.arn);
+        cx.cloud
+            .eks
+            .create_access_entry(&cx.op.cluster, &principal, EKS_ADMIN_POLICY)
+            .await?;
+        Ok(json!({"adminPrincipalArn": principal}))
+    }
+}
+
+pub struct OidcProviderStep;
+
+#[async_trait]
+impl Step for OidcProviderStep {
+    fn name(&self) -> &'static str {
+        "oidc-provider"
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        let issuer = cx.resource("oidcIssuer")?;
+        Ok(cx
+            .cloud
+            .iam
+            .find_oidc_provider(&issuer)
+            .await?
+            .map(|arn| json!({"oidcProviderArn": arn})))
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let issuer = cx.resource("oidcIssuer")?;
+        let arn = cx
+            .cloud
+            .iam
+            .create_oidc_provider(&issuer, &net_tags(cx, "oidc"))
+            .await?;
+        Ok(json!({"oidcProviderArn": arn}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::principal_role_arn;
+
+    #[test]
+    fn assumed_role_sessions_map_to_their_role() {
+        assert_eq!(
+            principal_role_arn("arn:aws:sts::123456789012:assumed-role/Ops/i-0abc"),
+            "arn:aws:iam::123456789012:role/Ops"
+        );
+        assert_eq!(
+            principal_role_arn("arn:aws:iam::123456789012:user/alice"),
+            "arn:aws:iam::123456789012:user/alice"
+        );
+    }
+}

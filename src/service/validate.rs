@@ -1,0 +1,357 @@
+//! Field validation shared by every route (and so by every MCP tool): names, CIDRs, ARNs,
+//! counts, enums, zones and instance types. Each failure names its field and, where there is a
+//! finite set of valid values, lists them in the hint.
+
+use ipnet::Ipv4Net;
+use serde_json::json;
+
+use crate::cloud::{Capacity, Cloud, Zone};
+use crate::error::{ApiError, ApiResult};
+
+/// Longest cluster name: it ends up in the shared bucket name
+/// `sagemaker-instantstart-<name>-<account>` (S3 allows 63 characters).
+pub const MAX_CLUSTER_NAME: usize = 24;
+
+pub const KUBERNETES_VERSIONS: &[&str] = &["1.31", "1.32", "1.33"];
+pub const DEFAULT_KUBERNETES_VERSION: &str = "1.32";
+pub const CAPACITY_TYPES: &[&str] = &["on-demand", "spot", "training-plan"];
+
+/// A cluster name that is valid as an EKS cluster name, a HyperPod cluster name prefix, an IAM
+/// role name prefix, a Kubernetes label value and part of an S3 bucket name.
+pub fn cluster_name(field: &str, name: &str) -> ApiResult<()> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_CLUSTER_NAME
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::validation_hint(
+            field,
+            format!("`{}` is not a valid cluster name", truncate(name)),
+            json!(format!(
+                "1–{MAX_CLUSTER_NAME} characters: lowercase letters, digits and hyphens; starts with a letter, ends with a letter or digit (e.g. `demo`, `llm-train-1`)"
+            )),
+        ))
+    }
+}
+
+/// An instance group name as SageMaker accepts it.
+pub fn instance_group_name(field: &str, name: &str) -> ApiResult<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::validation_hint(
+            field,
+            format!("`{}` is not a valid instance group name", truncate(name)),
+            json!("1–63 letters, digits and hyphens, starting and ending with a letter or digit"),
+        ))
+    }
+}
+
+pub fn region(field: &str, requested: Option<&str>, cloud: &Cloud) -> ApiResult<String> {
+    let current = cloud.network.region();
+    match requested {
+        None => Ok(current),
+        Some(r) if r == current => Ok(current),
+        Some(r) => Err(ApiError::validation_hint(
+            field,
+            format!(
+                "this control plane manages region {current}, not `{}`",
+                truncate(r)
+            ),
+            json!([current]),
+        )),
+    }
+}
+
+pub fn kubernetes_version(field: &str, v: Option<&str>) -> ApiResult<String> {
+    match v {
+        None => Ok(DEFAULT_KUBERNETES_VERSION.to_string()),
+        Some(v) if KUBERNETES_VERSIONS.contains(&v) => Ok(v.to_string()),
+        Some(v) => Err(ApiError::validation_hint(
+            field,
+            format!("Kubernetes version `{}` is not supported", truncate(v)),
+            json!(KUBERNETES_VERSIONS),
+        )),
+    }
+}
+
+/// Looks a zone up by name among the region's zones.
+pub fn zone(field: &str, name: &str, zones: &[Zone]) -> ApiResult<Zone> {
+    zones
+        .iter()
+        .find(|z| z.name == name)
+        .cloned()
+        .ok_or_else(|| {
+            ApiError::validation_hint(
+                field,
+                format!(
+                    "`{}` is not an Availability Zone of this region",
+                    truncate(name)
+                ),
+                json!(zones.iter().map(|z| &z.name).collect::<Vec<_>>()),
+            )
+        })
+}
+
+/// A VPC CIDR override: RFC 1918, /16–/19 (room for the /20 compute subnets), and not
+/// overlapping any VPC of the region.
+pub async fn vpc_cidr(field: &str, cidr: &str, cloud: &Cloud) -> ApiResult<Ipv4Net> {
+    let net: Ipv4Net = cidr.parse().map_err(|_| {
+        ApiError::validation_hint(
+            field,
+            format!("`{}` is not an IPv4 CIDR block", truncate(cidr)),
+            json!("e.g. 10.90.0.0/16"),
+        )
+    })?;
+    if net.network() != net.addr() {
+        return Err(ApiError::validation_hint(
+            field,
+            format!("`{cidr}` has host bits set"),
+            json!(net.trunc().to_string()),
+        ));
+    }
+    let private: [Ipv4Net; 3] = [
+        "10.0.0.0/8".parse().unwrap_or_default(),
+        "172.16.0.0/12".parse().unwrap_or_default(),
+        "192.168.0.0/16".parse().unwrap_or_default(),
+    ];
+    if !(16..=19).contains(&net.prefix_len()) || !private.iter().any(|p| p.contains(&net)) {
+        return Err(ApiError::validation_hint(
+            field,
+            format!("`{cidr}` must be a private (RFC 1918) block from /16 to /19"),
+            json!("e.g. 10.90.0.0/16"),
+        ));
+    }
+    let vpcs = cloud.network.describe_vpcs().await?;
+    if let Some(other) = vpcs
+        .iter()
+        .find(|v| v.cidrs.iter().any(|c| super::subnets::overlaps(c, &net)))
+    {
+        let taken: Vec<_> = vpcs
+            .iter()
+            .flat_map(|v| v.cidrs.iter().map(|c| c.to_string()))
+            .collect();
+        let free = super::subnets::free_vpc_cidr(&vpcs);
+        return Err(ApiError::validation_hint(
+            field,
+            format!("`{cidr}` overlaps VPC {}", other.id),
+            json!({"taken": taken, "suggestion": free.map(|n| n.to_string())}),
+        ));
+    }
+    Ok(net)
+}
+
+/// Instance type offered in the zone; otherwise the hint lists the zones that do offer it (or
+/// the types this zone offers).
+pub async fn instance_type_in_zone(
+    field: &str,
+    instance_type: &str,
+    zone: &Zone,
+    zones: &[Zone],
+    cloud: &Cloud,
+) -> ApiResult<()> {
+    let Some(ec2_type) = instance_type.strip_prefix("ml.") else {
+        return Err(ApiError::validation_hint(
+            field,
+            format!(
+                "`{}` is not a SageMaker instance type",
+                truncate(instance_type)
+            ),
+            json!("HyperPod instance types start with `ml.`, e.g. ml.g5.8xlarge"),
+        ));
+    };
+    let here = cloud
+        .network
+        .describe_instance_type_offerings(&zone.name)
+        .await?;
+    if here.iter().any(|t| t == ec2_type) {
+        return Ok(());
+    }
+    let mut offering = Vec::new();
+    for z in zones {
+        if z.name != zone.name
+            && cloud
+                .network
+                .describe_instance_type_offerings(&z.name)
+                .await?
+                .iter()
+                .any(|t| t == ec2_type)
+        {
+            offering.push(z.name.clone());
+        }
+    }
+    if offering.is_empty() {
+        Err(ApiError::validation_hint(
+            field,
+            format!(
+                "`{}` is not offered in any zone of this region",
+                truncate(instance_type)
+            ),
+            json!({"offeredIn": zone.name, "instanceTypes": here.iter().map(|t| format!("ml.{t}")).collect::<Vec<_>>()}),
+        ))
+    } else {
+        Err(ApiError::validation_hint(
+            field,
+            format!("{instance_type} is not offered in {}", zone.name),
+            json!({"zonesOffering": offering}),
+        ))
+    }
+}
+
+/// Instance count: at least 1, and within the account's HyperPod cluster-usage quota when the
+/// quota can be read.
+pub async fn instance_count(
+    field: &str,
+    count: i64,
+    instance_type: &str,
+    cloud: &Cloud,
+) -> ApiResult<u32> {
+    let n = u32::try_from(count)
+        .ok()
+        .filter(|n| (1..=1000).contains(n))
+        .ok_or_else(|| {
+            ApiError::validation_hint(
+                field,
+                format!("{count} is not a valid instance count"),
+                json!("1 to 1000"),
+            )
+        })?;
+    match cloud.quotas.hyperpod_cluster_usage(instance_type).await {
+        Ok(Some(quota)) if n > quota => Err(ApiError::validation_hint(
+            field,
+            format!("{n} × {instance_type} exceeds the account's HyperPod cluster-usage quota of {quota}"),
+            json!(format!("at most {quota}, or request a quota increase in Service Quotas (Amazon SageMaker › {instance_type} for cluster usage)")),
+        )),
+        Ok(_) => Ok(n),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the HyperPod quota; not enforcing it");
+            Ok(n)
+        }
+    }
+}
+
+pub fn capacity(field: &str, capacity_type: &str, plan_arn: Option<&str>) -> ApiResult<Capacity> {
+    match (capacity_type, plan_arn) {
+        ("on-demand", None) => Ok(Capacity::OnDemand),
+        ("spot", None) => Ok(Capacity::Spot),
+        ("training-plan", Some(arn)) => {
+            training_plan_arn("trainingPlanArn", arn)?;
+            Ok(Capacity::TrainingPlan {
+                arn: arn.to_string(),
+            })
+        }
+        ("training-plan", None) => Err(ApiError::validation(
+            "trainingPlanArn",
+            "capacityType `training-plan` needs trainingPlanArn",
+        )),
+        ("on-demand" | "spot", Some(_)) => Err(ApiError::validation_hint(
+            "trainingPlanArn",
+            "trainingPlanArn is only valid with capacityType `training-plan`",
+            json!(CAPACITY_TYPES),
+        )),
+        (other, _) => Err(ApiError::validation_hint(
+            field,
+            format!("`{}` is not a capacity type", truncate(other)),
+            json!(CAPACITY_TYPES),
+        )),
+    }
+}
+
+pub fn training_plan_arn(field: &str, arn: &str) -> ApiResult<()> {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    let ok = parts.len() == 6
+        && parts[0] == "arn"
+        && parts[1].starts_with("aws")
+        && parts[2] == "sagemaker"
+        && !parts[3].is_empty()
+        && parts[4].len() == 12
+        && parts[4].chars().all(|c| c.is_ascii_digit())
+        && parts[5].strip_prefix("training-plan/").is_some_and(|n| {
+            !n.is_empty()
+                && n.len() <= 63
+                && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::validation_hint(
+            field,
+            format!("`{}` is not a training plan ARN", truncate(arn)),
+            json!("arn:aws:sagemaker:<region>:<account>:training-plan/<name>"),
+        ))
+    }
+}
+
+pub fn volume_size(field: &str, gb: Option<i64>) -> ApiResult<u32> {
+    match gb {
+        None => Ok(500),
+        Some(n) if (1..=16384).contains(&n) => Ok(n as u32),
+        Some(n) => Err(ApiError::validation_hint(
+            field,
+            format!("{n} GB is not a valid EBS volume size"),
+            json!("1 to 16384"),
+        )),
+    }
+}
+
+/// Keeps echoed user input short in error messages.
+fn truncate(s: &str) -> String {
+    if s.chars().count() > 64 {
+        format!("{}…", s.chars().take(64).collect::<String>())
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_names_follow_the_strictest_target_rules() {
+        for good in ["demo", "a", "llm-train-1", "x23456789012345678901234"] {
+            assert!(cluster_name("name", good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "Demo",
+            "1abc",
+            "abc-",
+            "a_b",
+            "x234567890123456789012345",
+            "dé",
+        ] {
+            assert!(cluster_name("name", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn capacity_requires_a_plan_exactly_for_training_plans() {
+        let arn = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/p5-week";
+        assert_eq!(capacity("c", "spot", None).unwrap(), Capacity::Spot);
+        assert!(matches!(
+            capacity("c", "training-plan", Some(arn)).unwrap(),
+            Capacity::TrainingPlan { .. }
+        ));
+        assert!(capacity("c", "training-plan", None).is_err());
+        assert!(capacity("c", "spot", Some(arn)).is_err());
+        assert!(capacity("c", "training-plan", Some("arn:aws:iam::1:role/x")).is_err());
+        let ApiError::Validation { field, hint, .. } =
+            capacity("capacityType", "cheap", None).unwrap_err()
+        else {
+            panic!("expected a validation error")
+        };
+        assert_eq!(field, "capacityType");
+        assert_eq!(hint.unwrap(), json!(CAPACITY_TYPES));
+    }
+}

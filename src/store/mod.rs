@@ -1,0 +1,602 @@
+//! SQLite persistence (sqlx): clusters, durable operations and their phases, settings.
+//!
+//! One file in the data directory, WAL mode, foreign keys on, migrations embedded and applied at
+//! start-up. Writes that read before they write (submission with conflict checks) take
+//! [`Store::write_lock`] so concurrent requests serialise in the process instead of racing for
+//! SQLite's lock upgrade.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Row, SqlitePool};
+use time::OffsetDateTime;
+
+pub type Tx<'a> = sqlx::Transaction<'a, sqlx::Sqlite>;
+
+/// Current UTC time as RFC 3339.
+pub fn now() -> String {
+    format_utc(OffsetDateTime::now_utc())
+}
+
+/// Fixed-width RFC 3339 (millisecond precision), so stored timestamps sort as text.
+fn format_utc(t: OffsetDateTime) -> String {
+    const FORMAT: &[time::format_description::BorrowedFormatItem<'static>] = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    t.format(FORMAT).unwrap_or_default()
+}
+
+/// Milliseconds since the epoch as RFC 3339.
+pub fn rfc3339_ms(ms: i64) -> String {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .map(format_utc)
+        .unwrap_or_default()
+}
+
+/// State of an operation. Terminal: succeeded, failed, cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum OpState {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl OpState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpState::Pending => "pending",
+            OpState::Running => "running",
+            OpState::Succeeded => "succeeded",
+            OpState::Failed => "failed",
+            OpState::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            OpState::Succeeded | OpState::Failed | OpState::Cancelled
+        )
+    }
+}
+
+impl FromStr for OpState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "pending" => OpState::Pending,
+            "running" => OpState::Running,
+            "succeeded" => OpState::Succeeded,
+            "failed" => OpState::Failed,
+            "cancelled" => OpState::Cancelled,
+            other => return Err(format!("unknown operation state {other}")),
+        })
+    }
+}
+
+/// State of one phase. `submitting` means the mutating call may or may not have happened:
+/// the resource must be looked up before acting again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum PhaseState {
+    Pending,
+    Submitting,
+    Submitted,
+    Succeeded,
+    Failed,
+}
+
+impl PhaseState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PhaseState::Pending => "pending",
+            PhaseState::Submitting => "submitting",
+            PhaseState::Submitted => "submitted",
+            PhaseState::Succeeded => "succeeded",
+            PhaseState::Failed => "failed",
+        }
+    }
+}
+
+impl FromStr for PhaseState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "pending" => PhaseState::Pending,
+            "submitting" => PhaseState::Submitting,
+            "submitted" => PhaseState::Submitted,
+            "succeeded" => PhaseState::Succeeded,
+            "failed" => PhaseState::Failed,
+            other => return Err(format!("unknown phase state {other}")),
+        })
+    }
+}
+
+/// One phase of an operation, as stored and as returned by the API.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Phase {
+    pub seq: i64,
+    pub name: String,
+    pub state: PhaseState,
+    /// How many times the phase was started (1 on a clean run).
+    pub attempt: i64,
+    /// Latest progress line while watching (e.g. `nodes 1/2`).
+    pub progress: Option<String>,
+    /// Identifiers the phase created or adopted.
+    #[schema(value_type = Option<Object>)]
+    pub outputs: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    pub error: Option<Value>,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+}
+
+/// A durable operation, as stored and as returned by the API.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Operation {
+    pub id: String,
+    /// `cluster`, `dependencies`, `hyperpod`, `storage`, `pipeline`, `delete-cluster`.
+    pub kind: String,
+    pub cluster: String,
+    pub state: OpState,
+    /// `browser`, `agent` or `api`.
+    pub actor: String,
+    #[schema(value_type = Object)]
+    pub params: Value,
+    /// The pipeline this stage belongs to.
+    pub parent_id: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub error: Option<Value>,
+    pub cancel_requested: bool,
+    pub created_at: String,
+    pub updated_at: String,
+    /// Where to watch it: `GET` this URL with `?wait=30` to long-poll.
+    pub status_url: String,
+    pub phases: Vec<Phase>,
+}
+
+/// A cluster record.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterRecord {
+    pub name: String,
+    pub region: String,
+    #[schema(value_type = Object)]
+    pub spec: Value,
+    /// Identifiers recorded by the stages (VPC, subnets, EKS ARN, HyperPod ARN ...).
+    #[schema(value_type = Object)]
+    pub resources: Value,
+    /// `active`, `deleting`, `deleted`.
+    pub status: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// What to insert for a new operation.
+#[derive(Debug, Clone)]
+pub struct NewOperation {
+    pub id: String,
+    pub kind: String,
+    pub cluster: String,
+    pub params: Value,
+    pub idempotency_key: Option<String>,
+    pub request_hash: Option<String>,
+    pub actor: String,
+    pub parent_id: Option<String>,
+    pub phases: Vec<String>,
+}
+
+/// A partial update to a phase row; `None` leaves a column unchanged.
+#[derive(Debug, Default, Clone)]
+pub struct PhaseUpdate {
+    pub state: Option<PhaseState>,
+    pub bump_attempt: bool,
+    pub progress: Option<String>,
+    pub outputs: Option<Value>,
+    pub error: Option<Option<Value>>,
+    pub started: bool,
+    pub finished: bool,
+}
+
+#[derive(Clone)]
+pub struct Store {
+    pub pool: SqlitePool,
+    /// Serialises read-then-write transactions (see module docs).
+    pub write_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Store {
+    /// Opens (creating if needed) `instantstart.db` in `data_dir` and applies migrations.
+    pub async fn open(data_dir: &Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(data_dir)
+            .with_context(|| format!("creating data directory {}", data_dir.display()))?;
+        let path = data_dir.join("instantstart.db");
+        let options = SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // WAL + NORMAL survives a process kill; only an OS crash can lose the last commit.
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .connect_with(options)
+            .await
+            .with_context(|| format!("opening {}", path.display()))?;
+        sqlx::migrate!("./migrations")
+            .run(&pool)
+            .await
+            .context("applying migrations")?;
+        Ok(Self {
+            pool,
+            write_lock: Default::default(),
+        })
+    }
+
+    // --- operations ---------------------------------------------------------------------------
+
+    pub async fn insert_operation(tx: &mut Tx<'_>, op: &NewOperation) -> sqlx::Result<()> {
+        let now = now();
+        sqlx::query(
+            "INSERT INTO operations (id, kind, cluster, params_json, idempotency_key, request_hash,
+                                     state, actor, parent_id, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
+        )
+        .bind(&op.id)
+        .bind(&op.kind)
+        .bind(&op.cluster)
+        .bind(op.params.to_string())
+        .bind(&op.idempotency_key)
+        .bind(&op.request_hash)
+        .bind(&op.actor)
+        .bind(&op.parent_id)
+        .bind(&now)
+        .bind(&now)
+        .execute(&mut **tx)
+        .await?;
+        for (seq, name) in op.phases.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO phases (operation_id, seq, name, state) VALUES (?, ?, ?, 'pending')",
+            )
+            .bind(&op.id)
+            .bind(seq as i64)
+            .bind(name)
+            .execute(&mut **tx)
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// The id and request hash of the operation holding an idempotency key.
+    pub async fn find_by_key(&self, key: &str) -> sqlx::Result<Option<(String, Option<String>)>> {
+        let row = sqlx::query("SELECT id, request_hash FROM operations WHERE idempotency_key = ?")
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| (r.get("id"), r.get("request_hash"))))
+    }
+
+    pub async fn get_operation(&self, id: &str) -> anyhow::Result<Option<Operation>> {
+        let row = sqlx::query("SELECT * FROM operations WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let mut op = operation_of(&row)?;
+        op.phases = self.phases(id).await?;
+        Ok(Some(op))
+    }
+
+    pub async fn phases(&self, id: &str) -> anyhow::Result<Vec<Phase>> {
+        let rows = sqlx::query("SELECT * FROM phases WHERE operation_id = ? ORDER BY seq")
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(phase_of).collect()
+    }
+
+    /// Operations, newest first, optionally filtered.
+    pub async fn list_operations(
+        &self,
+        cluster: Option<&str>,
+        state: Option<OpState>,
+        limit: i64,
+    ) -> anyhow::Result<Vec<Operation>> {
+        let rows = sqlx::query(
+            "SELECT * FROM operations
+             WHERE (?1 IS NULL OR cluster = ?1) AND (?2 IS NULL OR state = ?2)
+             ORDER BY id DESC LIMIT ?3",
+        )
+        .bind(cluster)
+        .bind(state.map(OpState::as_str))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut ops = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let mut op = operation_of(row)?;
+            op.phases = self.phases(&op.id).await?;
+            ops.push(op);
+        }
+        Ok(ops)
+    }
+
+    /// The newest operation of each kind for a cluster.
+    pub async fn latest_per_kind(&self, cluster: &str) -> anyhow::Result<Vec<Operation>> {
+        let rows = sqlx::query(
+            "SELECT * FROM operations o WHERE cluster = ? AND id = (
+                 SELECT id FROM operations i WHERE i.cluster = o.cluster AND i.kind = o.kind
+                 ORDER BY id DESC LIMIT 1)
+             ORDER BY id",
+        )
+        .bind(cluster)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut ops = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let mut op = operation_of(row)?;
+            op.phases = self.phases(&op.id).await?;
+            ops.push(op);
+        }
+        Ok(ops)
+    }
+
+    /// Ids of every operation that has not reached a terminal state (resumed at start-up).
+    pub async fn unfinished(&self) -> sqlx::Result<Vec<String>> {
+        sqlx::query_scalar(
+            "SELECT id FROM operations WHERE state IN ('pending', 'running') ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await
+    }
+
+    pub async fn set_state(
+        &self,
+        id: &str,
+        state: OpState,
+        error: Option<&Value>,
+    ) -> sqlx::Result<()> {
+        sqlx::query("UPDATE operations SET state = ?, error_json = ?, updated_at = ? WHERE id = ?")
+            .bind(state.as_str())
+            .bind(error.map(Value::to_string))
+            .bind(now())
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn set_cancel_requested(&self, id: &str, on: bool) -> sqlx::Result<()> {
+        sqlx::query("UPDATE operations SET cancel_requested = ?, updated_at = ? WHERE id = ?")
+            .bind(on)
+            .bind(now())
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn update_phase(&self, id: &str, seq: i64, u: PhaseUpdate) -> sqlx::Result<()> {
+        let now = now();
+        sqlx::query(
+            "UPDATE phases SET
+                state = COALESCE(?, state),
+                attempt = attempt + ?,
+                progress = CASE WHEN ? THEN ? ELSE progress END,
+                outputs_json = COALESCE(?, outputs_json),
+                error_json = CASE WHEN ? THEN ? ELSE error_json END,
+                started_at = CASE WHEN ? THEN ? ELSE started_at END,
+                finished_at = CASE WHEN ? THEN ? WHEN ? IS NOT NULL THEN NULL ELSE finished_at END
+             WHERE operation_id = ? AND seq = ?",
+        )
+        .bind(u.state.map(PhaseState::as_str))
+        .bind(i64::from(u.bump_attempt))
+        .bind(u.progress.is_some())
+        .bind(&u.progress)
+        .bind(u.outputs.as_ref().map(Value::to_string))
+        .bind(u.error.is_some())
+        .bind(u.error.flatten().map(|e| e.to_string()))
+        .bind(u.started)
+        .bind(&now)
+        .bind(u.finished)
+        .bind(&now)
+        .bind(u.state.map(PhaseState::as_str))
+        .bind(id)
+        .bind(seq)
+        .execute(&self.pool)
+        .await?;
+        sqlx::query("UPDATE operations SET updated_at = ? WHERE id = ?")
+            .bind(&now)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Stage operations of a pipeline.
+    pub async fn children(&self, parent: &str) -> anyhow::Result<Vec<Operation>> {
+        let ids: Vec<String> =
+            sqlx::query_scalar("SELECT id FROM operations WHERE parent_id = ? ORDER BY id")
+                .bind(parent)
+                .fetch_all(&self.pool)
+                .await?;
+        let mut ops = Vec::new();
+        for id in ids {
+            if let Some(op) = self.get_operation(&id).await? {
+                ops.push(op);
+            }
+        }
+        Ok(ops)
+    }
+
+    // --- clusters -----------------------------------------------------------------------------
+
+    pub async fn insert_cluster(
+        tx: &mut Tx<'_>,
+        name: &str,
+        region: &str,
+        spec: &Value,
+    ) -> sqlx::Result<()> {
+        let now = now();
+        sqlx::query(
+            "INSERT INTO clusters (name, region, spec_json, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?)",
+        )
+        .bind(name)
+        .bind(region)
+        .bind(spec.to_string())
+        .bind(&now)
+        .bind(&now)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn get_cluster(&self, name: &str) -> anyhow::Result<Option<ClusterRecord>> {
+        let row = sqlx::query("SELECT * FROM clusters WHERE name = ?")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(cluster_of).transpose()
+    }
+
+    pub async fn list_clusters(&self) -> anyhow::Result<Vec<ClusterRecord>> {
+        let rows =
+            sqlx::query("SELECT * FROM clusters WHERE status != 'deleted' ORDER BY created_at")
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter().map(cluster_of).collect()
+    }
+
+    /// Merges top-level keys of `outputs` into the cluster's recorded resources.
+    pub async fn merge_resources(&self, name: &str, outputs: &Value) -> sqlx::Result<()> {
+        if !outputs.is_object() {
+            return Ok(());
+        }
+        sqlx::query(
+            "UPDATE clusters SET resources_json = json_patch(resources_json, ?), updated_at = ?
+             WHERE name = ?",
+        )
+        .bind(outputs.to_string())
+        .bind(now())
+        .bind(name)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn set_cluster_status(&self, name: &str, status: &str) -> sqlx::Result<()> {
+        sqlx::query("UPDATE clusters SET status = ?, updated_at = ? WHERE name = ?")
+            .bind(status)
+            .bind(now())
+            .bind(name)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Removes a deleted cluster's record so the name can be used again; its operations stay
+    /// as the audit trail.
+    pub async fn forget_cluster(tx: &mut Tx<'_>, name: &str) -> sqlx::Result<()> {
+        sqlx::query("DELETE FROM clusters WHERE name = ? AND status = 'deleted'")
+            .bind(name)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    // --- settings -----------------------------------------------------------------------------
+
+    pub async fn setting(&self, key: &str) -> sqlx::Result<Option<String>> {
+        sqlx::query_scalar("SELECT value FROM settings WHERE key = ?")
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+    }
+
+    pub async fn set_setting(&self, key: &str, value: Option<&str>) -> sqlx::Result<()> {
+        match value {
+            Some(v) => {
+                sqlx::query(
+                    "INSERT INTO settings (key, value) VALUES (?, ?)
+                     ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                )
+                .bind(key)
+                .bind(v)
+                .execute(&self.pool)
+                .await?
+            }
+            None => {
+                sqlx::query("DELETE FROM settings WHERE key = ?")
+                    .bind(key)
+                    .execute(&self.pool)
+                    .await?
+            }
+        };
+        Ok(())
+    }
+}
+
+fn json_col(row: &sqlx::sqlite::SqliteRow, col: &str) -> anyhow::Result<Option<Value>> {
+    let text: Option<String> = row.try_get(col)?;
+    text.map(|t| serde_json::from_str(&t).with_context(|| format!("column {col}")))
+        .transpose()
+}
+
+fn operation_of(row: &sqlx::sqlite::SqliteRow) -> anyhow::Result<Operation> {
+    let id: String = row.try_get("id")?;
+    let state: String = row.try_get("state")?;
+    Ok(Operation {
+        status_url: format!("/api/operations/{id}"),
+        kind: row.try_get("kind")?,
+        cluster: row.try_get("cluster")?,
+        state: state.parse().map_err(anyhow::Error::msg)?,
+        actor: row.try_get("actor")?,
+        params: json_col(row, "params_json")?.unwrap_or(Value::Null),
+        parent_id: row.try_get("parent_id")?,
+        error: json_col(row, "error_json")?,
+        cancel_requested: row.try_get::<i64, _>("cancel_requested")? != 0,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        phases: Vec::new(),
+        id,
+    })
+}
+
+fn phase_of(row: &sqlx::sqlite::SqliteRow) -> anyhow::Result<Phase> {
+    let state: String = row.try_get("state")?;
+    Ok(Phase {
+        seq: row.try_get("seq")?,
+        name: row.try_get("name")?,
+        state: state.parse().map_err(anyhow::Error::msg)?,
+        attempt: row.try_get("attempt")?,
+        progress: row.try_get("progress")?,
+        outputs: json_col(row, "outputs_json")?,
+        error: json_col(row, "error_json")?,
+        started_at: row.try_get("started_at")?,
+        finished_at: row.try_get("finished_at")?,
+    })
+}
+
+fn cluster_of(row: &sqlx::sqlite::SqliteRow) -> anyhow::Result<ClusterRecord> {
+    Ok(ClusterRecord {
+        name: row.try_get("name")?,
+        region: row.try_get("region")?,
+        spec: json_col(row, "spec_json")?.unwrap_or(Value::Null),
+        resources: json_col(row, "resources_json")?.unwrap_or(Value::Null),
+        status: row.try_get("status")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
