@@ -1,1 +1,9 @@
+//! The one integration-test binary: the real server on `127.0.0.1:0` with a temp SQLite file
+//! and the sandbox cloud, driven over HTTP like any client.
 
+mod crash;
+mod helpers;
+mod operations;
+mod pipeline;
+mod security;
+mod validation;

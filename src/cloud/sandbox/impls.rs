@@ -392,10 +392,18 @@ impl Eks for Sandbox {
         self.gate(api, true).await?;
         match self.by_name("eks-cluster", name).await? {
             Some(r) if r.deleted_ms.is_none() => {
-                let addons = self.list("eks-addon").await?;
-                if addons.iter().any(|a| a.data["cluster"] == name) {
-                    for a in addons.iter().filter(|a| a.data["cluster"] == name) {
-                        self.remove("eks:DeleteAddon", "eks-addon", &a.id).await?;
+                // Like EKS, deleting a cluster takes its add-ons and access entries with it.
+                for (kind, api) in [
+                    ("eks-addon", "eks:DeleteAddon"),
+                    ("eks-access-entry", "eks:DeleteAccessEntry"),
+                ] {
+                    for child in self
+                        .list(kind)
+                        .await?
+                        .iter()
+                        .filter(|c| c.data["cluster"] == name)
+                    {
+                        self.remove(api, kind, &child.id).await?;
                     }
                 }
                 self.remove(api, "eks-cluster", &r.id).await

@@ -1,0 +1,255 @@
+//! Spawning the app (in-process or as the real binary) and talking to it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use instantstart::config::ServeConfig;
+use reqwest::{Client, Response, StatusCode};
+use serde_json::Value;
+
+pub const PIPELINE: &str = r#"{"name": "demo", "zone": "us-west-2a", "instanceType": "ml.g5.8xlarge", "instanceCount": 2, "capacityType": "on-demand"}"#;
+
+pub struct TestApp {
+    pub base: String,
+    pub client: Client,
+    /// Keeps the temp data directory alive as long as the app.
+    pub _dir: tempfile::TempDir,
+}
+
+/// Options for [`spawn_app_with`].
+#[derive(Default)]
+pub struct Opts {
+    pub faults: Option<&'static str>,
+    pub time_scale: Option<f64>,
+    pub token: Option<&'static str>,
+    pub allowed_hosts: Vec<String>,
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(Opts::default()).await
+}
+
+pub async fn spawn_app_with(opts: Opts) -> TestApp {
+    init_log();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut config = ServeConfig::sandbox(dir.path().to_path_buf());
+    // 6000× makes a 10-minute EKS creation take 0.1 s.
+    config.sandbox_time_scale = opts.time_scale.unwrap_or(6000.0);
+    config.sandbox_faults = opts.faults.unwrap_or("").to_string();
+    config.poll_interval_ms = Some(20);
+    config.token = opts.token.map(|t| t.parse().expect("token"));
+    config.allowed_hosts = opts.allowed_hosts;
+    let app = instantstart::build_app(config).await.expect("app builds");
+    let base = format!("http://127.0.0.1:{}", app.port());
+    tokio::spawn(app.run());
+    TestApp {
+        base,
+        client: Client::new(),
+        _dir: dir,
+    }
+}
+
+fn init_log() {
+    if std::env::var_os("TEST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("info")
+            .with_test_writer()
+            .try_init();
+    }
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn get(&self, path: &str) -> Response {
+        self.client
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("request")
+    }
+
+    pub async fn post_raw(&self, path: &str, body: &str) -> Response {
+        self.client
+            .post(self.url(path))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("request")
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Response {
+        self.post_raw(path, &body.to_string()).await
+    }
+
+    pub async fn json(&self, path: &str) -> Value {
+        let r = self.get(path).await;
+        assert_eq!(r.status(), StatusCode::OK, "GET {path}");
+        r.json().await.expect("json")
+    }
+
+    /// Submits and returns the operation id, asserting `202`.
+    pub async fn start(&self, path: &str, body: &Value) -> String {
+        let r = self.post(path, body).await;
+        let status = r.status();
+        let body: Value = r.json().await.expect("json");
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        body["operationId"]
+            .as_str()
+            .expect("operationId")
+            .to_string()
+    }
+
+    /// Long-polls an operation until it is terminal (bounded: 120 polls of up to 5 s).
+    pub async fn wait_terminal(&self, id: &str) -> Value {
+        wait_terminal(&self.client, &self.base, id).await
+    }
+
+    pub async fn calls(&self) -> Value {
+        self.json("/api/sandbox/calls").await
+    }
+}
+
+pub async fn wait_terminal(client: &Client, base: &str, id: &str) -> Value {
+    for _ in 0..120 {
+        let op: Value = client
+            .get(format!("{base}/api/operations/{id}?wait=5"))
+            .send()
+            .await
+            .expect("request")
+            .json()
+            .await
+            .expect("json");
+        if ["succeeded", "failed", "cancelled"].contains(&op["state"].as_str().unwrap_or("")) {
+            return op;
+        }
+    }
+    panic!("operation {id} did not finish");
+}
+
+pub fn accepted_count(calls: &Value, api: &str) -> i64 {
+    calls["accepted"][api].as_i64().unwrap_or(0)
+}
+
+/// Asserts a problem+json answer and returns its body.
+pub async fn problem(r: Response, status: StatusCode) -> Value {
+    assert_eq!(r.status(), status);
+    let ct = r
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    assert_eq!(ct, "application/problem+json");
+    let body: Value = r.json().await.expect("json");
+    assert!(
+        body["type"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("urn:instantstart:problem:"),
+        "{body}"
+    );
+    assert!(
+        body["title"].is_string() && body["detail"].is_string(),
+        "{body}"
+    );
+    body
+}
+
+/// The real binary, for crash tests.
+pub struct Server {
+    child: std::process::Child,
+    pub base: String,
+}
+
+impl Server {
+    pub fn start(data_dir: &Path, port: u16, time_scale: f64) -> Self {
+        let log = std::fs::File::create(
+            data_dir.join(format!("server-{port}-{}.log", std::process::id())),
+        )
+        .expect("log file");
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_instantstart"))
+            .args([
+                "serve",
+                "--cloud",
+                "sandbox",
+                "--bind",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .env("INSTANTSTART_SANDBOX_TIME_SCALE", time_scale.to_string())
+            .env("INSTANTSTART_POLL_INTERVAL_MS", "25")
+            .env_remove("INSTANTSTART_SANDBOX_FAULTS")
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn server");
+        Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// Waits until `/healthz` answers (bounded).
+    pub async fn ready(&self, client: &Client) {
+        for _ in 0..200 {
+            if client
+                .get(format!("{}/healthz", self.base))
+                .send()
+                .await
+                .is_ok()
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("server did not start");
+    }
+
+    pub fn kill9(mut self) {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .expect("kill -9");
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+pub fn temp_dir() -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().expect("temp dir");
+    let p = d.path().to_path_buf();
+    (d, p)
+}
+
+pub fn pipeline_body() -> Value {
+    serde_json::from_str(PIPELINE).expect("pipeline json")
+}
+
+pub fn phase_state(op: &Value, name: &str) -> String {
+    op["phases"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["name"] == name))
+        .and_then(|p| p["state"].as_str())
+        .unwrap_or("")
+        .to_string()
+}

@@ -1,0 +1,186 @@
+//! Submissions: idempotency keys, name conflicts, long-polling, cancellation, the OpenAPI document.
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_submissions_with_one_idempotency_key_yield_one_operation() {
+    let app = spawn_app().await;
+    let send = || {
+        app.client
+            .post(app.url("/api/pipelines"))
+            .header("Idempotency-Key", "req-42")
+            .header("X-InstantStart-Actor", "agent")
+            .json(&pipeline_body())
+            .send()
+    };
+    let (a, b) = tokio::join!(send(), send());
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let mut statuses = [a.status().as_u16(), b.status().as_u16()];
+    statuses.sort();
+    assert_eq!(statuses, [200, 202], "one created, one replayed");
+    let (a, b): (Value, Value) = (a.json().await.unwrap(), b.json().await.unwrap());
+    assert_eq!(a["operationId"], b["operationId"]);
+    let ops = app.json("/api/operations?cluster=demo&state=running").await;
+    let pipelines = app.json("/api/operations").await;
+    assert_eq!(
+        pipelines
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["kind"] == "pipeline")
+            .count(),
+        1,
+        "{ops}"
+    );
+    let op = app.wait_terminal(a["operationId"].as_str().unwrap()).await;
+    assert_eq!(op["actor"], "agent");
+
+    // The same key with another body is refused, naming the operation that holds it.
+    let mut other = pipeline_body();
+    other["instanceCount"] = json!(3);
+    let r = app
+        .client
+        .post(app.url("/api/pipelines"))
+        .header("Idempotency-Key", "req-42")
+        .json(&other)
+        .send()
+        .await
+        .unwrap();
+    let body = problem(r, StatusCode::CONFLICT).await;
+    assert_eq!(
+        body["type"],
+        "urn:instantstart:problem:idempotency-key-reused"
+    );
+    assert_eq!(body["operationId"], a["operationId"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_submission_for_the_same_cluster_without_a_key_gets_409_naming_the_first() {
+    let app = spawn_app().await;
+    let body = json!({"name": "twin"});
+    let (a, b) = tokio::join!(
+        app.post("/api/clusters", &body),
+        app.post("/api/clusters", &body)
+    );
+    let (winner, loser) = if a.status() == StatusCode::ACCEPTED {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert_eq!(winner.status(), StatusCode::ACCEPTED);
+    let winner: Value = winner.json().await.unwrap();
+    let problem = problem(loser, StatusCode::CONFLICT).await;
+    assert_eq!(problem["type"], "urn:instantstart:problem:cluster-exists");
+    assert_eq!(problem["field"], "name");
+    assert_eq!(problem["operationId"], winner["operationId"]);
+    assert_eq!(
+        app.json("/api/operations").await.as_array().unwrap().len(),
+        1
+    );
+
+    // A stage on a cluster whose EKS is not ready yet is refused too.
+    let r = app.post("/api/clusters/nope/storage", &json!({})).await;
+    assert_eq!(
+        crate::helpers::problem(r, StatusCode::NOT_FOUND).await["type"],
+        "urn:instantstart:problem:not-found"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_poll_returns_on_change_and_cancel_stops_at_a_safe_point() {
+    // 60×: EKS takes 10 s, so the operation is still running when cancelled.
+    let app = spawn_app_with(Opts {
+        time_scale: Some(60.0),
+        ..Default::default()
+    })
+    .await;
+    let id = app.start("/api/clusters", &json!({"name": "slow"})).await;
+
+    let op = app.json(&format!("/api/operations/{id}?wait=5")).await;
+    assert_eq!(op["id"], id.as_str());
+    assert!(["running", "pending"].contains(&op["state"].as_str().unwrap()));
+
+    let r = app
+        .client
+        .post(app.url(&format!("/api/operations/{id}/cancel")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let op = app.wait_terminal(&id).await;
+    assert_eq!(op["state"], "cancelled", "{op}");
+    // Nothing was left half-submitted: every phase is finished, pending or being watched.
+    for p in op["phases"].as_array().unwrap() {
+        assert_ne!(p["state"], "submitting", "{p}");
+    }
+    let r = app
+        .client
+        .post(app.url(&format!("/api/operations/{id}/cancel")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        problem(r, StatusCode::CONFLICT).await["operationId"],
+        id.as_str()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_describes_every_route() {
+    let app = spawn_app().await;
+    let doc = app.json("/api/openapi.json").await;
+    let paths = doc["paths"].as_object().unwrap();
+    let expected = [
+        ("/healthz", "get"),
+        ("/api/aws/zones", "get"),
+        ("/api/aws/instance-types", "get"),
+        ("/api/clusters", "get"),
+        ("/api/clusters", "post"),
+        ("/api/clusters/{name}", "get"),
+        ("/api/clusters/{name}", "delete"),
+        ("/api/clusters/{name}/dependencies", "post"),
+        ("/api/clusters/{name}/hyperpod", "post"),
+        ("/api/clusters/{name}/storage", "post"),
+        ("/api/active-cluster", "get"),
+        ("/api/active-cluster", "put"),
+        ("/api/pipelines", "post"),
+        ("/api/operations", "get"),
+        ("/api/operations/{id}", "get"),
+        ("/api/operations/{id}/retry", "post"),
+        ("/api/operations/{id}/cancel", "post"),
+        ("/api/sandbox/calls", "get"),
+    ];
+    for (path, method) in expected {
+        assert!(
+            paths.get(path).and_then(|p| p.get(method)).is_some(),
+            "{method} {path} missing"
+        );
+    }
+    assert!(doc["components"]["schemas"]["PipelineRequest"].is_object());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zones_and_instance_types_come_from_the_cloud() {
+    let app = spawn_app().await;
+    let zones = app.json("/api/aws/zones").await;
+    assert_eq!(zones.as_array().unwrap().len(), 4);
+    assert_eq!(zones[0]["id"], "usw2-az2");
+    let types = app.json("/api/aws/instance-types?zone=us-west-2b").await;
+    assert!(types["instanceTypes"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("ml.p5.48xlarge")));
+    let types = app.json("/api/aws/instance-types?zone=us-west-2a").await;
+    assert!(!types["instanceTypes"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("ml.p5.48xlarge")));
+    let r = app.get("/api/aws/instance-types?zone=mars-1a").await;
+    assert_eq!(
+        problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],
+        "zone"
+    );
+}

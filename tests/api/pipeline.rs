@@ -1,0 +1,182 @@
+//! The cluster pipeline end to end, and a failed stage retried alone.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::helpers::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pipeline_creates_every_stage_once_and_records_the_cluster() {
+    let app = spawn_app().await;
+
+    let r = app.post("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    assert!(r.headers().get("location").is_some());
+    assert_eq!(r.headers().get("x-instantstart-cloud").unwrap(), "sandbox");
+    let accepted: serde_json::Value = r.json().await.unwrap();
+    let id = accepted["operationId"].as_str().unwrap();
+    assert_eq!(accepted["statusUrl"], format!("/api/operations/{id}"));
+
+    let op = app.wait_terminal(id).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(op["actor"], "api");
+
+    let cluster = app.json("/api/clusters/demo").await;
+    for stage in ["pipeline", "cluster", "dependencies", "hyperpod", "storage"] {
+        assert_eq!(
+            cluster["stages"][stage]["state"], "succeeded",
+            "{stage}: {cluster}"
+        );
+    }
+    let res = &cluster["resources"];
+    assert_eq!(res["vpcCidr"], "10.90.0.0/16");
+    assert_eq!(res["computeSubnetCidr"], "10.90.16.0/20");
+    assert_eq!(res["hyperPodClusterName"], "demo-hp");
+    assert!(res["eksClusterArn"]
+        .as_str()
+        .unwrap()
+        .ends_with(":cluster/demo"));
+
+    let calls = app.calls().await;
+    for api in [
+        "ec2:CreateVpc",
+        "eks:CreateCluster",
+        "sagemaker:CreateCluster",
+        "s3:CreateBucket",
+    ] {
+        assert_eq!(accepted_count(&calls, api), 1, "{api}: {calls}");
+    }
+    assert_eq!(
+        accepted_count(&calls, "ec2:CreateSubnet"),
+        5,
+        "4 network subnets + 1 compute: {calls}"
+    );
+
+    let ops: serde_json::Value = app.json("/api/operations?cluster=demo").await;
+    assert_eq!(ops.as_array().unwrap().len(), 5);
+    let list = app.json("/api/clusters").await;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_hyperpod_stage_stops_the_pipeline_and_retry_completes_it_without_replays() {
+    let app = spawn_app_with(Opts {
+        faults: Some("sagemaker:CreateCluster=1"),
+        ..Default::default()
+    })
+    .await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+
+    let op = app.wait_terminal(&id).await;
+    assert_eq!(op["state"], "failed", "{op}");
+    assert_eq!(op["error"]["phase"], "hyperpod");
+    assert_eq!(phase_state(&op, "cluster"), "succeeded");
+    assert_eq!(phase_state(&op, "hyperpod"), "failed");
+    assert_eq!(
+        phase_state(&op, "storage"),
+        "pending",
+        "later stages never start"
+    );
+    let cluster = app.json("/api/clusters/demo").await;
+    let hp = &cluster["stages"]["hyperpod"];
+    assert_eq!(hp["state"], "failed");
+    assert_eq!(
+        hp["error"]["cloud"]["code"], "ResourceLimitExceeded",
+        "{hp}"
+    );
+    assert!(cluster["stages"].get("storage").is_none());
+
+    let r = app
+        .client
+        .post(app.url(&format!("/api/operations/{id}/retry")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let op = app.wait_terminal(&id).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+
+    let calls = app.calls().await;
+    assert_eq!(accepted_count(&calls, "eks:CreateCluster"), 1, "{calls}");
+    assert_eq!(accepted_count(&calls, "ec2:CreateVpc"), 1, "{calls}");
+    assert_eq!(
+        accepted_count(&calls, "sagemaker:CreateCluster"),
+        1,
+        "{calls}"
+    );
+    assert_eq!(calls["rejected"]["sagemaker:CreateCluster"], 1, "{calls}");
+    let cluster = app.json("/api/clusters/demo").await;
+    assert_eq!(cluster["stages"]["hyperpod"]["phases"][4]["attempt"], 2);
+
+    // Retrying what succeeded is refused and names the operation.
+    let r = app
+        .client
+        .post(app.url(&format!("/api/operations/{id}/retry")))
+        .send()
+        .await
+        .unwrap();
+    let body = problem(r, StatusCode::CONFLICT).await;
+    assert_eq!(body["operationId"], id.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stages_can_run_one_by_one_and_the_cluster_can_be_deleted() {
+    let app = spawn_app().await;
+    let id = app
+        .start(
+            "/api/clusters",
+            &json!({"name": "solo", "zones": ["us-west-2b", "us-west-2c"]}),
+        )
+        .await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+
+    let hp = json!({"instanceType": "ml.p5.48xlarge", "instanceCount": 1, "zone": "us-west-2b",
+                    "capacityType": "spot", "deepHealthChecks": true});
+    let id = app.start("/api/clusters/solo/hyperpod", &hp).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let r = app.post("/api/clusters/solo/hyperpod", &hp).await;
+    assert_eq!(
+        problem(r, StatusCode::CONFLICT).await["type"],
+        "urn:instantstart:problem:hyperpod-exists"
+    );
+
+    let r = app
+        .client
+        .put(app.url("/api/active-cluster"))
+        .json(&json!({"name": "solo"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(app.json("/api/active-cluster").await["name"], "solo");
+
+    let r = app
+        .client
+        .delete(app.url("/api/clusters/solo"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let id = r.json::<serde_json::Value>().await.unwrap()["operationId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    assert_eq!(
+        app.get("/api/clusters/solo").await.status(),
+        StatusCode::NOT_FOUND
+    );
+    assert!(app.json("/api/active-cluster").await["name"].is_null());
+    let calls = app.calls().await;
+    assert_eq!(accepted_count(&calls, "ec2:DeleteVpc"), 1, "{calls}");
+    assert_eq!(
+        accepted_count(&calls, "sagemaker:DeleteCluster"),
+        1,
+        "{calls}"
+    );
+
+    // The name is free again.
+    let id = app.start("/api/clusters", &json!({"name": "solo"})).await;
+    let op = app.wait_terminal(&id).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+}

@@ -1,0 +1,138 @@
+//! The edge: Host/Origin guard against DNS rebinding, and the token rule.
+
+use reqwest::StatusCode;
+
+use crate::helpers::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_hosts_and_origins_are_refused() {
+    let app = spawn_app_with(Opts {
+        allowed_hosts: vec!["ops.internal:8443".into()],
+        ..Default::default()
+    })
+    .await;
+    let r = app
+        .client
+        .get(app.url("/api/clusters"))
+        .header("host", "evil.example:80")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        problem(r, StatusCode::FORBIDDEN).await["type"],
+        "urn:instantstart:problem:forbidden-host"
+    );
+    let r = app
+        .client
+        .get(app.url("/api/clusters"))
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        problem(r, StatusCode::FORBIDDEN).await["type"],
+        "urn:instantstart:problem:forbidden-origin"
+    );
+    let r = app
+        .client
+        .post(app.url("/api/pipelines"))
+        .header("origin", "http://evil.example")
+        .json(&pipeline_body())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert_eq!(
+        app.json("/api/operations").await,
+        serde_json::json!([]),
+        "refused before any effect"
+    );
+
+    let own_origin = app.base.replace("127.0.0.1", "localhost");
+    let r = app
+        .client
+        .get(app.url("/api/clusters"))
+        .header("origin", own_origin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = app
+        .client
+        .get(app.url("/api/clusters"))
+        .header("host", "ops.internal:8443")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "allow-listed host");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configured_token_is_required_everywhere_but_healthz() {
+    let token = "s3cret-token-0123456789";
+    let app = spawn_app_with(Opts {
+        token: Some(token),
+        ..Default::default()
+    })
+    .await;
+    let r = app.get("/api/clusters").await;
+    assert_eq!(
+        problem(r, StatusCode::UNAUTHORIZED).await["type"],
+        "urn:instantstart:problem:unauthorized"
+    );
+    let r = app
+        .client
+        .get(app.url("/api/clusters"))
+        .bearer_auth("wrong-token-000000000")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = app
+        .client
+        .get(app.url("/api/clusters"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(app.get("/healthz").await.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn the_server_refuses_a_non_loopback_address_without_a_token() {
+    let (_guard, dir) = temp_dir();
+    let mut config = instantstart::config::ServeConfig::sandbox(dir);
+    config.bind = "0.0.0.0:0".parse().unwrap();
+    let err = instantstart::build_app(config)
+        .await
+        .err()
+        .expect("must refuse");
+    assert!(err.to_string().contains("INSTANTSTART_TOKEN"), "{err}");
+}
+
+#[tokio::test]
+async fn without_aws_the_server_starts_and_says_why_on_healthz() {
+    let (_guard, dir) = temp_dir();
+    let mut config = instantstart::config::ServeConfig::sandbox(dir);
+    config.cloud = instantstart::cloud::CloudMode::Aws;
+    let app = instantstart::build_app(config)
+        .await
+        .expect("starts anyway");
+    let base = format!("http://127.0.0.1:{}", app.port());
+    tokio::spawn(app.run());
+    let health: serde_json::Value = reqwest::get(format!("{base}/healthz"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "degraded");
+    assert!(health["warning"]
+        .as_str()
+        .unwrap()
+        .contains("--cloud sandbox"));
+    let r = reqwest::get(format!("{base}/api/aws/zones")).await.unwrap();
+    let p = problem(r, StatusCode::BAD_GATEWAY).await;
+    assert_eq!(p["cloud"]["code"], "AwsUnavailable");
+}

@@ -1,0 +1,164 @@
+//! Bad input: every case gets a 4xx problem body naming the field, and nothing is persisted.
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+
+fn with(field: &str, value: Value) -> String {
+    let mut body = pipeline_body();
+    body[field] = value;
+    body.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_pipeline_inputs_are_refused_with_the_field_and_nothing_is_persisted() {
+    let app = spawn_app().await;
+    let cases: Vec<(&str, String, u16, &str)> = vec![
+        ("malformed JSON", "{\"name\": \"demo\",".into(), 400, "body"),
+        ("unknown field", with("bogus", json!(1)), 400, "bogus"),
+        ("bad name", with("name", json!("Bad_Name")), 422, "name"),
+        (
+            "too long a name",
+            with("name", json!("a".repeat(40))),
+            422,
+            "name",
+        ),
+        ("unknown AZ", with("zone", json!("us-west-2z")), 422, "zone"),
+        (
+            "type not offered in the AZ",
+            with("instanceType", json!("ml.p5.48xlarge")),
+            422,
+            "instanceType",
+        ),
+        (
+            "negative count",
+            with("instanceCount", json!(-2)),
+            422,
+            "instanceCount",
+        ),
+        (
+            "count over quota",
+            with("instanceCount", json!(500)),
+            422,
+            "instanceCount",
+        ),
+        (
+            "count of the wrong type",
+            with("instanceCount", json!("two")),
+            400,
+            "instanceCount",
+        ),
+        (
+            "unknown capacity type",
+            with("capacityType", json!("cheap")),
+            422,
+            "capacityType",
+        ),
+        (
+            "bad training plan ARN",
+            {
+                let mut b = pipeline_body();
+                b["capacityType"] = json!("training-plan");
+                b["trainingPlanArn"] = json!("arn:aws:iam::1:role/x");
+                b.to_string()
+            },
+            422,
+            "trainingPlanArn",
+        ),
+        (
+            "bad VPC CIDR",
+            with("vpcCidr", json!("10.0.0.0/33")),
+            422,
+            "vpcCidr",
+        ),
+        (
+            "VPC CIDR overlapping the default VPC",
+            with("vpcCidr", json!("172.31.0.0/16")),
+            422,
+            "vpcCidr",
+        ),
+        ("missing field", r#"{"name": "demo"}"#.into(), 400, "zone"),
+        (
+            "oversized body",
+            with("name", json!("x".repeat(100_000))),
+            413,
+            "",
+        ),
+    ];
+    for (what, body, status, field) in cases {
+        let r = app.post_raw("/api/pipelines", &body).await;
+        let p = problem(r, StatusCode::from_u16(status).unwrap()).await;
+        if !field.is_empty() {
+            assert_eq!(p["field"], field, "{what}: {p}");
+        }
+    }
+
+    // The hint for a type not offered in the AZ names the AZs that offer it.
+    let r = app
+        .post_raw(
+            "/api/pipelines",
+            &with("instanceType", json!("ml.p5.48xlarge")),
+        )
+        .await;
+    let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert_eq!(
+        p["hint"]["zonesOffering"],
+        json!(["us-west-2b", "us-west-2c"])
+    );
+    let r = app
+        .post_raw("/api/pipelines", &with("capacityType", json!("cheap")))
+        .await;
+    assert_eq!(
+        problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["hint"],
+        json!(["on-demand", "spot", "training-plan"])
+    );
+
+    let r = app
+        .client
+        .post(app.url("/api/pipelines"))
+        .header("content-type", "text/plain")
+        .body(pipeline_body().to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        problem(r, StatusCode::BAD_REQUEST).await["field"],
+        "Content-Type"
+    );
+    let r = app
+        .client
+        .post(app.url("/api/pipelines"))
+        .header("Idempotency-Key", "")
+        .json(&pipeline_body())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        problem(r, StatusCode::BAD_REQUEST).await["field"],
+        "Idempotency-Key"
+    );
+    let r = app
+        .client
+        .post(app.url("/api/pipelines"))
+        .header("X-InstantStart-Actor", "root")
+        .json(&pipeline_body())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        problem(r, StatusCode::BAD_REQUEST).await["field"],
+        "X-InstantStart-Actor"
+    );
+    let r = app.get("/api/operations/not-an-id").await;
+    assert_eq!(
+        problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],
+        "id"
+    );
+    let r = app.get("/api/nothing-here").await;
+    problem(r, StatusCode::NOT_FOUND).await;
+
+    assert_eq!(app.json("/api/clusters").await, json!([]));
+    assert_eq!(app.json("/api/operations").await, json!([]));
+    assert_eq!(app.calls().await["accepted"], json!({}));
+}
