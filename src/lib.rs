@@ -97,7 +97,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         CloudMode::Sandbox => {
             let faults = Faults::parse(&config.sandbox_faults)
                 .map_err(|e| anyhow::anyhow!("INSTANTSTART_SANDBOX_FAULTS: {e}"))?;
-            if !(config.sandbox_time_scale > 0.0) {
+            if config.sandbox_time_scale.is_nan() || config.sandbox_time_scale <= 0.0 {
                 anyhow::bail!("INSTANTSTART_SANDBOX_TIME_SCALE must be a positive number");
             }
             let sandbox = Sandbox::new(

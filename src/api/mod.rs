@@ -85,7 +85,7 @@ impl EdgePolicy {
             None => true,
             Some(Ok(origin)) => {
                 let origin = origin.to_ascii_lowercase();
-                self.origins.iter().any(|o| *o == origin)
+                self.origins.contains(&origin)
             }
             Some(Err(_)) => false,
         }

@@ -113,13 +113,10 @@ fn accepted(a: Accepted) -> Response {
     r
 }
 
-async fn index(State(state): State<AppState>) -> Html<String> {
-    let banner = if state.sandbox.is_some() {
-        "<p class=banner>Sandbox mode: a simulated AWS account; nothing here touches real AWS.</p>"
-    } else {
-        ""
-    };
-    Html(format!("<!doctype html><meta charset=utf-8><title>InstantStart</title>{banner}<h1>InstantStart</h1><p>REST API: <a href=/api/openapi.json>/api/openapi.json</a> · health: <a href=/healthz>/healthz</a></p>"))
+/// The web UI (embedded, no build step). It reads `/healthz` to show the sandbox or
+/// no-AWS banner.
+async fn index() -> Html<&'static str> {
+    Html(include_str!("../../web/index.html"))
 }
 
 #[derive(Serialize, ToSchema)]

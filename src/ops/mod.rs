@@ -35,7 +35,7 @@ pub struct StepError {
     /// Transient: the engine retries with backoff (always looking before creating again).
     pub retryable: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cloud: Option<CloudError>,
+    pub cloud: Option<Box<CloudError>>,
 }
 
 impl StepError {
@@ -55,7 +55,7 @@ impl From<CloudError> for StepError {
             code: "cloud-error".into(),
             message: e.to_string(),
             retryable: e.retryable,
-            cloud: Some(e),
+            cloud: Some(Box::new(e)),
         }
     }
 }
@@ -556,7 +556,7 @@ impl Engine {
                 }
             }
         }
-        Ok(self.inner.store.get_operation(id).await?)
+        self.inner.store.get_operation(id).await
     }
 }
 

@@ -1,0 +1,22 @@
+# syntax=docker/dockerfile:1
+# Builds the same binary as `cargo build --release --locked`; the runtime image is distroless and
+# runs as a non-root user.
+FROM rust:1.95-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+COPY migrations ./migrations
+COPY web ./web
+RUN cargo build --release --locked
+
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /src/target/release/instantstart /usr/local/bin/instantstart
+# The data directory holds the SQLite file; mount a volume here.
+ENV INSTANTSTART_DATA_DIR=/data \
+    INSTANTSTART_CLOUD=aws \
+    INSTANTSTART_BIND=127.0.0.1:3099
+VOLUME ["/data"]
+EXPOSE 3099
+USER nonroot:nonroot
+ENTRYPOINT ["/usr/local/bin/instantstart"]
+CMD ["serve"]
