@@ -323,13 +323,7 @@ impl Store {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        let mut ops = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let mut op = operation_of(row)?;
-            op.phases = self.phases(&op.id).await?;
-            ops.push(op);
-        }
-        Ok(ops)
+        self.with_phases(&rows).await
     }
 
     /// The newest operation of each kind for a cluster.
@@ -343,8 +337,15 @@ impl Store {
         .bind(cluster)
         .fetch_all(&self.pool)
         .await?;
+        self.with_phases(&rows).await
+    }
+
+    async fn with_phases(
+        &self,
+        rows: &[sqlx::sqlite::SqliteRow],
+    ) -> anyhow::Result<Vec<Operation>> {
         let mut ops = Vec::with_capacity(rows.len());
-        for row in &rows {
+        for row in rows {
             let mut op = operation_of(row)?;
             op.phases = self.phases(&op.id).await?;
             ops.push(op);

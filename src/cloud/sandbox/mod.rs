@@ -264,32 +264,34 @@ impl Sandbox {
         id: &str,
         data: &Value,
     ) -> CloudResult<()> {
+        let sql = "UPDATE sandbox_resources SET data_json = ?1 WHERE kind = ?2 AND id = ?3";
+        self.counted(api, sql, data.to_string(), kind, id).await
+    }
+
+    /// Starts a deletion and counts the call, atomically. Deleting twice is a no-op.
+    pub(crate) async fn remove(&self, api: &str, kind: &str, id: &str) -> CloudResult<()> {
+        let sql = "UPDATE sandbox_resources SET deleted_ms = CAST(?1 AS INTEGER)
+                   WHERE kind = ?2 AND id = ?3 AND deleted_ms IS NULL";
+        self.counted(api, sql, now_ms().to_string(), kind, id).await
+    }
+
+    /// Runs one statement on a resource and counts the call, in one transaction.
+    async fn counted(
+        &self,
+        api: &str,
+        sql: &str,
+        value: String,
+        kind: &str,
+        id: &str,
+    ) -> CloudResult<()> {
         let mut tx = self.pool.begin().await.map_err(|e| internal(api, e))?;
-        sqlx::query("UPDATE sandbox_resources SET data_json = ? WHERE kind = ? AND id = ?")
-            .bind(data.to_string())
+        sqlx::query(sql)
+            .bind(value)
             .bind(kind)
             .bind(id)
             .execute(&mut *tx)
             .await
             .map_err(|e| internal(api, e))?;
-        bump(&mut tx, api).await?;
-        tx.commit().await.map_err(|e| internal(api, e))?;
-        Ok(())
-    }
-
-    /// Starts a deletion and counts the call, atomically. Deleting twice is a no-op.
-    pub(crate) async fn remove(&self, api: &str, kind: &str, id: &str) -> CloudResult<()> {
-        let mut tx = self.pool.begin().await.map_err(|e| internal(api, e))?;
-        sqlx::query(
-            "UPDATE sandbox_resources SET deleted_ms = ?
-             WHERE kind = ? AND id = ? AND deleted_ms IS NULL",
-        )
-        .bind(now_ms())
-        .bind(kind)
-        .bind(id)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| internal(api, e))?;
         bump(&mut tx, api).await?;
         tx.commit().await.map_err(|e| internal(api, e))?;
         Ok(())
