@@ -10,6 +10,9 @@ use serde_json::Value;
 
 use crate::cloud::CloudError;
 
+/// Valid values or the next step, boxed to keep the error small on the happy path.
+pub type Hint = Box<Value>;
+
 /// Prefix of every problem `type`; the suffix is a stable slug documented in the README.
 pub const PROBLEM_TYPE_PREFIX: &str = "urn:instantstart:problem:";
 
@@ -20,7 +23,7 @@ pub enum ApiError {
     Validation {
         field: String,
         detail: String,
-        hint: Option<Value>,
+        hint: Option<Hint>,
     },
     /// The body is not the JSON the route takes (400): malformed, wrong type, unknown field.
     #[error("{detail}")]
@@ -28,12 +31,12 @@ pub enum ApiError {
         slug: &'static str,
         field: Option<String>,
         detail: String,
-        hint: Option<Value>,
+        hint: Option<Hint>,
     },
     #[error("request body exceeds {limit} bytes")]
     PayloadTooLarge { limit: usize },
     #[error("{what} not found")]
-    NotFound { what: String, hint: Option<Value> },
+    NotFound { what: String, hint: Option<Hint> },
     /// The request collides with existing state (409), e.g. an operation already running.
     #[error("{detail}")]
     Conflict {
@@ -48,7 +51,7 @@ pub enum ApiError {
     Forbidden { slug: &'static str, detail: String },
     /// A cloud API refused a read the request needed (502).
     #[error(transparent)]
-    Cloud(#[from] CloudError),
+    Cloud(Box<CloudError>),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -66,7 +69,7 @@ impl ApiError {
         ApiError::Validation {
             field: field.to_string(),
             detail: detail.into(),
-            hint: Some(hint),
+            hint: Some(Box::new(hint)),
         }
     }
 
@@ -84,6 +87,12 @@ impl ApiError {
             field: None,
             operation_id,
         }
+    }
+}
+
+impl From<CloudError> for ApiError {
+    fn from(e: CloudError) -> Self {
+        ApiError::Cloud(Box::new(e))
     }
 }
 
@@ -162,13 +171,13 @@ impl ApiError {
         match self {
             ApiError::Validation { field, hint, .. } => {
                 p.field = Some(field.clone());
-                p.hint = hint.clone();
+                p.hint = hint.as_deref().cloned();
             }
             ApiError::BadRequest { field, hint, .. } => {
                 p.field = field.clone();
-                p.hint = hint.clone();
+                p.hint = hint.as_deref().cloned();
             }
-            ApiError::NotFound { hint, .. } => p.hint = hint.clone(),
+            ApiError::NotFound { hint, .. } => p.hint = hint.as_deref().cloned(),
             ApiError::Conflict {
                 field,
                 operation_id,
@@ -187,7 +196,7 @@ impl ApiError {
                     "send `Authorization: Bearer <INSTANTSTART_TOKEN>`".into(),
                 ))
             }
-            ApiError::Cloud(e) => p.cloud = serde_json::to_value(e).ok(),
+            ApiError::Cloud(e) => p.cloud = serde_json::to_value(&**e).ok(),
             ApiError::Internal(e) => {
                 let id = uuid::Uuid::new_v4();
                 tracing::error!(error = ?e, correlation_id = %id, "internal error");

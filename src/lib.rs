@@ -80,6 +80,40 @@ async fn shutdown_signal() {
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
 }
 
+/// The real AWS cloud, or — when no region is configured — one that refuses every call with
+/// the reason. Either way the server starts and says what is missing.
+async fn aws_cloud() -> (Cloud, Option<String>) {
+    use aws_credential_types::provider::ProvideCredentials;
+    const KUBE_PENDING: &str = "Kubernetes access with --cloud aws (dependencies and storage stages) needs the kube-rs adapter, which this build does not include yet";
+    let Some(aws) = cloud::aws::Aws::load().await else {
+        let reason = "no AWS region is configured (set AWS_REGION, or a profile with a region); start with --cloud sandbox to try every flow without AWS".to_string();
+        let cloud = Arc::new(cloud::unavailable::Unavailable {
+            region: String::new(),
+            reason: reason.clone(),
+        })
+        .cloud();
+        return (cloud, Some(reason));
+    };
+    let kube = Arc::new(cloud::unavailable::Unavailable {
+        region: aws.region.clone(),
+        reason: KUBE_PENDING.to_string(),
+    });
+    let credentials = match aws.config.credentials_provider() {
+        None => Err("no credentials provider".to_string()),
+        Some(p) => {
+            match tokio::time::timeout(Duration::from_secs(5), p.provide_credentials()).await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err("timed out looking for credentials".to_string()),
+            }
+        }
+    };
+    let warning = credentials.err().map(|e| {
+        format!("no usable AWS credentials ({e}): every AWS call will fail; configure credentials, or start with --cloud sandbox")
+    });
+    (aws.cloud(kube), warning)
+}
+
 /// Opens the store, builds the cloud, binds the listener, resumes unfinished operations.
 pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
     let ip = config.bind.ip();
@@ -112,22 +146,11 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
             (sandbox.cloud(), Some(sandbox), None)
         }
         CloudMode::Aws => {
-            let region = std::env::var("AWS_REGION")
-                .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
-                .unwrap_or_default();
-            let reason = if region.is_empty() {
-                "no AWS region or credentials are configured (set AWS_REGION and credentials), and this build has no AWS adapter yet; start with --cloud sandbox to try every flow".to_string()
-            } else {
-                "this build has no AWS adapter yet; start with --cloud sandbox to try every flow"
-                    .to_string()
-            };
-            tracing::warn!("{reason}");
-            let cloud: Cloud = Arc::new(cloud::unavailable::Unavailable {
-                region,
-                reason: reason.clone(),
-            })
-            .cloud();
-            (cloud, None, Some(reason))
+            let (cloud, warning) = aws_cloud().await;
+            if let Some(w) = &warning {
+                tracing::warn!("{w}");
+            }
+            (cloud, None, warning)
         }
     };
 

@@ -151,7 +151,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Actor {
                 slug: "invalid-header",
                 field: Some("X-InstantStart-Actor".into()),
                 detail: "unknown actor".into(),
-                hint: Some(json!(ACTORS)),
+                hint: Some(Box::new(json!(ACTORS))),
             }),
         }
     }
@@ -174,7 +174,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
                 slug: "invalid-header",
                 field: Some("Idempotency-Key".into()),
                 detail: "Idempotency-Key must be 1–255 visible ASCII characters".into(),
-                hint: Some(json!("e.g. a UUID")),
+                hint: Some(Box::new(json!("e.g. a UUID"))),
             }),
         }
     }
@@ -206,8 +206,9 @@ fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                 slug: "unknown-field",
                 field: Some(field.clone()),
                 detail: format!("unknown field `{field}`"),
-                hint: expected
-                    .map(|e| json!(e.split(", ").map(str::to_string).collect::<Vec<_>>())),
+                hint: expected.map(|e| {
+                    Box::new(json!(e.split(", ").map(str::to_string).collect::<Vec<_>>()))
+                }),
             };
         }
         if let Some(field) = quoted("missing field `") {
@@ -267,7 +268,7 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Ap
             slug: "unsupported-media-type",
             field: Some("Content-Type".into()),
             detail: "send the body as JSON".into(),
-            hint: Some(json!("application/json")),
+            hint: Some(Box::new(json!("application/json"))),
         });
     }
     Ok(bytes)

@@ -511,7 +511,7 @@ async fn sandbox_calls(
     let Some(sandbox) = &state.sandbox else {
         return Err(ApiError::NotFound {
             what: "sandbox call counts".into(),
-            hint: Some(json!("only available with --cloud sandbox")),
+            hint: Some(Box::new(json!("only available with --cloud sandbox"))),
         });
     };
     Ok(Json(sandbox.call_counts().await?))

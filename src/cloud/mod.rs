@@ -10,6 +10,7 @@
 //! The shapes follow the real APIs (EC2, EKS, SageMaker, IAM, S3, Service Quotas, the Kubernetes
 //! API) so that each SDK adapter is a thin translation; no SDK type crosses this boundary.
 
+pub mod aws;
 pub mod sandbox;
 pub mod unavailable;
 
@@ -199,13 +200,20 @@ pub trait Network: Send + Sync {
     async fn create_subnet(&self, req: &CreateSubnet) -> CloudResult<Subnet>;
     /// Creates and attaches an internet gateway.
     async fn create_internet_gateway(&self, vpc_id: &str, tags: &Tags) -> CloudResult<String>;
+    /// Attaches a gateway to the VPC; already attached is success.
+    async fn attach_internet_gateway(&self, igw_id: &str, vpc_id: &str) -> CloudResult<()>;
     /// Allocates an Elastic IP and creates a public NAT gateway in `subnet_id`.
     async fn create_nat_gateway(&self, subnet_id: &str, tags: &Tags) -> CloudResult<String>;
     async fn nat_gateway_state(&self, id: &str) -> CloudResult<ResourceState>;
+    /// Creates the table, its default route and its subnet associations.
     async fn create_route_table(&self, req: &CreateRouteTable) -> CloudResult<String>;
+    /// Adds the `0.0.0.0/0` route to `target` if the table lacks it.
+    async fn ensure_default_route(&self, route_table_id: &str, target: &str) -> CloudResult<()>;
     async fn associate_route_table(&self, route_table_id: &str, subnet_id: &str)
         -> CloudResult<()>;
     async fn create_security_group(&self, req: &CreateSecurityGroup) -> CloudResult<String>;
+    /// Allows all traffic from the group to itself; already allowed is success.
+    async fn ensure_self_referencing(&self, group_id: &str) -> CloudResult<()>;
     /// Gateway endpoint for S3 on the given route tables.
     async fn create_s3_endpoint(
         &self,
@@ -241,6 +249,8 @@ pub struct CreateEksCluster {
     pub security_group_ids: Vec<String>,
     /// `API` or `API_AND_CONFIG_MAP`.
     pub authentication_mode: String,
+    /// Give the creating principal (this control plane) a cluster-admin access entry.
+    pub bootstrap_creator_admin: bool,
     pub tags: Tags,
 }
 

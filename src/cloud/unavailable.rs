@@ -36,6 +36,15 @@ impl Unavailable {
 
 #[async_trait]
 impl Network for Unavailable {
+    async fn attach_internet_gateway(&self, _igw_id: &str, _vpc_id: &str) -> CloudResult<()> {
+        Err(self.refuse("attach_internet_gateway"))
+    }
+    async fn ensure_default_route(&self, _route_table_id: &str, _target: &str) -> CloudResult<()> {
+        Err(self.refuse("ensure_default_route"))
+    }
+    async fn ensure_self_referencing(&self, _group_id: &str) -> CloudResult<()> {
+        Err(self.refuse("ensure_self_referencing"))
+    }
     fn region(&self) -> String {
         self.region.clone()
     }

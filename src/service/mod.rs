@@ -463,7 +463,7 @@ pub async fn cluster_view(engine: &Engine, name: &str) -> ApiResult<ClusterView>
 pub fn cluster_not_found(name: &str) -> ApiError {
     ApiError::NotFound {
         what: format!("cluster `{name}`"),
-        hint: Some(json!("GET /api/clusters lists the clusters")),
+        hint: Some(Box::new(json!("GET /api/clusters lists the clusters"))),
     }
 }
 

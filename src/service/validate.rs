@@ -352,6 +352,6 @@ mod tests {
             panic!("expected a validation error")
         };
         assert_eq!(field, "capacityType");
-        assert_eq!(hint.unwrap(), json!(CAPACITY_TYPES));
+        assert_eq!(*hint.unwrap(), json!(CAPACITY_TYPES));
     }
 }

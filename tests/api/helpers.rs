@@ -166,28 +166,43 @@ pub struct Server {
 }
 
 impl Server {
+    /// The binary in sandbox mode at the given time scale.
     pub fn start(data_dir: &Path, port: u16, time_scale: f64) -> Self {
-        let log = std::fs::File::create(
-            data_dir.join(format!("server-{port}-{}.log", std::process::id())),
+        let scale = time_scale.to_string();
+        Self::spawn(
+            data_dir,
+            port,
+            &["--cloud", "sandbox"],
+            &[("INSTANTSTART_SANDBOX_TIME_SCALE", scale.as_str())],
         )
-        .expect("log file");
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_instantstart"))
-            .args([
-                "serve",
-                "--cloud",
-                "sandbox",
-                "--bind",
-                &format!("127.0.0.1:{port}"),
-            ])
+    }
+
+    /// The binary with extra arguments and environment. The environment is scrubbed of AWS
+    /// settings and instance-metadata lookups are off: a test never reaches a non-loopback address.
+    pub fn spawn(data_dir: &Path, port: u16, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let log =
+            std::fs::File::create(data_dir.join(format!("server-{port}.log"))).expect("log file");
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_instantstart"));
+        cmd.args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+            .args(args)
             .arg("--data-dir")
             .arg(data_dir)
-            .env("INSTANTSTART_SANDBOX_TIME_SCALE", time_scale.to_string())
-            .env("INSTANTSTART_POLL_INTERVAL_MS", "25")
-            .env_remove("INSTANTSTART_SANDBOX_FAULTS")
             .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("spawn server");
+            .stderr(log);
+        for (k, _) in std::env::vars() {
+            if k.starts_with("AWS_") || k.starts_with("INSTANTSTART_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("AWS_CONFIG_FILE", data_dir.join("no-aws-config"))
+            .env(
+                "AWS_SHARED_CREDENTIALS_FILE",
+                data_dir.join("no-aws-credentials"),
+            )
+            .env("INSTANTSTART_POLL_INTERVAL_MS", "25");
+        cmd.envs(env.iter().copied());
+        let child = cmd.spawn().expect("spawn server");
         Self {
             child,
             base: format!("http://127.0.0.1:{port}"),

@@ -111,28 +111,34 @@ async fn the_server_refuses_a_non_loopback_address_without_a_token() {
     assert!(err.to_string().contains("INSTANTSTART_TOKEN"), "{err}");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_aws_the_server_starts_and_says_why_on_healthz() {
     let (_guard, dir) = temp_dir();
-    let mut config = instantstart::config::ServeConfig::sandbox(dir);
-    config.cloud = instantstart::cloud::CloudMode::Aws;
-    let app = instantstart::build_app(config)
-        .await
-        .expect("starts anyway");
-    let base = format!("http://127.0.0.1:{}", app.port());
-    tokio::spawn(app.run());
-    let health: serde_json::Value = reqwest::get(format!("{base}/healthz"))
+    let client = reqwest::Client::new();
+    let server = Server::spawn(&dir, free_port(), &["--cloud", "aws"], &[]);
+    server.ready(&client).await;
+    let health: serde_json::Value = client
+        .get(format!("{}/healthz", server.base))
+        .send()
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
     assert_eq!(health["status"], "degraded");
-    assert!(health["warning"]
-        .as_str()
-        .unwrap()
-        .contains("--cloud sandbox"));
-    let r = reqwest::get(format!("{base}/api/aws/zones")).await.unwrap();
+    assert_eq!(health["cloud"], "aws");
+    assert!(
+        health["warning"]
+            .as_str()
+            .unwrap()
+            .contains("--cloud sandbox"),
+        "{health}"
+    );
+    let r = client
+        .get(format!("{}/api/aws/zones", server.base))
+        .send()
+        .await
+        .unwrap();
     let p = problem(r, StatusCode::BAD_GATEWAY).await;
     assert_eq!(p["cloud"]["code"], "AwsUnavailable");
 }

@@ -189,6 +189,29 @@ impl Network for Sandbox {
         Ok(id)
     }
 
+    async fn attach_internet_gateway(&self, igw_id: &str, vpc_id: &str) -> CloudResult<()> {
+        let api = "ec2:AttachInternetGateway";
+        self.gate(api, false).await?;
+        let igw = self
+            .require(
+                "internet-gateway",
+                igw_id,
+                api,
+                "InvalidInternetGatewayID.NotFound",
+            )
+            .await?;
+        if igw.data["vpcId"] == vpc_id {
+            Ok(())
+        } else {
+            Err(CloudError::new(
+                "ec2",
+                "AttachInternetGateway",
+                "Resource.AlreadyAssociated",
+                "attached to another VPC",
+            ))
+        }
+    }
+
     async fn create_nat_gateway(&self, subnet_id: &str, tags: &Tags) -> CloudResult<String> {
         let api = "ec2:CreateNatGateway";
         self.gate(api, true).await?;
@@ -239,6 +262,28 @@ impl Network for Sandbox {
         Ok(id)
     }
 
+    async fn ensure_default_route(&self, route_table_id: &str, target: &str) -> CloudResult<()> {
+        let api = "ec2:CreateRoute";
+        self.gate(api, false).await?;
+        let mut rt = self
+            .require(
+                "route-table",
+                route_table_id,
+                api,
+                "InvalidRouteTableID.NotFound",
+            )
+            .await?;
+        if rt.data["routes"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r["destination"] == "0.0.0.0/0"))
+        {
+            return Ok(());
+        }
+        rt.data["routes"] = json!([{"destination": "0.0.0.0/0", "target": target}]);
+        self.update(api, "route-table", route_table_id, &rt.data)
+            .await
+    }
+
     async fn associate_route_table(
         &self,
         route_table_id: &str,
@@ -282,6 +327,20 @@ impl Network for Sandbox {
             json!({"vpcId": req.vpc_id, "groupName": req.name, "rules": rules, "tags": req.tags});
         self.create(api, "security-group", &id, None, &data).await?;
         Ok(id)
+    }
+
+    async fn ensure_self_referencing(&self, group_id: &str) -> CloudResult<()> {
+        let api = "ec2:AuthorizeSecurityGroupIngress";
+        self.gate(api, false).await?;
+        let sg = self
+            .require("security-group", group_id, api, "InvalidGroup.NotFound")
+            .await?;
+        if sg.data["rules"].as_array().is_some_and(|r| !r.is_empty()) {
+            return Ok(());
+        }
+        let mut data = sg.data.clone();
+        data["rules"] = json!([{"protocol": "-1", "source": group_id, "direction": "ingress"}]);
+        self.update(api, "security-group", group_id, &data).await
     }
 
     async fn create_s3_endpoint(

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cluster       vpc → subnets → internet-gateway → nat-gateway → route-tables → security-groups
-//!               → s3-endpoint → eks-role → eks-cluster → access-entry → oidc-provider
+//!               → s3-endpoint → eks-role → eks-cluster → oidc-provider
 //! dependencies  namespaces → cert-manager → eks-pod-identity-agent → s3-csi-role
 //!               → aws-mountpoint-s3-csi-driver → device-plugins
 //! hyperpod      compute-subnet → execution-role → shared-bucket → lifecycle-script → hyperpod-cluster
@@ -229,7 +229,6 @@ impl Stages for Catalog {
                 Arc::new(S3EndpointStep),
                 Arc::new(EksRoleStep),
                 Arc::new(EksClusterStep),
-                Arc::new(AccessEntryStep),
                 Arc::new(OidcProviderStep),
             ],
             "dependencies" => vec![

@@ -138,9 +138,13 @@ impl Step for InternetGatewayStep {
         "internet-gateway"
     }
     async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
-        Ok(find_tagged(cx, NetKind::InternetGateway, "igw")
-            .await?
-            .map(|id| json!({"internetGatewayId": id})))
+        let Some(id) = find_tagged(cx, NetKind::InternetGateway, "igw").await? else {
+            return Ok(None);
+        };
+        // An interrupted attempt may have created the gateway but not attached it.
+        let vpc = cx.resource("vpcId")?;
+        cx.cloud.network.attach_internet_gateway(&id, &vpc).await?;
+        Ok(Some(json!({"internetGatewayId": id})))
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let id = cx
@@ -214,7 +218,15 @@ impl Step for RouteTablesStep {
             ),
         ] {
             let id = match find_tagged(cx, NetKind::RouteTable, role).await? {
-                Some(id) => id,
+                Some(id) => {
+                    // Adopted: finish what an interrupted attempt may have left undone.
+                    let target = cx.resource(target_key)?;
+                    cx.cloud.network.ensure_default_route(&id, &target).await?;
+                    for subnet in ids(cx, subnets_key)? {
+                        cx.cloud.network.associate_route_table(&id, &subnet).await?;
+                    }
+                    id
+                }
                 None => {
                     let req = CreateRouteTable {
                         vpc_id: vpc_id.clone(),
@@ -254,7 +266,10 @@ impl Step for SecurityGroupsStep {
             ),
         ] {
             let id = match find_tagged(cx, NetKind::SecurityGroup, role).await? {
-                Some(id) => id,
+                Some(id) => {
+                    cx.cloud.network.ensure_self_referencing(&id).await?;
+                    id
+                }
                 None => {
                     let req = CreateSecurityGroup {
                         vpc_id: vpc_id.clone(),
@@ -300,8 +315,6 @@ pub fn eks_role_name(cluster: &str) -> String {
 }
 
 pub const EKS_CLUSTER_POLICY: &str = "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy";
-pub const EKS_ADMIN_POLICY: &str =
-    "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy";
 
 pub struct EksRoleStep;
 
@@ -367,6 +380,8 @@ impl Step for EksClusterStep {
             subnet_ids: subnets,
             security_group_ids: vec![cx.resource("clusterSecurityGroupId")?],
             authentication_mode: "API_AND_CONFIG_MAP".into(),
+            // The control plane creates the cluster, so this is its own cluster-admin access entry.
+            bootstrap_creator_admin: true,
             tags: net_tags(cx, "eks"),
         };
         let cluster = cx.cloud.eks.create_cluster(&req).await?;
@@ -384,6 +399,7 @@ impl Step for EksClusterStep {
                 "eksClusterArn": c.arn, "eksClusterName": c.name, "eksEndpoint": c.endpoint,
                 "eksCertificateAuthority": c.certificate_authority, "oidcIssuer": c.oidc_issuer,
                 "kubernetesVersion": c.version,
+                "adminPrincipalArn": principal_role_arn(&cx.cloud.iam.caller_identity().await?.arn),
             }))),
             EksStatus::Creating | EksStatus::Updating => Ok(Poll::Pending(
                 format!("EKS cluster {:?}", c.status).to_uppercase(),
@@ -408,32 +424,6 @@ pub fn principal_role_arn(caller_arn: &str) -> String {
         }
     }
     caller_arn.to_string()
-}
-
-pub struct AccessEntryStep;
-
-#[async_trait]
-impl Step for AccessEntryStep {
-    fn name(&self) -> &'static str {
-        "access-entry"
-    }
-    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
-        let principal = principal_role_arn(&cx.cloud.iam.caller_identity().await?.arn);
-        let has = cx
-            .cloud
-            .eks
-            .has_access_entry(&cx.op.cluster, &principal)
-            .await?;
-        Ok(has.then(|| json!({"adminPrincipalArn": principal})))
-    }
-    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let principal = principal_role_arn(&cx.cloud.iam.caller_identity().await?.arn);
-        cx.cloud
-            .eks
-            .create_access_entry(&cx.op.cluster, &principal, EKS_ADMIN_POLICY)
-            .await?;
-        Ok(json!({"adminPrincipalArn": principal}))
-    }
 }
 
 pub struct OidcProviderStep;

@@ -112,6 +112,7 @@ impl Step for DeleteVpcStep {
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         for kind in [
+            NetKind::ElasticIp,
             NetKind::InternetGateway,
             NetKind::Subnet,
             NetKind::RouteTable,

@@ -1,0 +1,194 @@
+//! IAM roles, policies and OIDC providers; STS caller identity.
+
+use async_trait::async_trait;
+use aws_sdk_iam::types::Tag;
+use serde_json::Value;
+
+use super::errors::{idempotent, is_not_found, once};
+use super::Aws;
+use crate::cloud::*;
+
+const S: &str = "iam";
+
+fn iam_tags(tags: &Tags) -> CloudResult<Vec<Tag>> {
+    tags.iter()
+        .map(|(k, v)| {
+            Tag::builder()
+                .key(k)
+                .value(v)
+                .build()
+                .map_err(|e| CloudError::new(S, "Tag", "InvalidRequest", e.to_string()))
+        })
+        .collect()
+}
+
+/// IAM returns policy documents URL-encoded.
+fn decode_policy(doc: &str) -> Value {
+    let decoded = percent_encoding::percent_decode_str(doc).decode_utf8_lossy();
+    serde_json::from_str(&decoded).unwrap_or(Value::String(decoded.into_owned()))
+}
+
+#[async_trait]
+impl Iam for Aws {
+    async fn caller_identity(&self) -> CloudResult<CallerIdentity> {
+        let out = idempotent("sts", "GetCallerIdentity", || {
+            self.sts.get_caller_identity().send()
+        })
+        .await?;
+        Ok(CallerIdentity {
+            account: out.account().unwrap_or_default().to_string(),
+            arn: out.arn().unwrap_or_default().to_string(),
+        })
+    }
+
+    async fn get_role(&self, name: &str) -> CloudResult<Option<Role>> {
+        match idempotent(S, "GetRole", || self.iam.get_role().role_name(name).send()).await {
+            Ok(out) => Ok(out.role().map(|r| Role {
+                name: r.role_name().to_string(),
+                arn: r.arn().to_string(),
+                trust_policy: r
+                    .assume_role_policy_document()
+                    .map(decode_policy)
+                    .unwrap_or(Value::Null),
+            })),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn create_role(
+        &self,
+        name: &str,
+        trust_policy: &Value,
+        tags: &Tags,
+    ) -> CloudResult<Role> {
+        let out = once(
+            S,
+            "CreateRole",
+            self.iam
+                .create_role()
+                .role_name(name)
+                .assume_role_policy_document(trust_policy.to_string())
+                .set_tags(Some(iam_tags(tags)?))
+                .send(),
+        )
+        .await?;
+        let role = out.role();
+        Ok(Role {
+            name: name.to_string(),
+            arn: role.map(|r| r.arn().to_string()).unwrap_or_default(),
+            trust_policy: trust_policy.clone(),
+        })
+    }
+
+    async fn put_role_policy(
+        &self,
+        role: &str,
+        policy_name: &str,
+        document: &Value,
+    ) -> CloudResult<()> {
+        let doc = document.to_string();
+        idempotent(S, "PutRolePolicy", || {
+            self.iam
+                .put_role_policy()
+                .role_name(role)
+                .policy_name(policy_name)
+                .policy_document(&doc)
+                .send()
+        })
+        .await
+        .map(|_| ())
+    }
+
+    async fn attach_role_policy(&self, role: &str, policy_arn: &str) -> CloudResult<()> {
+        idempotent(S, "AttachRolePolicy", || {
+            self.iam
+                .attach_role_policy()
+                .role_name(role)
+                .policy_arn(policy_arn)
+                .send()
+        })
+        .await
+        .map(|_| ())
+    }
+
+    async fn delete_role(&self, name: &str) -> CloudResult<()> {
+        let attached = match idempotent(S, "ListAttachedRolePolicies", || {
+            self.iam
+                .list_attached_role_policies()
+                .role_name(name)
+                .send()
+        })
+        .await
+        {
+            Ok(out) => out,
+            Err(e) if is_not_found(&e) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for p in attached.attached_policies() {
+            let arn = p.policy_arn().unwrap_or_default().to_string();
+            idempotent(S, "DetachRolePolicy", || {
+                self.iam
+                    .detach_role_policy()
+                    .role_name(name)
+                    .policy_arn(&arn)
+                    .send()
+            })
+            .await?;
+        }
+        let inline = idempotent(S, "ListRolePolicies", || {
+            self.iam.list_role_policies().role_name(name).send()
+        })
+        .await?;
+        for policy in inline.policy_names() {
+            idempotent(S, "DeleteRolePolicy", || {
+                self.iam
+                    .delete_role_policy()
+                    .role_name(name)
+                    .policy_name(policy)
+                    .send()
+            })
+            .await?;
+        }
+        match idempotent(S, "DeleteRole", || {
+            self.iam.delete_role().role_name(name).send()
+        })
+        .await
+        {
+            Err(e) if is_not_found(&e) => Ok(()),
+            other => other.map(|_| ()),
+        }
+    }
+
+    async fn find_oidc_provider(&self, issuer_url: &str) -> CloudResult<Option<String>> {
+        let host = issuer_url.trim_start_matches("https://");
+        let out = idempotent(S, "ListOpenIDConnectProviders", || {
+            self.iam.list_open_id_connect_providers().send()
+        })
+        .await?;
+        Ok(out
+            .open_id_connect_provider_list()
+            .iter()
+            .filter_map(|p| p.arn())
+            .find(|arn| arn.ends_with(&format!(":oidc-provider/{host}")))
+            .map(str::to_string))
+    }
+
+    async fn create_oidc_provider(&self, issuer_url: &str, tags: &Tags) -> CloudResult<String> {
+        let out = once(
+            S,
+            "CreateOpenIDConnectProvider",
+            self.iam
+                .create_open_id_connect_provider()
+                .url(issuer_url)
+                .client_id_list("sts.amazonaws.com")
+                .set_tags(Some(iam_tags(tags)?))
+                .send(),
+        )
+        .await?;
+        Ok(out
+            .open_id_connect_provider_arn()
+            .unwrap_or_default()
+            .to_string())
+    }
+}

@@ -1,0 +1,92 @@
+//! The real AWS adapter: every port implemented with aws-sdk-rust (EC2, EKS, SageMaker, IAM, STS,
+//! S3, Service Quotas). Credentials and region come from the standard chain; `AWS_ENDPOINT_URL`
+//! (and the per-service variants) are honoured, which is how tests point it at moto.
+//!
+//! SDK-level retries are off: [`errors::idempotent`] retries reads, deletes and "ensure" calls,
+//! while creates run once and, on a transient failure, the engine looks the resource up before
+//! acting again — a retried create is how duplicates are born.
+
+mod ec2;
+mod eks;
+pub mod errors;
+mod iam;
+mod s3;
+mod sagemaker;
+pub mod token;
+
+use std::sync::Arc;
+
+use aws_config::retry::RetryConfig;
+use aws_config::BehaviorVersion;
+
+use super::{Cloud, CloudMode, Tags, CLUSTER_TAG};
+
+/// One client per service, built from one SDK configuration.
+pub struct Aws {
+    pub region: String,
+    pub ec2: aws_sdk_ec2::Client,
+    pub eks: aws_sdk_eks::Client,
+    pub sagemaker: aws_sdk_sagemaker::Client,
+    pub iam: aws_sdk_iam::Client,
+    pub sts: aws_sdk_sts::Client,
+    pub s3: aws_sdk_s3::Client,
+    pub quotas: aws_sdk_servicequotas::Client,
+    pub config: aws_config::SdkConfig,
+}
+
+impl Aws {
+    /// Loads the standard configuration. `None` when no region can be found.
+    pub async fn load() -> Option<Arc<Self>> {
+        let config = aws_config::defaults(BehaviorVersion::latest())
+            .retry_config(RetryConfig::disabled())
+            .load()
+            .await;
+        Some(Arc::new(Self::from_config(config)?))
+    }
+
+    pub fn from_config(config: aws_config::SdkConfig) -> Option<Self> {
+        let region = config.region()?.to_string();
+        // A custom endpoint (moto, a proxy) may not resolve virtual-hosted bucket names.
+        let s3_conf = aws_sdk_s3::config::Builder::from(&config)
+            .force_path_style(config.endpoint_url().is_some())
+            .build();
+        Some(Self {
+            region,
+            ec2: aws_sdk_ec2::Client::new(&config),
+            eks: aws_sdk_eks::Client::new(&config),
+            sagemaker: aws_sdk_sagemaker::Client::new(&config),
+            iam: aws_sdk_iam::Client::new(&config),
+            sts: aws_sdk_sts::Client::new(&config),
+            s3: aws_sdk_s3::Client::from_conf(s3_conf),
+            quotas: aws_sdk_servicequotas::Client::new(&config),
+            config,
+        })
+    }
+
+    /// Every port, with Kubernetes supplied separately (it needs per-cluster clients).
+    pub fn cloud(self: &Arc<Self>, kube: Arc<dyn super::Kube>) -> Cloud {
+        Cloud {
+            mode: CloudMode::Aws,
+            network: self.clone(),
+            eks: self.clone(),
+            hyperpod: self.clone(),
+            iam: self.clone(),
+            objects: self.clone(),
+            quotas: self.clone(),
+            kube,
+        }
+    }
+}
+
+/// A deterministic client token (≤ 64 characters) for APIs that accept one, derived from the
+/// resource's tags so a repeated create returns the same resource instead of a second one.
+pub(crate) fn client_token(tags: &Tags) -> String {
+    use sha2::{Digest, Sha256};
+    let seed = format!(
+        "{}/{}",
+        tags.get(CLUSTER_TAG).map(String::as_str).unwrap_or(""),
+        tags.get(super::ROLE_TAG).map(String::as_str).unwrap_or("")
+    );
+    let digest = Sha256::digest(seed.as_bytes());
+    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+}

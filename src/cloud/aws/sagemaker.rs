@@ -1,0 +1,205 @@
+//! SageMaker HyperPod: cluster create/describe/delete and node listing.
+
+use async_trait::async_trait;
+use aws_sdk_sagemaker::types::{
+    ClusterCapacityRequirements, ClusterEbsVolumeConfig, ClusterInstanceGroupSpecification,
+    ClusterInstanceStorageConfig, ClusterInstanceType, ClusterLifeCycleConfig, ClusterNodeRecovery,
+    ClusterOrchestrator, ClusterOrchestratorEksConfig, ClusterSpotOptions, ClusterStatus,
+    DeepHealthCheckType, Tag, VpcConfig,
+};
+
+use super::errors::{idempotent, once};
+use super::Aws;
+use crate::cloud::*;
+
+const S: &str = "sagemaker";
+
+fn vpc(subnets: &[String], groups: &[String]) -> VpcConfig {
+    VpcConfig::builder()
+        .set_subnets(Some(subnets.to_vec()))
+        .set_security_group_ids(Some(groups.to_vec()))
+        .build()
+}
+
+/// One instance group in the shape CreateCluster (and UpdateCluster) accept. `ThreadsPerCore`
+/// is always sent.
+pub(crate) fn group_spec(g: &InstanceGroupSpec) -> ClusterInstanceGroupSpecification {
+    let mut b = ClusterInstanceGroupSpecification::builder()
+        .instance_group_name(&g.name)
+        .instance_type(ClusterInstanceType::from(g.instance_type.as_str()))
+        .instance_count(i32::try_from(g.instance_count).unwrap_or(i32::MAX))
+        .execution_role(&g.execution_role_arn)
+        .life_cycle_config(
+            ClusterLifeCycleConfig::builder()
+                .source_s3_uri(&g.lifecycle_source_s3_uri)
+                .on_create(&g.lifecycle_on_create)
+                .build(),
+        )
+        .threads_per_core(i32::from(g.threads_per_core))
+        .instance_storage_configs(ClusterInstanceStorageConfig::EbsVolumeConfig(
+            ClusterEbsVolumeConfig::builder()
+                .volume_size_in_gb(i32::try_from(g.ebs_volume_gb).unwrap_or(i32::MAX))
+                .build(),
+        ))
+        .set_on_start_deep_health_checks((!g.deep_health_checks.is_empty()).then(|| {
+            g.deep_health_checks
+                .iter()
+                .map(|c| DeepHealthCheckType::from(c.as_str()))
+                .collect()
+        }))
+        .override_vpc_config(vpc(&g.subnet_ids, &g.security_group_ids));
+    match &g.capacity {
+        Capacity::OnDemand => {}
+        Capacity::Spot => {
+            b = b.capacity_requirements(
+                ClusterCapacityRequirements::builder()
+                    .spot(ClusterSpotOptions::builder().build())
+                    .build(),
+            )
+        }
+        Capacity::TrainingPlan { arn } => b = b.training_plan_arn(arn),
+    }
+    b.build()
+}
+
+fn is_missing(e: &CloudError) -> bool {
+    // SageMaker reports a missing cluster as ResourceNotFound, or as a ValidationException
+    // "Could not find cluster" (observed on some endpoints).
+    e.code == "ResourceNotFound"
+        || (e.code == "ValidationException" && e.message.contains("Could not find"))
+}
+
+#[async_trait]
+impl HyperPod for Aws {
+    async fn create_cluster(&self, req: &CreateHyperPodCluster) -> CloudResult<String> {
+        let first = req.instance_groups.first().ok_or_else(|| {
+            CloudError::new(
+                S,
+                "CreateCluster",
+                "InvalidRequest",
+                "a cluster needs an instance group",
+            )
+        })?;
+        let tags: Vec<Tag> = req
+            .tags
+            .iter()
+            .map(|(k, v)| Tag::builder().key(k).value(v).build())
+            .collect();
+        let out = once(
+            S,
+            "CreateCluster",
+            self.sagemaker
+                .create_cluster()
+                .cluster_name(&req.name)
+                .orchestrator(
+                    ClusterOrchestrator::builder()
+                        .eks(
+                            ClusterOrchestratorEksConfig::builder()
+                                .cluster_arn(&req.eks_cluster_arn)
+                                .build(),
+                        )
+                        .build(),
+                )
+                .node_recovery(ClusterNodeRecovery::from(req.node_recovery.as_str()))
+                .vpc_config(vpc(&first.subnet_ids, &first.security_group_ids))
+                .set_instance_groups(Some(req.instance_groups.iter().map(group_spec).collect()))
+                .set_tags(Some(tags))
+                .send(),
+        )
+        .await?;
+        Ok(out.cluster_arn().unwrap_or_default().to_string())
+    }
+
+    async fn describe_cluster(&self, name: &str) -> CloudResult<Option<HyperPodCluster>> {
+        let out = match idempotent(S, "DescribeCluster", || {
+            self.sagemaker.describe_cluster().cluster_name(name).send()
+        })
+        .await
+        {
+            Ok(out) => out,
+            Err(e) if is_missing(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Ok(Some(HyperPodCluster {
+            name: out.cluster_name().unwrap_or(name).to_string(),
+            arn: out.cluster_arn().unwrap_or_default().to_string(),
+            status: match out.cluster_status() {
+                Some(ClusterStatus::Inservice) => HyperPodStatus::InService,
+                Some(ClusterStatus::Deleting) => HyperPodStatus::Deleting,
+                Some(ClusterStatus::Failed) => HyperPodStatus::Failed,
+                Some(ClusterStatus::Rollingback) => HyperPodStatus::RollingBack,
+                Some(ClusterStatus::Systemupdating) => HyperPodStatus::SystemUpdating,
+                Some(ClusterStatus::Updating) => HyperPodStatus::Updating,
+                _ => HyperPodStatus::Creating,
+            },
+            failure_message: out.failure_message().map(str::to_string),
+            instance_groups: out
+                .instance_groups()
+                .iter()
+                .map(|g| InstanceGroupStatus {
+                    name: g.instance_group_name().unwrap_or_default().to_string(),
+                    instance_type: g
+                        .instance_type()
+                        .map(|t| t.as_str().to_string())
+                        .unwrap_or_default(),
+                    target_count: g
+                        .target_count()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .unwrap_or(0),
+                    current_count: g
+                        .current_count()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .unwrap_or(0),
+                })
+                .collect(),
+        }))
+    }
+
+    async fn list_cluster_nodes(
+        &self,
+        name: &str,
+        next_token: Option<String>,
+    ) -> CloudResult<NodePage> {
+        let out = idempotent(S, "ListClusterNodes", || {
+            self.sagemaker
+                .list_cluster_nodes()
+                .cluster_name(name)
+                .max_results(100)
+                .set_next_token(next_token.clone())
+                .send()
+        })
+        .await?;
+        Ok(NodePage {
+            nodes: out
+                .cluster_node_summaries()
+                .iter()
+                .map(|n| ClusterNode {
+                    instance_id: n.instance_id().unwrap_or_default().to_string(),
+                    instance_group: n.instance_group_name().unwrap_or_default().to_string(),
+                    instance_type: n
+                        .instance_type()
+                        .map(|t| t.as_str().to_string())
+                        .unwrap_or_default(),
+                    status: n
+                        .instance_status()
+                        .and_then(|s| s.status())
+                        .map(|s| s.as_str().to_string())
+                        .unwrap_or_default(),
+                    launch_time: n.launch_time().map(|t| t.to_string()).unwrap_or_default(),
+                })
+                .collect(),
+            next_token: out
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string),
+        })
+    }
+
+    async fn delete_cluster(&self, name: &str) -> CloudResult<()> {
+        idempotent(S, "DeleteCluster", || {
+            self.sagemaker.delete_cluster().cluster_name(name).send()
+        })
+        .await
+        .map(|_| ())
+    }
+}

@@ -1,0 +1,682 @@
+//! The real AWS adapters (aws-sdk-rust) against a moto server on loopback, and — for APIs moto
+//! does not implement — against `aws-smithy-mocks` rules that assert the request shape.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use instantstart::cloud::aws::Aws;
+use instantstart::cloud::unavailable::Unavailable;
+use instantstart::cloud::{Cloud, Zone};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+
+/// A moto server on a free loopback port, stopped on drop.
+pub struct Moto {
+    child: std::process::Child,
+    pub url: String,
+}
+
+impl Moto {
+    /// Starts `moto_server` from the project venv (`./scripts/test` installs it) or from
+    /// `INSTANTSTART_MOTO_SERVER`.
+    pub async fn start() -> Self {
+        let bin = std::env::var_os("INSTANTSTART_MOTO_SERVER")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/moto_server")
+            });
+        assert!(
+            bin.exists(),
+            "moto_server not found at {}: run ./scripts/test, which installs it",
+            bin.display()
+        );
+        let port = free_port();
+        let child = std::process::Command::new(bin)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            // AWS-managed policies (AmazonEKSClusterPolicy ...) exist only when loaded.
+            .env("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start moto_server");
+        // Owned by the guard from here on, so it is killed and reaped whatever happens next.
+        let moto = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        let client = reqwest::Client::new();
+        for _ in 0..400 {
+            if client
+                .get(format!("{}/moto-api/", moto.url))
+                .send()
+                .await
+                .is_ok()
+            {
+                return moto;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("moto_server did not start");
+    }
+
+    /// The adapter, configured as the server would be against this endpoint (retries off).
+    pub async fn aws(&self) -> Arc<Aws> {
+        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new("us-west-2"))
+            .credentials_provider(aws_credential_types::Credentials::new(
+                "test", "test", None, None, "static",
+            ))
+            .endpoint_url(&self.url)
+            .retry_config(aws_config::retry::RetryConfig::disabled())
+            .load()
+            .await;
+        Arc::new(Aws::from_config(config).expect("region"))
+    }
+
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL", self.url.clone()),
+            ("AWS_REGION", "us-west-2".into()),
+            ("AWS_ACCESS_KEY_ID", "test".into()),
+            ("AWS_SECRET_ACCESS_KEY", "test".into()),
+        ]
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn cloud_of(aws: &Arc<Aws>) -> Cloud {
+    aws.cloud(Arc::new(Unavailable {
+        region: "us-west-2".into(),
+        reason: "no kubernetes in this test".into(),
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pipeline_runs_network_eks_and_hyperpod_against_moto() {
+    let moto = Moto::start().await;
+    let (_guard, dir) = temp_dir();
+    let env = moto.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = Server::spawn(&dir, free_port(), &["--cloud", "aws"], &env);
+    let client = reqwest::Client::new();
+    server.ready(&client).await;
+
+    // The Kubernetes-dependent stages (dependencies, storage) are switched off here: they need
+    // the kube-rs adapter, tested against its own emulator.
+    let mut body = pipeline_body();
+    body["dependencies"] = json!(false);
+    body["storage"] = json!(false);
+    let r = client
+        .post(format!("{}/api/pipelines", server.base))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let accepted: Value = r.json().await.unwrap();
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    let op = wait_terminal(
+        &client,
+        &server.base,
+        accepted["operationId"].as_str().unwrap(),
+    )
+    .await;
+    let cluster: Value = client
+        .get(format!("{}/api/clusters/demo", server.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(op["state"], "succeeded", "{cluster}");
+    let res = &cluster["resources"];
+
+    // What the adapters created, read back with the SDK.
+    let aws = moto.aws().await;
+    let vpc_id = res["vpcId"].as_str().unwrap();
+    let subnets = aws_sdk_ec2::Client::new(&aws.config)
+        .describe_subnets()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("vpc-id")
+                .values(vpc_id)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut cidrs: Vec<&str> = subnets
+        .subnets()
+        .iter()
+        .filter_map(|s| s.cidr_block())
+        .collect();
+    cidrs.sort();
+    let vpc = res["vpcCidr"].as_str().unwrap();
+    let prefix = vpc.trim_end_matches(".0.0/16");
+    assert_eq!(
+        cidrs,
+        [
+            format!("{prefix}.0.0/24"),
+            format!("{prefix}.1.0/24"),
+            format!("{prefix}.16.0/20"),
+            format!("{prefix}.2.0/24"),
+            format!("{prefix}.3.0/24")
+        ]
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+    );
+    for s in subnets.subnets() {
+        let tags: Vec<_> = s.tags().iter().filter_map(|t| t.key()).collect();
+        assert!(
+            tags.contains(&"instantstart:cluster") && tags.contains(&"Name"),
+            "{s:?}"
+        );
+    }
+    let ec2 = aws_sdk_ec2::Client::new(&aws.config);
+    let rts = ec2
+        .describe_route_tables()
+        .route_table_ids(res["privateRouteTableId"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    let rt = &rts.route_tables()[0];
+    assert!(rt
+        .routes()
+        .iter()
+        .any(|r| r.destination_cidr_block() == Some("0.0.0.0/0")
+            && r.nat_gateway_id() == res["natGatewayId"].as_str()));
+    let associated: Vec<_> = rt
+        .associations()
+        .iter()
+        .filter_map(|a| a.subnet_id())
+        .collect();
+    assert!(
+        associated.contains(&res["computeSubnetId"].as_str().unwrap()),
+        "compute subnet routes through the NAT"
+    );
+    let sg = ec2
+        .describe_security_groups()
+        .group_ids(res["efaSecurityGroupId"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    let ingress = sg.security_groups()[0].ip_permissions();
+    assert!(
+        ingress.iter().any(|p| p.ip_protocol() == Some("-1")
+            && p.user_id_group_pairs()
+                .iter()
+                .any(|g| g.group_id() == res["efaSecurityGroupId"].as_str())),
+        "EFA group is self-referencing"
+    );
+    let endpoints = ec2
+        .describe_vpc_endpoints()
+        .vpc_endpoint_ids(res["s3EndpointId"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        endpoints.vpc_endpoints()[0].service_name(),
+        Some("com.amazonaws.us-west-2.s3")
+    );
+
+    let eks = aws_sdk_eks::Client::new(&aws.config)
+        .describe_cluster()
+        .name("demo")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(eks.cluster().unwrap().arn(), res["eksClusterArn"].as_str());
+    let iam = aws_sdk_iam::Client::new(&aws.config);
+    let policy = iam
+        .get_role_policy()
+        .role_name("demo-hyperpod-exec")
+        .policy_name("instantstart-hyperpod")
+        .send()
+        .await
+        .unwrap();
+    let doc = percent_encoding::percent_decode_str(policy.policy_document())
+        .decode_utf8_lossy()
+        .to_string();
+    assert!(
+        doc.contains("arn:aws:s3:::sagemaker-instantstart-demo-123456789012/*")
+            && !doc.contains("\"s3:*\""),
+        "{doc}"
+    );
+    let providers = iam.list_open_id_connect_providers().send().await.unwrap();
+    assert_eq!(providers.open_id_connect_provider_list().len(), 1);
+
+    let sm = aws_sdk_sagemaker::Client::new(&aws.config)
+        .describe_cluster()
+        .cluster_name("demo-hp")
+        .send()
+        .await
+        .unwrap();
+    let group = &sm.instance_groups()[0];
+    assert_eq!(group.threads_per_core(), Some(1));
+    assert_eq!(group.current_count(), Some(2));
+    let nodes = instantstart::cloud::HyperPod::list_cluster_nodes(&*aws, "demo-hp", None)
+        .await
+        .unwrap();
+    assert_eq!(nodes.nodes.len(), 2);
+    let objects = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&aws.config)
+            .force_path_style(true)
+            .build(),
+    )
+    .list_objects_v2()
+    .bucket("sagemaker-instantstart-demo-123456789012")
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(objects.contents()[0].key(), Some("lifecycle/on_create.sh"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_compute_subnet_function_is_idempotent_and_skips_overlaps_on_moto() {
+    use instantstart::cloud::{cluster_tags, CreateRouteTable, CreateSubnet, Network};
+    use instantstart::service::subnets::{
+        ensure_compute_subnet, ComputeSubnetRequest, SubnetLocks,
+    };
+    let moto = Moto::start().await;
+    let aws = moto.aws().await;
+    let cloud = cloud_of(&aws);
+    let vpc = aws
+        .create_vpc("10.50.0.0/16".parse().unwrap(), &cluster_tags("cs", "vpc"))
+        .await
+        .unwrap();
+    let zones = aws.describe_availability_zones().await.unwrap();
+    // Someone else's subnet squats on the first /20 slot, unaligned.
+    let squatter = CreateSubnet {
+        vpc_id: vpc.id.clone(),
+        cidr: "10.50.20.0/22".parse().unwrap(),
+        zone_id: zones[0].id.clone(),
+        map_public_ip: false,
+        tags: Default::default(),
+    };
+    aws.create_subnet(&squatter).await.unwrap();
+    let igw = aws
+        .create_internet_gateway(&vpc.id, &cluster_tags("cs", "igw"))
+        .await
+        .unwrap();
+    let rt = aws
+        .create_route_table(&CreateRouteTable {
+            vpc_id: vpc.id.clone(),
+            default_route_target: igw,
+            subnet_ids: vec![],
+            tags: cluster_tags("cs", "rt"),
+        })
+        .await
+        .unwrap();
+    let locks = SubnetLocks::default();
+    fn place<'a>(vpc: &'a str, zone: &'a Zone, rt: &'a str) -> ComputeSubnetRequest<'a> {
+        ComputeSubnetRequest {
+            cluster: "cs",
+            vpc_id: vpc,
+            zone,
+            route_table_id: rt,
+            prefix: 20,
+        }
+    }
+    let z0 = zones[0].clone();
+    let z1 = zones[1].clone();
+    let (a, created_a) = ensure_compute_subnet(&cloud, &locks, &place(&vpc.id, &z0, &rt))
+        .await
+        .unwrap();
+    let (b, created_b) = ensure_compute_subnet(&cloud, &locks, &place(&vpc.id, &z1, &rt))
+        .await
+        .unwrap();
+    assert!(created_a && created_b);
+    assert_eq!(a.cidr.to_string(), "10.50.0.0/20");
+    assert_eq!(
+        b.cidr.to_string(),
+        "10.50.32.0/20",
+        "10.50.16.0/20 overlaps the squatter"
+    );
+    let (again, created) = ensure_compute_subnet(&cloud, &locks, &place(&vpc.id, &z0, &rt))
+        .await
+        .unwrap();
+    assert!(!created);
+    assert_eq!(again.id, a.id);
+    assert_eq!(aws.describe_subnets(&vpc.id).await.unwrap().len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identity_buckets_and_missing_operations_are_reported_as_aws_says() {
+    use instantstart::cloud::{CreateAddon, Eks, Iam, ObjectStore};
+    let moto = Moto::start().await;
+    let aws = moto.aws().await;
+    let me = aws.caller_identity().await.unwrap();
+    assert_eq!(me.account, "123456789012");
+    assert!(!aws
+        .bucket_exists("sagemaker-instantstart-x-123456789012")
+        .await
+        .unwrap());
+    aws.create_bucket("sagemaker-instantstart-x-123456789012", &Default::default())
+        .await
+        .unwrap();
+    assert!(aws
+        .bucket_exists("sagemaker-instantstart-x-123456789012")
+        .await
+        .unwrap());
+    aws.put_object(
+        "sagemaker-instantstart-x-123456789012",
+        "data/a.txt",
+        b"a".to_vec(),
+    )
+    .await
+    .unwrap();
+    aws.put_object(
+        "sagemaker-instantstart-x-123456789012",
+        "lifecycle/b.sh",
+        b"b".to_vec(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        aws.list_objects("sagemaker-instantstart-x-123456789012", "data/")
+            .await
+            .unwrap(),
+        ["data/a.txt"]
+    );
+    assert!(
+        aws.describe_cluster("nope").await.unwrap().is_none(),
+        "a missing EKS cluster is None, not an error"
+    );
+    // moto does not implement CreateAddon: the answer has no AWS error code, and is not retried.
+    let err = aws
+        .create_addon(&CreateAddon {
+            cluster: "nope".into(),
+            name: "cert-manager".into(),
+            version: None,
+            service_account_role_arn: None,
+            configuration_values: None,
+            resolve_conflicts: "OVERWRITE".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, "UnrecognizedResponse", "{err:?}");
+    assert!(!err.retryable);
+}
+
+#[tokio::test]
+async fn a_known_eks_token_is_reproduced_exactly() {
+    use instantstart::cloud::aws::token::eks_token;
+    let creds = aws_credential_types::Credentials::new(
+        "AKIDEXAMPLE",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        None,
+        None,
+        "test",
+    );
+    let at = std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let token = eks_token("demo", "us-west-2", &creds, at).unwrap();
+    assert_eq!(token, KNOWN_TOKEN);
+    let url = base64::Engine::decode(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        token.trim_start_matches("k8s-aws-v1."),
+    )
+    .unwrap();
+    let url = String::from_utf8(url).unwrap();
+    assert!(url.starts_with(
+        "https://sts.us-west-2.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15&"
+    ));
+    assert!(
+        url.contains("X-Amz-SignedHeaders=host%3Bx-k8s-aws-id"),
+        "{url}"
+    );
+}
+
+/// Computed independently with botocore's SigV4 query presigner for the same inputs.
+const KNOWN_TOKEN: &str = "k8s-aws-v1.aHR0cHM6Ly9zdHMudXMtd2VzdC0yLmFtYXpvbmF3cy5jb20vP0FjdGlvbj1HZXRDYWxsZXJJZGVudGl0eSZWZXJzaW9uPTIwMTEtMDYtMTUmWC1BbXotQWxnb3JpdGhtPUFXUzQtSE1BQy1TSEEyNTYmWC1BbXotQ3JlZGVudGlhbD1BS0lERVhBTVBMRSUyRjIwMjMxMTE0JTJGdXMtd2VzdC0yJTJGc3RzJTJGYXdzNF9yZXF1ZXN0JlgtQW16LURhdGU9MjAyMzExMTRUMjIxMzIwWiZYLUFtei1FeHBpcmVzPTYwJlgtQW16LVNpZ25lZEhlYWRlcnM9aG9zdCUzQngtazhzLWF3cy1pZCZYLUFtei1TaWduYXR1cmU9MTFhZTMxMjFlYTNkY2RhNDNiMTdlNWMzMjU5YjkyZjU5OWYwZjUyNjg2MGVmZjUwYWJlZGMxZDMzYmNjOWZmNQ";
+
+/// What moto lacks (EKS add-ons and access entries, Service Quotas): the adapter's requests are
+/// checked against `aws-smithy-mocks` rules, and its handling of the documented answers.
+mod mocked {
+    use aws_sdk_eks::operation::associate_access_policy::AssociateAccessPolicyOutput;
+    use aws_sdk_eks::operation::create_access_entry::CreateAccessEntryOutput;
+    use aws_sdk_eks::operation::create_addon::CreateAddonOutput;
+    use aws_sdk_eks::operation::describe_addon::{DescribeAddonError, DescribeAddonOutput};
+    use aws_sdk_eks::types::error::ResourceNotFoundException;
+    use aws_sdk_eks::types::{AccessScopeType, Addon, AddonStatus, ResolveConflicts};
+    use aws_sdk_servicequotas::operation::list_service_quotas::ListServiceQuotasOutput;
+    use aws_sdk_servicequotas::types::ServiceQuota;
+    use aws_smithy_mocks::{mock, mock_client, RuleMode};
+    use instantstart::cloud::{CreateAddon, Eks, Quotas};
+
+    use super::*;
+
+    async fn aws_with(eks: aws_sdk_eks::Client, quotas: aws_sdk_servicequotas::Client) -> Aws {
+        // The other clients point at a closed loopback port; these tests never reach them.
+        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new("us-west-2"))
+            .credentials_provider(aws_credential_types::Credentials::new(
+                "test", "test", None, None, "static",
+            ))
+            .endpoint_url("http://127.0.0.1:9")
+            .load()
+            .await;
+        let mut aws = Aws::from_config(config).unwrap();
+        aws.eks = eks;
+        aws.quotas = quotas;
+        aws
+    }
+
+    fn no_quotas() -> aws_sdk_servicequotas::Client {
+        mock_client!(
+            aws_sdk_servicequotas,
+            RuleMode::MatchAny,
+            &[] as &[&aws_smithy_mocks::Rule]
+        )
+    }
+
+    #[tokio::test]
+    async fn add_ons_are_created_with_overwrite_and_their_configuration() {
+        let config = r#"{"replicaCount":1}"#;
+        let create = mock!(aws_sdk_eks::Client::create_addon)
+            .match_requests(move |r| {
+                r.cluster_name() == Some("demo")
+                    && r.addon_name() == Some("cert-manager")
+                    && r.resolve_conflicts() == Some(&ResolveConflicts::Overwrite)
+                    && r.configuration_values() == Some(config)
+                    && r.service_account_role_arn() == Some("arn:aws:iam::1:role/r")
+            })
+            .then_output(|| {
+                CreateAddonOutput::builder()
+                    .addon(
+                        Addon::builder()
+                            .addon_name("cert-manager")
+                            .addon_arn("arn:addon")
+                            .status(AddonStatus::Creating)
+                            .build(),
+                    )
+                    .build()
+            });
+        let describe = mock!(aws_sdk_eks::Client::describe_addon)
+            .match_requests(|r| r.addon_name() == Some("cert-manager"))
+            .then_output(|| {
+                DescribeAddonOutput::builder()
+                    .addon(
+                        Addon::builder()
+                            .addon_name("cert-manager")
+                            .addon_arn("arn:addon")
+                            .status(AddonStatus::Active)
+                            .build(),
+                    )
+                    .build()
+            });
+        let missing = mock!(aws_sdk_eks::Client::describe_addon)
+            .match_requests(|r| r.addon_name() == Some("absent"))
+            .then_error(|| {
+                DescribeAddonError::ResourceNotFoundException(
+                    ResourceNotFoundException::builder()
+                        .message("no")
+                        .meta(
+                            aws_smithy_types::error::ErrorMetadata::builder()
+                                .code("ResourceNotFoundException")
+                                .message("no")
+                                .build(),
+                        )
+                        .build(),
+                )
+            });
+        let eks = mock_client!(
+            aws_sdk_eks,
+            RuleMode::MatchAny,
+            [&create, &describe, &missing],
+            |c| c.retry_config(aws_config::retry::RetryConfig::disabled())
+        );
+        let aws = aws_with(eks, no_quotas()).await;
+
+        let addon = aws
+            .create_addon(&CreateAddon {
+                cluster: "demo".into(),
+                name: "cert-manager".into(),
+                version: None,
+                service_account_role_arn: Some("arn:aws:iam::1:role/r".into()),
+                configuration_values: Some(config.into()),
+                resolve_conflicts: "OVERWRITE".into(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(addon.status, instantstart::cloud::AddonStatus::Creating);
+        assert_eq!(create.num_calls(), 1);
+        let active = aws
+            .describe_addon("demo", "cert-manager")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(active.status, instantstart::cloud::AddonStatus::Active);
+        assert!(aws
+            .describe_addon("demo", "absent")
+            .await
+            .unwrap()
+            .is_none());
+    }
+
+    #[tokio::test]
+    async fn access_entries_get_the_policy_with_cluster_scope() {
+        let entry = mock!(aws_sdk_eks::Client::create_access_entry)
+            .match_requests(|r| {
+                r.cluster_name() == Some("demo")
+                    && r.principal_arn() == Some("arn:aws:iam::1:role/ops")
+            })
+            .then_output(|| CreateAccessEntryOutput::builder().build());
+        let policy = mock!(aws_sdk_eks::Client::associate_access_policy)
+            .match_requests(|r| {
+                r.policy_arn()
+                    == Some("arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy")
+                    && r.access_scope().map(|s| s.r#type()) == Some(Some(&AccessScopeType::Cluster))
+            })
+            .then_output(|| AssociateAccessPolicyOutput::builder().build());
+        let eks = mock_client!(aws_sdk_eks, RuleMode::MatchAny, [&entry, &policy]);
+        let aws = aws_with(eks, no_quotas()).await;
+        aws.create_access_entry(
+            "demo",
+            "arn:aws:iam::1:role/ops",
+            "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy",
+        )
+        .await
+        .unwrap();
+        assert_eq!((entry.num_calls(), policy.num_calls()), (1, 1));
+    }
+
+    #[tokio::test]
+    async fn a_throttled_read_is_retried_but_a_throttled_create_is_not() {
+        let describe = mock!(aws_sdk_eks::Client::describe_addon)
+            .sequence()
+            .http_status(
+                429,
+                Some(r#"{"__type":"ThrottlingException","message":"Rate exceeded"}"#.into()),
+            )
+            .times(2)
+            .output(|| {
+                DescribeAddonOutput::builder()
+                    .addon(
+                        Addon::builder()
+                            .addon_name("x")
+                            .status(AddonStatus::Active)
+                            .build(),
+                    )
+                    .build()
+            })
+            .build();
+        let create = mock!(aws_sdk_eks::Client::create_addon)
+            .sequence()
+            .http_status(
+                429,
+                Some(r#"{"__type":"ThrottlingException","message":"Rate exceeded"}"#.into()),
+            )
+            .repeatedly()
+            .build();
+        let eks = mock_client!(aws_sdk_eks, RuleMode::MatchAny, [&describe, &create], |c| c
+            .retry_config(aws_config::retry::RetryConfig::disabled()));
+        let aws = aws_with(eks, no_quotas()).await;
+        assert!(aws.describe_addon("demo", "x").await.unwrap().is_some());
+        assert_eq!(describe.num_calls(), 3);
+        let err = aws
+            .create_addon(&CreateAddon {
+                cluster: "demo".into(),
+                name: "x".into(),
+                version: None,
+                service_account_role_arn: None,
+                configuration_values: None,
+                resolve_conflicts: "OVERWRITE".into(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, "ThrottlingException");
+        assert!(err.retryable, "the engine may act again, after looking");
+        assert_eq!(create.num_calls(), 1, "never repeated by the adapter");
+    }
+
+    #[tokio::test]
+    async fn the_hyperpod_quota_is_found_across_pages() {
+        let first = mock!(aws_sdk_servicequotas::Client::list_service_quotas)
+            .match_requests(|r| r.service_code() == Some("sagemaker") && r.next_token().is_none())
+            .then_output(|| {
+                ListServiceQuotasOutput::builder()
+                    .quotas(
+                        ServiceQuota::builder()
+                            .quota_name("ml.g5.8xlarge for training job usage")
+                            .value(4.0)
+                            .build(),
+                    )
+                    .next_token("page-2")
+                    .build()
+            });
+        let second = mock!(aws_sdk_servicequotas::Client::list_service_quotas)
+            .match_requests(|r| r.next_token() == Some("page-2"))
+            .then_output(|| {
+                ListServiceQuotasOutput::builder()
+                    .quotas(
+                        ServiceQuota::builder()
+                            .quota_name("ml.g5.8xlarge for cluster usage")
+                            .value(6.0)
+                            .build(),
+                    )
+                    .build()
+            });
+        let quotas = mock_client!(aws_sdk_servicequotas, RuleMode::MatchAny, [&first, &second]);
+        let eks = mock_client!(
+            aws_sdk_eks,
+            RuleMode::MatchAny,
+            &[] as &[&aws_smithy_mocks::Rule]
+        );
+        let aws = aws_with(eks, quotas).await;
+        assert_eq!(
+            aws.hyperpod_cluster_usage("ml.g5.8xlarge").await.unwrap(),
+            Some(6)
+        );
+    }
+}
