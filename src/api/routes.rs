@@ -29,6 +29,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/openapi.json", get(openapi))
         .route("/api/aws/zones", get(zones))
         .route("/api/aws/instance-types", get(instance_types))
+        .route("/api/aws/preflight", get(preflight))
         .route("/api/clusters", get(list_clusters).post(create_cluster))
         .route(
             "/api/clusters/{name}",
@@ -59,6 +60,7 @@ pub fn routes() -> Router<AppState> {
         healthz,
         zones,
         instance_types,
+        preflight,
         list_clusters,
         create_cluster,
         get_cluster,
@@ -93,7 +95,10 @@ pub fn routes() -> Router<AppState> {
         Health,
         ActiveCluster,
         InstanceTypes,
-        crate::cloud::sandbox::CallCounts
+        crate::cloud::sandbox::CallCounts,
+        service::Preflight,
+        service::QuotaCheck,
+        crate::cloud::TrainingPlan,
     ))
 )]
 pub struct ApiDoc;
@@ -198,6 +203,27 @@ async fn instance_types(
         zone: zone.name,
         instance_types: types,
     }))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PreflightQuery {
+    /// e.g. `ml.p5.48xlarge`: check its HyperPod cluster-usage quota.
+    instance_type: Option<String>,
+    /// How many instances you plan (default 1).
+    count: Option<i64>,
+}
+
+#[utoipa::path(get, path = "/api/aws/preflight", params(PreflightQuery),
+    responses((status = 200, body = service::Preflight), (status = 422, body = Problem)))]
+async fn preflight(
+    State(state): State<AppState>,
+    query: Result<Query<PreflightQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<service::Preflight>> {
+    let Query(q) = query.map_err(|e| ApiError::validation("query", e.body_text()))?;
+    Ok(Json(
+        service::preflight(&state.engine, q.instance_type.as_deref(), q.count).await?,
+    ))
 }
 
 #[utoipa::path(get, path = "/api/clusters", responses((status = 200, body = [ClusterView])))]

@@ -320,6 +320,20 @@ pub trait Eks: Send + Sync {
     async fn create_addon(&self, req: &CreateAddon) -> CloudResult<Addon>;
     async fn describe_addon(&self, cluster: &str, name: &str) -> CloudResult<Option<Addon>>;
     async fn delete_addon(&self, cluster: &str, name: &str) -> CloudResult<()>;
+    /// The association id binding `namespace/service_account` to a role, if one exists.
+    async fn find_pod_identity(
+        &self,
+        cluster: &str,
+        namespace: &str,
+        service_account: &str,
+    ) -> CloudResult<Option<String>>;
+    async fn create_pod_identity(
+        &self,
+        cluster: &str,
+        namespace: &str,
+        service_account: &str,
+        role_arn: &str,
+    ) -> CloudResult<String>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -415,6 +429,36 @@ pub struct NodePage {
     pub next_token: Option<String>,
 }
 
+/// A node operation, in escalation order after investigation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeAction {
+    Reboot,
+    Replace,
+    Delete,
+}
+
+/// Per-node outcome of a batch node operation.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeActionResult {
+    pub successful: Vec<String>,
+    /// (node id, error code, message)
+    pub failed: Vec<(String, String, String)>,
+}
+
+/// A SageMaker training plan (reserved capacity) the account holds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TrainingPlan {
+    pub arn: String,
+    pub name: String,
+    /// `Pending`, `Active`, `Scheduled`, `Expired`, `Failed`.
+    pub status: String,
+    pub total_instance_count: u32,
+    pub available_instance_count: u32,
+}
+
 #[async_trait]
 pub trait HyperPod: Send + Sync {
     /// Returns the new cluster's ARN.
@@ -426,6 +470,17 @@ pub trait HyperPod: Send + Sync {
         next_token: Option<String>,
     ) -> CloudResult<NodePage>;
     async fn delete_cluster(&self, name: &str) -> CloudResult<()>;
+    /// Replaces the cluster's instance groups. Every group must be sent, in the accepted shape:
+    /// a group left out of the request is not kept as it was.
+    async fn update_cluster(&self, name: &str, groups: &[InstanceGroupSpec]) -> CloudResult<()>;
+    async fn update_cluster_software(&self, name: &str) -> CloudResult<()>;
+    async fn node_action(
+        &self,
+        name: &str,
+        action: NodeAction,
+        node_ids: &[String],
+    ) -> CloudResult<NodeActionResult>;
+    async fn list_training_plans(&self) -> CloudResult<Vec<TrainingPlan>>;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -106,6 +106,18 @@ impl Network for Unavailable {
 
 #[async_trait]
 impl Eks for Unavailable {
+    async fn find_pod_identity(&self, _c: &str, _n: &str, _s: &str) -> CloudResult<Option<String>> {
+        Err(self.refuse("find_pod_identity"))
+    }
+    async fn create_pod_identity(
+        &self,
+        _c: &str,
+        _n: &str,
+        _s: &str,
+        _r: &str,
+    ) -> CloudResult<String> {
+        Err(self.refuse("create_pod_identity"))
+    }
     async fn create_cluster(&self, _req: &CreateEksCluster) -> CloudResult<EksCluster> {
         Err(self.refuse("create_cluster"))
     }
@@ -139,6 +151,23 @@ impl Eks for Unavailable {
 
 #[async_trait]
 impl HyperPod for Unavailable {
+    async fn update_cluster(&self, _name: &str, _groups: &[InstanceGroupSpec]) -> CloudResult<()> {
+        Err(self.refuse("update_cluster"))
+    }
+    async fn update_cluster_software(&self, _name: &str) -> CloudResult<()> {
+        Err(self.refuse("update_cluster_software"))
+    }
+    async fn node_action(
+        &self,
+        _name: &str,
+        _a: NodeAction,
+        _ids: &[String],
+    ) -> CloudResult<NodeActionResult> {
+        Err(self.refuse("node_action"))
+    }
+    async fn list_training_plans(&self) -> CloudResult<Vec<TrainingPlan>> {
+        Err(self.refuse("list_training_plans"))
+    }
     async fn create_cluster(&self, _req: &CreateHyperPodCluster) -> CloudResult<String> {
         Err(self.refuse("create_cluster"))
     }

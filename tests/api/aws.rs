@@ -457,6 +457,14 @@ mod mocked {
     use super::*;
 
     async fn aws_with(eks: aws_sdk_eks::Client, quotas: aws_sdk_servicequotas::Client) -> Aws {
+        let mut aws = base_aws().await;
+        aws.eks = eks;
+        aws.quotas = quotas;
+        aws
+    }
+
+    /// An adapter whose clients point at a closed loopback port, for one to be replaced by a mock.
+    async fn base_aws() -> Aws {
         // The other clients point at a closed loopback port; these tests never reach them.
         let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
             .region(aws_config::Region::new("us-west-2"))
@@ -466,10 +474,7 @@ mod mocked {
             .endpoint_url("http://127.0.0.1:9")
             .load()
             .await;
-        let mut aws = Aws::from_config(config).unwrap();
-        aws.eks = eks;
-        aws.quotas = quotas;
-        aws
+        Aws::from_config(config).unwrap()
     }
 
     fn no_quotas() -> aws_sdk_servicequotas::Client {
@@ -677,6 +682,125 @@ mod mocked {
         assert_eq!(
             aws.hyperpod_cluster_usage("ml.g5.8xlarge").await.unwrap(),
             Some(6)
+        );
+    }
+
+    fn group(name: &str, count: u32) -> instantstart::cloud::InstanceGroupSpec {
+        instantstart::cloud::InstanceGroupSpec {
+            name: name.into(),
+            instance_type: "ml.p5.48xlarge".into(),
+            instance_count: count,
+            execution_role_arn: "arn:aws:iam::1:role/exec".into(),
+            lifecycle_source_s3_uri: "s3://sagemaker-b/lifecycle/".into(),
+            lifecycle_on_create: "on_create.sh".into(),
+            threads_per_core: 2,
+            ebs_volume_gb: 500,
+            deep_health_checks: vec![],
+            capacity: instantstart::cloud::Capacity::Spot,
+            subnet_ids: vec!["subnet-1".into()],
+            security_group_ids: vec!["sg-1".into()],
+        }
+    }
+
+    #[tokio::test]
+    async fn update_cluster_resends_every_group_in_the_accepted_shape() {
+        use aws_sdk_sagemaker::operation::update_cluster::UpdateClusterOutput;
+        use instantstart::cloud::HyperPod;
+        let update = mock!(aws_sdk_sagemaker::Client::update_cluster)
+            .match_requests(|r| {
+                let groups = r.instance_groups();
+                r.cluster_name() == Some("demo-hp")
+                    && groups.len() == 2
+                    && groups
+                        .iter()
+                        .all(|g| g.threads_per_core() == Some(2) && g.execution_role().is_some())
+                    && groups
+                        .iter()
+                        .all(|g| g.capacity_requirements().and_then(|c| c.spot()).is_some())
+                    && groups[1].instance_count() == Some(4)
+            })
+            .then_output(|| UpdateClusterOutput::builder().cluster_arn("arn:hp").build());
+        let mut aws = base_aws().await;
+        aws.sagemaker = mock_client!(aws_sdk_sagemaker, RuleMode::MatchAny, [&update]);
+        aws.update_cluster("demo-hp", &[group("workers", 2), group("more", 4)])
+            .await
+            .unwrap();
+        assert_eq!(update.num_calls(), 1);
+    }
+
+    #[tokio::test]
+    async fn batch_node_operations_report_each_failed_node_with_its_code() {
+        use aws_sdk_sagemaker::operation::batch_reboot_cluster_nodes::BatchRebootClusterNodesOutput;
+        use aws_sdk_sagemaker::types::{
+            BatchRebootClusterNodesError, BatchRebootClusterNodesErrorCode,
+        };
+        use instantstart::cloud::{HyperPod, NodeAction};
+        let reboot = mock!(aws_sdk_sagemaker::Client::batch_reboot_cluster_nodes)
+            .match_requests(|r| r.node_ids() == ["i-1", "i-2"])
+            .then_output(|| {
+                BatchRebootClusterNodesOutput::builder()
+                    .successful("i-1")
+                    .failed(
+                        BatchRebootClusterNodesError::builder()
+                            .node_id("i-2")
+                            .error_code(BatchRebootClusterNodesErrorCode::InstanceIdNotFound)
+                            .message("not in cluster")
+                            .build(),
+                    )
+                    .build()
+            });
+        let mut aws = base_aws().await;
+        aws.sagemaker = mock_client!(aws_sdk_sagemaker, RuleMode::MatchAny, [&reboot]);
+        let result = aws
+            .node_action("demo-hp", NodeAction::Reboot, &["i-1".into(), "i-2".into()])
+            .await
+            .unwrap();
+        assert_eq!(result.successful, ["i-1"]);
+        assert_eq!(
+            result.failed,
+            [(
+                "i-2".to_string(),
+                "InstanceIdNotFound".to_string(),
+                "not in cluster".to_string()
+            )]
+        );
+    }
+
+    #[tokio::test]
+    async fn pod_identity_associations_are_looked_up_before_created() {
+        use aws_sdk_eks::operation::create_pod_identity_association::CreatePodIdentityAssociationOutput;
+        use aws_sdk_eks::operation::list_pod_identity_associations::ListPodIdentityAssociationsOutput;
+        use aws_sdk_eks::types::PodIdentityAssociation;
+        let list = mock!(aws_sdk_eks::Client::list_pod_identity_associations)
+            .match_requests(|r| {
+                r.namespace() == Some("aws-hyperpod") && r.service_account() == Some("sa")
+            })
+            .then_output(|| ListPodIdentityAssociationsOutput::builder().build());
+        let create = mock!(aws_sdk_eks::Client::create_pod_identity_association)
+            .match_requests(|r| {
+                r.role_arn() == Some("arn:aws:iam::1:role/r") && r.service_account() == Some("sa")
+            })
+            .then_output(|| {
+                CreatePodIdentityAssociationOutput::builder()
+                    .association(
+                        PodIdentityAssociation::builder()
+                            .association_id("a-123")
+                            .build(),
+                    )
+                    .build()
+            });
+        let eks = mock_client!(aws_sdk_eks, RuleMode::MatchAny, [&list, &create]);
+        let aws = aws_with(eks, no_quotas()).await;
+        assert!(aws
+            .find_pod_identity("demo", "aws-hyperpod", "sa")
+            .await
+            .unwrap()
+            .is_none());
+        assert_eq!(
+            aws.create_pod_identity("demo", "aws-hyperpod", "sa", "arn:aws:iam::1:role/r")
+                .await
+                .unwrap(),
+            "a-123"
         );
     }
 }

@@ -137,6 +137,7 @@ async fn the_openapi_document_describes_every_route() {
         ("/healthz", "get"),
         ("/api/aws/zones", "get"),
         ("/api/aws/instance-types", "get"),
+        ("/api/aws/preflight", "get"),
         ("/api/clusters", "get"),
         ("/api/clusters", "post"),
         ("/api/clusters/{name}", "get"),
@@ -182,5 +183,46 @@ async fn zones_and_instance_types_come_from_the_cloud() {
     assert_eq!(
         problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],
         "zone"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preflight_checks_quota_and_reserved_capacity_in_plain_words() {
+    let app = spawn_app().await;
+    let ok = app
+        .json("/api/aws/preflight?instanceType=ml.g5.8xlarge&count=4")
+        .await;
+    assert_eq!(ok["account"], "123456789012");
+    assert_eq!(ok["quota"]["limit"], 16);
+    assert_eq!(ok["quota"]["ok"], true);
+
+    let short = app
+        .json("/api/aws/preflight?instanceType=ml.p5.48xlarge&count=3")
+        .await;
+    assert_eq!(short["quota"]["ok"], false);
+    let advice = short["advice"].as_array().unwrap();
+    assert!(
+        advice
+            .iter()
+            .any(|a| a.as_str().unwrap().contains("request an increase")),
+        "{short}"
+    );
+    assert!(
+        advice
+            .iter()
+            .any(|a| a.as_str().unwrap().contains("training plan")),
+        "{short}"
+    );
+    assert_eq!(short["trainingPlans"][0]["status"], "Active");
+
+    let r = app.get("/api/aws/preflight?instanceType=p5&count=1").await;
+    assert_eq!(
+        problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],
+        "instanceType"
+    );
+    let r = app.get("/api/aws/preflight?count=0").await;
+    assert_eq!(
+        problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],
+        "count"
     );
 }

@@ -226,4 +226,52 @@ impl Eks for Aws {
         .await
         .map(|_| ())
     }
+
+    async fn find_pod_identity(
+        &self,
+        cluster: &str,
+        namespace: &str,
+        service_account: &str,
+    ) -> CloudResult<Option<String>> {
+        let out = idempotent(S, "ListPodIdentityAssociations", || {
+            self.eks
+                .list_pod_identity_associations()
+                .cluster_name(cluster)
+                .namespace(namespace)
+                .service_account(service_account)
+                .send()
+        })
+        .await?;
+        Ok(out
+            .associations()
+            .first()
+            .and_then(|a| a.association_id())
+            .map(str::to_string))
+    }
+
+    async fn create_pod_identity(
+        &self,
+        cluster: &str,
+        namespace: &str,
+        service_account: &str,
+        role_arn: &str,
+    ) -> CloudResult<String> {
+        let out = once(
+            S,
+            "CreatePodIdentityAssociation",
+            self.eks
+                .create_pod_identity_association()
+                .cluster_name(cluster)
+                .namespace(namespace)
+                .service_account(service_account)
+                .role_arn(role_arn)
+                .send(),
+        )
+        .await?;
+        Ok(out
+            .association()
+            .and_then(|a| a.association_id())
+            .unwrap_or_default()
+            .to_string())
+    }
 }

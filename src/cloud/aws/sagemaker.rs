@@ -202,4 +202,145 @@ impl HyperPod for Aws {
         .await
         .map(|_| ())
     }
+
+    async fn update_cluster(&self, name: &str, groups: &[InstanceGroupSpec]) -> CloudResult<()> {
+        // Not idempotent in general (a scale racing another change): sent once.
+        once(
+            S,
+            "UpdateCluster",
+            self.sagemaker
+                .update_cluster()
+                .cluster_name(name)
+                .set_instance_groups(Some(groups.iter().map(group_spec).collect()))
+                .send(),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn update_cluster_software(&self, name: &str) -> CloudResult<()> {
+        once(
+            S,
+            "UpdateClusterSoftware",
+            self.sagemaker
+                .update_cluster_software()
+                .cluster_name(name)
+                .send(),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn node_action(
+        &self,
+        name: &str,
+        action: NodeAction,
+        node_ids: &[String],
+    ) -> CloudResult<NodeActionResult> {
+        let ids = Some(node_ids.to_vec());
+        let triple = |id: Option<&str>, code: Option<&str>, msg: Option<&str>| {
+            (
+                id.unwrap_or_default().to_string(),
+                code.unwrap_or_default().to_string(),
+                msg.unwrap_or_default().to_string(),
+            )
+        };
+        // Each answer lists the nodes that took the action and those that did not, with a code.
+        let (successful, failed): (Vec<String>, Vec<(String, String, String)>) = match action {
+            NodeAction::Reboot => {
+                let out = once(
+                    S,
+                    "BatchRebootClusterNodes",
+                    self.sagemaker
+                        .batch_reboot_cluster_nodes()
+                        .cluster_name(name)
+                        .set_node_ids(ids)
+                        .send(),
+                )
+                .await?;
+                let failed = out
+                    .failed()
+                    .iter()
+                    .map(|f| triple(f.node_id(), f.error_code().map(|c| c.as_str()), f.message()))
+                    .collect();
+                (out.successful().to_vec(), failed)
+            }
+            NodeAction::Replace => {
+                let out = once(
+                    S,
+                    "BatchReplaceClusterNodes",
+                    self.sagemaker
+                        .batch_replace_cluster_nodes()
+                        .cluster_name(name)
+                        .set_node_ids(ids)
+                        .send(),
+                )
+                .await?;
+                let failed = out
+                    .failed()
+                    .iter()
+                    .map(|f| triple(f.node_id(), f.error_code().map(|c| c.as_str()), f.message()))
+                    .collect();
+                (out.successful().to_vec(), failed)
+            }
+            NodeAction::Delete => {
+                let out = once(
+                    S,
+                    "BatchDeleteClusterNodes",
+                    self.sagemaker
+                        .batch_delete_cluster_nodes()
+                        .cluster_name(name)
+                        .set_node_ids(ids)
+                        .send(),
+                )
+                .await?;
+                let failed = out
+                    .failed()
+                    .iter()
+                    .map(|f| triple(f.node_id(), f.code().map(|c| c.as_str()), f.message()))
+                    .collect();
+                (out.successful().to_vec(), failed)
+            }
+        };
+        Ok(NodeActionResult { successful, failed })
+    }
+
+    async fn list_training_plans(&self) -> CloudResult<Vec<TrainingPlan>> {
+        let mut plans = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let out = idempotent(S, "ListTrainingPlans", || {
+                self.sagemaker
+                    .list_training_plans()
+                    .set_next_token(token.clone())
+                    .send()
+            })
+            .await?;
+            plans.extend(out.training_plan_summaries().iter().map(|p| {
+                TrainingPlan {
+                    arn: p.training_plan_arn().unwrap_or_default().to_string(),
+                    name: p.training_plan_name().unwrap_or_default().to_string(),
+                    status: p
+                        .status()
+                        .map(|s| s.as_str().to_string())
+                        .unwrap_or_default(),
+                    total_instance_count: p
+                        .total_instance_count()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .unwrap_or(0),
+                    available_instance_count: p
+                        .available_instance_count()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .unwrap_or(0),
+                }
+            }));
+            token = out
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string);
+            if token.is_none() {
+                return Ok(plans);
+            }
+        }
+    }
 }

@@ -541,6 +541,40 @@ impl Eks for Sandbox {
         }))
     }
 
+    async fn find_pod_identity(
+        &self,
+        cluster: &str,
+        namespace: &str,
+        service_account: &str,
+    ) -> CloudResult<Option<String>> {
+        self.gate("eks:ListPodIdentityAssociations", false).await?;
+        let key = format!("{cluster}/{namespace}/{service_account}");
+        Ok(self
+            .by_name("eks-pod-identity", &key)
+            .await?
+            .filter(|r| r.deleted_ms.is_none())
+            .map(|r| r.id))
+    }
+
+    async fn create_pod_identity(
+        &self,
+        cluster: &str,
+        namespace: &str,
+        service_account: &str,
+        role_arn: &str,
+    ) -> CloudResult<String> {
+        let api = "eks:CreatePodIdentityAssociation";
+        self.gate(api, true).await?;
+        self.active_cluster(cluster, "CreatePodIdentityAssociation")
+            .await?;
+        let key = format!("{cluster}/{namespace}/{service_account}");
+        let id = new_id("a");
+        let data = json!({"cluster": cluster, "namespace": namespace, "serviceAccount": service_account, "roleArn": role_arn});
+        self.create(api, "eks-pod-identity", &id, Some(&key), &data)
+            .await?;
+        Ok(id)
+    }
+
     async fn delete_addon(&self, cluster: &str, name: &str) -> CloudResult<()> {
         let api = "eks:DeleteAddon";
         self.gate(api, true).await?;
@@ -715,6 +749,86 @@ impl HyperPod for Sandbox {
                 "ResourceNotFound",
                 name,
             )),
+        }
+    }
+    async fn update_cluster(&self, name: &str, groups: &[InstanceGroupSpec]) -> CloudResult<()> {
+        let api = "sagemaker:UpdateCluster";
+        self.gate(api, true).await?;
+        let mut res = self.live_hyperpod(name, "UpdateCluster").await?;
+        if groups.is_empty() {
+            return Err(CloudError::new(
+                "sagemaker",
+                "UpdateCluster",
+                "ValidationException",
+                "InstanceGroups must not be empty",
+            ));
+        }
+        res.data["instance_groups"] = serde_json::to_value(groups).unwrap_or_default();
+        self.update(api, "hyperpod-cluster", &res.id, &res.data)
+            .await
+    }
+
+    async fn update_cluster_software(&self, name: &str) -> CloudResult<()> {
+        let api = "sagemaker:UpdateClusterSoftware";
+        self.gate(api, true).await?;
+        let res = self.live_hyperpod(name, "UpdateClusterSoftware").await?;
+        self.update(api, "hyperpod-cluster", &res.id, &res.data)
+            .await
+    }
+
+    async fn node_action(
+        &self,
+        name: &str,
+        action: NodeAction,
+        node_ids: &[String],
+    ) -> CloudResult<NodeActionResult> {
+        let api = match action {
+            NodeAction::Reboot => "sagemaker:BatchRebootClusterNodes",
+            NodeAction::Replace => "sagemaker:BatchReplaceClusterNodes",
+            NodeAction::Delete => "sagemaker:BatchDeleteClusterNodes",
+        };
+        self.gate(api, true).await?;
+        let res = self
+            .live_hyperpod(name, api.trim_start_matches("sagemaker:"))
+            .await?;
+        let known: Vec<String> = self
+            .hyperpod_view(name, &res)
+            .map(|(_, nodes)| nodes.into_iter().map(|n| n.instance_id).collect())
+            .unwrap_or_default();
+        let mut out = NodeActionResult::default();
+        for id in node_ids {
+            if known.contains(id) {
+                out.successful.push(id.clone());
+            } else {
+                out.failed.push((
+                    id.clone(),
+                    "InstanceIdNotFound".into(),
+                    format!("node {id} is not in cluster {name}"),
+                ));
+            }
+        }
+        self.update(api, "hyperpod-cluster", &res.id, &res.data)
+            .await?;
+        Ok(out)
+    }
+
+    async fn list_training_plans(&self) -> CloudResult<Vec<TrainingPlan>> {
+        self.gate("sagemaker:ListTrainingPlans", false).await?;
+        Ok(vec![TrainingPlan {
+            arn: format!("arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-plan/sandbox-p5-week"),
+            name: "sandbox-p5-week".into(),
+            status: "Active".into(),
+            total_instance_count: 2,
+            available_instance_count: 2,
+        }])
+    }
+}
+
+impl Sandbox {
+    async fn live_hyperpod(&self, name: &str, op: &str) -> CloudResult<Res> {
+        match self.by_name("hyperpod-cluster", name).await? {
+            Some(r) if r.deleted_ms.is_none() => Ok(r),
+            _ => Err(not_found("sagemaker", op, "ResourceNotFound", name)),
         }
     }
 }
