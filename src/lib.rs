@@ -83,7 +83,6 @@ async fn shutdown_signal() {
 /// The real AWS cloud, or — when no region is configured — one that refuses every call with
 /// the reason. Either way the server starts and says what is missing.
 async fn aws_cloud() -> (Cloud, Option<String>) {
-    use aws_credential_types::provider::ProvideCredentials;
     const KUBE_PENDING: &str = "Kubernetes access with --cloud aws (dependencies and storage stages) needs the kube-rs adapter, which this build does not include yet";
     let Some(aws) = cloud::aws::Aws::load().await else {
         let reason = "no AWS region is configured (set AWS_REGION, or a profile with a region); start with --cloud sandbox to try every flow without AWS".to_string();
@@ -98,16 +97,7 @@ async fn aws_cloud() -> (Cloud, Option<String>) {
         region: aws.region.clone(),
         reason: KUBE_PENDING.to_string(),
     });
-    let credentials = match aws.config.credentials_provider() {
-        None => Err("no credentials provider".to_string()),
-        Some(p) => {
-            match tokio::time::timeout(Duration::from_secs(5), p.provide_credentials()).await {
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(_) => Err("timed out looking for credentials".to_string()),
-            }
-        }
-    };
+    let credentials = aws.check_credentials().await;
     let warning = credentials.err().map(|e| {
         format!("no usable AWS credentials ({e}): every AWS call will fail; configure credentials, or start with --cloud sandbox")
     });

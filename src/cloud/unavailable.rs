@@ -188,6 +188,9 @@ impl HyperPod for Unavailable {
 
 #[async_trait]
 impl Iam for Unavailable {
+    async fn add_trust_statement(&self, _role: &str, _statement: &Value) -> CloudResult<()> {
+        Err(self.refuse("add_trust_statement"))
+    }
     async fn caller_identity(&self) -> CloudResult<CallerIdentity> {
         Err(self.refuse("caller_identity"))
     }

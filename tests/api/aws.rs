@@ -393,6 +393,20 @@ async fn identity_buckets_and_missing_operations_are_reported_as_aws_says() {
         aws.describe_cluster("nope").await.unwrap().is_none(),
         "a missing EKS cluster is None, not an error"
     );
+    // Trust policies are merged: the existing statement survives the new one.
+    let sagemaker = json!({"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"});
+    let pods = json!({"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": ["sts:AssumeRole", "sts:TagSession"]});
+    aws.create_role(
+        "x-exec",
+        &json!({"Version": "2012-10-17", "Statement": [sagemaker.clone()]}),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    aws.add_trust_statement("x-exec", &pods).await.unwrap();
+    aws.add_trust_statement("x-exec", &pods).await.unwrap();
+    let role = aws.get_role("x-exec").await.unwrap().unwrap();
+    assert_eq!(role.trust_policy["Statement"], json!([sagemaker, pods]));
     // moto does not implement CreateAddon: the answer has no AWS error code, and is not retried.
     let err = aws
         .create_addon(&CreateAddon {

@@ -160,6 +160,30 @@ impl Iam for Aws {
         }
     }
 
+    async fn add_trust_statement(&self, role: &str, statement: &Value) -> CloudResult<()> {
+        let current = self.get_role(role).await?.ok_or_else(|| {
+            CloudError::new(
+                S,
+                "GetRole",
+                "NoSuchEntity",
+                format!("role {role} does not exist"),
+            )
+        })?;
+        let Some(merged) = merge_trust(&current.trust_policy, statement) else {
+            return Ok(());
+        };
+        let doc = merged.to_string();
+        idempotent(S, "UpdateAssumeRolePolicy", || {
+            self.iam
+                .update_assume_role_policy()
+                .role_name(role)
+                .policy_document(&doc)
+                .send()
+        })
+        .await
+        .map(|_| ())
+    }
+
     async fn find_oidc_provider(&self, issuer_url: &str) -> CloudResult<Option<String>> {
         let host = issuer_url.trim_start_matches("https://");
         let out = idempotent(S, "ListOpenIDConnectProviders", || {

@@ -63,6 +63,24 @@ impl Aws {
         })
     }
 
+    /// Whether credentials can be resolved (bounded: the instance-metadata lookup can hang).
+    pub async fn check_credentials(&self) -> Result<(), String> {
+        use aws_credential_types::provider::ProvideCredentials;
+        let Some(provider) = self.config.credentials_provider() else {
+            return Err("no credentials provider".into());
+        };
+        match tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            provider.provide_credentials(),
+        )
+        .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("timed out looking for credentials".into()),
+        }
+    }
+
     /// Every port, with Kubernetes supplied separately (it needs per-cluster clients).
     pub fn cloud(self: &Arc<Self>, kube: Arc<dyn super::Kube>) -> Cloud {
         Cloud {

@@ -922,6 +922,28 @@ impl Iam for Sandbox {
         }
     }
 
+    async fn add_trust_statement(&self, role: &str, statement: &Value) -> CloudResult<()> {
+        let api = "iam:UpdateAssumeRolePolicy";
+        self.gate(api, false).await?;
+        let Some(mut res) = self
+            .by_name("iam-role", role)
+            .await?
+            .filter(|r| r.deleted_ms.is_none())
+        else {
+            return Err(not_found(
+                "iam",
+                "UpdateAssumeRolePolicy",
+                "NoSuchEntity",
+                role,
+            ));
+        };
+        let Some(merged) = merge_trust(&res.data["trust"], statement) else {
+            return Ok(());
+        };
+        res.data["trust"] = merged;
+        self.update(api, "iam-role", &res.id, &res.data).await
+    }
+
     async fn find_oidc_provider(&self, issuer_url: &str) -> CloudResult<Option<String>> {
         self.gate("iam:ListOpenIDConnectProviders", false).await?;
         let host = issuer_url.trim_start_matches("https://");
