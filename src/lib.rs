@@ -14,6 +14,7 @@ pub mod api;
 pub mod cloud;
 pub mod config;
 pub mod error;
+pub mod mcp;
 pub mod ops;
 pub mod service;
 pub mod store;
@@ -104,6 +105,23 @@ async fn aws_cloud() -> (Cloud, Option<String>) {
     (aws.cloud(kube), warning)
 }
 
+/// The streamable-HTTP MCP service. Host/Origin and token are checked by the edge layer in
+/// front of it, so rmcp's own host list is not used.
+fn mcp_service(
+    cx: Arc<mcp::McpContext>,
+) -> rmcp::transport::StreamableHttpService<
+    mcp::McpServer,
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+    StreamableHttpService::new(
+        move || Ok(mcp::McpServer { cx: cx.clone() }),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default().disable_allowed_hosts(),
+    )
+}
+
 /// Opens the store, builds the cloud, binds the listener, resumes unfinished operations.
 pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
     let ip = config.bind.ip();
@@ -174,7 +192,13 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         sandbox,
         cloud_warning,
     };
-    let router = api::router(state.clone());
+    let mcp = mcp::McpContext::new(
+        format!("localhost:{port}"),
+        config.token.as_ref().map(|t| t.0.clone()),
+    );
+    let router = api::router(state.clone(), mcp_service(mcp.clone()));
+    // The MCP tools dispatch into this same router (edge, validation, audit included).
+    let _ = mcp.router.set(router.clone());
 
     let resumed = engine.resume_all().await?;
     tracing::info!(address = %listener.local_addr()?, cloud = config.cloud.as_str(), resumed, "listening");

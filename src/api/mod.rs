@@ -301,9 +301,15 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJ
     }
 }
 
-/// Shared pieces the router needs.
-pub fn router(state: AppState) -> axum::Router {
+/// The whole HTTP surface: REST, UI and the MCP endpoint, behind one edge layer.
+pub fn router<M>(state: AppState, mcp: M) -> axum::Router
+where
+    M: tower::Service<Request, Error = std::convert::Infallible> + Clone + Send + Sync + 'static,
+    M::Response: axum::response::IntoResponse,
+    M::Future: Send + 'static,
+{
     let api = routes::routes()
+        .nest_service("/mcp", mcp)
         .fallback(|| async { ApiError::not_found("route") })
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT));
     api.layer(axum::middleware::from_fn_with_state(state.clone(), edge))

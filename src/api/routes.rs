@@ -166,6 +166,7 @@ async fn zones(State(state): State<AppState>) -> ApiResult<Json<Vec<Zone>>> {
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ZoneQuery {
     /// Availability Zone name, e.g. `us-west-2a`.
@@ -206,6 +207,7 @@ async fn instance_types(
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct PreflightQuery {
     /// e.g. `ml.p5.48xlarge`: check its HyperPod cluster-usage quota.
@@ -417,6 +419,7 @@ async fn create_pipeline(
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct OperationsQuery {
     cluster: Option<String>,
@@ -464,6 +467,7 @@ async fn list_operations(
 }
 
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct WaitQuery {
     /// Long-poll: seconds to wait for a change (0–60) before answering.

@@ -1,0 +1,319 @@
+//! The tool catalog: one entry per REST operation. A test walks the OpenAPI document and fails
+//! on any operation without a tool here (or an explicit exclusion).
+
+/// One MCP tool = one REST operation.
+#[derive(Debug)]
+pub struct ToolSpec {
+    /// `area_verb`, snake_case.
+    pub name: &'static str,
+    pub method: &'static str,
+    /// The OpenAPI path template.
+    pub path: &'static str,
+    pub description: &'static str,
+    /// Path parameters (names as in the template).
+    pub path_params: &'static [&'static str],
+    /// Query parameters (REST names).
+    pub query_params: &'static [&'static str],
+    /// Whether the REST operation takes a JSON body (its fields become tool arguments).
+    pub body: bool,
+    /// Deletes or stops something that cannot simply be recreated.
+    pub destructive: bool,
+    /// Reaches the cloud account (AWS or the clusters), not only this control plane's state.
+    pub open_world: bool,
+    /// How long the operation it starts usually takes.
+    pub duration: Option<&'static str>,
+    /// (tool argument, REST name) where they differ.
+    pub renames: &'static [(&'static str, &'static str)],
+}
+
+/// The parameter names of a spec.
+pub struct Params {
+    pub path: Vec<String>,
+    pub query: Vec<String>,
+}
+
+impl ToolSpec {
+    pub fn read_only(&self) -> bool {
+        self.method == "GET"
+    }
+
+    /// GET, PUT and DELETE are idempotent by HTTP semantics; our POSTs become so only with an
+    /// `idempotency_key`.
+    pub fn idempotent(&self) -> bool {
+        matches!(self.method, "GET" | "PUT" | "DELETE")
+    }
+
+    pub fn has_body(&self) -> bool {
+        self.body
+    }
+
+    pub fn params(&self) -> Params {
+        Params {
+            path: self.path_params.iter().map(|s| s.to_string()).collect(),
+            query: self.query_params.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// The tool argument name for a REST parameter.
+    pub fn rename_arg<'a>(&self, rest: &'a str) -> &'a str {
+        self.renames
+            .iter()
+            .find(|(_, r)| *r == rest)
+            .map(|(a, _)| *a)
+            .unwrap_or(rest)
+    }
+
+    /// The REST parameter name for a tool argument.
+    pub fn rest_name(&self, arg: &str) -> String {
+        self.renames
+            .iter()
+            .find(|(a, _)| *a == arg)
+            .map(|(_, r)| r.to_string())
+            .unwrap_or_else(|| arg.to_string())
+    }
+
+    /// The description with the status contract spelled out for mutating tools.
+    pub fn full_description(&self) -> String {
+        match self.duration {
+            Some(d) => format!(
+                "{} Starts a durable operation (usually {d}); the result carries operation_id. Completion is decided by operation_get: call it with wait_seconds until state is succeeded, failed or cancelled.",
+                self.description
+            ),
+            None => self.description.to_string(),
+        }
+    }
+}
+
+const fn read(name: &'static str, path: &'static str, description: &'static str) -> ToolSpec {
+    ToolSpec {
+        name,
+        method: "GET",
+        path,
+        description,
+        path_params: &[],
+        query_params: &[],
+        body: false,
+        destructive: false,
+        open_world: false,
+        duration: None,
+        renames: &[],
+    }
+}
+
+/// Every tool.
+pub const CATALOG: &[ToolSpec] = &[
+    read("health_get", "/healthz", "Server health: which cloud (aws or sandbox), region, and any reason the cloud cannot be used."),
+    ToolSpec {
+        open_world: true,
+        ..read("zone_list", "/api/aws/zones", "Availability Zones of the region (name and zone id). Call before asking the user for a zone.")
+    },
+    ToolSpec {
+        open_world: true,
+        query_params: &["zone"],
+        ..read("instance_type_list", "/api/aws/instance-types", "Accelerated SageMaker instance types offered in one Availability Zone. Call before offering instance types.")
+    },
+    ToolSpec {
+        open_world: true,
+        query_params: &["instanceType", "count"],
+        renames: &[("instance_type", "instanceType")],
+        ..read("preflight_get", "/api/aws/preflight", "Before the first cluster: caller identity, HyperPod cluster-usage quota for an instance type and count, training plans, and advice.")
+    },
+    read("cluster_list", "/api/clusters", "Every cluster with the latest operation of each stage. Call first: never create what already exists."),
+    ToolSpec {
+        path_params: &["name"],
+        ..read("cluster_get", "/api/clusters/{name}", "One cluster: its stages (cluster, dependencies, hyperpod, storage), their operations and phases, and the resources recorded.")
+    },
+    ToolSpec {
+        method: "POST",
+        body: true,
+        open_world: true,
+        duration: Some("10-15 minutes on AWS"),
+        ..read("cluster_create", "/api/clusters", "Create the network (VPC, subnets, NAT, security groups, S3 endpoint) and the EKS control plane. CIDRs are computed: do not ask the user for them.")
+    },
+    ToolSpec {
+        method: "DELETE",
+        path_params: &["name"],
+        destructive: true,
+        open_world: true,
+        duration: Some("15-25 minutes on AWS"),
+        ..read("cluster_delete", "/api/clusters/{name}", "Delete a cluster: HyperPod, EKS, network and roles. The shared S3 bucket is kept. Ask the user to confirm first.")
+    },
+    ToolSpec {
+        method: "POST",
+        path_params: &["name"],
+        body: true,
+        open_world: true,
+        duration: Some("3-5 minutes on AWS"),
+        ..read("dependencies_install", "/api/clusters/{name}/dependencies", "Install the add-ons and in-cluster components HyperPod needs, in dependency order. Needs the cluster stage to have succeeded.")
+    },
+    ToolSpec {
+        method: "POST",
+        path_params: &["name"],
+        body: true,
+        open_world: true,
+        duration: Some("15-25 minutes on AWS"),
+        ..read("hyperpod_create", "/api/clusters/{name}/hyperpod", "Create the HyperPod cluster (node recovery Automatic) with its first instance group in the chosen zone. Ask only for zone, instance type, count and capacity type.")
+    },
+    ToolSpec {
+        method: "POST",
+        path_params: &["name"],
+        body: true,
+        open_world: true,
+        duration: Some("1-2 minutes on AWS"),
+        ..read("storage_setup", "/api/clusters/{name}/storage", "Mount the shared S3 bucket in the cluster as the `s3-claim` volume (at /s3 in pods).")
+    },
+    read("active_cluster_get", "/api/active-cluster", "The cluster used when a request names none."),
+    ToolSpec {
+        method: "PUT",
+        body: true,
+        ..read("active_cluster_set", "/api/active-cluster", "Choose the active cluster.")
+    },
+    ToolSpec {
+        method: "POST",
+        body: true,
+        open_world: true,
+        duration: Some("30-45 minutes on AWS"),
+        ..read("pipeline_create", "/api/pipelines", "Create a whole cluster in one call: network + EKS, dependencies, HyperPod, storage, in order. A failed stage stops the pipeline; operation_retry resumes it.")
+    },
+    ToolSpec {
+        query_params: &["cluster", "state", "limit"],
+        ..read("operation_list", "/api/operations", "Operations, newest first, optionally for one cluster or in one state.")
+    },
+    ToolSpec {
+        path_params: &["id"],
+        query_params: &["wait"],
+        renames: &[("wait_seconds", "wait")],
+        ..read("operation_get", "/api/operations/{id}", "The status of an operation. Pass wait_seconds (up to 60) to wait for the next change instead of polling; repeat until state is succeeded, failed or cancelled. A failed operation names its phase, the cloud error and the retry tool.")
+    },
+    ToolSpec {
+        method: "POST",
+        path_params: &["id"],
+        open_world: true,
+        duration: Some("as long as the remaining phases"),
+        ..read("operation_retry", "/api/operations/{id}/retry", "Resume a failed or cancelled operation: succeeded phases are kept and nothing is created twice.")
+    },
+    ToolSpec {
+        method: "POST",
+        path_params: &["id"],
+        destructive: true,
+        ..read("operation_cancel", "/api/operations/{id}/cancel", "Stop an operation at its next safe point (never in the middle of a cloud call). Resources already created stay.")
+    },
+    read("sandbox_calls_get", "/api/sandbox/calls", "Sandbox only: the count of every simulated mutating cloud call."),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+    use std::collections::BTreeSet;
+
+    /// REST operations deliberately without a tool.
+    const EXCLUDED: &[(&str, &str)] = &[];
+
+    /// Tools that delete or stop something.
+    const DESTRUCTIVE: &[&str] = &["cluster_delete", "operation_cancel"];
+
+    fn openapi() -> Value {
+        serde_json::to_value(<crate::api::routes::ApiDoc as utoipa::OpenApi>::openapi()).unwrap()
+    }
+
+    #[test]
+    fn every_rest_operation_has_exactly_one_tool_and_every_tool_a_route() {
+        let doc = openapi();
+        let mut operations = BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for method in item.as_object().unwrap().keys() {
+                operations.insert((method.to_uppercase(), path.clone()));
+            }
+        }
+        let tools: BTreeSet<_> = CATALOG
+            .iter()
+            .map(|t| (t.method.to_string(), t.path.to_string()))
+            .collect();
+        assert_eq!(tools.len(), CATALOG.len(), "two tools for one operation");
+        for op in &operations {
+            let excluded = EXCLUDED.iter().any(|(m, p)| *m == op.0 && *p == op.1);
+            assert!(
+                tools.contains(op) || excluded,
+                "no tool for {} {}",
+                op.0,
+                op.1
+            );
+        }
+        for t in &tools {
+            assert!(
+                operations.contains(t),
+                "tool for a route that does not exist: {} {}",
+                t.0,
+                t.1
+            );
+        }
+    }
+
+    #[test]
+    fn names_are_area_verb_snake_case_and_unique() {
+        let mut seen = BTreeSet::new();
+        for t in CATALOG {
+            assert!(
+                t.name.contains('_') && t.name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                "{}",
+                t.name
+            );
+            assert!(seen.insert(t.name), "duplicate {}", t.name);
+        }
+    }
+
+    #[test]
+    fn annotations_follow_the_http_method_and_the_destructive_list() {
+        for t in CATALOG {
+            assert_eq!(t.read_only(), t.method == "GET", "{}", t.name);
+            assert_eq!(t.destructive, DESTRUCTIVE.contains(&t.name), "{}", t.name);
+            assert_eq!(
+                t.idempotent(),
+                matches!(t.method, "GET" | "PUT" | "DELETE"),
+                "{}",
+                t.name
+            );
+            // Every tool that starts an operation names its status tool and duration.
+            let starts_operation =
+                t.method != "GET" && t.name != "active_cluster_set" && t.name != "operation_cancel";
+            assert_eq!(t.duration.is_some(), starts_operation, "{}", t.name);
+            if starts_operation {
+                assert!(t.full_description().contains("operation_get"), "{}", t.name);
+            }
+        }
+    }
+
+    #[test]
+    fn input_schemas_carry_the_rest_fields_and_parameters() {
+        let doc = openapi();
+        let schema_of = |name: &str| {
+            let spec = CATALOG.iter().find(|t| t.name == name).unwrap();
+            Value::Object(crate::mcp::input_schema(spec, &doc))
+        };
+        let pipeline = schema_of("pipeline_create");
+        for field in [
+            "name",
+            "zone",
+            "instanceType",
+            "instanceCount",
+            "capacityType",
+            "idempotency_key",
+        ] {
+            assert!(pipeline["properties"].get(field).is_some(), "{field}");
+        }
+        assert!(pipeline["required"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("instanceType")));
+        let get = schema_of("operation_get");
+        assert!(
+            get["properties"].get("wait_seconds").is_some()
+                && get["properties"].get("id").is_some()
+        );
+        assert_eq!(get["required"], serde_json::json!(["id"]));
+        assert!(schema_of("instance_type_list")["properties"]
+            .get("zone")
+            .is_some());
+    }
+}

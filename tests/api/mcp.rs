@@ -1,0 +1,157 @@
+//! The agent face through the official MCP Python SDK (streamable HTTP) against the real server.
+
+use std::path::PathBuf;
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+
+/// Runs `tests/peers/mcp_client.py` with the venv's Python (installed by ./scripts/test).
+async fn mcp_client(base: &str, scenario: &str) -> Value {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let python = std::env::var_os("INSTANTSTART_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join(".venv/bin/python"));
+    assert!(
+        python.exists(),
+        "{} not found: run ./scripts/test, which installs the MCP SDK",
+        python.display()
+    );
+    let out = tokio::process::Command::new(python)
+        .arg(root.join("tests/peers/mcp_client.py"))
+        .arg(format!("{base}/mcp"))
+        .arg(scenario)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("run the MCP client");
+    assert!(
+        out.status.success(),
+        "MCP client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("client output is JSON")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_sees_the_rest_catalog_with_the_same_answers_and_audit() {
+    let app = spawn_app().await;
+    let seen = mcp_client(&app.base, "basic").await;
+
+    let tools = seen["tools"].as_array().unwrap();
+    let tool = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing"))
+    };
+    assert_eq!(tools.len(), 19);
+    assert_eq!(tool("cluster_list")["read_only"], true);
+    assert_eq!(tool("cluster_delete")["destructive"], true);
+    assert_eq!(tool("pipeline_create")["idempotent"], false);
+    assert!(tool("hyperpod_create")["description"]
+        .as_str()
+        .unwrap()
+        .contains("operation_get"));
+    assert!(tool("pipeline_create")["properties"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("instanceType")));
+
+    // The same operation through MCP and through REST gives the same answer.
+    let rest = app.json("/api/aws/instance-types?zone=us-west-2b").await;
+    assert_eq!(seen["instance_types"]["value"], rest);
+    let rest_zones = app.json("/api/aws/zones").await;
+    assert_eq!(
+        serde_json::from_str::<Value>(seen["zones_text"].as_str().unwrap()).unwrap(),
+        rest_zones
+    );
+
+    // A mutation names its status tool and is followed to the end with wait_seconds.
+    let started = &seen["started"]["value"];
+    assert_eq!(started["status_tool"], "operation_get");
+    assert!(started["expected_duration"].is_string());
+    assert_eq!(seen["final"]["state"], "succeeded");
+    let op = app
+        .json(&format!(
+            "/api/operations/{}",
+            started["operation_id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(op["actor"], "agent", "the audit records the agent");
+
+    // A validation error reaches the agent as the same problem body.
+    assert_eq!(seen["invalid"]["is_error"], true);
+    assert_eq!(seen["invalid"]["value"]["field"], "name");
+    assert_eq!(
+        seen["invalid"]["value"]["type"],
+        "urn:instantstart:problem:validation"
+    );
+    assert!(seen["invalid"]["value"]["hint"].is_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_create_cluster_skill_rehearsed_over_mcp_recovers_from_a_failed_stage() {
+    let app = spawn_app_with(Opts {
+        faults: Some("sagemaker:CreateCluster=1"),
+        ..Default::default()
+    })
+    .await;
+    let seen = mcp_client(&app.base, "rehearsal").await;
+    let steps = seen["steps"].as_array().unwrap();
+    assert_eq!(steps[0], json!(["cluster_list", 0]));
+    assert_eq!(steps[1], json!(["zone_list", "us-west-2a"]));
+    assert!(steps[2][1]
+        .as_array()
+        .unwrap()
+        .contains(&json!("ml.g5.8xlarge")));
+    assert_eq!(steps[3], json!(["pipeline_create", "operation_get"]));
+    assert_eq!(
+        steps[4],
+        json!(["operation_get", "failed", "operation_retry", "hyperpod"])
+    );
+    assert_eq!(steps[5], json!(["operation_retry", false]));
+    assert_eq!(steps[6], json!(["operation_get", "succeeded"]));
+    assert_eq!(
+        steps[7],
+        json!(["cluster_get", {"pipeline": "succeeded", "cluster": "succeeded", "dependencies": "succeeded", "hyperpod": "succeeded", "storage": "succeeded"}])
+    );
+    let calls = app.calls().await;
+    assert_eq!(accepted_count(&calls, "eks:CreateCluster"), 1);
+    assert_eq!(accepted_count(&calls, "sagemaker:CreateCluster"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_endpoint_is_behind_the_same_edge_guard() {
+    let app = spawn_app_with(Opts {
+        token: Some("s3cret-token-0123456789"),
+        ..Default::default()
+    })
+    .await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let post = || {
+        app.client
+            .post(app.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .json(&init)
+    };
+    assert_eq!(
+        post().send().await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    let r = post()
+        .bearer_auth("s3cret-token-0123456789")
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let r = post()
+        .bearer_auth("s3cret-token-0123456789")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
