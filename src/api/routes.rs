@@ -48,6 +48,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/operations/{id}/retry", post(retry_operation))
         .route("/api/operations/{id}/cancel", post(cancel_operation))
         .route("/api/sandbox/calls", get(sandbox_calls))
+        .route("/api/agent/config", get(agent_config))
 }
 
 #[derive(OpenApi)]
@@ -61,6 +62,7 @@ pub fn routes() -> Router<AppState> {
         zones,
         instance_types,
         preflight,
+        agent_config,
         list_clusters,
         create_cluster,
         get_cluster,
@@ -545,4 +547,35 @@ async fn sandbox_calls(
         });
     };
     Ok(Json(sandbox.call_counts().await?))
+}
+
+/// The agent kit: the Kiro CLI agent, its prompt, a generic MCP client configuration, the skills.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentConfig {
+    /// `hypd-inst-agent` for Kiro CLI (save as `.kiro/agents/hypd-inst-agent.json`).
+    #[schema(value_type = Object)]
+    pub agent: Value,
+    pub prompt: String,
+    /// For other MCP clients (`mcpServers` with the HTTP URL).
+    #[schema(value_type = Object)]
+    pub mcp_client: Value,
+    /// Skill name → SKILL.md text.
+    #[schema(value_type = Object)]
+    pub skills: Value,
+}
+
+#[utoipa::path(get, path = "/api/agent/config", responses((status = 200, body = AgentConfig)))]
+async fn agent_config() -> ApiResult<Json<AgentConfig>> {
+    let parse = |text: &str| serde_json::from_str::<Value>(text).map_err(anyhow::Error::from);
+    let skills: serde_json::Map<String, Value> = crate::mcp::skills::SKILLS
+        .iter()
+        .map(|(name, text)| (name.to_string(), Value::String(text.to_string())))
+        .collect();
+    Ok(Json(AgentConfig {
+        agent: parse(include_str!("../../skills/hypd-inst-agent/agent.json"))?,
+        prompt: include_str!("../../skills/hypd-inst-agent/prompt.md").to_string(),
+        mcp_client: parse(include_str!("../../skills/hypd-inst-agent/mcp.json"))?,
+        skills: Value::Object(skills),
+    }))
 }

@@ -199,6 +199,7 @@ pub const CATALOG: &[ToolSpec] = &[
         ..read("operation_cancel", "/api/operations/{id}/cancel", "Stop an operation at its next safe point (never in the middle of a cloud call). Resources already created stay.")
     },
     read("sandbox_calls_get", "/api/sandbox/calls", "Sandbox only: the count of every simulated mutating cloud call."),
+    read("agent_config_get", "/api/agent/config", "The hypd-inst-agent configuration for Kiro CLI, its prompt, a generic MCP client configuration and the skills."),
 ];
 
 #[cfg(test)]

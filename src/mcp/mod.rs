@@ -10,6 +10,7 @@
 //! types), so REST, UI and agent can never disagree on a field.
 
 pub mod catalog;
+pub mod skills;
 
 use std::sync::{Arc, OnceLock};
 

@@ -153,6 +153,7 @@ async fn the_openapi_document_describes_every_route() {
         ("/api/operations/{id}/retry", "post"),
         ("/api/operations/{id}/cancel", "post"),
         ("/api/sandbox/calls", "get"),
+        ("/api/agent/config", "get"),
     ];
     for (path, method) in expected {
         assert!(

@@ -1,0 +1,164 @@
+//! The agent skills (markdown playbooks in `skills/`), embedded so `GET /api/agent/config` serves
+//! exactly what the repository holds.
+
+/// (name, SKILL.md text), in the order a newcomer meets them.
+pub const SKILLS: &[(&str, &str)] = &[
+    (
+        "create-cluster-pipeline",
+        include_str!("../../skills/create-cluster-pipeline/SKILL.md"),
+    ),
+    (
+        "add-instance-group",
+        include_str!("../../skills/add-instance-group/SKILL.md"),
+    ),
+    (
+        "managed-features",
+        include_str!("../../skills/managed-features/SKILL.md"),
+    ),
+    (
+        "storage-and-models",
+        include_str!("../../skills/storage-and-models/SKILL.md"),
+    ),
+    (
+        "deploy-model",
+        include_str!("../../skills/deploy-model/SKILL.md"),
+    ),
+    (
+        "submit-training",
+        include_str!("../../skills/submit-training/SKILL.md"),
+    ),
+    (
+        "diagnose-cluster-creation",
+        include_str!("../../skills/diagnose-cluster-creation/SKILL.md"),
+    ),
+    (
+        "diagnose-node-health",
+        include_str!("../../skills/diagnose-node-health/SKILL.md"),
+    ),
+    (
+        "diagnose-nccl",
+        include_str!("../../skills/diagnose-nccl/SKILL.md"),
+    ),
+];
+
+/// The front matter fields of a SKILL.md (`name`, `description`).
+pub fn front_matter(text: &str) -> Option<(String, String)> {
+    let rest = text.strip_prefix("---\n")?;
+    let (head, _) = rest.split_once("\n---\n")?;
+    let field = |key: &str| {
+        head.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}:")))
+            .map(|v| v.trim().to_string())
+    };
+    Some((field("name")?, field("description")?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::catalog::CATALOG;
+    use serde_json::Value;
+
+    fn tool_names() -> Vec<&'static str> {
+        CATALOG.iter().map(|t| t.name).collect()
+    }
+
+    #[test]
+    fn every_skill_has_front_matter_and_names_only_existing_tools() {
+        let on_disk: Vec<_> = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/skills"))
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().join("SKILL.md").exists())
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .collect();
+        assert_eq!(
+            on_disk.len(),
+            SKILLS.len(),
+            "every skills/*/SKILL.md is embedded"
+        );
+        let tools = tool_names();
+        for (name, text) in SKILLS {
+            let (fm_name, description) =
+                front_matter(text).unwrap_or_else(|| panic!("{name}: no front matter"));
+            assert_eq!(&fm_name, name);
+            assert!(description.starts_with("Use when"), "{name}: {description}");
+            // Every `snake_case` word in backticks that looks like a tool must be one.
+            for word in text.split('`').skip(1).step_by(2) {
+                let looks_like_tool = word.contains('_')
+                    && word.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                    && [
+                        "_get", "_list", "_create", "_delete", "_retry", "_cancel", "_install",
+                        "_setup", "_set",
+                    ]
+                    .iter()
+                    .any(|suffix| word.ends_with(suffix));
+                if looks_like_tool {
+                    assert!(tools.contains(&word), "{name} names unknown tool {word}");
+                }
+            }
+        }
+        let pipeline = SKILLS[0].1;
+        for rule in [
+            "Inspect before creating",
+            "Ask only decision-level questions",
+            "Monitor every long-running operation",
+        ] {
+            assert!(pipeline.contains(rule), "{rule}");
+        }
+    }
+
+    #[test]
+    fn the_agent_config_is_complete_and_auto_approves_only_read_only_tools() {
+        let agent: Value =
+            serde_json::from_str(include_str!("../../skills/hypd-inst-agent/agent.json")).unwrap();
+        for field in [
+            "name",
+            "description",
+            "prompt",
+            "mcpServers",
+            "tools",
+            "allowedTools",
+            "resources",
+            "toolsSettings",
+        ] {
+            assert!(agent.get(field).is_some(), "{field}");
+        }
+        assert_eq!(agent["name"], "hypd-inst-agent");
+        assert_eq!(
+            agent["mcpServers"]["instantstart"]["url"],
+            "http://localhost:3099/mcp"
+        );
+        let allowed = agent["allowedTools"].as_array().unwrap();
+        for entry in allowed {
+            let name = entry
+                .as_str()
+                .unwrap()
+                .strip_prefix("@instantstart/")
+                .unwrap();
+            let spec = CATALOG
+                .iter()
+                .find(|t| t.name == name)
+                .unwrap_or_else(|| panic!("unknown tool {name}"));
+            assert!(
+                spec.read_only(),
+                "{name} is auto-approved but not read-only"
+            );
+        }
+        let read_only = CATALOG.iter().filter(|t| t.read_only()).count();
+        assert_eq!(
+            allowed.len(),
+            read_only,
+            "every read-only tool is auto-approved"
+        );
+        for (name, _) in SKILLS {
+            assert!(
+                agent["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|r| r.as_str().unwrap().contains(&format!("/{name}/SKILL.md"))),
+                "{name} is not a resource"
+            );
+        }
+    }
+}
