@@ -320,6 +320,8 @@ pub trait Eks: Send + Sync {
     async fn create_addon(&self, req: &CreateAddon) -> CloudResult<Addon>;
     async fn describe_addon(&self, cluster: &str, name: &str) -> CloudResult<Option<Addon>>;
     async fn delete_addon(&self, cluster: &str, name: &str) -> CloudResult<()>;
+    /// Changes an add-on's version, role or configuration (`resolve_conflicts` as in create).
+    async fn update_addon(&self, req: &CreateAddon) -> CloudResult<()>;
     /// The association id binding `namespace/service_account` to a role, if one exists.
     async fn find_pod_identity(
         &self,

@@ -106,6 +106,9 @@ impl Network for Unavailable {
 
 #[async_trait]
 impl Eks for Unavailable {
+    async fn update_addon(&self, _req: &CreateAddon) -> CloudResult<()> {
+        Err(self.refuse("update_addon"))
+    }
     async fn find_pod_identity(&self, _c: &str, _n: &str, _s: &str) -> CloudResult<Option<String>> {
         Err(self.refuse("find_pod_identity"))
     }

@@ -227,6 +227,24 @@ impl Eks for Aws {
         .map(|_| ())
     }
 
+    async fn update_addon(&self, req: &CreateAddon) -> CloudResult<()> {
+        once(
+            S,
+            "UpdateAddon",
+            self.eks
+                .update_addon()
+                .cluster_name(&req.cluster)
+                .addon_name(&req.name)
+                .set_addon_version(req.version.clone())
+                .set_service_account_role_arn(req.service_account_role_arn.clone())
+                .set_configuration_values(req.configuration_values.clone())
+                .resolve_conflicts(ResolveConflicts::from(req.resolve_conflicts.as_str()))
+                .send(),
+        )
+        .await
+        .map(|_| ())
+    }
+
     async fn find_pod_identity(
         &self,
         cluster: &str,

@@ -541,6 +541,24 @@ impl Eks for Sandbox {
         }))
     }
 
+    async fn update_addon(&self, req: &CreateAddon) -> CloudResult<()> {
+        let api = "eks:UpdateAddon";
+        self.gate(api, true).await?;
+        let key = format!("{}/{}", req.cluster, req.name);
+        match self.by_name("eks-addon", &key).await? {
+            Some(r) if r.deleted_ms.is_none() => {
+                let data = serde_json::to_value(req).unwrap_or_default();
+                self.update(api, "eks-addon", &r.id, &data).await
+            }
+            _ => Err(not_found(
+                "eks",
+                "UpdateAddon",
+                "ResourceNotFoundException",
+                &req.name,
+            )),
+        }
+    }
+
     async fn find_pod_identity(
         &self,
         cluster: &str,
