@@ -41,6 +41,13 @@ pub fn routes() -> Router<AppState> {
         )
         .route("/api/clusters/{name}/hyperpod", post(create_hyperpod))
         .route("/api/clusters/{name}/storage", post(create_storage))
+        .route("/api/clusters/{name}/nodes", get(list_nodes))
+        .route("/api/clusters/{name}/nodes/{id}/reboot", post(reboot_node))
+        .route(
+            "/api/clusters/{name}/nodes/{id}/replace",
+            post(replace_node),
+        )
+        .route("/api/clusters/{name}/nodes/{id}/delete", post(delete_node))
         .route("/api/active-cluster", get(get_active).put(put_active))
         .route("/api/pipelines", post(create_pipeline))
         .route("/api/operations", get(list_operations))
@@ -70,6 +77,10 @@ pub fn routes() -> Router<AppState> {
         create_dependencies,
         create_hyperpod,
         create_storage,
+        list_nodes,
+        reboot_node,
+        replace_node,
+        delete_node,
         get_active,
         put_active,
         create_pipeline,
@@ -101,6 +112,8 @@ pub fn routes() -> Router<AppState> {
         service::Preflight,
         service::QuotaCheck,
         crate::cloud::TrainingPlan,
+        crate::cloud::ClusterNode,
+        service::NodeList,
     ))
 )]
 pub struct ApiDoc;
@@ -578,4 +591,99 @@ async fn agent_config() -> ApiResult<Json<AgentConfig>> {
         mcp_client: parse(include_str!("../../skills/hypd-inst-agent/mcp.json"))?,
         skills: Value::Object(skills),
     }))
+}
+
+#[utoipa::path(get, path = "/api/clusters/{name}/nodes", params(("name" = String, Path)),
+    responses((status = 200, body = service::NodeList), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn list_nodes(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<service::NodeList>> {
+    check_name(&name)?;
+    Ok(Json(service::list_nodes(&state.engine, &name).await?))
+}
+
+async fn node_action(
+    state: AppState,
+    actor: Actor,
+    key: IdempotencyKey,
+    name: String,
+    id: String,
+    action: crate::cloud::NodeAction,
+) -> ApiResult<Response> {
+    check_name(&name)?;
+    let params = service::node_params(&state.engine, &name, &id, action).await?;
+    let params = serde_json::to_value(params).map_err(anyhow::Error::from)?;
+    let sub = Submission {
+        kind: "node-action",
+        request_hash: Some(service::request_hash("node-action", &name, &params)),
+        cluster: name,
+        params,
+        actor: actor.0,
+        idempotency_key: key.0,
+        parent_id: None,
+        new_cluster: None,
+    };
+    let mut accepted_op = service::submit(&state.engine, sub).await?;
+    if action == crate::cloud::NodeAction::Replace {
+        accepted_op.warning = Some("replacing a node loses its instance volumes (local NVMe and the EBS volume under /opt/sagemaker); data in /s3 and FSx is kept".into());
+    }
+    Ok(accepted(accepted_op))
+}
+
+#[utoipa::path(post, path = "/api/clusters/{name}/nodes/{id}/reboot", params(("name" = String, Path), ("id" = String, Path)),
+    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn reboot_node(
+    State(state): State<AppState>,
+    actor: Actor,
+    key: IdempotencyKey,
+    Path((name, id)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    node_action(
+        state,
+        actor,
+        key,
+        name,
+        id,
+        crate::cloud::NodeAction::Reboot,
+    )
+    .await
+}
+
+#[utoipa::path(post, path = "/api/clusters/{name}/nodes/{id}/replace", params(("name" = String, Path), ("id" = String, Path)),
+    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn replace_node(
+    State(state): State<AppState>,
+    actor: Actor,
+    key: IdempotencyKey,
+    Path((name, id)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    node_action(
+        state,
+        actor,
+        key,
+        name,
+        id,
+        crate::cloud::NodeAction::Replace,
+    )
+    .await
+}
+
+#[utoipa::path(post, path = "/api/clusters/{name}/nodes/{id}/delete", params(("name" = String, Path), ("id" = String, Path)),
+    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn delete_node(
+    State(state): State<AppState>,
+    actor: Actor,
+    key: IdempotencyKey,
+    Path((name, id)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    node_action(
+        state,
+        actor,
+        key,
+        name,
+        id,
+        crate::cloud::NodeAction::Delete,
+    )
+    .await
 }

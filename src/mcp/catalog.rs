@@ -162,6 +162,34 @@ pub const CATALOG: &[ToolSpec] = &[
         duration: Some("1-2 minutes on AWS"),
         ..read("storage_setup", "/api/clusters/{name}/storage", "Mount the shared S3 bucket in the cluster as the `s3-claim` volume (at /s3 in pods).")
     },
+    ToolSpec {
+        path_params: &["name"],
+        open_world: true,
+        ..read("node_list", "/api/clusters/{name}/nodes", "The HyperPod nodes of a cluster with their status. For an unhealthy node escalate: investigate, then node_reboot, then node_replace.")
+    },
+    ToolSpec {
+        method: "POST",
+        path_params: &["name", "id"],
+        open_world: true,
+        duration: Some("2-5 minutes"),
+        ..read("node_reboot", "/api/clusters/{name}/nodes/{id}/reboot", "Reboot one HyperPod node (after investigating). Watched until the node is Running again.")
+    },
+    ToolSpec {
+        method: "POST",
+        path_params: &["name", "id"],
+        destructive: true,
+        open_world: true,
+        duration: Some("10-20 minutes"),
+        ..read("node_replace", "/api/clusters/{name}/nodes/{id}/replace", "Replace one HyperPod node with a new instance: its local volumes are lost. Only after a reboot did not help; confirm with the user.")
+    },
+    ToolSpec {
+        method: "POST",
+        path_params: &["name", "id"],
+        destructive: true,
+        open_world: true,
+        duration: Some("2-5 minutes"),
+        ..read("node_delete", "/api/clusters/{name}/nodes/{id}/delete", "Remove one node from its instance group (the group shrinks by one). Confirm with the user.")
+    },
     read("active_cluster_get", "/api/active-cluster", "The cluster used when a request names none."),
     ToolSpec {
         method: "PUT",
@@ -212,7 +240,12 @@ mod tests {
     const EXCLUDED: &[(&str, &str)] = &[];
 
     /// Tools that delete or stop something.
-    const DESTRUCTIVE: &[&str] = &["cluster_delete", "operation_cancel"];
+    const DESTRUCTIVE: &[&str] = &[
+        "cluster_delete",
+        "operation_cancel",
+        "node_replace",
+        "node_delete",
+    ];
 
     fn openapi() -> Value {
         serde_json::to_value(<crate::api::routes::ApiDoc as utoipa::OpenApi>::openapi()).unwrap()

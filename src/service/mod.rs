@@ -257,6 +257,9 @@ pub struct Accepted {
     pub kind: String,
     /// False when an earlier submission with the same `Idempotency-Key` is returned.
     pub created: bool,
+    /// What the caller should know before relying on the result (e.g. data lost by a replace).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
     #[serde(skip)]
     pub operation: Operation,
 }
@@ -330,6 +333,7 @@ fn accepted(op: Operation, created: bool) -> Accepted {
         cluster: op.cluster.clone(),
         kind: op.kind.clone(),
         created,
+        warning: None,
         operation: op,
     }
 }
@@ -382,6 +386,46 @@ async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResult<()> {
         }
         return Ok(());
     }
+    let has = |key: &str| cluster.resources.get(key).is_some_and(|v| !v.is_null());
+    if sub.kind == "node-action" {
+        if !has("hyperPodClusterName") {
+            return Err(ApiError::Conflict {
+                slug: "stage-not-ready",
+                detail: format!("`{}` has no HyperPod cluster yet", cluster.name),
+                field: None,
+                operation_id: latest
+                    .iter()
+                    .find(|o| o.kind == "hyperpod")
+                    .map(|o| o.id.clone()),
+            });
+        }
+        let node = sub.params["nodeId"].as_str().unwrap_or_default();
+        let busy = store
+            .list_operations(
+                Some(&cluster.name),
+                Some(crate::store::OpState::Running),
+                1000,
+            )
+            .await?
+            .into_iter()
+            .chain(
+                store
+                    .list_operations(
+                        Some(&cluster.name),
+                        Some(crate::store::OpState::Pending),
+                        1000,
+                    )
+                    .await?,
+            )
+            .find(|o| o.kind == "node-action" && o.params["nodeId"] == node);
+        if let Some(busy) = busy {
+            return Err(ApiError::conflict(
+                format!("node {node} already has an operation running"),
+                Some(busy.id),
+            ));
+        }
+        return Ok(());
+    }
     if let Some(busy) = running(sub.kind) {
         return Err(ApiError::conflict(
             format!(
@@ -391,7 +435,6 @@ async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResult<()> {
             Some(busy.id.clone()),
         ));
     }
-    let has = |key: &str| cluster.resources.get(key).is_some_and(|v| !v.is_null());
     if sub.kind != "cluster" && !(has("eksEndpoint") && has("eksCertificateAuthority")) {
         let op = latest
             .iter()
@@ -651,5 +694,88 @@ pub async fn preflight(
         quota,
         training_plans,
         advice,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nodes
+// ---------------------------------------------------------------------------------------------
+
+/// The nodes of a cluster's HyperPod cluster, with the escalation order for unhealthy ones.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeList {
+    pub cluster: String,
+    pub hyperpod_cluster: String,
+    pub count: usize,
+    pub nodes: Vec<crate::cloud::ClusterNode>,
+    /// investigate → reboot → replace.
+    pub hint: String,
+}
+
+async fn hyperpod_of(engine: &Engine, name: &str) -> ApiResult<String> {
+    let record = engine
+        .store()
+        .get_cluster(name)
+        .await?
+        .filter(|c| c.status != "deleted")
+        .ok_or_else(|| cluster_not_found(name))?;
+    record
+        .resources
+        .get("hyperPodClusterName")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| ApiError::Conflict {
+            slug: "stage-not-ready",
+            detail: format!("`{name}` has no HyperPod cluster yet"),
+            field: None,
+            operation_id: None,
+        })
+}
+
+pub async fn list_nodes(engine: &Engine, name: &str) -> ApiResult<NodeList> {
+    let hyperpod = hyperpod_of(engine, name).await?;
+    let nodes = steps::nodes::all_nodes(engine.cloud(), &hyperpod).await?;
+    Ok(NodeList {
+        cluster: name.to_string(),
+        hyperpod_cluster: hyperpod,
+        count: nodes.len(),
+        nodes,
+        hint: "For an unhealthy node: investigate first (status, logs), then reboot; replace only if a reboot does not help, since replacing loses the instance's local volumes.".into(),
+    })
+}
+
+/// Validates a node operation: the id's shape, and that the node is in this cluster.
+pub async fn node_params(
+    engine: &Engine,
+    name: &str,
+    node_id: &str,
+    action: crate::cloud::NodeAction,
+) -> ApiResult<steps::nodes::NodeParams> {
+    let valid = node_id.strip_prefix("i-").is_some_and(|hex| {
+        (8..=17).contains(&hex.len()) && hex.chars().all(|c| c.is_ascii_hexdigit())
+    });
+    if !valid {
+        return Err(ApiError::validation_hint(
+            "id",
+            format!(
+                "`{}` is not an instance id",
+                node_id.chars().take(64).collect::<String>()
+            ),
+            json!("i- followed by 8 to 17 hex digits"),
+        ));
+    }
+    let list = list_nodes(engine, name).await?;
+    if !list.nodes.iter().any(|n| n.instance_id == node_id) {
+        return Err(ApiError::NotFound {
+            what: format!("node {node_id} in `{name}`"),
+            hint: Some(Box::new(
+                json!({"nodes": list.nodes.iter().map(|n| &n.instance_id).collect::<Vec<_>>()}),
+            )),
+        });
+    }
+    Ok(steps::nodes::NodeParams {
+        node_id: node_id.to_string(),
+        action,
     })
 }

@@ -103,7 +103,7 @@ impl TestApp {
             .to_string()
     }
 
-    /// Long-polls an operation until it is terminal (bounded: 120 polls of up to 5 s).
+    /// Long-polls an operation until it is terminal (bounded: 60 polls of up to 2 s).
     pub async fn wait_terminal(&self, id: &str) -> Value {
         wait_terminal(&self.client, &self.base, id).await
     }
@@ -114,20 +114,21 @@ impl TestApp {
 }
 
 pub async fn wait_terminal(client: &Client, base: &str, id: &str) -> Value {
-    for _ in 0..120 {
-        let op: Value = client
-            .get(format!("{base}/api/operations/{id}?wait=5"))
+    let mut last = Value::Null;
+    for _ in 0..60 {
+        last = client
+            .get(format!("{base}/api/operations/{id}?wait=2"))
             .send()
             .await
             .expect("request")
             .json()
             .await
             .expect("json");
-        if ["succeeded", "failed", "cancelled"].contains(&op["state"].as_str().unwrap_or("")) {
-            return op;
+        if ["succeeded", "failed", "cancelled"].contains(&last["state"].as_str().unwrap_or("")) {
+            return last;
         }
     }
-    panic!("operation {id} did not finish");
+    panic!("operation {id} did not finish: {last}");
 }
 
 pub fn accepted_count(calls: &Value, api: &str) -> i64 {

@@ -180,3 +180,94 @@ async fn stages_can_run_one_by_one_and_the_cluster_can_be_deleted() {
     let op = app.wait_terminal(&id).await;
     assert_eq!(op["state"], "succeeded", "{op}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_are_listed_and_rebooted_replaced_and_deleted_as_watched_operations() {
+    let app = spawn_app().await;
+    let r = app.get("/api/clusters/demo/nodes").await;
+    problem(r, StatusCode::NOT_FOUND).await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+
+    let list = app.json("/api/clusters/demo/nodes").await;
+    assert_eq!(list["count"], 2);
+    assert!(list["hint"].as_str().unwrap().contains("reboot"));
+    let node = list["nodes"][0]["instanceId"].as_str().unwrap().to_string();
+    assert_eq!(list["nodes"][0]["status"], "Running");
+
+    let reboot = app
+        .start(
+            &format!("/api/clusters/demo/nodes/{node}/reboot"),
+            &json!({}),
+        )
+        .await;
+    let op = app.wait_terminal(&reboot).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(
+        op["phases"][0]["progress"], "done",
+        "the node was watched through its reboot: {op}"
+    );
+    assert_eq!(
+        app.json("/api/clusters/demo/nodes").await["nodes"][0]["status"],
+        "Running"
+    );
+
+    let r = app
+        .post(
+            &format!("/api/clusters/demo/nodes/{node}/replace"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert!(body["warning"].as_str().unwrap().contains("volumes"));
+    let op = app
+        .wait_terminal(body["operationId"].as_str().unwrap())
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+
+    let other = app.json("/api/clusters/demo/nodes").await["nodes"][1]["instanceId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let delete = app
+        .start(
+            &format!("/api/clusters/demo/nodes/{other}/delete"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(app.wait_terminal(&delete).await["state"], "succeeded");
+    let left = app.json("/api/clusters/demo/nodes").await;
+    assert!(
+        left["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["instanceId"] != other.as_str()),
+        "{left}"
+    );
+
+    let r = app
+        .post("/api/clusters/demo/nodes/not-a-node/reboot", &json!({}))
+        .await;
+    assert_eq!(
+        problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],
+        "id"
+    );
+    let r = app
+        .post(
+            "/api/clusters/demo/nodes/i-0123456789abcdef0/reboot",
+            &json!({}),
+        )
+        .await;
+    assert!(problem(r, StatusCode::NOT_FOUND).await["hint"]["nodes"].is_array());
+    let calls = app.calls().await;
+    assert_eq!(
+        accepted_count(&calls, "sagemaker:BatchRebootClusterNodes"),
+        1
+    );
+    assert_eq!(
+        accepted_count(&calls, "sagemaker:BatchDeleteClusterNodes"),
+        1
+    );
+}

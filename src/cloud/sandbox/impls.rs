@@ -637,7 +637,28 @@ fn node_join_secs(i: u32, n: u32) -> f64 {
     d::HYPERPOD_CREATE * (0.5 + 0.5 * frac)
 }
 
+/// Simulated seconds a node spends out of service after an action.
+const NODE_REBOOT_SECS: f64 = 120.0;
+const NODE_REPLACE_SECS: f64 = 600.0;
+const NODE_DELETE_SECS: f64 = 60.0;
+
 impl Sandbox {
+    /// A node's status given the actions taken on it; `None` once it is deleted.
+    fn node_status(&self, res: &Res, instance_id: &str) -> Option<&'static str> {
+        let Some(action) = res.data.pointer(&format!("/nodeActions/{instance_id}")) else {
+            return Some("Running");
+        };
+        let at = action["atMs"].as_i64().unwrap_or(0);
+        let since = self.simulated_secs(at, super::now_ms());
+        match action["action"].as_str() {
+            Some("reboot") if since < NODE_REBOOT_SECS => Some("Pending"),
+            Some("replace") if since < NODE_REPLACE_SECS => Some("Pending"),
+            Some("delete") if since < NODE_DELETE_SECS => Some("ShuttingDown"),
+            Some("delete") => None,
+            _ => Some("Running"),
+        }
+    }
+
     fn hyperpod_view(&self, name: &str, res: &Res) -> Option<(HyperPodCluster, Vec<ClusterNode>)> {
         let req: CreateHyperPodCluster = serde_json::from_value(res.data.clone()).ok()?;
         let life = self.life(res, d::HYPERPOD_CREATE, d::HYPERPOD_DELETE);
@@ -658,20 +679,24 @@ impl Sandbox {
         for g in &req.instance_groups {
             let mut current = 0;
             for _ in 0..g.instance_count {
-                if elapsed >= node_join_secs(index, total) {
-                    current += 1;
-                    nodes.push(ClusterNode {
-                        instance_id: format!(
-                            "i-0{:016x}",
-                            (res.created_ms as u64) ^ u64::from(index)
-                        ),
-                        instance_group: g.name.clone(),
-                        instance_type: g.instance_type.clone(),
-                        status: "Running".into(),
-                        launch_time: crate::store::rfc3339_ms(res.created_ms),
-                    });
-                }
+                let joined = elapsed >= node_join_secs(index, total);
+                let instance_id = format!("i-0{:016x}", (res.created_ms as u64) ^ u64::from(index));
                 index += 1;
+                // A node that has not joined yet, or was deleted, is not listed.
+                let Some(status) = joined
+                    .then(|| self.node_status(res, &instance_id))
+                    .flatten()
+                else {
+                    continue;
+                };
+                current += 1;
+                nodes.push(ClusterNode {
+                    instance_id,
+                    instance_group: g.name.clone(),
+                    instance_type: g.instance_type.clone(),
+                    status: status.into(),
+                    launch_time: crate::store::rfc3339_ms(res.created_ms),
+                });
             }
             groups.push(InstanceGroupStatus {
                 name: g.name.clone(),
@@ -781,7 +806,7 @@ impl HyperPod for Sandbox {
                 "InstanceGroups must not be empty",
             ));
         }
-        res.data["instance_groups"] = serde_json::to_value(groups).unwrap_or_default();
+        res.data["instanceGroups"] = serde_json::to_value(groups).unwrap_or_default();
         self.update(api, "hyperpod-cluster", &res.id, &res.data)
             .await
     }
@@ -814,8 +839,15 @@ impl HyperPod for Sandbox {
             .map(|(_, nodes)| nodes.into_iter().map(|n| n.instance_id).collect())
             .unwrap_or_default();
         let mut out = NodeActionResult::default();
+        let mut data = res.data.clone();
         for id in node_ids {
             if known.contains(id) {
+                let verb = match action {
+                    NodeAction::Reboot => "reboot",
+                    NodeAction::Replace => "replace",
+                    NodeAction::Delete => "delete",
+                };
+                data["nodeActions"][id] = json!({"action": verb, "atMs": super::now_ms()});
                 out.successful.push(id.clone());
             } else {
                 out.failed.push((
@@ -825,8 +857,7 @@ impl HyperPod for Sandbox {
                 ));
             }
         }
-        self.update(api, "hyperpod-cluster", &res.id, &res.data)
-            .await?;
+        self.update(api, "hyperpod-cluster", &res.id, &data).await?;
         Ok(out)
     }
 

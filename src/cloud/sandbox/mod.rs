@@ -355,7 +355,7 @@ impl Sandbox {
         }
     }
 
-    fn simulated_secs(&self, from_ms: i64, to_ms: i64) -> f64 {
+    pub(crate) fn simulated_secs(&self, from_ms: i64, to_ms: i64) -> f64 {
         (to_ms - from_ms).max(0) as f64 / 1000.0 * self.time_scale
     }
 }

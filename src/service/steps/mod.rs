@@ -8,12 +8,14 @@
 //! hyperpod      compute-subnet → execution-role → shared-bucket → lifecycle-script → hyperpod-cluster
 //! storage       shared-bucket → s3-volume
 //! pipeline      one phase per stage, each running (and watching) that stage's own operation
+//! node-action   node-action (reboot | replace | delete one node, watched back to Running)
 //! delete-cluster  delete-hyperpod → delete-eks → delete-gateways → delete-vpc → delete-roles → forget
 //! ```
 
 pub mod addons;
 pub mod hyperpod;
 pub mod network;
+pub mod nodes;
 pub mod teardown;
 
 use std::sync::Arc;
@@ -280,6 +282,7 @@ impl Stages for Catalog {
                     .map(|stage| Arc::new(StageStep { stage }) as Arc<dyn Step>)
                     .collect()
             }
+            "node-action" => vec![Arc::new(nodes::NodeActionStep)],
             "delete-cluster" => vec![
                 Arc::new(DeleteHyperPodStep),
                 Arc::new(DeleteEksStep),
