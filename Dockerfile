@@ -1,12 +1,13 @@
 # syntax=docker/dockerfile:1
-# Builds the same binary as `cargo build --release --locked`; the runtime image is distroless and
-# runs as a non-root user.
+# Builds the same binary as `cargo build --release --locked` (web UI, skills and migrations are
+# embedded); the runtime image is distroless and runs as a non-root user with its data on a volume.
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY migrations ./migrations
 COPY web ./web
+COPY skills ./skills
 RUN cargo build --release --locked
 
 FROM gcr.io/distroless/cc-debian12:nonroot
@@ -18,5 +19,8 @@ ENV INSTANTSTART_DATA_DIR=/data \
 VOLUME ["/data"]
 EXPOSE 3099
 USER nonroot:nonroot
+# No shell or curl in the image: the binary probes itself.
+HEALTHCHECK --interval=30s --timeout=6s --start-period=10s --retries=3 \
+  CMD ["/usr/local/bin/instantstart", "probe"]
 ENTRYPOINT ["/usr/local/bin/instantstart"]
 CMD ["serve"]

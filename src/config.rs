@@ -22,6 +22,12 @@ pub struct Cli {
 pub enum Command {
     /// Serve the web UI, REST API and MCP endpoint.
     Serve(ServeConfig),
+    /// Exit 0 when the server at `--bind` answers `/healthz` (the container health check; the
+    /// runtime image has no shell or curl).
+    Probe {
+        #[arg(long, env = "INSTANTSTART_BIND", default_value = "127.0.0.1:3099")]
+        bind: SocketAddr,
+    },
 }
 
 /// A secret that never shows up in `Debug` output or logs.

@@ -208,3 +208,38 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         state,
     })
 }
+
+/// Asks a running server for `/healthz` over plain HTTP/1.1 on loopback; fails unless it answers
+/// 200 within five seconds.
+pub async fn probe(bind: std::net::SocketAddr) -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let target = if bind.ip().is_unspecified() {
+        std::net::SocketAddr::from(([127, 0, 0, 1], bind.port()))
+    } else {
+        bind
+    };
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(target).await?;
+        let request = format!(
+            "GET /healthz HTTP/1.1\r\nHost: localhost:{}\r\nConnection: close\r\n\r\n",
+            target.port()
+        );
+        stream.write_all(request.as_bytes()).await?;
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await?;
+        anyhow::Ok(answer)
+    };
+    let answer = tokio::time::timeout(Duration::from_secs(5), exchange)
+        .await
+        .context("no answer within 5 s")??;
+    let status_line = String::from_utf8_lossy(&answer)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    anyhow::ensure!(
+        status_line.starts_with("HTTP/1.1 200"),
+        "unhealthy: {status_line}"
+    );
+    Ok(())
+}

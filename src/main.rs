@@ -13,5 +13,6 @@ async fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Serve(config) => instantstart::build_app(config).await?.run().await,
+        Command::Probe { bind } => instantstart::probe(bind).await,
     }
 }

@@ -142,3 +142,22 @@ async fn without_aws_the_server_starts_and_says_why_on_healthz() {
     let p = problem(r, StatusCode::BAD_GATEWAY).await;
     assert_eq!(p["cloud"]["code"], "AwsUnavailable");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_container_probe_succeeds_only_against_a_healthy_server() {
+    let (_guard, dir) = temp_dir();
+    let port = free_port();
+    let client = reqwest::Client::new();
+    let server = Server::start(&dir, port, 60.0);
+    server.ready(&client).await;
+    let probe = |port: u16| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_instantstart"))
+            .args(["probe", "--bind", &format!("127.0.0.1:{port}")])
+            .env_remove("INSTANTSTART_BIND")
+            .output()
+            .expect("run probe")
+    };
+    assert!(probe(port).status.success());
+    let closed = probe(free_port());
+    assert!(!closed.status.success());
+}
