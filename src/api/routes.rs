@@ -41,6 +41,14 @@ pub fn routes() -> Router<AppState> {
         )
         .route("/api/clusters/{name}/hyperpod", post(create_hyperpod))
         .route("/api/clusters/{name}/storage", post(create_storage))
+        .route(
+            "/api/clusters/{name}/instance-groups",
+            get(list_groups).post(add_group),
+        )
+        .route(
+            "/api/clusters/{name}/instance-groups/{group}",
+            axum::routing::patch(update_group),
+        )
         .route("/api/clusters/{name}/nodes", get(list_nodes))
         .route("/api/clusters/{name}/nodes/{id}/reboot", post(reboot_node))
         .route(
@@ -77,6 +85,9 @@ pub fn routes() -> Router<AppState> {
         create_dependencies,
         create_hyperpod,
         create_storage,
+        list_groups,
+        add_group,
+        update_group,
         list_nodes,
         reboot_node,
         replace_node,
@@ -114,6 +125,9 @@ pub fn routes() -> Router<AppState> {
         crate::cloud::TrainingPlan,
         crate::cloud::ClusterNode,
         service::NodeList,
+        service::GroupView,
+        service::UpdateGroupRequest,
+        Unchanged,
     ))
 )]
 pub struct ApiDoc;
@@ -686,4 +700,63 @@ async fn delete_node(
         crate::cloud::NodeAction::Delete,
     )
     .await
+}
+
+#[utoipa::path(get, path = "/api/clusters/{name}/instance-groups", params(("name" = String, Path)),
+    responses((status = 200, body = [service::GroupView]), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn list_groups(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Vec<service::GroupView>>> {
+    check_name(&name)?;
+    Ok(Json(service::list_groups(&state.engine, &name).await?))
+}
+
+#[utoipa::path(post, path = "/api/clusters/{name}/instance-groups", params(("name" = String, Path)),
+    request_body = CreateHyperPodRequest,
+    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn add_group(
+    State(state): State<AppState>,
+    actor: Actor,
+    key: IdempotencyKey,
+    Path(name): Path<String>,
+    ApiJson(req): ApiJson<CreateHyperPodRequest>,
+) -> ApiResult<Response> {
+    check_name(&name)?;
+    let params = service::add_group_params(&state.engine, &name, &req).await?;
+    let params = serde_json::to_value(params).map_err(anyhow::Error::from)?;
+    stage(&state, "instance-group-add", name, params, actor, key).await
+}
+
+/// The answer to a PATCH that matches the current state: nothing was called.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Unchanged {
+    pub unchanged: bool,
+    pub group: String,
+}
+
+#[utoipa::path(patch, path = "/api/clusters/{name}/instance-groups/{group}", params(("name" = String, Path), ("group" = String, Path)),
+    request_body = service::UpdateGroupRequest,
+    responses((status = 202, body = Accepted), (status = 200, body = Unchanged), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn update_group(
+    State(state): State<AppState>,
+    actor: Actor,
+    key: IdempotencyKey,
+    Path((name, group)): Path<(String, String)>,
+    ApiJson(req): ApiJson<service::UpdateGroupRequest>,
+) -> ApiResult<Response> {
+    check_name(&name)?;
+    service::validate::instance_group_name("group", &group)?;
+    match service::scale_params(&state.engine, &name, &group, &req).await? {
+        None => Ok(Json(Unchanged {
+            unchanged: true,
+            group,
+        })
+        .into_response()),
+        Some(params) => {
+            let params = serde_json::to_value(params).map_err(anyhow::Error::from)?;
+            stage(&state, "instance-group-scale", name, params, actor, key).await
+        }
+    }
 }

@@ -165,6 +165,27 @@ pub const CATALOG: &[ToolSpec] = &[
     ToolSpec {
         path_params: &["name"],
         open_world: true,
+        ..read("instance_group_list", "/api/clusters/{name}/instance-groups", "The cluster's HyperPod instance groups: type, capacity type (fixed for the group's life), target and current counts, subnets.")
+    },
+    ToolSpec {
+        method: "POST",
+        path_params: &["name"],
+        body: true,
+        open_world: true,
+        duration: Some("10-20 minutes on AWS"),
+        ..read("instance_group_create", "/api/clusters/{name}/instance-groups", "Add an instance group: capacity type, zone (its compute subnet is placed by the control plane) and count are decided once. Ask only for zone, instance type, count and capacity type.")
+    },
+    ToolSpec {
+        method: "PATCH",
+        path_params: &["name", "group"],
+        body: true,
+        open_world: true,
+        duration: Some("5-20 minutes on AWS"),
+        ..read("instance_group_update", "/api/clusters/{name}/instance-groups/{group}", "Scale an instance group: send only instanceCount. A request equal to the current state changes nothing; changing capacityType is refused (fixed for the group's life).")
+    },
+    ToolSpec {
+        path_params: &["name"],
+        open_world: true,
         ..read("node_list", "/api/clusters/{name}/nodes", "The HyperPod nodes of a cluster with their status. For an unhealthy node escalate: investigate, then node_reboot, then node_replace.")
     },
     ToolSpec {

@@ -96,7 +96,7 @@ pub fn input_schema(spec: &ToolSpec, doc: &Value) -> Map<String, Value> {
             required.extend(body["required"].as_array().cloned().unwrap_or_default());
         }
     }
-    if spec.method == "POST" || spec.method == "DELETE" || spec.method == "PUT" {
+    if spec.method != "GET" {
         properties.insert(
             "idempotency_key".into(),
             json!({"type": "string", "description": "Reuse the same key when resending this call: the operation is then created only once."}),

@@ -387,6 +387,21 @@ async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResult<()> {
         return Ok(());
     }
     let has = |key: &str| cluster.resources.get(key).is_some_and(|v| !v.is_null());
+    if sub.kind.starts_with("instance-group-") {
+        if let Some(busy) = latest.iter().find(|o| {
+            !o.state.is_terminal()
+                && (o.kind.starts_with("instance-group-") || o.kind == "hyperpod")
+        }) {
+            return Err(ApiError::conflict(
+                format!(
+                    "HyperPod takes one update at a time: {} ({}) is still running on `{}`",
+                    busy.id, busy.kind, cluster.name
+                ),
+                Some(busy.id.clone()),
+            ));
+        }
+        return Ok(());
+    }
     if sub.kind == "node-action" {
         if !has("hyperPodClusterName") {
             return Err(ApiError::Conflict {
@@ -778,4 +793,159 @@ pub async fn node_params(
         node_id: node_id.to_string(),
         action,
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Instance groups
+// ---------------------------------------------------------------------------------------------
+
+/// One instance group: what was asked for (fixed for its life) and where it stands.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupView {
+    pub name: String,
+    pub instance_type: String,
+    /// `on-demand`, `spot` or `training-plan`: fixed for the group's life.
+    pub capacity_type: String,
+    pub training_plan_arn: Option<String>,
+    pub target_count: u32,
+    pub current_count: u32,
+    pub threads_per_core: u8,
+    pub subnet_ids: Vec<String>,
+    pub deep_health_checks: Vec<String>,
+    pub volume_size_gb: u32,
+}
+
+/// `PATCH /api/clusters/{name}/instance-groups/{group}`: only the fields being changed.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpdateGroupRequest {
+    pub instance_count: Option<i64>,
+    /// Accepted only when equal to the current one: capacity is fixed for a group's life.
+    pub capacity_type: Option<String>,
+    pub training_plan_arn: Option<String>,
+}
+
+fn capacity_name(c: &crate::cloud::Capacity) -> (&'static str, Option<String>) {
+    match c {
+        crate::cloud::Capacity::OnDemand => ("on-demand", None),
+        crate::cloud::Capacity::Spot => ("spot", None),
+        crate::cloud::Capacity::TrainingPlan { arn } => ("training-plan", Some(arn.clone())),
+    }
+}
+
+async fn recorded_groups(
+    engine: &Engine,
+    name: &str,
+) -> ApiResult<Vec<crate::cloud::InstanceGroupSpec>> {
+    let record = engine
+        .store()
+        .get_cluster(name)
+        .await?
+        .filter(|c| c.status != "deleted")
+        .ok_or_else(|| cluster_not_found(name))?;
+    record
+        .resources
+        .get("instanceGroups")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .ok_or_else(|| ApiError::Conflict {
+            slug: "stage-not-ready",
+            detail: format!("`{name}` has no HyperPod cluster yet: run the hyperpod stage first"),
+            field: None,
+            operation_id: None,
+        })
+}
+
+pub async fn list_groups(engine: &Engine, name: &str) -> ApiResult<Vec<GroupView>> {
+    let specs = recorded_groups(engine, name).await?;
+    let hyperpod = hyperpod_of(engine, name).await?;
+    let live = engine.cloud().hyperpod.describe_cluster(&hyperpod).await?;
+    Ok(specs
+        .into_iter()
+        .map(|g| {
+            let status = live
+                .as_ref()
+                .and_then(|c| c.instance_groups.iter().find(|s| s.name == g.name));
+            let (capacity_type, training_plan_arn) = capacity_name(&g.capacity);
+            GroupView {
+                target_count: status.map(|s| s.target_count).unwrap_or(g.instance_count),
+                current_count: status.map(|s| s.current_count).unwrap_or(0),
+                capacity_type: capacity_type.to_string(),
+                training_plan_arn,
+                name: g.name,
+                instance_type: g.instance_type,
+                threads_per_core: g.threads_per_core,
+                subnet_ids: g.subnet_ids,
+                deep_health_checks: g.deep_health_checks,
+                volume_size_gb: g.ebs_volume_gb,
+            }
+        })
+        .collect())
+}
+
+/// Validates a new group: the same rules as the first one, plus a name not in use.
+pub async fn add_group_params(
+    engine: &Engine,
+    name: &str,
+    req: &CreateHyperPodRequest,
+) -> ApiResult<HyperPodParams> {
+    let Some(group) = req.instance_group_name.as_deref() else {
+        return Err(ApiError::validation(
+            "instanceGroupName",
+            "a new instance group needs a name",
+        ));
+    };
+    let existing = recorded_groups(engine, name).await?;
+    if existing.iter().any(|g| g.name == group) {
+        return Err(ApiError::validation_hint(
+            "instanceGroupName",
+            format!("instance group `{group}` already exists"),
+            json!({"existing": existing.iter().map(|g| &g.name).collect::<Vec<_>>()}),
+        ));
+    }
+    hyperpod_params(engine, req).await
+}
+
+/// What a PATCH means: nothing to do, or a new count. Immutable fields are refused.
+pub async fn scale_params(
+    engine: &Engine,
+    name: &str,
+    group: &str,
+    req: &UpdateGroupRequest,
+) -> ApiResult<Option<steps::groups::ScaleParams>> {
+    let existing = recorded_groups(engine, name).await?;
+    let Some(spec) = existing.iter().find(|g| g.name == group) else {
+        return Err(ApiError::NotFound {
+            what: format!("instance group `{group}` in `{name}`"),
+            hint: Some(Box::new(
+                json!({"instanceGroups": existing.iter().map(|g| &g.name).collect::<Vec<_>>()}),
+            )),
+        });
+    };
+    let (current_type, current_plan) = capacity_name(&spec.capacity);
+    let type_changes = req
+        .capacity_type
+        .as_deref()
+        .is_some_and(|t| t != current_type);
+    let plan_changes = req.training_plan_arn.is_some() && req.training_plan_arn != current_plan;
+    if type_changes || plan_changes {
+        return Err(ApiError::validation_hint(
+            if type_changes { "capacityType" } else { "trainingPlanArn" },
+            format!("the capacity of instance group `{group}` is `{current_type}` and is fixed for the group's life"),
+            json!("to change it, add a new instance group with the capacity you want, move the work, then delete this one"),
+        ));
+    }
+    let Some(count) = req.instance_count else {
+        return Ok(None);
+    };
+    let count =
+        validate::instance_count("instanceCount", count, &spec.instance_type, engine.cloud())
+            .await?;
+    if count == spec.instance_count {
+        return Ok(None);
+    }
+    Ok(Some(steps::groups::ScaleParams {
+        group: group.to_string(),
+        instance_count: count,
+    }))
 }

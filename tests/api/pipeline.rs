@@ -271,3 +271,88 @@ async fn nodes_are_listed_and_rebooted_replaced_and_deleted_as_watched_operation
         1
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instance_groups_are_added_and_scaled_resending_every_group_and_capacity_is_immutable() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let groups = app.json("/api/clusters/demo/instance-groups").await;
+    assert_eq!(groups[0]["name"], "workers");
+    assert_eq!(groups[0]["capacityType"], "on-demand");
+
+    // A second group in another zone, on Spot: its own compute subnet, every group resent.
+    let add = json!({"instanceGroupName": "spot-b", "instanceType": "ml.g5.8xlarge", "instanceCount": 1,
+                     "zone": "us-west-2b", "capacityType": "spot"});
+    let op = app
+        .wait_terminal(&app.start("/api/clusters/demo/instance-groups", &add).await)
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let groups = app.json("/api/clusters/demo/instance-groups").await;
+    assert_eq!(groups.as_array().unwrap().len(), 2);
+    assert_eq!(groups[1]["capacityType"], "spot");
+    assert_eq!(groups[1]["currentCount"], 1);
+    assert_ne!(
+        groups[1]["subnetIds"], groups[0]["subnetIds"],
+        "placed in its own zone"
+    );
+    let r = app.post("/api/clusters/demo/instance-groups", &add).await;
+    assert_eq!(
+        problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],
+        "instanceGroupName"
+    );
+
+    // Scale: only the changed field is sent.
+    let patch = |body: serde_json::Value| {
+        app.client
+            .patch(app.url("/api/clusters/demo/instance-groups/workers"))
+            .json(&body)
+            .send()
+    };
+    let r = patch(json!({"instanceCount": 3})).await.unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(
+        app.wait_terminal(body["operationId"].as_str().unwrap())
+            .await["state"],
+        "succeeded"
+    );
+    let groups = app.json("/api/clusters/demo/instance-groups").await;
+    assert_eq!(
+        (
+            groups[0]["targetCount"].clone(),
+            groups[0]["currentCount"].clone()
+        ),
+        (json!(3), json!(3))
+    );
+    assert_eq!(
+        groups[1]["targetCount"], 1,
+        "the other group was resent unchanged"
+    );
+
+    // The same count again changes nothing and calls nothing.
+    let before = accepted_count(&app.calls().await, "sagemaker:UpdateCluster");
+    let r = patch(json!({"instanceCount": 3, "capacityType": "on-demand"}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        r.json::<serde_json::Value>().await.unwrap()["unchanged"],
+        true
+    );
+    assert_eq!(
+        accepted_count(&app.calls().await, "sagemaker:UpdateCluster"),
+        before
+    );
+    assert_eq!(before, 2);
+
+    // Capacity type is fixed for the group's life.
+    let r = patch(json!({"capacityType": "spot"})).await.unwrap();
+    let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert_eq!(p["field"], "capacityType");
+    assert!(p["hint"].as_str().unwrap().contains("new instance group"));
+    let r = patch(json!({"instanceCount": 2, "bogus": 1}))
+        .await
+        .unwrap();
+    assert_eq!(problem(r, StatusCode::BAD_REQUEST).await["field"], "bogus");
+}

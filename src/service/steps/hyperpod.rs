@@ -259,7 +259,15 @@ impl Step for HyperPodClusterStep {
         let current: u32 = c.instance_groups.iter().map(|g| g.current_count).sum();
         let target: u32 = c.instance_groups.iter().map(|g| g.target_count).sum();
         match c.status {
-            HyperPodStatus::InService => Ok(Poll::Ready(out.clone())),
+            HyperPodStatus::InService => {
+                // Every group's full spec is recorded: UpdateCluster must resend them all.
+                let p: HyperPodParams = cx.param()?;
+                let groups = Self::request(cx, &p)?.instance_groups;
+                let mut out = out.clone();
+                out["instanceGroups"] =
+                    serde_json::to_value(groups).map_err(anyhow::Error::from)?;
+                Ok(Poll::Ready(out))
+            }
             HyperPodStatus::Creating
             | HyperPodStatus::Updating
             | HyperPodStatus::SystemUpdating => Ok(Poll::Pending(format!(

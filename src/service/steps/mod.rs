@@ -8,11 +8,14 @@
 //! hyperpod      compute-subnet → execution-role → shared-bucket → lifecycle-script → hyperpod-cluster
 //! storage       shared-bucket → s3-volume
 //! pipeline      one phase per stage, each running (and watching) that stage's own operation
+//! instance-group-add    compute-subnet → update-cluster (every group resent)
+//! instance-group-scale  update-cluster
 //! node-action   node-action (reboot | replace | delete one node, watched back to Running)
 //! delete-cluster  delete-hyperpod → delete-eks → delete-gateways → delete-vpc → delete-roles → forget
 //! ```
 
 pub mod addons;
+pub mod groups;
 pub mod hyperpod;
 pub mod network;
 pub mod nodes;
@@ -283,6 +286,11 @@ impl Stages for Catalog {
                     .collect()
             }
             "node-action" => vec![Arc::new(nodes::NodeActionStep)],
+            "instance-group-add" => vec![
+                Arc::new(groups::GroupSubnetStep),
+                Arc::new(groups::UpdateGroupsStep { adding: true }),
+            ],
+            "instance-group-scale" => vec![Arc::new(groups::UpdateGroupsStep { adding: false })],
             "delete-cluster" => vec![
                 Arc::new(DeleteHyperPodStep),
                 Arc::new(DeleteEksStep),

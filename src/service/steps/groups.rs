@@ -1,0 +1,195 @@
+//! Operations on instance groups after creation: add a group (compute subnet in its zone, then
+//! UpdateCluster resending every group), and scale one. Capacity type and network placement are
+//! fixed for a group's life.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::hyperpod::{hyperpod_name, threads_per_core};
+use super::HyperPodParams;
+use crate::cloud::{HyperPodStatus, InstanceGroupSpec, Zone};
+use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
+use crate::service::subnets::{
+    ensure_compute_subnet, ComputeSubnetRequest, COMPUTE_PREFIX, PROCESS_SUBNET_LOCKS,
+};
+
+/// The recorded specs of every group of the cluster.
+pub fn recorded_groups(cx: &StepCx<'_>) -> StepResult<Vec<InstanceGroupSpec>> {
+    cx.cluster
+        .as_ref()
+        .and_then(|c| c.resources.get("instanceGroups"))
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .ok_or_else(|| {
+            StepError::fatal(
+                "missing-prerequisite",
+                "the cluster has no recorded instance groups",
+            )
+        })
+}
+
+/// The compute subnet of the new group's zone (not recorded as the cluster's subnet: each group
+/// keeps its own in its spec).
+pub struct GroupSubnetStep;
+
+#[async_trait]
+impl Step for GroupSubnetStep {
+    fn name(&self) -> &'static str {
+        "compute-subnet"
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let p: HyperPodParams = cx.param()?;
+        let vpc_id = cx.resource("vpcId")?;
+        let rt = cx.resource("privateRouteTableId")?;
+        let zone = Zone {
+            name: p.zone.clone(),
+            id: p.zone_id.clone(),
+        };
+        let req = ComputeSubnetRequest {
+            cluster: &cx.op.cluster,
+            vpc_id: &vpc_id,
+            zone: &zone,
+            route_table_id: &rt,
+            prefix: COMPUTE_PREFIX,
+        };
+        let (subnet, _) = ensure_compute_subnet(cx.cloud, &PROCESS_SUBNET_LOCKS, &req).await?;
+        Ok(json!({"subnetId": subnet.id}))
+    }
+    fn records_resources(&self) -> bool {
+        false
+    }
+}
+
+/// Target of an UpdateCluster: the full list of groups to send.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScaleParams {
+    pub group: String,
+    pub instance_count: u32,
+}
+
+/// Sends UpdateCluster with every group (the changed one included) and watches the group
+/// converge to its target count.
+pub struct UpdateGroupsStep {
+    pub adding: bool,
+}
+
+impl UpdateGroupsStep {
+    fn desired(&self, cx: &StepCx<'_>) -> StepResult<(Vec<InstanceGroupSpec>, String, u32)> {
+        let mut groups = recorded_groups(cx)?;
+        if self.adding {
+            let p: HyperPodParams = cx.param()?;
+            let subnet = cx
+                .op
+                .phases
+                .first()
+                .and_then(|ph| ph.outputs.as_ref())
+                .and_then(|o| o["subnetId"].as_str())
+                .ok_or_else(|| {
+                    StepError::fatal("missing-prerequisite", "no compute subnet recorded")
+                })?
+                .to_string();
+            let template = groups
+                .first()
+                .cloned()
+                .ok_or_else(|| StepError::fatal("missing-prerequisite", "no existing group"))?;
+            groups.push(InstanceGroupSpec {
+                name: p.instance_group_name.clone(),
+                instance_type: p.instance_type.clone(),
+                instance_count: p.instance_count,
+                threads_per_core: threads_per_core(&p.instance_type, &p.capacity),
+                ebs_volume_gb: p.volume_size_gb,
+                deep_health_checks: if p.deep_health_checks {
+                    vec!["InstanceStress".into(), "InstanceConnectivity".into()]
+                } else {
+                    vec![]
+                },
+                capacity: p.capacity.clone(),
+                subnet_ids: vec![subnet],
+                ..template
+            });
+            Ok((groups, p.instance_group_name, p.instance_count))
+        } else {
+            let p: ScaleParams = cx.param()?;
+            let g = groups
+                .iter_mut()
+                .find(|g| g.name == p.group)
+                .ok_or_else(|| {
+                    StepError::fatal("group-missing", format!("no instance group {}", p.group))
+                })?;
+            g.instance_count = p.instance_count;
+            Ok((groups, p.group, p.instance_count))
+        }
+    }
+}
+
+#[async_trait]
+impl Step for UpdateGroupsStep {
+    fn name(&self) -> &'static str {
+        "update-cluster"
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        // Already applied when the cluster reports the group at its target.
+        let (groups, name, target) = self.desired(cx)?;
+        let cluster = cx
+            .cloud
+            .hyperpod
+            .describe_cluster(&hyperpod_name(&cx.op.cluster))
+            .await?;
+        let applied = cluster.is_some_and(|c| {
+            c.instance_groups
+                .iter()
+                .any(|g| g.name == name && g.target_count == target)
+        });
+        Ok(applied.then(|| json!({"instanceGroups": groups})))
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let (groups, _, _) = self.desired(cx)?;
+        cx.cloud
+            .hyperpod
+            .update_cluster(&hyperpod_name(&cx.op.cluster), &groups)
+            .await?;
+        Ok(json!({"instanceGroups": groups}))
+    }
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        let (_, name, target) = self.desired(cx)?;
+        let Some(c) = cx
+            .cloud
+            .hyperpod
+            .describe_cluster(&hyperpod_name(&cx.op.cluster))
+            .await?
+        else {
+            return Err(StepError::fatal(
+                "hyperpod-cluster-missing",
+                "the HyperPod cluster no longer exists",
+            ));
+        };
+        if matches!(
+            c.status,
+            HyperPodStatus::Failed | HyperPodStatus::RollingBack
+        ) {
+            return Err(StepError::fatal(
+                "update-failed",
+                format!(
+                    "HyperPod cluster is {:?}: {}",
+                    c.status,
+                    c.failure_message.unwrap_or_default()
+                ),
+            ));
+        }
+        match c.instance_groups.iter().find(|g| g.name == name) {
+            Some(g)
+                if g.current_count == target
+                    && g.target_count == target
+                    && c.status == HyperPodStatus::InService =>
+            {
+                Ok(Poll::Ready(out.clone()))
+            }
+            Some(g) => Ok(Poll::Pending(format!(
+                "{name}: {}/{target} nodes",
+                g.current_count
+            ))),
+            None => Ok(Poll::Pending(format!("{name}: not listed yet"))),
+        }
+    }
+}
