@@ -8,11 +8,8 @@ use serde_json::{json, Value};
 
 use super::hyperpod::{hyperpod_name, threads_per_core};
 use super::HyperPodParams;
-use crate::cloud::{HyperPodStatus, InstanceGroupSpec, Zone};
+use crate::cloud::{HyperPodStatus, InstanceGroupSpec};
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
-use crate::service::subnets::{
-    ensure_compute_subnet, ComputeSubnetRequest, COMPUTE_PREFIX, PROCESS_SUBNET_LOCKS,
-};
 
 /// The recorded specs of every group of the cluster.
 pub fn recorded_groups(cx: &StepCx<'_>) -> StepResult<Vec<InstanceGroupSpec>> {
@@ -38,21 +35,7 @@ impl Step for GroupSubnetStep {
         "compute-subnet"
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let p: HyperPodParams = cx.param()?;
-        let vpc_id = cx.resource("vpcId")?;
-        let rt = cx.resource("privateRouteTableId")?;
-        let zone = Zone {
-            name: p.zone.clone(),
-            id: p.zone_id.clone(),
-        };
-        let req = ComputeSubnetRequest {
-            cluster: &cx.op.cluster,
-            vpc_id: &vpc_id,
-            zone: &zone,
-            route_table_id: &rt,
-            prefix: COMPUTE_PREFIX,
-        };
-        let (subnet, _) = ensure_compute_subnet(cx.cloud, &PROCESS_SUBNET_LOCKS, &req).await?;
+        let subnet = super::hyperpod::zone_compute_subnet(cx).await?;
         Ok(json!({"subnetId": subnet.id}))
     }
     fn records_resources(&self) -> bool {

@@ -51,6 +51,27 @@ pub const ON_CREATE_SCRIPT: &str = "#!/bin/bash\n\
 set -euo pipefail\n\
 echo \"[instantstart] on_create: node $(hostname) ready\"\n";
 
+/// The compute subnet of the zone in this operation's [`HyperPodParams`], through the one
+/// compute-subnet function (in the cluster's VPC, on its private route table).
+pub async fn zone_compute_subnet(cx: &StepCx<'_>) -> StepResult<crate::cloud::Subnet> {
+    let p: HyperPodParams = cx.param()?;
+    let vpc_id = cx.resource("vpcId")?;
+    let rt = cx.resource("privateRouteTableId")?;
+    let zone = Zone {
+        name: p.zone.clone(),
+        id: p.zone_id.clone(),
+    };
+    let req = ComputeSubnetRequest {
+        cluster: &cx.op.cluster,
+        vpc_id: &vpc_id,
+        zone: &zone,
+        route_table_id: &rt,
+        prefix: COMPUTE_PREFIX,
+    };
+    let (subnet, _) = ensure_compute_subnet(cx.cloud, &PROCESS_SUBNET_LOCKS, &req).await?;
+    Ok(subnet)
+}
+
 pub struct ComputeSubnetStep;
 
 #[async_trait]
@@ -59,21 +80,7 @@ impl Step for ComputeSubnetStep {
         "compute-subnet"
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let p: HyperPodParams = cx.param()?;
-        let vpc_id = cx.resource("vpcId")?;
-        let rt = cx.resource("privateRouteTableId")?;
-        let zone = Zone {
-            name: p.zone.clone(),
-            id: p.zone_id.clone(),
-        };
-        let req = ComputeSubnetRequest {
-            cluster: &cx.op.cluster,
-            vpc_id: &vpc_id,
-            zone: &zone,
-            route_table_id: &rt,
-            prefix: COMPUTE_PREFIX,
-        };
-        let (subnet, _) = ensure_compute_subnet(cx.cloud, &PROCESS_SUBNET_LOCKS, &req).await?;
+        let subnet = zone_compute_subnet(cx).await?;
         Ok(json!({"computeSubnetId": subnet.id, "computeSubnetCidr": subnet.cidr}))
     }
 }
