@@ -47,7 +47,7 @@ pub fn routes() -> Router<AppState> {
         )
         .route(
             "/api/clusters/{name}/instance-groups/{group}",
-            axum::routing::patch(update_group),
+            axum::routing::patch(update_group).delete(delete_group),
         )
         .route("/api/clusters/{name}/nodes", get(list_nodes))
         .route("/api/clusters/{name}/nodes/{id}/reboot", post(reboot_node))
@@ -88,6 +88,7 @@ pub fn routes() -> Router<AppState> {
         list_groups,
         add_group,
         update_group,
+        delete_group,
         list_nodes,
         reboot_node,
         replace_node,
@@ -759,4 +760,18 @@ async fn update_group(
             stage(&state, "instance-group-scale", name, params, actor, key).await
         }
     }
+}
+
+#[utoipa::path(delete, path = "/api/clusters/{name}/instance-groups/{group}", params(("name" = String, Path), ("group" = String, Path)),
+    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn delete_group(
+    State(state): State<AppState>,
+    actor: Actor,
+    key: IdempotencyKey,
+    Path((name, group)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    check_name(&name)?;
+    service::validate::instance_group_name("group", &group)?;
+    let params = service::delete_group_params(&state.engine, &name, &group).await?;
+    stage(&state, "instance-group-delete", name, params, actor, key).await
 }

@@ -476,6 +476,8 @@ pub trait HyperPod: Send + Sync {
     /// a group left out of the request is not kept as it was.
     async fn update_cluster(&self, name: &str, groups: &[InstanceGroupSpec]) -> CloudResult<()>;
     async fn update_cluster_software(&self, name: &str) -> CloudResult<()>;
+    /// Removes whole instance groups (their nodes are terminated).
+    async fn delete_instance_groups(&self, name: &str, groups: &[String]) -> CloudResult<()>;
     async fn node_action(
         &self,
         name: &str,

@@ -154,6 +154,9 @@ impl Eks for Unavailable {
 
 #[async_trait]
 impl HyperPod for Unavailable {
+    async fn delete_instance_groups(&self, _name: &str, _groups: &[String]) -> CloudResult<()> {
+        Err(self.refuse("delete_instance_groups"))
+    }
     async fn update_cluster(&self, _name: &str, _groups: &[InstanceGroupSpec]) -> CloudResult<()> {
         Err(self.refuse("update_cluster"))
     }

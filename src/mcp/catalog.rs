@@ -184,6 +184,14 @@ pub const CATALOG: &[ToolSpec] = &[
         ..read("instance_group_update", "/api/clusters/{name}/instance-groups/{group}", "Scale an instance group: send only instanceCount. A request equal to the current state changes nothing; changing capacityType is refused (fixed for the group's life).")
     },
     ToolSpec {
+        method: "DELETE",
+        path_params: &["name", "group"],
+        destructive: true,
+        open_world: true,
+        duration: Some("5-15 minutes on AWS"),
+        ..read("instance_group_delete", "/api/clusters/{name}/instance-groups/{group}", "Remove a whole instance group: its nodes are terminated. Not the last group (delete the cluster instead). Confirm with the user.")
+    },
+    ToolSpec {
         path_params: &["name"],
         open_world: true,
         ..read("node_list", "/api/clusters/{name}/nodes", "The HyperPod nodes of a cluster with their status. For an unhealthy node escalate: investigate, then node_reboot, then node_replace.")
@@ -266,6 +274,7 @@ mod tests {
         "operation_cancel",
         "node_replace",
         "node_delete",
+        "instance_group_delete",
     ];
 
     fn openapi() -> Value {

@@ -949,3 +949,27 @@ pub async fn scale_params(
         instance_count: count,
     }))
 }
+
+/// Validates a group removal: it exists, and it is not the cluster's last group.
+pub async fn delete_group_params(engine: &Engine, name: &str, group: &str) -> ApiResult<Value> {
+    let existing = recorded_groups(engine, name).await?;
+    if !existing.iter().any(|g| g.name == group) {
+        return Err(ApiError::NotFound {
+            what: format!("instance group `{group}` in `{name}`"),
+            hint: Some(Box::new(
+                json!({"instanceGroups": existing.iter().map(|g| &g.name).collect::<Vec<_>>()}),
+            )),
+        });
+    }
+    if existing.len() == 1 {
+        return Err(ApiError::Conflict {
+            slug: "last-instance-group",
+            detail: format!(
+                "`{group}` is the last instance group of `{name}`; delete the cluster instead"
+            ),
+            field: Some("group".into()),
+            operation_id: None,
+        });
+    }
+    Ok(json!({"group": group}))
+}

@@ -743,6 +743,23 @@ mod mocked {
     }
 
     #[tokio::test]
+    async fn removing_a_group_sends_only_instance_groups_to_delete() {
+        use aws_sdk_sagemaker::operation::update_cluster::UpdateClusterOutput;
+        use instantstart::cloud::HyperPod;
+        let update = mock!(aws_sdk_sagemaker::Client::update_cluster)
+            .match_requests(|r| {
+                r.instance_groups_to_delete() == ["spot-b"] && r.instance_groups().is_empty()
+            })
+            .then_output(|| UpdateClusterOutput::builder().cluster_arn("arn:hp").build());
+        let mut aws = base_aws().await;
+        aws.sagemaker = mock_client!(aws_sdk_sagemaker, RuleMode::MatchAny, [&update]);
+        aws.delete_instance_groups("demo-hp", &["spot-b".into()])
+            .await
+            .unwrap();
+        assert_eq!(update.num_calls(), 1);
+    }
+
+    #[tokio::test]
     async fn batch_node_operations_report_each_failed_node_with_its_code() {
         use aws_sdk_sagemaker::operation::batch_reboot_cluster_nodes::BatchRebootClusterNodesOutput;
         use aws_sdk_sagemaker::types::{

@@ -149,6 +149,7 @@ async fn the_openapi_document_describes_every_route() {
         ("/api/clusters/{name}/instance-groups", "get"),
         ("/api/clusters/{name}/instance-groups", "post"),
         ("/api/clusters/{name}/instance-groups/{group}", "patch"),
+        ("/api/clusters/{name}/instance-groups/{group}", "delete"),
         ("/api/clusters/{name}/nodes/{id}/reboot", "post"),
         ("/api/clusters/{name}/nodes/{id}/replace", "post"),
         ("/api/clusters/{name}/nodes/{id}/delete", "post"),

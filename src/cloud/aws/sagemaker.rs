@@ -218,6 +218,20 @@ impl HyperPod for Aws {
         .map(|_| ())
     }
 
+    async fn delete_instance_groups(&self, name: &str, groups: &[String]) -> CloudResult<()> {
+        once(
+            S,
+            "UpdateCluster",
+            self.sagemaker
+                .update_cluster()
+                .cluster_name(name)
+                .set_instance_groups_to_delete(Some(groups.to_vec()))
+                .send(),
+        )
+        .await
+        .map(|_| ())
+    }
+
     async fn update_cluster_software(&self, name: &str) -> CloudResult<()> {
         once(
             S,

@@ -811,6 +811,36 @@ impl HyperPod for Sandbox {
             .await
     }
 
+    async fn delete_instance_groups(&self, name: &str, groups: &[String]) -> CloudResult<()> {
+        let api = "sagemaker:UpdateCluster";
+        self.gate(api, true).await?;
+        let mut res = self.live_hyperpod(name, "UpdateCluster").await?;
+        let mut req: CreateHyperPodCluster =
+            serde_json::from_value(res.data.clone()).map_err(|e| {
+                CloudError::new(
+                    "sagemaker",
+                    "UpdateCluster",
+                    "InternalFailure",
+                    e.to_string(),
+                )
+            })?;
+        if let Some(missing) = groups
+            .iter()
+            .find(|g| !req.instance_groups.iter().any(|s| &s.name == *g))
+        {
+            return Err(CloudError::new(
+                "sagemaker",
+                "UpdateCluster",
+                "ValidationException",
+                format!("instance group {missing} does not exist"),
+            ));
+        }
+        req.instance_groups.retain(|g| !groups.contains(&g.name));
+        res.data["instanceGroups"] = serde_json::to_value(&req.instance_groups).unwrap_or_default();
+        self.update(api, "hyperpod-cluster", &res.id, &res.data)
+            .await
+    }
+
     async fn update_cluster_software(&self, name: &str) -> CloudResult<()> {
         let api = "sagemaker:UpdateClusterSoftware";
         self.gate(api, true).await?;

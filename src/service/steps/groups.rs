@@ -176,3 +176,72 @@ impl Step for UpdateGroupsStep {
         }
     }
 }
+
+/// Removes one group and watches it disappear; the recorded specs lose it too.
+pub struct DeleteGroupStep;
+
+impl DeleteGroupStep {
+    fn group(cx: &StepCx<'_>) -> StepResult<String> {
+        cx.op.params["group"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| StepError::fatal("bad-params", "no group named"))
+    }
+
+    fn remaining(cx: &StepCx<'_>, group: &str) -> StepResult<Value> {
+        let left: Vec<InstanceGroupSpec> = recorded_groups(cx)?
+            .into_iter()
+            .filter(|g| g.name != group)
+            .collect();
+        Ok(json!({"instanceGroups": left}))
+    }
+}
+
+#[async_trait]
+impl Step for DeleteGroupStep {
+    fn name(&self) -> &'static str {
+        "delete-group"
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        let group = Self::group(cx)?;
+        let c = cx
+            .cloud
+            .hyperpod
+            .describe_cluster(&hyperpod_name(&cx.op.cluster))
+            .await?;
+        let gone = c.is_some_and(|c| !c.instance_groups.iter().any(|g| g.name == group));
+        if gone {
+            return Ok(Some(Self::remaining(cx, &group)?));
+        }
+        Ok(None)
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let group = Self::group(cx)?;
+        cx.cloud
+            .hyperpod
+            .delete_instance_groups(&hyperpod_name(&cx.op.cluster), std::slice::from_ref(&group))
+            .await?;
+        Self::remaining(cx, &group)
+    }
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        let group = Self::group(cx)?;
+        let Some(c) = cx
+            .cloud
+            .hyperpod
+            .describe_cluster(&hyperpod_name(&cx.op.cluster))
+            .await?
+        else {
+            return Err(StepError::fatal(
+                "hyperpod-cluster-missing",
+                "the HyperPod cluster no longer exists",
+            ));
+        };
+        match c.instance_groups.iter().find(|g| g.name == group) {
+            None => Ok(Poll::Ready(out.clone())),
+            Some(g) => Ok(Poll::Pending(format!(
+                "{group}: {} nodes left",
+                g.current_count
+            ))),
+        }
+    }
+}

@@ -10,6 +10,7 @@
 //! pipeline      one phase per stage, each running (and watching) that stage's own operation
 //! instance-group-add    compute-subnet → update-cluster (every group resent)
 //! instance-group-scale  update-cluster
+//! instance-group-delete delete-group
 //! node-action   node-action (reboot | replace | delete one node, watched back to Running)
 //! delete-cluster  delete-hyperpod → delete-eks → delete-gateways → delete-vpc → delete-roles → forget
 //! ```
@@ -291,6 +292,7 @@ impl Stages for Catalog {
                 Arc::new(groups::UpdateGroupsStep { adding: true }),
             ],
             "instance-group-scale" => vec![Arc::new(groups::UpdateGroupsStep { adding: false })],
+            "instance-group-delete" => vec![Arc::new(groups::DeleteGroupStep)],
             "delete-cluster" => vec![
                 Arc::new(DeleteHyperPodStep),
                 Arc::new(DeleteEksStep),
