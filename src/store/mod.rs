@@ -344,11 +344,29 @@ impl Store {
         &self,
         rows: &[sqlx::sqlite::SqliteRow],
     ) -> anyhow::Result<Vec<Operation>> {
-        let mut ops = Vec::with_capacity(rows.len());
-        for row in rows {
-            let mut op = operation_of(row)?;
-            op.phases = self.phases(&op.id).await?;
-            ops.push(op);
+        let mut ops = rows
+            .iter()
+            .map(operation_of)
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        if ops.is_empty() {
+            return Ok(ops);
+        }
+        // One query for every listed operation's phases, not one per operation.
+        let mut query = sqlx::QueryBuilder::new("SELECT * FROM phases WHERE operation_id IN (");
+        let mut ids = query.separated(", ");
+        for op in &ops {
+            ids.push_bind(op.id.clone());
+        }
+        query.push(") ORDER BY operation_id, seq");
+        let phase_rows = query.build().fetch_all(&self.pool).await?;
+        let mut by_op: std::collections::HashMap<String, Vec<Phase>> =
+            std::collections::HashMap::new();
+        for row in &phase_rows {
+            let id: String = row.try_get("operation_id")?;
+            by_op.entry(id).or_default().push(phase_of(row)?);
+        }
+        for op in &mut ops {
+            op.phases = by_op.remove(&op.id).unwrap_or_default();
         }
         Ok(ops)
     }
