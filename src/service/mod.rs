@@ -338,6 +338,17 @@ fn accepted(op: Operation, created: bool) -> Accepted {
     }
 }
 
+/// 409 naming the operation that is in the way.
+fn still_running(busy: &Operation, cluster: &str, advice: &str) -> ApiError {
+    ApiError::conflict(
+        format!(
+            "operation {} ({}) is still running on `{cluster}`: {advice}",
+            busy.id, busy.kind
+        ),
+        Some(busy.id.clone()),
+    )
+}
+
 async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResult<()> {
     let existing = store.get_cluster(&sub.cluster).await?;
     let latest = store.latest_per_kind(&sub.cluster).await?;
@@ -376,13 +387,7 @@ async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResult<()> {
             .iter()
             .find(|o| !o.state.is_terminal() && o.parent_id.is_none())
         {
-            return Err(ApiError::conflict(
-                format!(
-                    "operation {} ({}) is still running on `{}`; cancel it first",
-                    busy.id, busy.kind, cluster.name
-                ),
-                Some(busy.id.clone()),
-            ));
+            return Err(still_running(busy, &cluster.name, "cancel it first"));
         }
         return Ok(());
     }
@@ -392,12 +397,10 @@ async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResult<()> {
             !o.state.is_terminal()
                 && (o.kind.starts_with("instance-group-") || o.kind == "hyperpod")
         }) {
-            return Err(ApiError::conflict(
-                format!(
-                    "HyperPod takes one update at a time: {} ({}) is still running on `{}`",
-                    busy.id, busy.kind, cluster.name
-                ),
-                Some(busy.id.clone()),
+            return Err(still_running(
+                busy,
+                &cluster.name,
+                "HyperPod takes one update at a time",
             ));
         }
         return Ok(());

@@ -59,6 +59,19 @@ fn addon_of(a: &aws_sdk_eks::types::Addon) -> Addon {
     }
 }
 
+/// CreateAddon and UpdateAddon take the same fields on different builder types.
+macro_rules! addon_fields {
+    ($builder:expr, $req:expr) => {
+        $builder
+            .cluster_name(&$req.cluster)
+            .addon_name(&$req.name)
+            .set_addon_version($req.version.clone())
+            .set_service_account_role_arn($req.service_account_role_arn.clone())
+            .set_configuration_values($req.configuration_values.clone())
+            .resolve_conflicts(ResolveConflicts::from($req.resolve_conflicts.as_str()))
+    };
+}
+
 fn absent<T>(r: CloudResult<T>) -> CloudResult<Option<T>> {
     match r {
         Ok(v) => Ok(Some(v)),
@@ -180,15 +193,7 @@ impl Eks for Aws {
         let out = once(
             S,
             "CreateAddon",
-            self.eks
-                .create_addon()
-                .cluster_name(&req.cluster)
-                .addon_name(&req.name)
-                .set_addon_version(req.version.clone())
-                .set_service_account_role_arn(req.service_account_role_arn.clone())
-                .set_configuration_values(req.configuration_values.clone())
-                .resolve_conflicts(ResolveConflicts::from(req.resolve_conflicts.as_str()))
-                .send(),
+            addon_fields!(self.eks.create_addon(), req).send(),
         )
         .await?;
         out.addon().map(addon_of).ok_or_else(|| {
@@ -231,15 +236,7 @@ impl Eks for Aws {
         once(
             S,
             "UpdateAddon",
-            self.eks
-                .update_addon()
-                .cluster_name(&req.cluster)
-                .addon_name(&req.name)
-                .set_addon_version(req.version.clone())
-                .set_service_account_role_arn(req.service_account_role_arn.clone())
-                .set_configuration_values(req.configuration_values.clone())
-                .resolve_conflicts(ResolveConflicts::from(req.resolve_conflicts.as_str()))
-                .send(),
+            addon_fields!(self.eks.update_addon(), req).send(),
         )
         .await
         .map(|_| ())

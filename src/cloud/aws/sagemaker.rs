@@ -251,69 +251,50 @@ impl HyperPod for Aws {
         action: NodeAction,
         node_ids: &[String],
     ) -> CloudResult<NodeActionResult> {
-        let ids = Some(node_ids.to_vec());
-        let triple = |id: Option<&str>, code: Option<&str>, msg: Option<&str>| {
-            (
-                id.unwrap_or_default().to_string(),
-                code.unwrap_or_default().to_string(),
-                msg.unwrap_or_default().to_string(),
-            )
-        };
-        // Each answer lists the nodes that took the action and those that did not, with a code.
-        let (successful, failed): (Vec<String>, Vec<(String, String, String)>) = match action {
-            NodeAction::Reboot => {
+        // The three batch APIs differ only in name and in what their failure code is called;
+        // each answer lists the nodes that took the action and those that did not.
+        macro_rules! batch {
+            ($method:ident, $operation:literal, $code:ident) => {{
                 let out = once(
                     S,
-                    "BatchRebootClusterNodes",
+                    $operation,
                     self.sagemaker
-                        .batch_reboot_cluster_nodes()
+                        .$method()
                         .cluster_name(name)
-                        .set_node_ids(ids)
+                        .set_node_ids(Some(node_ids.to_vec()))
                         .send(),
                 )
                 .await?;
                 let failed = out
                     .failed()
                     .iter()
-                    .map(|f| triple(f.node_id(), f.error_code().map(|c| c.as_str()), f.message()))
-                    .collect();
+                    .map(|f| {
+                        (
+                            f.node_id().unwrap_or_default().to_string(),
+                            f.$code()
+                                .map(|c| c.as_str())
+                                .unwrap_or_default()
+                                .to_string(),
+                            f.message().unwrap_or_default().to_string(),
+                        )
+                    })
+                    .collect::<Vec<_>>();
                 (out.successful().to_vec(), failed)
-            }
-            NodeAction::Replace => {
-                let out = once(
-                    S,
-                    "BatchReplaceClusterNodes",
-                    self.sagemaker
-                        .batch_replace_cluster_nodes()
-                        .cluster_name(name)
-                        .set_node_ids(ids)
-                        .send(),
-                )
-                .await?;
-                let failed = out
-                    .failed()
-                    .iter()
-                    .map(|f| triple(f.node_id(), f.error_code().map(|c| c.as_str()), f.message()))
-                    .collect();
-                (out.successful().to_vec(), failed)
-            }
+            }};
+        }
+        let (successful, failed) = match action {
+            NodeAction::Reboot => batch!(
+                batch_reboot_cluster_nodes,
+                "BatchRebootClusterNodes",
+                error_code
+            ),
+            NodeAction::Replace => batch!(
+                batch_replace_cluster_nodes,
+                "BatchReplaceClusterNodes",
+                error_code
+            ),
             NodeAction::Delete => {
-                let out = once(
-                    S,
-                    "BatchDeleteClusterNodes",
-                    self.sagemaker
-                        .batch_delete_cluster_nodes()
-                        .cluster_name(name)
-                        .set_node_ids(ids)
-                        .send(),
-                )
-                .await?;
-                let failed = out
-                    .failed()
-                    .iter()
-                    .map(|f| triple(f.node_id(), f.code().map(|c| c.as_str()), f.message()))
-                    .collect();
-                (out.successful().to_vec(), failed)
+                batch!(batch_delete_cluster_nodes, "BatchDeleteClusterNodes", code)
             }
         };
         Ok(NodeActionResult { successful, failed })
