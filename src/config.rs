@@ -87,6 +87,12 @@ pub struct ServeConfig {
     #[arg(long, env = "INSTANTSTART_SANDBOX_FAULTS", default_value = "")]
     pub sandbox_faults: String,
 
+    /// Reach every cluster's Kubernetes API at this URL without credentials, instead of the EKS
+    /// endpoint with an IAM token: for an authenticating proxy in front of the API server, or a
+    /// Kubernetes API emulator in tests.
+    #[arg(long, env = "INSTANTSTART_KUBE_URL")]
+    pub kube_url: Option<String>,
+
     /// How often long-running phases look at their resource, in milliseconds
     /// (default 250 in the sandbox, 10000 against AWS).
     #[arg(long, env = "INSTANTSTART_POLL_INTERVAL_MS")]
@@ -118,6 +124,7 @@ impl ServeConfig {
             allowed_hosts: Vec::new(),
             sandbox_time_scale: 60.0,
             sandbox_faults: String::new(),
+            kube_url: None,
             poll_interval_ms: None,
         }
     }

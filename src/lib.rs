@@ -5,7 +5,7 @@
 //!                                                                           │
 //!                               ops/ (durable operations in SQLite) ◄───────┘
 //!                                 │ calls ports only
-//!                               cloud/ ── sandbox/ (embedded default) · unavailable/ (no AWS)
+//!                               cloud/ ── aws/ (SDK) · kube/ (kube-rs) · sandbox/ (embedded default)
 //! ```
 //!
 //! [`build_app`] is the one constructor, used by `main` and by the tests.
@@ -83,8 +83,7 @@ async fn shutdown_signal() {
 
 /// The real AWS cloud, or — when no region is configured — one that refuses every call with
 /// the reason. Either way the server starts and says what is missing.
-async fn aws_cloud() -> (Cloud, Option<String>) {
-    const KUBE_PENDING: &str = "Kubernetes access with --cloud aws (dependencies and storage stages) needs the kube-rs adapter, which this build does not include yet";
+async fn aws_cloud(kube_url: Option<&str>) -> (Cloud, Option<String>) {
     let Some(aws) = cloud::aws::Aws::load().await else {
         let reason = "no AWS region is configured (set AWS_REGION, or a profile with a region); start with --cloud sandbox to try every flow without AWS".to_string();
         let cloud = Arc::new(cloud::unavailable::Unavailable {
@@ -94,10 +93,21 @@ async fn aws_cloud() -> (Cloud, Option<String>) {
         .cloud();
         return (cloud, Some(reason));
     };
-    let kube = Arc::new(cloud::unavailable::Unavailable {
-        region: aws.region.clone(),
-        reason: KUBE_PENDING.to_string(),
-    });
+    let kube: Arc<dyn cloud::Kube> = match (kube_url, aws.config.credentials_provider()) {
+        (Some(url), _) => Arc::new(cloud::kube::KubeRs::new(cloud::kube::KubeAuth::Url(
+            url.to_string(),
+        ))),
+        (None, Some(provider)) => Arc::new(cloud::kube::KubeRs::new(cloud::kube::KubeAuth::Eks(
+            Arc::new(cloud::aws::token::EksTokens::new(
+                provider,
+                aws.region.clone(),
+            )),
+        ))),
+        (None, None) => Arc::new(cloud::unavailable::Unavailable {
+            region: aws.region.clone(),
+            reason: "no AWS credentials provider: Kubernetes API tokens cannot be minted".into(),
+        }),
+    };
     let credentials = aws.check_credentials().await;
     let warning = credentials.err().map(|e| {
         format!("no usable AWS credentials ({e}): every AWS call will fail; configure credentials, or start with --cloud sandbox")
@@ -154,7 +164,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
             (sandbox.cloud(), Some(sandbox), None)
         }
         CloudMode::Aws => {
-            let (cloud, warning) = aws_cloud().await;
+            let (cloud, warning) = aws_cloud(config.kube_url.as_deref()).await;
             if let Some(w) = &warning {
                 tracing::warn!("{w}");
             }

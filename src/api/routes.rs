@@ -37,10 +37,18 @@ pub fn routes() -> Router<AppState> {
         )
         .route(
             "/api/clusters/{name}/dependencies",
-            post(create_dependencies),
+            get(get_dependencies).post(create_dependencies),
         )
         .route("/api/clusters/{name}/hyperpod", post(create_hyperpod))
-        .route("/api/clusters/{name}/storage", post(create_storage))
+        .route(
+            "/api/clusters/{name}/storage",
+            get(list_storage).post(create_storage),
+        )
+        .route(
+            "/api/clusters/{name}/storage/{claim}",
+            axum::routing::delete(delete_storage),
+        )
+        .route("/api/clusters/{name}/status", get(cluster_status))
         .route(
             "/api/clusters/{name}/instance-groups",
             get(list_groups).post(add_group),
@@ -82,9 +90,13 @@ pub fn routes() -> Router<AppState> {
         create_cluster,
         get_cluster,
         delete_cluster,
+        get_dependencies,
         create_dependencies,
         create_hyperpod,
+        list_storage,
         create_storage,
+        delete_storage,
+        cluster_status,
         list_groups,
         add_group,
         update_group,
@@ -370,17 +382,83 @@ async fn create_hyperpod(
 }
 
 #[utoipa::path(post, path = "/api/clusters/{name}/storage", params(("name" = String, Path)),
-    request_body(content = EmptyRequest, description = "optional"),
-    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
+    request_body(content = service::incluster::StorageRequest, description = "optional: omitted, the shared bucket is mounted as `s3-claim`"),
+    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn create_storage(
     State(state): State<AppState>,
     actor: Actor,
     key: IdempotencyKey,
     Path(name): Path<String>,
-    OptionalJson(_body): OptionalJson<EmptyRequest>,
+    OptionalJson(req): OptionalJson<service::incluster::StorageRequest>,
 ) -> ApiResult<Response> {
     check_name(&name)?;
-    stage(&state, "storage", name, json!({}), actor, key).await
+    let params = service::incluster::storage_params(&state.engine, &name, &req).await?;
+    let params = serde_json::to_value(params).map_err(anyhow::Error::from)?;
+    stage(&state, "storage", name, params, actor, key).await
+}
+
+#[utoipa::path(get, path = "/api/clusters/{name}/storage", params(("name" = String, Path)),
+    responses((status = 200, body = [crate::service::steps::storage::ClaimView]), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn list_storage(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Vec<crate::service::steps::storage::ClaimView>>> {
+    check_name(&name)?;
+    Ok(Json(
+        service::incluster::list_storage(&state.engine, &name).await?,
+    ))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct NamespaceQuery {
+    /// Namespace of the claim (default `default`).
+    namespace: Option<String>,
+}
+
+#[utoipa::path(delete, path = "/api/clusters/{name}/storage/{claim}", params(("name" = String, Path), ("claim" = String, Path), NamespaceQuery),
+    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn delete_storage(
+    State(state): State<AppState>,
+    actor: Actor,
+    key: IdempotencyKey,
+    Path((name, claim)): Path<(String, String)>,
+    Query(q): Query<NamespaceQuery>,
+) -> ApiResult<Response> {
+    check_name(&name)?;
+    let params = service::incluster::storage_delete_params(
+        &state.engine,
+        &name,
+        &claim,
+        q.namespace.as_deref(),
+    )
+    .await?;
+    stage(&state, "storage-delete", name, params, actor, key).await
+}
+
+#[utoipa::path(get, path = "/api/clusters/{name}/dependencies", params(("name" = String, Path)),
+    responses((status = 200, body = service::incluster::DependencyReport), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn get_dependencies(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<service::incluster::DependencyReport>> {
+    check_name(&name)?;
+    Ok(Json(
+        service::incluster::dependencies(&state.engine, &name).await?,
+    ))
+}
+
+#[utoipa::path(get, path = "/api/clusters/{name}/status", params(("name" = String, Path)),
+    responses((status = 200, body = service::incluster::ClusterStatus), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn cluster_status(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<service::incluster::ClusterStatus>> {
+    check_name(&name)?;
+    Ok(Json(
+        service::incluster::status(&state.engine, &name).await?,
+    ))
 }
 
 #[derive(Serialize, ToSchema)]

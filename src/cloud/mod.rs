@@ -11,6 +11,7 @@
 //! API) so that each SDK adapter is a thin translation; no SDK type crosses this boundary.
 
 pub mod aws;
+pub mod kube;
 pub mod sandbox;
 pub mod unavailable;
 
@@ -617,12 +618,113 @@ impl ObjectRef {
     }
 }
 
+/// Label the control plane puts on every object it owns.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "instantstart");
+
+/// One Kubernetes node as the status routes show it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeState {
+    /// Kubernetes node name (`hyperpod-i-…` on HyperPod).
+    pub name: String,
+    /// EC2 instance id, when the node name or provider id carries one.
+    pub instance_id: Option<String>,
+    pub instance_type: Option<String>,
+    /// HyperPod instance group (`sagemaker.amazonaws.com/instance-group-name`).
+    pub instance_group: Option<String>,
+    /// `on-demand` | `spot` | `training-plan` when a label says so.
+    pub capacity_type: Option<String>,
+    /// The `Ready` condition is `True`.
+    pub ready: bool,
+    /// Cordoned (`spec.unschedulable`).
+    pub unschedulable: bool,
+    pub gpus: GpuUsage,
+    /// HyperPod health labels (`…/node-health-status`, `…/deep-health-check-status`).
+    pub health: BTreeMap<String, String>,
+}
+
+/// GPU accounting for one node, from `nvidia.com/gpu` capacity, allocatable and pod requests.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuUsage {
+    pub total: u32,
+    pub allocatable: u32,
+    /// Requested by pods bound to the node that have not finished.
+    pub requested: u32,
+    /// `allocatable - requested`, never negative.
+    pub free: u32,
+}
+
+/// Where a [`ClusterState`] came from and how fresh it is.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheInfo {
+    /// `watch` (kube-runtime reflectors) or `sandbox` (the simulated cluster).
+    pub source: String,
+    /// Milliseconds since the cache last heard from the API server (an event or the initial list).
+    pub age_ms: u64,
+    pub nodes: usize,
+    pub pods: usize,
+}
+
+/// Nodes and GPU demand of one cluster.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterState {
+    pub nodes: Vec<NodeState>,
+    /// Pods not yet bound to a node that request GPUs.
+    pub pending_gpu_pods: u32,
+    /// GPUs those pods request in total.
+    pub pending_gpus: u32,
+    pub cache: CacheInfo,
+}
+
 #[async_trait]
 pub trait Kube: Send + Sync {
     /// Server-side apply with field manager `instantstart`.
     async fn apply(&self, target: &KubeTarget, manifest: &Value) -> CloudResult<()>;
     async fn get(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<Option<Value>>;
     async fn delete(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<()>;
+    /// Objects of one kind, optionally in one namespace and matching a label selector.
+    async fn list(
+        &self,
+        target: &KubeTarget,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        labels: Option<&str>,
+    ) -> CloudResult<Vec<Value>>;
+    /// Nodes and GPU demand, from a watch-backed cache (started on first use, kept live after).
+    async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<ClusterState>;
+}
+
+/// Whether every field `desired` sets has the same value in `actual` (fields the server adds are
+/// ignored). Lists must match element by element. This is how reconciliation decides that an
+/// object is already as wanted and no apply is needed.
+pub fn json_contains(actual: &Value, desired: &Value) -> bool {
+    match (actual, desired) {
+        (Value::Object(a), Value::Object(d)) => d
+            .iter()
+            .all(|(k, dv)| a.get(k).is_some_and(|av| json_contains(av, dv))),
+        (Value::Array(a), Value::Array(d)) => {
+            a.len() == d.len() && a.iter().zip(d).all(|(av, dv)| json_contains(av, dv))
+        }
+        (Value::Number(a), Value::Number(d)) => a.as_f64() == d.as_f64(),
+        (a, d) => a == d,
+    }
+}
+
+/// GPUs per instance of the accelerated types we offer (`ml.` prefix optional).
+pub fn gpus_per_instance(instance_type: &str) -> u32 {
+    let t = instance_type.trim_start_matches("ml.");
+    match t {
+        "p5.48xlarge" | "p5e.48xlarge" | "p5en.48xlarge" | "p4d.24xlarge" | "p4de.24xlarge"
+        | "p6-b200.48xlarge" | "g5.48xlarge" | "g6.48xlarge" | "g6e.48xlarge" => 8,
+        "g5.12xlarge" | "g5.24xlarge" | "g6.12xlarge" | "g6.24xlarge" | "g6e.12xlarge"
+        | "g6e.24xlarge" => 4,
+        _ if t.starts_with("g5.") || t.starts_with("g6.") || t.starts_with("g6e.") => 1,
+        _ => 0,
+    }
 }
 
 /// Every port, as one handle the engine and services share.

@@ -267,4 +267,17 @@ impl Kube for Unavailable {
     async fn delete(&self, _target: &KubeTarget, _obj: &ObjectRef) -> CloudResult<()> {
         Err(self.refuse("delete"))
     }
+    async fn list(
+        &self,
+        _target: &KubeTarget,
+        _api_version: &str,
+        _kind: &str,
+        _namespace: Option<&str>,
+        _labels: Option<&str>,
+    ) -> CloudResult<Vec<Value>> {
+        Err(self.refuse("list"))
+    }
+    async fn cluster_state(&self, _target: &KubeTarget) -> CloudResult<ClusterState> {
+        Err(self.refuse("cluster_state"))
+    }
 }

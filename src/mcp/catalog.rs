@@ -144,7 +144,7 @@ pub const CATALOG: &[ToolSpec] = &[
         body: true,
         open_world: true,
         duration: Some("3-5 minutes on AWS"),
-        ..read("dependencies_install", "/api/clusters/{name}/dependencies", "Install the add-ons and in-cluster components HyperPod needs, in dependency order. Needs the cluster stage to have succeeded.")
+        ..read("dependencies_install", "/api/clusters/{name}/dependencies", "Reconcile the add-ons and in-cluster components HyperPod needs, in dependency order: reads each component and changes only what differs (safe to re-run). Needs the cluster stage to have succeeded; dependencies_get shows per-component state.")
     },
     ToolSpec {
         method: "POST",
@@ -160,7 +160,31 @@ pub const CATALOG: &[ToolSpec] = &[
         body: true,
         open_world: true,
         duration: Some("1-2 minutes on AWS"),
-        ..read("storage_setup", "/api/clusters/{name}/storage", "Mount the shared S3 bucket in the cluster as the `s3-claim` volume (at /s3 in pods).")
+        ..read("storage_setup", "/api/clusters/{name}/storage", "Create a storage claim: with no arguments the shared S3 bucket as `s3-claim` (mounted at /s3 by workloads); or another S3 bucket, or an existing FSx for Lustre file system (kind `fsx`). Claim names are unique per namespace.")
+    },
+    ToolSpec {
+        path_params: &["name"],
+        open_world: true,
+        ..read("storage_list", "/api/clusters/{name}/storage", "The storage claims InstantStart made on the cluster: claim, namespace, S3 bucket or FSx file system, capacity, phase.")
+    },
+    ToolSpec {
+        method: "DELETE",
+        path_params: &["name", "claim"],
+        query_params: &["namespace"],
+        destructive: true,
+        open_world: true,
+        duration: Some("under a minute"),
+        ..read("storage_delete", "/api/clusters/{name}/storage/{claim}", "Remove a storage claim and its volume from the cluster (the bucket or file system and its data stay). Pods using it keep it until they end. Confirm with the user.")
+    },
+    ToolSpec {
+        path_params: &["name"],
+        open_world: true,
+        ..read("dependencies_get", "/api/clusters/{name}/dependencies", "Each dependency component's live state (pending, installing, ready, degraded, failed) with the reason. dependencies_install reconciles: it changes only what differs.")
+    },
+    ToolSpec {
+        path_params: &["name"],
+        open_world: true,
+        ..read("cluster_status", "/api/clusters/{name}/status", "Live Kubernetes node state from a watch-backed cache: per node instance type, instance group, capacity type, readiness, GPUs total/allocatable/requested/free, health labels; plus pending GPU demand and the cache's age.")
     },
     ToolSpec {
         path_params: &["name"],
@@ -275,6 +299,7 @@ mod tests {
         "node_replace",
         "node_delete",
         "instance_group_delete",
+        "storage_delete",
     ];
 
     fn openapi() -> Value {

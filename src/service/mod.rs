@@ -2,6 +2,7 @@
 //! (with idempotency and conflict rules) and answers cluster queries. Handlers call this; it
 //! calls the engine and, for validation reads, the cloud ports.
 
+pub mod incluster;
 pub mod steps;
 pub mod subnets;
 pub mod validate;
@@ -726,9 +727,21 @@ pub struct NodeList {
     pub cluster: String,
     pub hyperpod_cluster: String,
     pub count: usize,
-    pub nodes: Vec<crate::cloud::ClusterNode>,
+    pub nodes: Vec<NodeView>,
+    /// Why the Kubernetes side of the nodes is missing, when it is.
+    pub kubernetes_error: Option<String>,
     /// investigate → reboot → replace.
     pub hint: String,
+}
+
+/// A HyperPod node joined with its Kubernetes node (readiness, GPUs, health labels).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeView {
+    #[serde(flatten)]
+    pub node: crate::cloud::ClusterNode,
+    /// The node as Kubernetes sees it; absent until the instance has joined the cluster.
+    pub kubernetes: Option<crate::cloud::NodeState>,
 }
 
 async fn hyperpod_of(engine: &Engine, name: &str) -> ApiResult<String> {
@@ -754,11 +767,28 @@ async fn hyperpod_of(engine: &Engine, name: &str) -> ApiResult<String> {
 pub async fn list_nodes(engine: &Engine, name: &str) -> ApiResult<NodeList> {
     let hyperpod = hyperpod_of(engine, name).await?;
     let nodes = steps::nodes::all_nodes(engine.cloud(), &hyperpod).await?;
+    let (mut k8s, kubernetes_error) = match incluster::status(engine, name).await {
+        Ok(s) => (s.state.nodes, None),
+        Err(e) => (Vec::new(), Some(e.to_string())),
+    };
+    let nodes: Vec<NodeView> = nodes
+        .into_iter()
+        .map(|node| {
+            let at = k8s
+                .iter()
+                .position(|k| k.instance_id.as_deref() == Some(node.instance_id.as_str()));
+            NodeView {
+                kubernetes: at.map(|i| k8s.swap_remove(i)),
+                node,
+            }
+        })
+        .collect();
     Ok(NodeList {
         cluster: name.to_string(),
         hyperpod_cluster: hyperpod,
         count: nodes.len(),
         nodes,
+        kubernetes_error,
         hint: "For an unhealthy node: investigate first (status, logs), then reboot; replace only if a reboot does not help, since replacing loses the instance's local volumes.".into(),
     })
 }
@@ -783,12 +813,13 @@ pub async fn node_params(
             json!("i- followed by 8 to 17 hex digits"),
         ));
     }
-    let list = list_nodes(engine, name).await?;
-    if !list.nodes.iter().any(|n| n.instance_id == node_id) {
+    let hyperpod = hyperpod_of(engine, name).await?;
+    let nodes = steps::nodes::all_nodes(engine.cloud(), &hyperpod).await?;
+    if !nodes.iter().any(|n| n.instance_id == node_id) {
         return Err(ApiError::NotFound {
             what: format!("node {node_id} in `{name}`"),
             hint: Some(Box::new(
-                json!({"nodes": list.nodes.iter().map(|n| &n.instance_id).collect::<Vec<_>>()}),
+                json!({"nodes": nodes.iter().map(|n| &n.instance_id).collect::<Vec<_>>()}),
             )),
         });
     }

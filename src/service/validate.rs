@@ -355,3 +355,91 @@ mod tests {
         assert_eq!(*hint.unwrap(), json!(CAPACITY_TYPES));
     }
 }
+
+/// A Kubernetes object name usable as a claim name or namespace (RFC 1123 label).
+pub fn dns_label(field: &str, what: &str, name: &str) -> ApiResult<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::validation_hint(
+            field,
+            format!("`{}` is not a valid {what}", truncate(name)),
+            json!("1–63 lowercase letters, digits and hyphens, starting and ending with a letter or digit"),
+        ))
+    }
+}
+
+/// An S3 bucket name under the general-purpose bucket naming rules.
+pub fn bucket_name(field: &str, name: &str) -> ApiResult<()> {
+    let chars_ok = name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+    let ok = (3..=63).contains(&name.len())
+        && chars_ok
+        && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && !name.contains("..")
+        && !name.contains(".-")
+        && !name.contains("-.")
+        && name.parse::<std::net::Ipv4Addr>().is_err()
+        && !name.starts_with("xn--")
+        && !name.ends_with("-s3alias");
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::validation_hint(
+            field,
+            format!("`{}` is not a valid S3 bucket name", truncate(name)),
+            json!("3–63 lowercase letters, digits, dots and hyphens; starts and ends with a letter or digit; not an IP address"),
+        ))
+    }
+}
+
+/// An AWS region code such as `us-west-2` (any partition).
+pub fn region_code(field: &str, region: &str) -> ApiResult<()> {
+    let parts: Vec<&str> = region.split('-').collect();
+    let ok = parts.len() >= 3
+        && parts.iter().all(|p| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        })
+        && parts
+            .last()
+            .is_some_and(|p| p.chars().all(|c| c.is_ascii_digit()))
+        && region.len() <= 25;
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::validation_hint(
+            field,
+            format!("`{}` is not an AWS region code", truncate(region)),
+            json!("e.g. us-west-2, eu-central-1, ap-northeast-1"),
+        ))
+    }
+}
+
+/// An FSx file system id (`fs-` + 8 or 17 hex digits).
+pub fn fsx_file_system_id(field: &str, id: &str) -> ApiResult<()> {
+    let hex = id.strip_prefix("fs-").unwrap_or("");
+    if matches!(hex.len(), 8 | 17)
+        && hex
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    {
+        Ok(())
+    } else {
+        Err(ApiError::validation_hint(
+            field,
+            format!("`{}` is not an FSx file system id", truncate(id)),
+            json!("fs- followed by 17 hex digits, e.g. fs-0123456789abcdef0"),
+        ))
+    }
+}

@@ -1139,10 +1139,14 @@ impl Kube for Sandbox {
         let key = object_key(target, &obj);
         match self.by_name("k8s-object", &key).await? {
             Some(r) if r.deleted_ms.is_none() => {
-                self.update(api, "k8s-object", &r.id, manifest).await
+                let mut data = manifest.clone();
+                data["__key"] = Value::String(key.clone());
+                self.update(api, "k8s-object", &r.id, &data).await
             }
             _ => {
-                self.create(api, "k8s-object", &new_id("uid"), Some(&key), manifest)
+                let mut data = manifest.clone();
+                data["__key"] = Value::String(key.clone());
+                self.create(api, "k8s-object", &new_id("uid"), Some(&key), &data)
                     .await
             }
         }
@@ -1154,7 +1158,110 @@ impl Kube for Sandbox {
             .by_name("k8s-object", &object_key(target, obj))
             .await?
             .filter(|r| r.deleted_ms.is_none())
-            .map(|r| r.data))
+            .map(|r| self.k8s_status(r)))
+    }
+
+    async fn list(
+        &self,
+        target: &KubeTarget,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        labels: Option<&str>,
+    ) -> CloudResult<Vec<Value>> {
+        self.gate("k8s:List", false).await?;
+        let prefix = format!("{}/{api_version}/{kind}/", target.cluster);
+        let want: Vec<(&str, &str)> = labels
+            .unwrap_or("")
+            .split(',')
+            .filter_map(|kv| kv.split_once('='))
+            .collect();
+        Ok(self
+            .list("k8s-object")
+            .await?
+            .into_iter()
+            .filter(|r| {
+                r.data
+                    .get("__key")
+                    .and_then(Value::as_str)
+                    .is_some_and(|k| k.starts_with(&prefix))
+            })
+            .map(|r| self.k8s_status(r))
+            .filter(|o| {
+                namespace.is_none_or(|ns| {
+                    o.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns)
+                })
+            })
+            .filter(|o| {
+                want.iter().all(|(k, v)| {
+                    o.pointer("/metadata/labels")
+                        .and_then(|l| l.get(*k))
+                        .and_then(Value::as_str)
+                        == Some(*v)
+                })
+            })
+            .collect())
+    }
+
+    async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<ClusterState> {
+        self.gate("k8s:Watch", false).await?;
+        let hp = crate::service::steps::hyperpod::hyperpod_name(&target.cluster);
+        let mut nodes = Vec::new();
+        let mut token = None;
+        loop {
+            let page = match HyperPod::list_cluster_nodes(self, &hp, token).await {
+                Ok(p) => p,
+                Err(e) if e.code == "ResourceNotFound" => break,
+                Err(e) => return Err(e),
+            };
+            nodes.extend(page.nodes);
+            token = page.next_token;
+            if token.is_none() {
+                break;
+            }
+        }
+        let nodes: Vec<NodeState> = nodes
+            .into_iter()
+            .map(|n| {
+                let gpus = gpus_per_instance(&n.instance_type);
+                let running = n.status == "Running";
+                NodeState {
+                    name: format!("hyperpod-{}", n.instance_id),
+                    instance_id: Some(n.instance_id),
+                    instance_type: Some(n.instance_type),
+                    instance_group: Some(n.instance_group),
+                    capacity_type: Some("on-demand".into()),
+                    ready: running,
+                    unschedulable: !running,
+                    gpus: GpuUsage {
+                        total: gpus,
+                        allocatable: gpus,
+                        requested: 0,
+                        free: gpus,
+                    },
+                    health: BTreeMap::from([(
+                        "sagemaker.amazonaws.com/node-health-status".to_string(),
+                        if running {
+                            "Schedulable"
+                        } else {
+                            "Unschedulable"
+                        }
+                        .to_string(),
+                    )]),
+                }
+            })
+            .collect();
+        Ok(ClusterState {
+            cache: CacheInfo {
+                source: "sandbox".into(),
+                age_ms: 0,
+                nodes: nodes.len(),
+                pods: 0,
+            },
+            nodes,
+            pending_gpu_pods: 0,
+            pending_gpus: 0,
+        })
     }
 
     async fn delete(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<()> {
@@ -1164,5 +1271,38 @@ impl Kube for Sandbox {
             Some(r) if r.deleted_ms.is_none() => self.remove(api, "k8s-object", &r.id).await,
             _ => Ok(()),
         }
+    }
+}
+
+impl Sandbox {
+    /// A stored object as the API server would return it: without the sandbox's key, with
+    /// `creationTimestamp`, and — for workloads — a status that turns
+    /// ready a little (simulated) time after the object was applied.
+    fn k8s_status(&self, res: Res) -> Value {
+        let ready = self.life(&res, d::K8S_WORKLOAD_READY, 1.0) == Life::Ready;
+        let mut o = res.data;
+        if let Some(m) = o.as_object_mut() {
+            m.remove("__key");
+        }
+        o["metadata"]["creationTimestamp"] = json!(crate::store::rfc3339_ms(res.created_ms));
+        let n = u64::from(ready);
+        match o["kind"].as_str() {
+            Some("Deployment") => {
+                let want = o
+                    .pointer("/spec/replicas")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(1);
+                o["status"] = json!({"replicas": want, "readyReplicas": want * n,
+                                     "availableReplicas": want * n});
+            }
+            Some("DaemonSet") => {
+                o["status"] = json!({"desiredNumberScheduled": 1, "numberReady": n,
+                                     "numberAvailable": n});
+            }
+            Some("PersistentVolumeClaim") => o["status"] = json!({"phase": "Bound"}),
+            Some("PersistentVolume") => o["status"] = json!({"phase": "Bound"}),
+            _ => {}
+        }
+        o
     }
 }

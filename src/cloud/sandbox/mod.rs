@@ -30,6 +30,8 @@ pub mod durations {
     pub const NAT_CREATE: f64 = 90.0;
     pub const HYPERPOD_CREATE: f64 = 900.0;
     pub const HYPERPOD_DELETE: f64 = 300.0;
+    /// Applied Deployments and DaemonSets report ready after this long.
+    pub const K8S_WORKLOAD_READY: f64 = 45.0;
 }
 
 /// The simulated account id.

@@ -3,10 +3,12 @@
 //! ```text
 //! cluster       vpc → subnets → internet-gateway → nat-gateway → route-tables → security-groups
 //!               → s3-endpoint → eks-role → eks-cluster → oidc-provider
-//! dependencies  namespaces → cert-manager → eks-pod-identity-agent → s3-csi-role
-//!               → aws-mountpoint-s3-csi-driver → device-plugins
+//! dependencies  one phase per component of deps::COMPONENTS (read actual → apply what differs
+//!               → wait for ready): namespaces, pod identity, cert-manager, S3 CSI (+ its role),
+//!               NVIDIA and EFA device plugins, KubeRay, KEDA
 //! hyperpod      compute-subnet → execution-role → shared-bucket → lifecycle-script → hyperpod-cluster
-//! storage       shared-bucket → s3-volume
+//! storage       [shared-bucket →] volume (PV + PVC: S3 bucket or FSx for Lustre)
+//! storage-delete  delete-volume
 //! pipeline      one phase per stage, each running (and watching) that stage's own operation
 //! instance-group-add    compute-subnet → update-cluster (every group resent)
 //! instance-group-scale  update-cluster
@@ -16,10 +18,12 @@
 //! ```
 
 pub mod addons;
+pub mod deps;
 pub mod groups;
 pub mod hyperpod;
 pub mod network;
 pub mod nodes;
+pub mod storage;
 pub mod teardown;
 
 use std::sync::Arc;
@@ -220,7 +224,6 @@ impl Catalog {
 
 impl Stages for Catalog {
     fn steps(&self, kind: &str, params: &Value) -> Option<Vec<Arc<dyn Step>>> {
-        use addons::*;
         use hyperpod::*;
         use network::*;
         use teardown::*;
@@ -237,34 +240,10 @@ impl Stages for Catalog {
                 Arc::new(EksClusterStep),
                 Arc::new(OidcProviderStep),
             ],
-            "dependencies" => vec![
-                Arc::new(ApplyStep {
-                    name: "namespaces",
-                    manifests: namespaces,
-                }),
-                Arc::new(AddonStep {
-                    name: "cert-manager",
-                    configuration: Some(
-                        r#"{"replicaCount":1,"cainjector":{"replicaCount":1},"webhook":{"replicaCount":1}}"#,
-                    ),
-                    role_resource: None,
-                }),
-                Arc::new(AddonStep {
-                    name: "eks-pod-identity-agent",
-                    configuration: None,
-                    role_resource: None,
-                }),
-                Arc::new(S3CsiRoleStep),
-                Arc::new(AddonStep {
-                    name: "aws-mountpoint-s3-csi-driver",
-                    configuration: None,
-                    role_resource: Some("s3CsiRoleArn"),
-                }),
-                Arc::new(ApplyStep {
-                    name: "device-plugins",
-                    manifests: device_plugins,
-                }),
-            ],
+            "dependencies" => deps::COMPONENTS
+                .iter()
+                .map(|c| Arc::new(deps::ComponentStep(c)) as Arc<dyn Step>)
+                .collect(),
             "hyperpod" => vec![
                 Arc::new(ComputeSubnetStep),
                 Arc::new(ExecutionRoleStep),
@@ -272,13 +251,16 @@ impl Stages for Catalog {
                 Arc::new(LifecycleScriptStep),
                 Arc::new(HyperPodClusterStep),
             ],
-            "storage" => vec![
-                Arc::new(SharedBucketStep),
-                Arc::new(ApplyStep {
-                    name: "s3-volume",
-                    manifests: s3_volume,
-                }),
-            ],
+            "storage" => {
+                let p: storage::StorageParams = serde_json::from_value(params.clone()).ok()?;
+                let mut steps: Vec<Arc<dyn Step>> = Vec::new();
+                if p.uses_shared_bucket() {
+                    steps.push(Arc::new(SharedBucketStep));
+                }
+                steps.push(Arc::new(storage::VolumeStep));
+                steps
+            }
+            "storage-delete" => vec![Arc::new(storage::DeleteVolumeStep)],
             "pipeline" => {
                 let p: PipelineParams = serde_json::from_value(params.clone()).ok()?;
                 p.stages()

@@ -1,0 +1,304 @@
+//! The Kubernetes port over kube-rs: one client per cluster (EKS endpoint + CA + a bearer token
+//! refreshed in the background, or a fixed URL for imported and test clusters), server-side apply
+//! with field manager `instantstart`, and watch-backed node/pod caches for the status routes.
+
+mod state;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context as _;
+use async_trait::async_trait;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::discovery::{ApiCapabilities, Scope};
+use kube::Client;
+use serde_json::Value;
+
+use super::aws::token::{EksTokens, REFRESH_AFTER};
+use super::{CloudError, CloudResult, ClusterState, Kube, KubeTarget, ObjectRef};
+
+pub use state::summarize;
+
+/// Field manager for every server-side apply.
+pub const FIELD_MANAGER: &str = "instantstart";
+
+/// Installs the process-level rustls provider once. kube and the AWS SDK pull in both `ring` and
+/// `aws-lc-rs`, and rustls refuses to guess between them when the first kube client is built.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+}
+
+/// How clients authenticate.
+pub enum KubeAuth {
+    /// EKS: the cluster's endpoint and CA from `DescribeCluster`, an IAM bearer token.
+    Eks(Arc<EksTokens>),
+    /// Every cluster is reached at this URL without credentials (an authenticating proxy, or a
+    /// Kubernetes API emulator in tests).
+    Url(String),
+}
+
+type KindKey = (String, String, String);
+
+/// The kube-rs adapter.
+pub struct KubeRs {
+    auth: KubeAuth,
+    clients: Mutex<HashMap<String, Client>>,
+    kinds: Mutex<HashMap<KindKey, (ApiResource, ApiCapabilities)>>,
+    caches: tokio::sync::Mutex<HashMap<String, Arc<state::Cache>>>,
+}
+
+fn k8s_err(operation: &str, e: kube::Error) -> CloudError {
+    match e {
+        kube::Error::Api(status) => {
+            let code = if status.reason.is_empty() {
+                format!("Http{}", status.code)
+            } else {
+                status.reason.clone()
+            };
+            let err = CloudError::new("k8s", operation, &code, status.message.clone());
+            if status.code == 429 || status.code >= 500 {
+                err.retryable()
+            } else {
+                err
+            }
+        }
+        other => CloudError::new("k8s", operation, "Unreachable", format!("{other:#}")).retryable(),
+    }
+}
+
+fn setup_err(operation: &str, e: anyhow::Error) -> CloudError {
+    CloudError::new("k8s", operation, "ClientSetup", format!("{e:#}"))
+}
+
+impl KubeRs {
+    pub fn new(auth: KubeAuth) -> Self {
+        install_crypto_provider();
+        Self {
+            auth,
+            clients: Mutex::new(HashMap::new()),
+            kinds: Mutex::new(HashMap::new()),
+            caches: tokio::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The cached client for `target`, built on first use.
+    async fn client(&self, target: &KubeTarget) -> CloudResult<Client> {
+        if let Some(c) = self
+            .clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&target.cluster)
+        {
+            return Ok(c.clone());
+        }
+        let client = match &self.auth {
+            KubeAuth::Url(url) => plain_client(url),
+            KubeAuth::Eks(tokens) => eks_client(target, tokens.clone()).await,
+        }
+        .map_err(|e| setup_err("Connect", e))?;
+        self.clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(target.cluster.clone(), client.clone());
+        Ok(client)
+    }
+
+    /// The API resource for a kind, discovered once per cluster (plural, scope).
+    async fn resource(
+        &self,
+        client: &Client,
+        target: &KubeTarget,
+        api_version: &str,
+        kind: &str,
+    ) -> CloudResult<(ApiResource, ApiCapabilities)> {
+        let key = (
+            target.cluster.clone(),
+            api_version.to_string(),
+            kind.to_string(),
+        );
+        if let Some(found) = self
+            .kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return Ok(found.clone());
+        }
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", api_version),
+        };
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let found = kube::discovery::pinned_kind(client, &gvk)
+            .await
+            .map_err(|e| k8s_err("Discover", e))?;
+        self.kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, found.clone());
+        Ok(found)
+    }
+
+    async fn api(
+        &self,
+        target: &KubeTarget,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> CloudResult<Api<DynamicObject>> {
+        let client = self.client(target).await?;
+        let (ar, caps) = self.resource(&client, target, api_version, kind).await?;
+        Ok(match (caps.scope, namespace) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client, ns, &ar),
+            (Scope::Namespaced, None) => Api::all_with(client, &ar),
+            (Scope::Cluster, _) => Api::all_with(client, &ar),
+        })
+    }
+
+    async fn object_api(
+        &self,
+        target: &KubeTarget,
+        obj: &ObjectRef,
+    ) -> CloudResult<Api<DynamicObject>> {
+        let ns = obj.namespace.as_deref().or(Some("default"));
+        self.api(target, &obj.api_version, &obj.kind, ns).await
+    }
+}
+
+/// A client for a fixed URL, without credentials.
+fn plain_client(url: &str) -> anyhow::Result<Client> {
+    let uri = url.parse().context("Kubernetes API URL")?;
+    Client::try_from(kube::Config::new(uri)).context("building the Kubernetes client")
+}
+
+/// A client for an EKS API server: the CA from `DescribeCluster` and an IAM token that a
+/// background task replaces before EKS stops accepting it. The task ends with the client.
+async fn eks_client(target: &KubeTarget, tokens: Arc<EksTokens>) -> anyhow::Result<Client> {
+    use base64::Engine as _;
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::CertificateDer;
+
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(target.certificate_authority.trim())
+        .context("cluster certificate authority is not base64")?;
+    let roots = CertificateDer::pem_slice_iter(&pem)
+        .map(|c| c.map(|c| c.to_vec()))
+        .collect::<Result<Vec<_>, _>>()
+        .context("cluster certificate authority is not PEM")?;
+    let mut config = kube::Config::new(target.endpoint.parse().context("EKS endpoint URL")?);
+    config.root_cert = Some(roots);
+    config.connect_timeout = Some(Duration::from_secs(10));
+    config.read_timeout = Some(Duration::from_secs(295));
+
+    let token = tokens.token_at(&target.cluster, SystemTime::now()).await?;
+    let current = Arc::new(RwLock::new(format!("Bearer {token}")));
+    spawn_refresher(Arc::downgrade(&current), tokens, target.cluster.clone());
+    let header = current.clone();
+    let layer =
+        tower::util::MapRequestLayer::new(move |mut req: http::Request<kube::client::Body>| {
+            let value = header.read().unwrap_or_else(|e| e.into_inner()).clone();
+            if let Ok(v) = http::HeaderValue::from_str(&value) {
+                req.headers_mut().insert(http::header::AUTHORIZATION, v);
+            }
+            req
+        });
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .context("building the Kubernetes client")?
+        .with_layer(&layer)
+        .build())
+}
+
+fn spawn_refresher(slot: Weak<RwLock<String>>, tokens: Arc<EksTokens>, cluster: String) {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(REFRESH_AFTER / 2).await;
+            let Some(slot) = slot.upgrade() else { return };
+            match tokens.token_at(&cluster, SystemTime::now()).await {
+                Ok(t) => *slot.write().unwrap_or_else(|e| e.into_inner()) = format!("Bearer {t}"),
+                Err(e) => {
+                    tracing::warn!(cluster, error = %format!("{e:#}"), "EKS token refresh failed")
+                }
+            }
+        }
+    });
+}
+
+#[async_trait]
+impl Kube for KubeRs {
+    async fn apply(&self, target: &KubeTarget, manifest: &Value) -> CloudResult<()> {
+        let obj = ObjectRef::of(manifest).ok_or_else(|| {
+            CloudError::new(
+                "k8s",
+                "Apply",
+                "Invalid",
+                "manifest lacks apiVersion, kind or name",
+            )
+        })?;
+        let api = self.object_api(target, &obj).await?;
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        api.patch(&obj.name, &params, &Patch::Apply(manifest))
+            .await
+            .map_err(|e| k8s_err("Apply", e))?;
+        Ok(())
+    }
+
+    async fn get(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<Option<Value>> {
+        let api = self.object_api(target, obj).await?;
+        let found = api
+            .get_opt(&obj.name)
+            .await
+            .map_err(|e| k8s_err("Get", e))?;
+        found
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| CloudError::new("k8s", "Get", "Decode", e.to_string()))
+    }
+
+    async fn delete(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<()> {
+        let api = self.object_api(target, obj).await?;
+        match api.delete(&obj.name, &DeleteParams::background()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(k8s_err("Delete", e)),
+        }
+    }
+
+    async fn list(
+        &self,
+        target: &KubeTarget,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        labels: Option<&str>,
+    ) -> CloudResult<Vec<Value>> {
+        let api = self.api(target, api_version, kind, namespace).await?;
+        let mut params = ListParams::default();
+        if let Some(l) = labels {
+            params = params.labels(l);
+        }
+        let list = api.list(&params).await.map_err(|e| k8s_err("List", e))?;
+        list.items
+            .into_iter()
+            .map(serde_json::to_value)
+            .collect::<Result<_, _>>()
+            .map_err(|e| CloudError::new("k8s", "List", "Decode", e.to_string()))
+    }
+
+    async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<ClusterState> {
+        let cache = {
+            let mut caches = self.caches.lock().await;
+            match caches.get(&target.cluster) {
+                Some(c) if !c.stopped() => c.clone(),
+                _ => {
+                    let client = self.client(target).await?;
+                    let c = Arc::new(state::Cache::start(client));
+                    caches.insert(target.cluster.clone(), c.clone());
+                    c
+                }
+            }
+        };
+        cache.snapshot().await
+    }
+}

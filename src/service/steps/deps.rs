@@ -1,0 +1,622 @@
+//! The cluster's dependencies as a declared, ordered graph of components, each knowing how to
+//! install itself (an EKS add-on, or manifests applied with server-side apply), how to read its
+//! actual state, when it is ready, and how to remove it. One phase per component reconciles:
+//! read actual → apply only what differs → wait for ready. On a converged cluster a run reads
+//! and makes no mutating call.
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::addons::{kube_target, S3CsiRoleStep};
+use crate::cloud::{
+    json_contains, AddonStatus, Cloud, CloudResult, CreateAddon, KubeTarget, ObjectRef, MANAGED_BY,
+};
+use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
+
+/// How a component is installed.
+pub enum Install {
+    /// An EKS add-on (the AWS port), optionally with an IRSA role made first.
+    Addon {
+        configuration: Option<&'static str>,
+        s3_csi_role: bool,
+    },
+    /// Kubernetes objects, applied in order.
+    Manifests(fn() -> Vec<Value>),
+}
+
+/// One dependency.
+pub struct Component {
+    pub name: &'static str,
+    /// Components that must be ready first (each appears earlier in [`COMPONENTS`]).
+    pub requires: &'static [&'static str],
+    pub install: Install,
+    /// Custom resource definitions the component's controller serves; reported as `degraded`
+    /// when absent (they are not part of its manifests).
+    pub crds: &'static [&'static str],
+}
+
+/// Per-component state, as `GET /api/clusters/{name}/dependencies` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ComponentState {
+    Pending,
+    Installing,
+    Ready,
+    Degraded,
+    Failed,
+}
+
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ComponentStatus {
+    pub name: String,
+    /// `eks-addon` or `manifests`.
+    pub install: &'static str,
+    pub requires: Vec<String>,
+    pub state: ComponentState,
+    pub reason: String,
+}
+
+/// The declared graph, in install order.
+pub static COMPONENTS: &[Component] = &[
+    Component {
+        name: "hyperpod-namespaces",
+        requires: &[],
+        install: Install::Manifests(namespaces),
+        crds: &[],
+    },
+    Component {
+        name: "eks-pod-identity-agent",
+        requires: &[],
+        install: Install::Addon {
+            configuration: None,
+            s3_csi_role: false,
+        },
+        crds: &[],
+    },
+    Component {
+        name: "cert-manager",
+        requires: &[],
+        install: Install::Addon {
+            configuration: Some(
+                r#"{"replicaCount":1,"cainjector":{"replicaCount":1},"webhook":{"replicaCount":1}}"#,
+            ),
+            s3_csi_role: false,
+        },
+        crds: &[],
+    },
+    Component {
+        name: "aws-mountpoint-s3-csi-driver",
+        requires: &[],
+        install: Install::Addon {
+            configuration: None,
+            s3_csi_role: true,
+        },
+        crds: &[],
+    },
+    Component {
+        name: "nvidia-device-plugin",
+        requires: &[],
+        install: Install::Manifests(nvidia_device_plugin),
+        crds: &[],
+    },
+    Component {
+        name: "efa-device-plugin",
+        requires: &[],
+        install: Install::Manifests(efa_device_plugin),
+        crds: &[],
+    },
+    Component {
+        name: "kuberay-operator",
+        requires: &["hyperpod-namespaces"],
+        install: Install::Manifests(kuberay_operator),
+        crds: &["rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io"],
+    },
+    Component {
+        name: "keda",
+        requires: &["cert-manager"],
+        install: Install::Manifests(keda),
+        crds: &["scaledobjects.keda.sh", "triggerauthentications.keda.sh"],
+    },
+];
+
+fn managed_labels() -> Value {
+    json!({ MANAGED_BY.0: MANAGED_BY.1 })
+}
+
+fn namespace(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace",
+           "metadata": {"name": name, "labels": managed_labels()}})
+}
+
+fn namespaces() -> Vec<Value> {
+    vec![namespace("aws-hyperpod"), namespace("kubeflow")]
+}
+
+/// Accelerated instance types (HyperPod `ml.` names and plain EC2 names) the plugins run on.
+const GPU_TYPES: &[&str] = &[
+    "p4d.24xlarge",
+    "p4de.24xlarge",
+    "p5.48xlarge",
+    "p5e.48xlarge",
+    "p5en.48xlarge",
+    "p6-b200.48xlarge",
+    "g5.xlarge",
+    "g5.2xlarge",
+    "g5.4xlarge",
+    "g5.8xlarge",
+    "g5.12xlarge",
+    "g5.16xlarge",
+    "g5.24xlarge",
+    "g5.48xlarge",
+    "g6e.12xlarge",
+    "g6e.24xlarge",
+    "g6e.48xlarge",
+];
+const EFA_TYPES: &[&str] = &[
+    "p4d.24xlarge",
+    "p4de.24xlarge",
+    "p5.48xlarge",
+    "p5e.48xlarge",
+    "p5en.48xlarge",
+    "p6-b200.48xlarge",
+    "g5.48xlarge",
+    "g6e.48xlarge",
+    "trn1.32xlarge",
+];
+
+fn with_ml(types: &[&str]) -> Vec<String> {
+    types
+        .iter()
+        .flat_map(|t| [t.to_string(), format!("ml.{t}")])
+        .collect()
+}
+
+/// A device-plugin DaemonSet on the given instance types. Nodes labelled
+/// `<opt_out>=false` (the NVIDIA GPU operator's convention) are skipped, so HyperPod nodes whose
+/// own stack already runs a plugin can opt out instead of getting a second one.
+fn device_plugin(name: &str, image: &str, types: &[&str], opt_out: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": "kube-system", "labels": managed_labels()},
+        "spec": {
+            "selector": {"matchLabels": {"name": name}},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {
+                "metadata": {"labels": {"name": name}},
+                "spec": {
+                    "priorityClassName": "system-node-critical",
+                    "tolerations": [{"operator": "Exists"}],
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [
+                            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": with_ml(types)},
+                            {"key": opt_out, "operator": "NotIn", "values": ["false"]}]}]}}},
+                    "containers": [{
+                        "name": name, "image": image,
+                        "securityContext": {"allowPrivilegeEscalation": false,
+                                            "capabilities": {"drop": ["ALL"]}},
+                        "volumeMounts": [{"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"}]
+                    }],
+                    "volumes": [{"name": "device-plugin", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}]
+                }
+            }
+        }
+    })
+}
+
+fn nvidia_device_plugin() -> Vec<Value> {
+    vec![device_plugin(
+        "nvidia-device-plugin",
+        "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+        GPU_TYPES,
+        "nvidia.com/gpu.deploy.device-plugin",
+    )]
+}
+
+fn efa_device_plugin() -> Vec<Value> {
+    vec![device_plugin(
+        "aws-efa-k8s-device-plugin",
+        "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.13",
+        EFA_TYPES,
+        "vpc.amazonaws.com/efa.deploy.device-plugin",
+    )]
+}
+
+/// An operator: namespace, service account, cluster role and binding, one-replica Deployment
+/// running as non-root with a read-only root filesystem.
+fn operator(ns: &str, name: &str, image: &str, args: &[&str], rules: Value) -> Vec<Value> {
+    vec![
+        namespace(ns),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": name, "namespace": ns, "labels": managed_labels()}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": name, "labels": managed_labels()}, "rules": rules}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": name, "labels": managed_labels()},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": name, "namespace": ns, "labels": managed_labels()},
+               "spec": {"replicas": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+                        "template": {"metadata": {"labels": {"app.kubernetes.io/name": name}},
+                                     "spec": {"serviceAccountName": name,
+                                              "securityContext": {"runAsNonRoot": true},
+                                              "containers": [{"name": name, "image": image, "args": args,
+                                                  "securityContext": {"allowPrivilegeEscalation": false,
+                                                      "readOnlyRootFilesystem": true,
+                                                      "capabilities": {"drop": ["ALL"]}}}]}}}}),
+    ]
+}
+
+fn kuberay_operator() -> Vec<Value> {
+    operator(
+        "kuberay-operator",
+        "kuberay-operator",
+        "quay.io/kuberay/operator:v1.4.2",
+        &[],
+        json!([
+            {"apiGroups": ["ray.io"], "resources": ["rayclusters", "rayjobs", "rayservices",
+                "rayclusters/status", "rayjobs/status", "rayservices/status",
+                "rayclusters/finalizers", "rayjobs/finalizers", "rayservices/finalizers"],
+             "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            {"apiGroups": [""], "resources": ["pods", "services", "serviceaccounts", "events", "endpoints"],
+             "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            {"apiGroups": ["batch"], "resources": ["jobs"],
+             "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
+             "verbs": ["get", "list", "watch", "create", "update", "delete"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+             "verbs": ["get", "list", "watch", "create", "update", "patch"]}
+        ]),
+    )
+}
+
+fn keda() -> Vec<Value> {
+    operator(
+        "keda",
+        "keda-operator",
+        "ghcr.io/kedacore/keda:2.16.1",
+        &["--leader-elect"],
+        json!([
+            {"apiGroups": ["keda.sh"], "resources": ["scaledobjects", "scaledjobs", "triggerauthentications",
+                "clustertriggerauthentications", "scaledobjects/status", "scaledjobs/status",
+                "triggerauthentications/status", "clustertriggerauthentications/status",
+                "scaledobjects/finalizers", "scaledjobs/finalizers"],
+             "verbs": ["get", "list", "watch", "update", "patch"]},
+            {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"],
+             "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            {"apiGroups": ["*"], "resources": ["*/scale"], "verbs": ["get", "list", "watch", "update", "patch"]},
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+            {"apiGroups": [""], "resources": ["pods", "services", "configmaps", "secrets"],
+             "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+             "verbs": ["get", "list", "watch", "create", "update", "patch"]}
+        ]),
+    )
+}
+
+pub fn component(name: &str) -> Option<&'static Component> {
+    COMPONENTS.iter().find(|c| c.name == name)
+}
+
+/// Readiness of one applied object from its status (Deployment replicas, DaemonSet pods).
+fn object_ready(obj: &Value) -> Result<(), String> {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("?");
+    let n = |p: &str| obj.pointer(p).and_then(Value::as_u64);
+    match obj["kind"].as_str() {
+        Some("Deployment") => {
+            let want = n("/spec/replicas").unwrap_or(1);
+            let ready = n("/status/readyReplicas").unwrap_or(0);
+            if ready >= want {
+                Ok(())
+            } else {
+                Err(format!("Deployment {name}: {ready}/{want} replicas ready"))
+            }
+        }
+        Some("DaemonSet") => match (
+            n("/status/desiredNumberScheduled"),
+            n("/status/numberReady"),
+        ) {
+            (Some(want), Some(ready)) if ready >= want => Ok(()),
+            (Some(want), ready) => Err(format!(
+                "DaemonSet {name}: {}/{want} pods ready",
+                ready.unwrap_or(0)
+            )),
+            _ => Err(format!("DaemonSet {name}: not yet scheduled")),
+        },
+        _ => Ok(()),
+    }
+}
+
+/// What reading a component's actual state found.
+enum Actual {
+    Absent,
+    /// Present, differs from what we would apply (object names).
+    Drifted(Vec<String>),
+    Present,
+}
+
+async fn read_manifests(
+    cloud: &Cloud,
+    target: &KubeTarget,
+    manifests: &[Value],
+) -> CloudResult<(Actual, Vec<Value>)> {
+    let (mut missing, mut drifted, mut found) = (0, Vec::new(), Vec::new());
+    for m in manifests {
+        let Some(r) = ObjectRef::of(m) else { continue };
+        match cloud.kube.get(target, &r).await? {
+            None => missing += 1,
+            Some(actual) => {
+                if !json_contains(&actual, m) {
+                    drifted.push(format!("{}/{}", r.kind, r.name));
+                }
+                found.push(actual);
+            }
+        }
+    }
+    let actual = if found.is_empty() {
+        Actual::Absent
+    } else if missing > 0 || !drifted.is_empty() {
+        Actual::Drifted(drifted)
+    } else {
+        Actual::Present
+    };
+    Ok((actual, found))
+}
+
+fn addon_state(status: AddonStatus) -> (ComponentState, String) {
+    match status {
+        AddonStatus::Active => (ComponentState::Ready, "add-on ACTIVE".into()),
+        AddonStatus::Creating | AddonStatus::Updating => {
+            (ComponentState::Installing, format!("add-on {status:?}"))
+        }
+        AddonStatus::Degraded => (
+            ComponentState::Degraded,
+            "add-on DEGRADED: see its health issues in the EKS console".into(),
+        ),
+        other => (ComponentState::Failed, format!("add-on {other:?}")),
+    }
+}
+
+async fn crds_missing(
+    cloud: &Cloud,
+    target: &KubeTarget,
+    c: &Component,
+) -> CloudResult<Vec<String>> {
+    let mut missing = Vec::new();
+    for crd in c.crds {
+        let r = ObjectRef {
+            api_version: "apiextensions.k8s.io/v1".into(),
+            kind: "CustomResourceDefinition".into(),
+            namespace: None,
+            name: crd.to_string(),
+        };
+        if cloud.kube.get(target, &r).await?.is_none() {
+            missing.push(crd.to_string());
+        }
+    }
+    Ok(missing)
+}
+
+/// The live state of one component, read from EKS and the cluster.
+pub async fn component_status(
+    cloud: &Cloud,
+    cluster: &str,
+    target: &KubeTarget,
+    c: &Component,
+) -> CloudResult<ComponentStatus> {
+    let (install, (state, reason)) = match &c.install {
+        Install::Addon { .. } => (
+            "eks-addon",
+            match cloud.eks.describe_addon(cluster, c.name).await? {
+                None => (ComponentState::Pending, "not installed".to_string()),
+                Some(a) => addon_state(a.status),
+            },
+        ),
+        Install::Manifests(f) => {
+            let manifests = f();
+            let (actual, found) = read_manifests(cloud, target, &manifests).await?;
+            let unready: Vec<String> = found.iter().filter_map(|o| object_ready(o).err()).collect();
+            (
+                "manifests",
+                match actual {
+                    Actual::Absent => (ComponentState::Pending, "not installed".to_string()),
+                    Actual::Drifted(objs) if objs.is_empty() => (
+                        ComponentState::Degraded,
+                        "some objects are missing; reconcile to restore them".into(),
+                    ),
+                    Actual::Drifted(objs) => (
+                        ComponentState::Degraded,
+                        format!(
+                            "changed outside InstantStart: {}; reconcile to restore",
+                            objs.join(", ")
+                        ),
+                    ),
+                    Actual::Present if !unready.is_empty() => {
+                        (ComponentState::Installing, unready.join("; "))
+                    }
+                    Actual::Present => {
+                        let missing = crds_missing(cloud, target, c).await?;
+                        if missing.is_empty() {
+                            (
+                                ComponentState::Ready,
+                                "all objects applied and ready".into(),
+                            )
+                        } else {
+                            (
+                                ComponentState::Degraded,
+                                format!("controller ready, but its CustomResourceDefinitions are not installed: {}", missing.join(", ")),
+                            )
+                        }
+                    }
+                },
+            )
+        }
+    };
+    Ok(ComponentStatus {
+        name: c.name.to_string(),
+        install,
+        requires: c.requires.iter().map(|s| s.to_string()).collect(),
+        state,
+        reason,
+    })
+}
+
+/// One phase: reconcile one component.
+pub struct ComponentStep(pub &'static Component);
+
+#[async_trait]
+impl Step for ComponentStep {
+    fn name(&self) -> &'static str {
+        self.0.name
+    }
+
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let c = self.0;
+        match &c.install {
+            Install::Addon {
+                configuration,
+                s3_csi_role,
+            } => {
+                if let Some(a) = cx.cloud.eks.describe_addon(&cx.op.cluster, c.name).await? {
+                    return Ok(json!({"addonArn": a.arn, "changed": false}));
+                }
+                let role = if *s3_csi_role {
+                    Some(S3CsiRoleStep::ensure(cx).await?)
+                } else {
+                    None
+                };
+                let req = CreateAddon {
+                    cluster: cx.op.cluster.clone(),
+                    name: c.name.to_string(),
+                    version: None,
+                    service_account_role_arn: role,
+                    configuration_values: configuration.map(str::to_string),
+                    resolve_conflicts: "OVERWRITE".into(),
+                };
+                let addon = cx.cloud.eks.create_addon(&req).await?;
+                Ok(json!({"addonArn": addon.arn, "changed": true}))
+            }
+            Install::Manifests(f) => {
+                let target = kube_target(cx)?;
+                let mut applied = Vec::new();
+                for m in f() {
+                    let Some(r) = ObjectRef::of(&m) else { continue };
+                    let same = cx
+                        .cloud
+                        .kube
+                        .get(&target, &r)
+                        .await?
+                        .is_some_and(|actual| json_contains(&actual, &m));
+                    if !same {
+                        cx.cloud.kube.apply(&target, &m).await?;
+                        applied.push(format!("{}/{}", r.kind, r.name));
+                    }
+                }
+                Ok(json!({"applied": applied, "changed": !applied.is_empty()}))
+            }
+        }
+    }
+
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        // `act` reads before it writes, so repeating it after a crash is safe.
+        self.act(cx).await.map(Some)
+    }
+
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        let c = self.0;
+        match &c.install {
+            Install::Addon { .. } => {
+                let Some(a) = cx.cloud.eks.describe_addon(&cx.op.cluster, c.name).await? else {
+                    return Err(StepError::fatal(
+                        "addon-missing",
+                        format!("add-on {} disappeared while it was being installed", c.name),
+                    ));
+                };
+                match addon_state(a.status) {
+                    (ComponentState::Ready, _) => Ok(Poll::Ready(out.clone())),
+                    (ComponentState::Installing, why) => {
+                        Ok(Poll::Pending(format!("{}: {why}", c.name)))
+                    }
+                    (_, why) => Err(StepError::fatal(
+                        "addon-failed",
+                        format!("{}: {why}", c.name),
+                    )),
+                }
+            }
+            Install::Manifests(f) => {
+                let target = kube_target(cx)?;
+                for m in f() {
+                    let Some(r) = ObjectRef::of(&m) else { continue };
+                    let Some(actual) = cx.cloud.kube.get(&target, &r).await? else {
+                        return Ok(Poll::Pending(format!("waiting for {}/{}", r.kind, r.name)));
+                    };
+                    if let Err(why) = object_ready(&actual) {
+                        return Ok(Poll::Pending(why));
+                    }
+                }
+                Ok(Poll::Ready(out.clone()))
+            }
+        }
+    }
+
+    fn records_resources(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_requirement_is_declared_earlier() {
+        for (i, c) in COMPONENTS.iter().enumerate() {
+            for r in c.requires {
+                let at = COMPONENTS.iter().position(|d| d.name == *r);
+                assert!(
+                    at.is_some_and(|at| at < i),
+                    "{} requires {r}, which does not come before it",
+                    c.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_manifest_is_named_and_labelled_as_ours() {
+        for c in COMPONENTS {
+            if let Install::Manifests(f) = c.install {
+                for m in f() {
+                    let r = ObjectRef::of(&m).expect("apiVersion, kind and name");
+                    assert_eq!(
+                        m.pointer("/metadata/labels/app.kubernetes.io~1managed-by"),
+                        Some(&json!("instantstart")),
+                        "{}/{} in {}",
+                        r.kind,
+                        r.name,
+                        c.name
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn readiness_reads_deployment_and_daemonset_status() {
+        let dep = |ready| json!({"kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": 2}, "status": {"readyReplicas": ready}});
+        assert!(object_ready(&dep(1)).is_err());
+        assert!(object_ready(&dep(2)).is_ok());
+        let ds = json!({"kind": "DaemonSet", "metadata": {"name": "x"}});
+        assert_eq!(
+            object_ready(&ds),
+            Err("DaemonSet x: not yet scheduled".into())
+        );
+        let ds = json!({"kind": "DaemonSet", "metadata": {"name": "x"}, "status": {"desiredNumberScheduled": 3, "numberReady": 3}});
+        assert!(object_ready(&ds).is_ok());
+    }
+}

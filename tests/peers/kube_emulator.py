@@ -1,0 +1,275 @@
+"""A Kubernetes API emulator for the tests: kmock's KubernetesEmulator plus the few behaviours
+kube-rs relies on that kmock does not have. Test infrastructure, not product.
+
+Run: python kube_emulator.py [--seed-nodes N --seed-pods M]
+Prints `READY http://127.0.0.1:<port>` once listening; serves until killed.
+
+Gaps filled (see the project's test-peer notes for how plain kmock behaves):
+  * `/api/v1/namespaces[/name]` is a resource path, not a namespace prefix;
+  * created objects get metadata.namespace/uid/resourceVersion/creationTimestamp/generation
+    (kube-runtime's watcher needs resourceVersion; kmock's watch filters on metadata.namespace);
+  * error reasons `NotFound` and `AlreadyExists` (kube-rs's is_not_found()/get_opt() check them);
+  * label and field selectors on list and watch;
+  * server-side apply on a missing object creates it;
+  * PUT replaces an object; DELETE on a collection deletes what matches.
+Extra: `GET /_emulator/stats` returns counts of mutating requests, so a test can prove that a
+second reconciliation changes nothing.
+"""
+
+import argparse
+import asyncio
+import datetime
+import itertools
+import sys
+import uuid
+
+import aiohttp.web
+import attrs
+import kmock
+from kmock._internal import k8s, parsing
+
+RESOURCES = {
+    # group/version/plural: (kind, namespaced, subresources)
+    "v1/namespaces": ("Namespace", False, ["status"]),
+    "v1/nodes": ("Node", False, ["status"]),
+    "v1/pods": ("Pod", True, ["status"]),
+    "v1/services": ("Service", True, ["status"]),
+    "v1/serviceaccounts": ("ServiceAccount", True, []),
+    "v1/configmaps": ("ConfigMap", True, []),
+    "v1/secrets": ("Secret", True, []),
+    "v1/persistentvolumes": ("PersistentVolume", False, ["status"]),
+    "v1/persistentvolumeclaims": ("PersistentVolumeClaim", True, ["status"]),
+    "apps/v1/deployments": ("Deployment", True, ["status"]),
+    "apps/v1/daemonsets": ("DaemonSet", True, ["status"]),
+    "batch/v1/jobs": ("Job", True, ["status"]),
+    "rbac.authorization.k8s.io/v1/clusterroles": ("ClusterRole", False, []),
+    "rbac.authorization.k8s.io/v1/clusterrolebindings": ("ClusterRoleBinding", False, []),
+    "rbac.authorization.k8s.io/v1/roles": ("Role", True, []),
+    "rbac.authorization.k8s.io/v1/rolebindings": ("RoleBinding", True, []),
+    "apiextensions.k8s.io/v1/customresourcedefinitions": ("CustomResourceDefinition", False, ["status"]),
+    "ray.io/v1/rayjobs": ("RayJob", True, ["status"]),
+    "sagemaker.amazonaws.com/v1/hyperpodpytorchjobs": ("HyperPodPyTorchJob", True, ["status"]),
+}
+
+_original_parse_path = parsing.parse_path
+
+
+def parse_path(path):
+    """kmock reads `/api/v1/namespaces` as a namespace prefix with nothing after it."""
+    parts = path.strip("/").split("/")
+    if parts[:3] == ["api", "v1", "namespaces"] and len(parts) <= 5 and (len(parts) <= 4 or parts[4] in ("status", "finalize")):
+        name = parts[3] if len(parts) > 3 else None
+        sub = parts[4] if len(parts) > 4 else None
+        return parsing.ParsedPath("", "v1", "namespaces", None, name, sub)
+    return _original_parse_path(path)
+
+
+parsing.parse_path = parse_path
+
+
+def matches_labels(obj, selector):
+    """`k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`, comma-separated."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    terms, depth, cur = [], 0, ""
+    for ch in selector:  # split on commas outside parentheses
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            terms.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    terms.append(cur)
+    for term in (t.strip() for t in terms if t.strip()):
+        if " notin " in term or " in " in term:
+            key, op, values = term.partition(" notin ") if " notin " in term else term.partition(" in ")
+            allowed = {v.strip() for v in values.strip().strip("()").split(",")}
+            inside = labels.get(key.strip()) in allowed
+            if (op.strip() == "in") != inside:
+                return False
+        elif "!=" in term:
+            key, _, value = term.partition("!=")
+            if labels.get(key.strip()) == value.strip():
+                return False
+        elif "=" in term:
+            key, _, value = term.replace("==", "=").partition("=")
+            if labels.get(key.strip()) != value.strip():
+                return False
+        elif term.startswith("!"):
+            if term[1:].strip() in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def matches_fields(obj, selector):
+    """`a.b=v` / `a.b!=v` on simple dotted paths (`metadata.name`, `spec.nodeName`...)."""
+    for term in (t.strip() for t in selector.split(",") if t.strip()):
+        negate = "!=" in term
+        path, _, value = term.replace("!=", "=").replace("==", "=").partition("=")
+        cur = obj
+        for part in path.split("."):
+            cur = cur.get(part) if isinstance(cur, dict) else None
+        if (str(cur) if cur is not None else "") == value and negate:
+            return False
+        if (str(cur) if cur is not None else "") != value and not negate:
+            return False
+    return True
+
+
+def selected(obj, params):
+    return matches_labels(obj, params.get("labelSelector", "")) and matches_fields(obj, params.get("fieldSelector", ""))
+
+
+class Emulator(kmock.KubernetesEmulator):
+    """kmock plus the gaps above. All state stays in kmock's own object store."""
+
+    def __attrs_post_init__(self):
+        super().__attrs_post_init__()
+        self.versions = itertools.count(1)
+        self.mutations = {}
+
+    def stamp(self, data, namespace, name):
+        meta = data.setdefault("metadata", {})
+        if namespace and not meta.get("namespace"):
+            meta["namespace"] = namespace
+        meta.setdefault("name", name)
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        meta.setdefault("generation", 1)
+        meta["resourceVersion"] = str(next(self.versions))
+
+    def exists(self, request):
+        key = (request.resource, request.namespace, request.name)
+        return key in self.objects and not self.objects[key].deleted
+
+    async def _handle(self, request):
+        if request.url.path == "/_emulator/stats":
+            return aiohttp.web.json_response({"mutations": self.mutations})
+        method = str(request.method.value if hasattr(request.method, "value") else request.method).upper()
+        if request.resource is not None and method in ("POST", "PUT", "PATCH", "DELETE"):
+            self.mutations[method] = self.mutations.get(method, 0) + 1
+        if request.resource is None:
+            return await super()._handle(request)
+        is_apply = "apply-patch" in request.headers.get("Content-Type", "")
+        if method == "PATCH" and request.name and is_apply and not request.subresource and not self.exists(request):
+            return await self.create_by_apply(request)
+        elif method == "POST" and isinstance(request.data, dict):
+            meta = request.data.get("metadata") or {}
+            self.stamp(request.data, request.namespace, meta.get("name"))
+        elif method == "PATCH" and isinstance(request.data, dict) and self.exists(request):
+            request.data.setdefault("metadata", {})["resourceVersion"] = str(next(self.versions))
+        elif method == "PUT" and request.name:
+            return await self.replace(request)
+        elif method == "DELETE" and request.name is None:
+            return await self.delete_collection(request)
+        return await super()._handle(request)
+
+    async def create_by_apply(self, request):
+        data = dict(request.data or {})
+        self.stamp(data, request.namespace, request.name)
+        key = (request.resource, request.namespace, request.name)
+        async with self._lock:
+            if key in self.objects:
+                self.objects[key].create(data)
+            else:
+                self.objects[key] = data
+            await self._buses[request.resource].put({"type": "ADDED", "object": self.objects[key].raw})
+        return aiohttp.web.json_response(self.objects[key].raw, status=201)
+
+    async def replace(self, request):
+        key = (request.resource, request.namespace, request.name)
+        if key not in self.objects or self.objects[key].deleted:
+            raise k8s.KubernetesObjectNotFoundError()
+        data = dict(request.data)
+        old = self.objects[key].raw
+        if request.subresource == "status":  # only status changes on the status subresource
+            data = {**old, "status": data.get("status")}
+        data.setdefault("metadata", {}).update({k: old["metadata"][k] for k in ("uid", "creationTimestamp") if k in old.get("metadata", {})})
+        self.stamp(data, request.namespace, request.name)
+        self.objects[key].create(data)
+        await self._buses[request.resource].put({"type": "MODIFIED", "object": self.objects[key].raw})
+        return aiohttp.web.json_response(self.objects[key].raw)
+
+    async def delete_collection(self, request):
+        gone = []
+        for (resource, namespace, name), obj in list(self.objects.items()):
+            if resource != request.resource or obj.deleted:
+                continue
+            if request.namespace is not None and namespace != request.namespace:
+                continue
+            if selected(obj.raw, request.params):
+                raw = obj.raw
+                obj.delete()
+                gone.append(raw)
+                await self._buses[resource].put({"type": "DELETED", "object": raw})
+        return aiohttp.web.json_response({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": gone})
+
+    async def _serve_list(self, request):
+        listing = await super()._serve_list(request)
+        listing["items"] = [o for o in listing["items"] if selected(o, request.params)]
+        listing["metadata"]["resourceVersion"] = str(next(self.versions))
+        return listing
+
+    async def _serve_watch(self, request):
+        async for event in super()._serve_watch(request):
+            if not isinstance(event, dict) or selected(event.get("object", {}), request.params):
+                yield event
+
+    async def _render_error(self, exc):
+        renamed = {"Object Not Found": "NotFound", "Object Already Exists": "AlreadyExists"}
+        if isinstance(exc, k8s.KubernetesError) and exc.reason in renamed:
+            exc = attrs.evolve(exc, reason=renamed[exc.reason])
+        return await super()._render_error(exc)
+
+
+def seed(k8s_emulator, nodes, pods):
+    """Pre-loads GPU nodes and pods (a third pending) for the status benchmark."""
+    node_res = kmock.resource("", "v1", "nodes")
+    pod_res = kmock.resource("", "v1", "pods")
+    for i in range(nodes):
+        name = f"hyperpod-i-{i:017x}"
+        data = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
+            "node.kubernetes.io/instance-type": "ml.p5.48xlarge",
+            "sagemaker.amazonaws.com/instance-group-name": f"gpu-{i % 4}",
+            "sagemaker.amazonaws.com/node-health-status": "Schedulable"}},
+            "status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "8"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+        k8s_emulator.stamp(data, None, name)
+        k8s_emulator.objects[node_res, None, name] = data
+    for i in range(pods):
+        name = f"worker-{i}"
+        spec = {"containers": [{"name": "main", "image": "busybox",
+                                "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
+        if i % 3:
+            spec["nodeName"] = f"hyperpod-i-{i % max(nodes, 1):017x}"
+        data = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+                "spec": spec, "status": {"phase": "Running" if i % 3 else "Pending"}}
+        k8s_emulator.stamp(data, "default", name)
+        k8s_emulator.objects[pod_res, "default", name] = data
+
+
+async def main():
+    args = argparse.ArgumentParser()
+    args.add_argument("--seed-nodes", type=int, default=0)
+    args.add_argument("--seed-pods", type=int, default=0)
+    opts = args.parse_args()
+    async with Emulator() as emulator:
+        for path, (kind, namespaced, subresources) in RESOURCES.items():
+            *group, version, plural = path.split("/")
+            emulator.resources[path] = kmock.ResourceInfo(
+                kind=kind, singular=kind.lower(), namespaced=namespaced,
+                verbs={"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"},
+                subresources=set(subresources))
+        seed(emulator, opts.seed_nodes, opts.seed_pods)
+        async with kmock.Server(emulator, host="127.0.0.1", port=None) as server:
+            print(f"READY http://{server.host}:{server.port}", flush=True)
+            await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        sys.exit(0)
