@@ -31,6 +31,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/aws/instance-types", get(instance_types))
         .route("/api/aws/preflight", get(preflight))
         .route("/api/clusters", get(list_clusters).post(create_cluster))
+        .route("/api/clusters/import", post(import_cluster))
         .route(
             "/api/clusters/{name}",
             get(get_cluster).delete(delete_cluster),
@@ -88,6 +89,7 @@ pub fn routes() -> Router<AppState> {
         agent_config,
         list_clusters,
         create_cluster,
+        import_cluster,
         get_cluster,
         delete_cluster,
         get_dependencies,
@@ -352,17 +354,41 @@ async fn stage(
 }
 
 #[utoipa::path(post, path = "/api/clusters/{name}/dependencies", params(("name" = String, Path)),
-    request_body(content = EmptyRequest, description = "optional"),
+    request_body(content = service::DependenciesRequest, description = "optional"),
     responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn create_dependencies(
     State(state): State<AppState>,
     actor: Actor,
     key: IdempotencyKey,
     Path(name): Path<String>,
-    OptionalJson(_body): OptionalJson<EmptyRequest>,
+    OptionalJson(req): OptionalJson<service::DependenciesRequest>,
 ) -> ApiResult<Response> {
     check_name(&name)?;
-    stage(&state, "dependencies", name, json!({}), actor, key).await
+    let params = json!({"manageExisting": req.manage_existing.unwrap_or(false)});
+    stage(&state, "dependencies", name, params, actor, key).await
+}
+
+#[utoipa::path(post, path = "/api/clusters/import", request_body = service::ImportRequest,
+    responses((status = 202, body = Accepted), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn import_cluster(
+    State(state): State<AppState>,
+    actor: Actor,
+    key: IdempotencyKey,
+    ApiJson(req): ApiJson<service::ImportRequest>,
+) -> ApiResult<Response> {
+    let (region, params) = service::import_params(&state.engine, &req)?;
+    let name = req.eks_cluster_name.clone();
+    let sub = Submission {
+        kind: "import",
+        request_hash: Some(service::request_hash("import", &name, &params)),
+        cluster: name,
+        params: params.clone(),
+        actor: actor.0,
+        idempotency_key: key.0,
+        parent_id: None,
+        new_cluster: Some((region, params)),
+    };
+    Ok(accepted(service::submit(&state.engine, sub).await?))
 }
 
 #[utoipa::path(post, path = "/api/clusters/{name}/hyperpod", params(("name" = String, Path)),

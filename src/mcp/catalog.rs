@@ -140,6 +140,13 @@ pub const CATALOG: &[ToolSpec] = &[
     },
     ToolSpec {
         method: "POST",
+        body: true,
+        open_world: true,
+        duration: Some("under a minute"),
+        ..read("cluster_import", "/api/clusters/import", "Adopt an existing EKS cluster (and optionally its HyperPod cluster): records its endpoint, adds an access entry for this control plane if missing, and records which dependencies are already installed (those are never changed unless dependencies_install is called with manageExisting).")
+    },
+    ToolSpec {
+        method: "POST",
         path_params: &["name"],
         body: true,
         open_world: true,

@@ -86,6 +86,48 @@ pub struct PipelineRequest {
     pub kubernetes_version: Option<String>,
 }
 
+/// Body of `POST /api/clusters/{name}/dependencies`; may be omitted.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DependenciesRequest {
+    /// Also reconcile components that were already installed when the cluster was imported
+    /// (default false: they are reported, never changed).
+    pub manage_existing: Option<bool>,
+}
+
+/// Body of `POST /api/clusters/import`.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ImportRequest {
+    /// The existing EKS cluster; it becomes the InstantStart cluster name.
+    pub eks_cluster_name: String,
+    /// Its HyperPod cluster, if it has one.
+    pub hyperpod_cluster_name: Option<String>,
+}
+
+/// Validates an import and returns (region, parameters).
+pub fn import_params(engine: &Engine, req: &ImportRequest) -> ApiResult<(String, Value)> {
+    validate::cluster_name("eksClusterName", &req.eks_cluster_name)?;
+    if let Some(hp) = &req.hyperpod_cluster_name {
+        let ok = !hp.is_empty()
+            && hp.len() <= 63
+            && hp.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && hp.ends_with(|c: char| c.is_ascii_alphanumeric())
+            && hp.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        if !ok {
+            return Err(ApiError::validation_hint(
+                "hyperpodClusterName",
+                "not a valid HyperPod cluster name",
+                json!(
+                    "1–63 letters, digits and hyphens, starting and ending with a letter or digit"
+                ),
+            ));
+        }
+    }
+    let params = json!({"hyperpodClusterName": req.hyperpod_cluster_name, "imported": true});
+    Ok((engine.cloud().network.region(), params))
+}
+
 /// Body of stage routes that take no parameters (`dependencies`, `storage`); may be omitted.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]

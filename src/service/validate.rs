@@ -313,49 +313,6 @@ fn truncate(s: &str) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cluster_names_follow_the_strictest_target_rules() {
-        for good in ["demo", "a", "llm-train-1", "x23456789012345678901234"] {
-            assert!(cluster_name("name", good).is_ok(), "{good}");
-        }
-        for bad in [
-            "",
-            "Demo",
-            "1abc",
-            "abc-",
-            "a_b",
-            "x234567890123456789012345",
-            "dé",
-        ] {
-            assert!(cluster_name("name", bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn capacity_requires_a_plan_exactly_for_training_plans() {
-        let arn = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/p5-week";
-        assert_eq!(capacity("c", "spot", None).unwrap(), Capacity::Spot);
-        assert!(matches!(
-            capacity("c", "training-plan", Some(arn)).unwrap(),
-            Capacity::TrainingPlan { .. }
-        ));
-        assert!(capacity("c", "training-plan", None).is_err());
-        assert!(capacity("c", "spot", Some(arn)).is_err());
-        assert!(capacity("c", "training-plan", Some("arn:aws:iam::1:role/x")).is_err());
-        let ApiError::Validation { field, hint, .. } =
-            capacity("capacityType", "cheap", None).unwrap_err()
-        else {
-            panic!("expected a validation error")
-        };
-        assert_eq!(field, "capacityType");
-        assert_eq!(*hint.unwrap(), json!(CAPACITY_TYPES));
-    }
-}
-
 /// A Kubernetes object name usable as a claim name or namespace (RFC 1123 label).
 pub fn dns_label(field: &str, what: &str, name: &str) -> ApiResult<()> {
     let ok = !name.is_empty()
@@ -441,5 +398,71 @@ pub fn fsx_file_system_id(field: &str, id: &str) -> ApiResult<()> {
             format!("`{}` is not an FSx file system id", truncate(id)),
             json!("fs- followed by 17 hex digits, e.g. fs-0123456789abcdef0"),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_names_follow_the_strictest_target_rules() {
+        for good in ["demo", "a", "llm-train-1", "x23456789012345678901234"] {
+            assert!(cluster_name("name", good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "Demo",
+            "1abc",
+            "abc-",
+            "a_b",
+            "x234567890123456789012345",
+            "dé",
+        ] {
+            assert!(cluster_name("name", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn capacity_requires_a_plan_exactly_for_training_plans() {
+        let arn = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/p5-week";
+        assert_eq!(capacity("c", "spot", None).unwrap(), Capacity::Spot);
+        assert!(matches!(
+            capacity("c", "training-plan", Some(arn)).unwrap(),
+            Capacity::TrainingPlan { .. }
+        ));
+        assert!(capacity("c", "training-plan", None).is_err());
+        assert!(capacity("c", "spot", Some(arn)).is_err());
+        assert!(capacity("c", "training-plan", Some("arn:aws:iam::1:role/x")).is_err());
+        let ApiError::Validation { field, hint, .. } =
+            capacity("capacityType", "cheap", None).unwrap_err()
+        else {
+            panic!("expected a validation error")
+        };
+        assert_eq!(field, "capacityType");
+        assert_eq!(*hint.unwrap(), json!(CAPACITY_TYPES));
+    }
+
+    #[test]
+    fn storage_fields() {
+        assert!(bucket_name("b", "my-bucket.data-1").is_ok());
+        for bad in [
+            "ab",
+            "My-Bucket",
+            "a..b",
+            "192.168.1.1",
+            "-ab",
+            "xn--abc",
+            "a-.b",
+        ] {
+            assert!(bucket_name("b", bad).is_err(), "{bad}");
+        }
+        assert!(region_code("r", "us-west-2").is_ok());
+        assert!(region_code("r", "us-gov-west-1").is_ok());
+        assert!(region_code("r", "uswest2").is_err());
+        assert!(fsx_file_system_id("f", "fs-0123456789abcdef0").is_ok());
+        assert!(fsx_file_system_id("f", "fs-XYZ").is_err());
+        assert!(dns_label("c", "claim name", "s3-claim").is_ok());
+        assert!(dns_label("c", "claim name", "S3_claim").is_err());
     }
 }

@@ -1,7 +1,6 @@
 //! The real AWS adapters (aws-sdk-rust) against a moto server on loopback, and — for APIs moto
 //! does not implement — against `aws-smithy-mocks` rules that assert the request shape.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,21 +19,12 @@ pub struct Moto {
 }
 
 impl Moto {
-    /// Starts `moto_server` from the project venv (`./scripts/test` installs it) or from
-    /// `INSTANTSTART_MOTO_SERVER`.
+    /// Starts moto (plus the EKS add-on API it lacks: tests/peers/moto_server.py) with the
+    /// project venv's Python.
     pub async fn start() -> Self {
-        let bin = std::env::var_os("INSTANTSTART_MOTO_SERVER")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/moto_server")
-            });
-        assert!(
-            bin.exists(),
-            "moto_server not found at {}: run ./scripts/test, which installs it",
-            bin.display()
-        );
         let port = free_port();
-        let child = std::process::Command::new(bin)
+        let child = std::process::Command::new(venv_python())
+            .arg(peer("moto_server.py"))
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             // AWS-managed policies (AmazonEKSClusterPolicy ...) exist only when loaded.
             .env("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
@@ -353,7 +343,7 @@ async fn the_compute_subnet_function_is_idempotent_and_skips_overlaps_on_moto() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn identity_buckets_and_missing_operations_are_reported_as_aws_says() {
-    use instantstart::cloud::{CreateAddon, Eks, Iam, ObjectStore};
+    use instantstart::cloud::{Eks, Iam, ObjectStore};
     let moto = Moto::start().await;
     let aws = moto.aws().await;
     let me = aws.caller_identity().await.unwrap();
@@ -407,16 +397,15 @@ async fn identity_buckets_and_missing_operations_are_reported_as_aws_says() {
     aws.add_trust_statement("x-exec", &pods).await.unwrap();
     let role = aws.get_role("x-exec").await.unwrap().unwrap();
     assert_eq!(role.trust_policy["Statement"], json!([sagemaker, pods]));
-    // moto does not implement CreateAddon: the answer has no AWS error code, and is not retried.
+    // moto does not implement pod identity associations: the answer has no AWS error code, and
+    // is not retried.
     let err = aws
-        .create_addon(&CreateAddon {
-            cluster: "nope".into(),
-            name: "cert-manager".into(),
-            version: None,
-            service_account_role_arn: None,
-            configuration_values: None,
-            resolve_conflicts: "OVERWRITE".into(),
-        })
+        .create_pod_identity(
+            "nope",
+            "kube-system",
+            "sa",
+            "arn:aws:iam::123456789012:role/x",
+        )
         .await
         .unwrap_err();
     assert_eq!(err.code, "UnrecognizedResponse", "{err:?}");

@@ -269,3 +269,26 @@ pub fn phase_state(op: &Value, name: &str) -> String {
         .unwrap_or("")
         .to_string()
 }
+
+/// The project venv's Python, where ./scripts/test installs the test peers (moto, the MCP SDK,
+/// kmock); `INSTANTSTART_PYTHON` overrides it.
+pub fn venv_python() -> std::path::PathBuf {
+    let python = std::env::var_os("INSTANTSTART_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python")
+        });
+    assert!(
+        python.exists(),
+        "{} not found: run ./scripts/test, which installs the test peers",
+        python.display()
+    );
+    python
+}
+
+/// A peer script under tests/peers.
+pub fn peer(script: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/peers")
+        .join(script)
+}

@@ -4,6 +4,7 @@
 mod aws;
 mod crash;
 mod helpers;
+mod kube;
 mod mcp;
 mod operations;
 mod pipeline;

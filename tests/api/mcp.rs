@@ -10,14 +10,7 @@ use crate::helpers::*;
 /// Runs `tests/peers/mcp_client.py` with the venv's Python (installed by ./scripts/test).
 async fn mcp_client(base: &str, scenario: &str) -> Value {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let python = std::env::var_os("INSTANTSTART_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join(".venv/bin/python"));
-    assert!(
-        python.exists(),
-        "{} not found: run ./scripts/test, which installs the MCP SDK",
-        python.display()
-    );
+    let python = venv_python();
     let out = tokio::process::Command::new(python)
         .arg(root.join("tests/peers/mcp_client.py"))
         .arg(format!("{base}/mcp"))
@@ -46,7 +39,7 @@ async fn an_mcp_client_sees_the_rest_catalog_with_the_same_answers_and_audit() {
             .find(|t| t["name"] == name)
             .unwrap_or_else(|| panic!("{name} missing"))
     };
-    assert_eq!(tools.len(), 32);
+    assert_eq!(tools.len(), 33);
     assert_eq!(tool("cluster_list")["read_only"], true);
     assert_eq!(tool("cluster_delete")["destructive"], true);
     assert_eq!(tool("pipeline_create")["idempotent"], false);

@@ -140,6 +140,7 @@ async fn the_openapi_document_describes_every_route() {
         ("/api/aws/preflight", "get"),
         ("/api/clusters", "get"),
         ("/api/clusters", "post"),
+        ("/api/clusters/import", "post"),
         ("/api/clusters/{name}", "get"),
         ("/api/clusters/{name}", "delete"),
         ("/api/clusters/{name}/dependencies", "get"),

@@ -52,8 +52,20 @@ impl S3CsiRoleStep {
         let arn = match cx.cloud.iam.get_role(&name).await? {
             Some(role) => role.arn,
             None => {
-                let provider = cx.resource("oidcProviderArn")?;
                 let issuer = cx.resource("oidcIssuer")?;
+                // An imported cluster may have no IAM OIDC provider yet: IRSA needs one.
+                let provider = match cx.resource("oidcProviderArn") {
+                    Ok(arn) => arn,
+                    Err(_) => match cx.cloud.iam.find_oidc_provider(&issuer).await? {
+                        Some(arn) => arn,
+                        None => {
+                            cx.cloud
+                                .iam
+                                .create_oidc_provider(&issuer, &net_tags(cx, "oidc-provider"))
+                                .await?
+                        }
+                    },
+                };
                 let host = issuer.trim_start_matches("https://");
                 let trust = json!({"Version": "2012-10-17", "Statement": [{
                     "Effect": "Allow", "Principal": {"Federated": provider},

@@ -466,6 +466,29 @@ pub async fn component_status(
     })
 }
 
+/// Parameters of a `dependencies` operation.
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DependencyParams {
+    /// Also reconcile components that were present when the cluster was imported.
+    pub manage_existing: bool,
+}
+
+/// Whether a component found at import time is to be left as it is.
+fn left_alone(cx: &StepCx<'_>, name: &str) -> bool {
+    let manage = cx
+        .param::<DependencyParams>()
+        .map(|p| p.manage_existing)
+        .unwrap_or(false);
+    !manage
+        && cx
+            .cluster
+            .as_ref()
+            .and_then(|c| c.resources.get("preexistingComponents"))
+            .and_then(Value::as_array)
+            .is_some_and(|names| names.iter().any(|n| n == name))
+}
+
 /// One phase: reconcile one component.
 pub struct ComponentStep(pub &'static Component);
 
@@ -477,6 +500,9 @@ impl Step for ComponentStep {
 
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let c = self.0;
+        if left_alone(cx, c.name) {
+            return Ok(json!({"changed": false, "preexisting": true}));
+        }
         match &c.install {
             Install::Addon {
                 configuration,
@@ -529,6 +555,9 @@ impl Step for ComponentStep {
 
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
         let c = self.0;
+        if out["preexisting"] == json!(true) {
+            return Ok(Poll::Ready(out.clone()));
+        }
         match &c.install {
             Install::Addon { .. } => {
                 let Some(a) = cx.cloud.eks.describe_addon(&cx.op.cluster, c.name).await? else {

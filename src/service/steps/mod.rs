@@ -9,6 +9,7 @@
 //! hyperpod      compute-subnet → execution-role → shared-bucket → lifecycle-script → hyperpod-cluster
 //! storage       [shared-bucket →] volume (PV + PVC: S3 bucket or FSx for Lustre)
 //! storage-delete  delete-volume
+//! import        eks-cluster → hyperpod-cluster → access-entry → detect-dependencies
 //! pipeline      one phase per stage, each running (and watching) that stage's own operation
 //! instance-group-add    compute-subnet → update-cluster (every group resent)
 //! instance-group-scale  update-cluster
@@ -21,6 +22,7 @@ pub mod addons;
 pub mod deps;
 pub mod groups;
 pub mod hyperpod;
+pub mod import;
 pub mod network;
 pub mod nodes;
 pub mod storage;
@@ -261,6 +263,12 @@ impl Stages for Catalog {
                 steps
             }
             "storage-delete" => vec![Arc::new(storage::DeleteVolumeStep)],
+            "import" => vec![
+                Arc::new(import::ImportEksStep),
+                Arc::new(import::ImportHyperPodStep),
+                Arc::new(import::AccessEntryStep),
+                Arc::new(import::DetectDependenciesStep),
+            ],
             "pipeline" => {
                 let p: PipelineParams = serde_json::from_value(params.clone()).ok()?;
                 p.stages()

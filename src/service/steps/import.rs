@@ -1,0 +1,167 @@
+//! The `import` operation: adopt an existing EKS cluster (and optionally its HyperPod cluster).
+//! It records where the API server is, gives our principal an access entry if it has none, and
+//! records which dependency components were already there — those are left alone by later
+//! reconciliations unless the user asks InstantStart to manage them.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::deps::{self, ComponentState};
+use crate::cloud::{EksStatus, KubeTarget};
+use crate::ops::{Step, StepCx, StepError, StepResult};
+
+/// Cluster-scoped admin policy granted to our principal when it has no access entry.
+pub const CLUSTER_ADMIN_POLICY: &str =
+    "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportParams {
+    pub hyperpod_cluster_name: Option<String>,
+}
+
+/// The IAM principal behind an STS identity: an assumed-role session becomes its role.
+pub fn principal_arn(identity_arn: &str) -> String {
+    // arn:aws:sts::123456789012:assumed-role/Role/session → arn:aws:iam::123456789012:role/Role
+    let parts: Vec<&str> = identity_arn.splitn(6, ':').collect();
+    if let [arn, partition, "sts", _, account, resource] = parts.as_slice() {
+        if let Some(rest) = resource.strip_prefix("assumed-role/") {
+            let role = rest.split('/').next().unwrap_or(rest);
+            return format!("{arn}:{partition}:iam::{account}:role/{role}");
+        }
+    }
+    identity_arn.to_string()
+}
+
+pub struct ImportEksStep;
+
+#[async_trait]
+impl Step for ImportEksStep {
+    fn name(&self) -> &'static str {
+        "eks-cluster"
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let name = &cx.op.cluster;
+        let Some(eks) = cx.cloud.eks.describe_cluster(name).await? else {
+            return Err(StepError::fatal(
+                "eks-not-found",
+                format!("there is no EKS cluster named `{name}` in this region"),
+            ));
+        };
+        if eks.status != EksStatus::Active {
+            return Err(StepError::fatal(
+                "eks-not-active",
+                format!(
+                    "EKS cluster `{name}` is {:?}; import it once it is ACTIVE",
+                    eks.status
+                ),
+            ));
+        }
+        let mut out = json!({
+            "eksClusterArn": eks.arn,
+            "eksEndpoint": eks.endpoint,
+            "eksCertificateAuthority": eks.certificate_authority,
+            "kubernetesVersion": eks.version,
+            "vpcId": eks.vpc_id,
+            "imported": true,
+        });
+        if let Some(issuer) = &eks.oidc_issuer {
+            out["oidcIssuer"] = json!(issuer);
+            if let Some(arn) = cx.cloud.iam.find_oidc_provider(issuer).await? {
+                out["oidcProviderArn"] = json!(arn);
+            }
+        }
+        Ok(out)
+    }
+}
+
+pub struct ImportHyperPodStep;
+
+#[async_trait]
+impl Step for ImportHyperPodStep {
+    fn name(&self) -> &'static str {
+        "hyperpod-cluster"
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let p: ImportParams = cx.param()?;
+        let Some(name) = p.hyperpod_cluster_name else {
+            return Ok(json!({}));
+        };
+        let Some(hp) = cx.cloud.hyperpod.describe_cluster(&name).await? else {
+            return Err(StepError::fatal(
+                "hyperpod-not-found",
+                format!("there is no HyperPod cluster named `{name}` in this region"),
+            ));
+        };
+        Ok(json!({"hyperPodClusterName": hp.name, "hyperPodClusterArn": hp.arn}))
+    }
+}
+
+pub struct AccessEntryStep;
+
+#[async_trait]
+impl Step for AccessEntryStep {
+    fn name(&self) -> &'static str {
+        "access-entry"
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let me = principal_arn(&cx.cloud.iam.caller_identity().await?.arn);
+        if cx.cloud.eks.has_access_entry(&cx.op.cluster, &me).await? {
+            return Ok(json!({"accessPrincipal": me, "accessEntryCreated": false}));
+        }
+        cx.cloud
+            .eks
+            .create_access_entry(&cx.op.cluster, &me, CLUSTER_ADMIN_POLICY)
+            .await?;
+        Ok(json!({"accessPrincipal": me, "accessEntryCreated": true}))
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        self.act(cx).await.map(Some)
+    }
+}
+
+pub struct DetectDependenciesStep;
+
+#[async_trait]
+impl Step for DetectDependenciesStep {
+    fn name(&self) -> &'static str {
+        "detect-dependencies"
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let target = KubeTarget {
+            cluster: cx.op.cluster.clone(),
+            endpoint: cx.resource("eksEndpoint")?,
+            certificate_authority: cx.resource("eksCertificateAuthority")?,
+        };
+        let mut present = Vec::new();
+        for c in deps::COMPONENTS {
+            let s = deps::component_status(cx.cloud, &cx.op.cluster, &target, c).await?;
+            if s.state != ComponentState::Pending {
+                present.push(c.name);
+            }
+        }
+        Ok(json!({ "preexistingComponents": present }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_assumed_role_session_maps_to_its_role() {
+        assert_eq!(
+            principal_arn("arn:aws:sts::123456789012:assumed-role/Admin/me@example.com"),
+            "arn:aws:iam::123456789012:role/Admin"
+        );
+        assert_eq!(
+            principal_arn("arn:aws-cn:sts::123456789012:assumed-role/R/s"),
+            "arn:aws-cn:iam::123456789012:role/R"
+        );
+        assert_eq!(
+            principal_arn("arn:aws:iam::123456789012:user/u"),
+            "arn:aws:iam::123456789012:user/u"
+        );
+    }
+}

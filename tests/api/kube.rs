@@ -1,0 +1,688 @@
+//! The kube-rs adapter and the Kubernetes-side stages (dependencies, storage, import, live
+//! status) against the kmock-based emulator (tests/peers/kube_emulator.py), with moto for AWS.
+
+use std::time::{Duration, Instant};
+
+use instantstart::cloud::kube::{KubeAuth, KubeRs};
+use instantstart::cloud::{Kube, KubeTarget};
+use reqwest::{Client, StatusCode};
+use serde_json::{json, Value};
+use tokio::io::AsyncBufReadExt;
+
+use crate::aws::Moto;
+use crate::helpers::*;
+
+/// The emulator process; killed when dropped.
+pub struct KubeEmulator {
+    _child: tokio::process::Child,
+    pub url: String,
+    http: Client,
+}
+
+impl KubeEmulator {
+    pub async fn start(args: &[&str]) -> Self {
+        let mut child = tokio::process::Command::new(venv_python())
+            .arg(peer("kube_emulator.py"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the Kubernetes emulator");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("emulator ready in time")
+            .expect("read")
+            .expect("a READY line");
+        let url = line
+            .strip_prefix("READY ")
+            .unwrap_or_else(|| panic!("unexpected emulator output: {line}"))
+            .to_string();
+        Self {
+            _child: child,
+            url,
+            http: Client::new(),
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Option<Value> {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.url))
+            .send()
+            .await
+            .unwrap();
+        (r.status() == StatusCode::OK).then_some(r.json().await.unwrap())
+    }
+
+    pub async fn items(&self, path: &str) -> Vec<Value> {
+        self.get(path)
+            .await
+            .map(|l| l["items"].as_array().cloned().unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Value,
+        content_type: &str,
+    ) -> Value {
+        let r = self
+            .http
+            .request(method, format!("{}{path}", self.url))
+            .header("content-type", content_type)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{path}: {}", r.status());
+        r.json().await.unwrap()
+    }
+
+    /// Mutating requests (POST/PUT/PATCH/DELETE) the emulator has served.
+    pub async fn mutations(&self) -> u64 {
+        let stats = self.get("/_emulator/stats").await.expect("stats");
+        stats["mutations"]
+            .as_object()
+            .unwrap()
+            .values()
+            .filter_map(Value::as_u64)
+            .sum()
+    }
+
+    /// Plays the controllers kmock does not have: marks every DaemonSet and Deployment ready.
+    pub async fn mark_workloads_ready(&self) {
+        for (list, status) in [
+            (
+                "/apis/apps/v1/daemonsets",
+                json!({"desiredNumberScheduled": 2, "numberReady": 2}),
+            ),
+            (
+                "/apis/apps/v1/deployments",
+                json!({"replicas": 1, "readyReplicas": 1}),
+            ),
+        ] {
+            for o in self.items(list).await {
+                if o.get("status").is_some() {
+                    continue;
+                }
+                let (ns, name) = (
+                    o["metadata"]["namespace"].as_str().unwrap(),
+                    o["metadata"]["name"].as_str().unwrap(),
+                );
+                let plural = list.rsplit('/').next().unwrap();
+                self.send(
+                    reqwest::Method::PATCH,
+                    &format!("/apis/apps/v1/namespaces/{ns}/{plural}/{name}/status"),
+                    json!({"status": status}),
+                    "application/merge-patch+json",
+                )
+                .await;
+            }
+        }
+    }
+}
+
+async fn post(client: &Client, url: String, body: Option<Value>) -> (StatusCode, Value) {
+    let mut r = client.post(url);
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    let r = r.send().await.unwrap();
+    let status = r.status();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn get(client: &Client, url: String) -> Value {
+    client.get(url).send().await.unwrap().json().await.unwrap()
+}
+
+/// Starts an operation and waits for it; while it runs, the emulator's workloads are marked
+/// ready as a controller would (only when `controllers` is set).
+async fn run(
+    client: &Client,
+    base: &str,
+    path: &str,
+    body: Option<Value>,
+    emu: Option<&KubeEmulator>,
+) -> Value {
+    let (status, accepted) = post(client, format!("{base}{path}"), body).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{path}: {accepted}");
+    let id = accepted["operationId"].as_str().unwrap().to_string();
+    if let Some(emu) = emu {
+        loop {
+            let op = get(client, format!("{base}/api/operations/{id}?wait=1")).await;
+            if ["succeeded", "failed", "cancelled"].contains(&op["state"].as_str().unwrap_or("")) {
+                return op;
+            }
+            emu.mark_workloads_ready().await;
+        }
+    }
+    wait_terminal(client, base, &id).await
+}
+
+fn outputs_of(op: &Value) -> Vec<(String, Value)> {
+    op["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().to_string(),
+                p["outputs"].clone(),
+            )
+        })
+        .collect()
+}
+
+fn component<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap()
+}
+
+async fn aws_server(moto: &Moto, emu: &KubeEmulator, dir: &std::path::Path) -> Server {
+    let mut env = moto.env();
+    env.push(("INSTANTSTART_KUBE_URL", emu.url.clone()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = Server::spawn(dir, free_port(), &["--cloud", "aws"], &env);
+    server.ready(&Client::new()).await;
+    server
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emulator() {
+    let moto = Moto::start().await;
+    let emu = KubeEmulator::start(&[]).await;
+    let (_guard, dir) = temp_dir();
+    let server = aws_server(&moto, &emu, &dir).await;
+    let (client, base) = (Client::new(), server.base.clone());
+
+    // The whole pipeline, dependencies and storage included.
+    let op = run(
+        &client,
+        &base,
+        "/api/pipelines",
+        Some(pipeline_body()),
+        Some(&emu),
+    )
+    .await;
+    let cluster = get(&client, format!("{base}/api/clusters/demo")).await;
+    assert_eq!(op["state"], "succeeded", "{op}\n{cluster}");
+
+    for ns in ["aws-hyperpod", "kubeflow", "kuberay-operator", "keda"] {
+        assert!(
+            emu.get(&format!("/api/v1/namespaces/{ns}")).await.is_some(),
+            "namespace {ns}"
+        );
+    }
+    for ds in ["nvidia-device-plugin", "aws-efa-k8s-device-plugin"] {
+        let o = emu
+            .get(&format!(
+                "/apis/apps/v1/namespaces/kube-system/daemonsets/{ds}"
+            ))
+            .await
+            .expect(ds);
+        assert_eq!(
+            o["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "instantstart"
+        );
+    }
+    assert!(emu
+        .get("/apis/apps/v1/namespaces/kuberay-operator/deployments/kuberay-operator")
+        .await
+        .is_some());
+    assert!(emu
+        .get("/apis/apps/v1/namespaces/keda/deployments/keda-operator")
+        .await
+        .is_some());
+    let bucket = cluster["resources"]["bucketName"].as_str().unwrap();
+    let pv = emu
+        .get("/api/v1/persistentvolumes/instantstart-default-s3-claim")
+        .await
+        .expect("PV");
+    assert_eq!(pv["spec"]["csi"]["driver"], "s3.csi.aws.com");
+    assert_eq!(pv["spec"]["csi"]["volumeAttributes"]["bucketName"], bucket);
+    assert_eq!(
+        pv["spec"]["claimRef"],
+        json!({"namespace": "default", "name": "s3-claim"})
+    );
+    let pvc = emu
+        .get("/api/v1/namespaces/default/persistentvolumeclaims/s3-claim")
+        .await
+        .expect("PVC");
+    assert_eq!(pvc["spec"]["volumeName"], "instantstart-default-s3-claim");
+
+    // Converged: running both stages again reads everything and changes nothing.
+    let before = emu.mutations().await;
+    let deps = run(
+        &client,
+        &base,
+        "/api/clusters/demo/dependencies",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(deps["state"], "succeeded", "{deps}");
+    let storage = run(&client, &base, "/api/clusters/demo/storage", None, None).await;
+    assert_eq!(storage["state"], "succeeded", "{storage}");
+    assert_eq!(
+        emu.mutations().await,
+        before,
+        "a converged reconciliation made mutating requests"
+    );
+    for (phase, out) in outputs_of(&deps).into_iter().chain(outputs_of(&storage)) {
+        if phase != "shared-bucket" {
+            assert_eq!(out["changed"], json!(false), "{phase}: {out}");
+        }
+    }
+
+    // Per-component state: the operators' CRDs are not part of their manifests.
+    let report = get(&client, format!("{base}/api/clusters/demo/dependencies")).await;
+    assert_eq!(
+        component(&report, "cert-manager")["state"],
+        "ready",
+        "{report}"
+    );
+    assert_eq!(
+        component(&report, "nvidia-device-plugin")["state"],
+        "ready",
+        "{report}"
+    );
+    let ray = component(&report, "kuberay-operator");
+    assert_eq!(ray["state"], "degraded", "{report}");
+    assert!(
+        ray["reason"].as_str().unwrap().contains("rayjobs.ray.io"),
+        "{ray}"
+    );
+    for crd in [
+        "rayclusters.ray.io",
+        "rayjobs.ray.io",
+        "rayservices.ray.io",
+        "scaledobjects.keda.sh",
+        "triggerauthentications.keda.sh",
+    ] {
+        emu.send(
+            reqwest::Method::POST,
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": crd}}),
+            "application/json",
+        )
+        .await;
+    }
+    let report = get(&client, format!("{base}/api/clusters/demo/dependencies")).await;
+    assert_eq!(report["ready"], true, "{report}");
+
+    // Drift: only the changed object is re-applied.
+    emu.send(
+        reqwest::Method::PATCH,
+        "/apis/apps/v1/namespaces/kube-system/daemonsets/nvidia-device-plugin",
+        json!({"metadata": {"labels": {"app.kubernetes.io/managed-by": "someone-else"}}}),
+        "application/merge-patch+json",
+    )
+    .await;
+    let report = get(&client, format!("{base}/api/clusters/demo/dependencies")).await;
+    let nvidia = component(&report, "nvidia-device-plugin");
+    assert_eq!(nvidia["state"], "degraded", "{nvidia}");
+    assert!(
+        nvidia["reason"]
+            .as_str()
+            .unwrap()
+            .contains("DaemonSet/nvidia-device-plugin"),
+        "{nvidia}"
+    );
+    let before = emu.mutations().await;
+    let deps = run(
+        &client,
+        &base,
+        "/api/clusters/demo/dependencies",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(deps["state"], "succeeded", "{deps}");
+    assert_eq!(
+        emu.mutations().await,
+        before + 1,
+        "exactly the drifted DaemonSet is applied"
+    );
+    let changed: Vec<String> = outputs_of(&deps)
+        .into_iter()
+        .filter(|(_, o)| o["changed"] == true)
+        .map(|(p, _)| p)
+        .collect();
+    assert_eq!(changed, ["nvidia-device-plugin"]);
+
+    // More claims: an existing FSx for Lustre file system; a name clash; removal.
+    let fsx = json!({"claimName": "fsx", "kind": "fsx", "fileSystemId": "fs-0123456789abcdef0",
+                     "dnsName": "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com", "mountName": "abcdefgh"});
+    let op = run(
+        &client,
+        &base,
+        "/api/clusters/demo/storage",
+        Some(fsx),
+        None,
+    )
+    .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let pv = emu
+        .get("/api/v1/persistentvolumes/instantstart-default-fsx")
+        .await
+        .expect("FSx PV");
+    assert_eq!(pv["spec"]["csi"]["driver"], "fsx.csi.aws.com");
+    assert_eq!(pv["spec"]["csi"]["volumeHandle"], "fs-0123456789abcdef0");
+    assert_eq!(
+        pv["spec"]["csi"]["volumeAttributes"]["mountname"],
+        "abcdefgh"
+    );
+    let claims = get(&client, format!("{base}/api/clusters/demo/storage")).await;
+    let names: Vec<&str> = claims
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["claimName"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["fsx", "s3-claim"], "{claims}");
+
+    let (status, body) = post(
+        &client,
+        format!("{base}/api/clusters/demo/storage"),
+        Some(json!({"claimName": "s3-claim", "bucket": "another-bucket"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["field"], "claimName");
+    let (status, body) = post(
+        &client,
+        format!("{base}/api/clusters/demo/storage"),
+        Some(json!({"bucket": "Not_A_Bucket"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["field"], "bucket");
+
+    let r = client
+        .delete(format!("{base}/api/clusters/demo/storage/fsx"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let accepted: Value = r.json().await.unwrap();
+    let op = wait_terminal(&client, &base, accepted["operationId"].as_str().unwrap()).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert!(emu
+        .get("/api/v1/persistentvolumes/instantstart-default-fsx")
+        .await
+        .is_none());
+    assert!(emu
+        .get("/api/v1/namespaces/default/persistentvolumeclaims/fsx")
+        .await
+        .is_none());
+    let r = client
+        .delete(format!("{base}/api/clusters/demo/storage/fsx"))
+        .send()
+        .await
+        .unwrap();
+    problem(r, StatusCode::NOT_FOUND).await;
+}
+
+fn node(name: &str, gpus: u32) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
+        "node.kubernetes.io/instance-type": "ml.g5.12xlarge",
+        "sagemaker.amazonaws.com/instance-group-name": "workers",
+        "sagemaker.amazonaws.com/node-health-status": "Schedulable"}},
+        "status": {"capacity": {"nvidia.com/gpu": gpus.to_string()}, "allocatable": {"nvidia.com/gpu": gpus.to_string()},
+                   "conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+/// Polls the adapter until `check` holds; returns how long it took.
+async fn until(
+    kube: &KubeRs,
+    target: &KubeTarget,
+    what: &str,
+    check: impl Fn(&instantstart::cloud::ClusterState) -> bool,
+) -> Duration {
+    let start = Instant::now();
+    // Generous bound for a loaded 2-core machine; the observed latency is printed.
+    while start.elapsed() < Duration::from_secs(10) {
+        if check(&kube.cluster_state(target).await.expect("state")) {
+            println!("cache saw {what} after {:?}", start.elapsed());
+            return start.elapsed();
+        }
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the cache never saw {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_and_pod_cache_follows_creates_updates_and_deletes() {
+    let emu = KubeEmulator::start(&[]).await;
+    let kube = KubeRs::new(KubeAuth::Url(emu.url.clone()));
+    let target = KubeTarget {
+        cluster: "demo".into(),
+        endpoint: "https://unused.example".into(),
+        certificate_authority: String::new(),
+    };
+    let state = kube.cluster_state(&target).await.expect("first sync");
+    assert!(state.nodes.is_empty());
+    assert_eq!(state.cache.source, "watch");
+
+    emu.send(
+        reqwest::Method::POST,
+        "/api/v1/nodes",
+        node("hyperpod-i-0123456789abcdef0", 4),
+        "application/json",
+    )
+    .await;
+    until(&kube, &target, "a new node", |s| s.nodes.len() == 1).await;
+    let s = kube.cluster_state(&target).await.unwrap();
+    let n = &s.nodes[0];
+    assert_eq!(n.instance_id.as_deref(), Some("i-0123456789abcdef0"));
+    assert_eq!(n.instance_group.as_deref(), Some("workers"));
+    assert_eq!((n.gpus.total, n.gpus.free, n.ready), (4, 4, true));
+
+    let pod = |name: &str, node: Option<&str>, gpus: u32| {
+        let mut spec = json!({"containers": [{"name": "m", "image": "x", "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]});
+        if let Some(n) = node {
+            spec["nodeName"] = json!(n);
+        }
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec,
+               "status": {"phase": if node.is_some() { "Running" } else { "Pending" }}})
+    };
+    emu.send(
+        reqwest::Method::POST,
+        "/api/v1/namespaces/default/pods",
+        pod("a", Some("hyperpod-i-0123456789abcdef0"), 3),
+        "application/json",
+    )
+    .await;
+    emu.send(
+        reqwest::Method::POST,
+        "/api/v1/namespaces/default/pods",
+        pod("b", None, 2),
+        "application/json",
+    )
+    .await;
+    until(&kube, &target, "GPU requests", |s| {
+        s.nodes[0].gpus.requested == 3 && s.pending_gpus == 2
+    })
+    .await;
+    assert_eq!(
+        kube.cluster_state(&target).await.unwrap().nodes[0]
+            .gpus
+            .free,
+        1
+    );
+
+    // A finished pod frees its GPUs; a health label change shows.
+    emu.send(
+        reqwest::Method::PATCH,
+        "/api/v1/namespaces/default/pods/a/status",
+        json!({"status": {"phase": "Succeeded"}}),
+        "application/merge-patch+json",
+    )
+    .await;
+    emu.send(
+        reqwest::Method::PATCH,
+        "/api/v1/nodes/hyperpod-i-0123456789abcdef0",
+        json!({"metadata": {"labels": {"sagemaker.amazonaws.com/node-health-status": "UnschedulablePendingReboot"}}}),
+        "application/merge-patch+json",
+    )
+    .await;
+    until(&kube, &target, "updates", |s| {
+        s.nodes[0].gpus.requested == 0
+            && s.nodes[0]
+                .health
+                .get("sagemaker.amazonaws.com/node-health-status")
+                .map(String::as_str)
+                == Some("UnschedulablePendingReboot")
+    })
+    .await;
+
+    emu.send(
+        reqwest::Method::DELETE,
+        "/api/v1/nodes/hyperpod-i-0123456789abcdef0",
+        json!({}),
+        "application/json",
+    )
+    .await;
+    until(&kube, &target, "the deletion", |s| s.nodes.is_empty()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_cache() {
+    let moto = Moto::start().await;
+    let emu = KubeEmulator::start(&["--seed-nodes", "200", "--seed-pods", "5000"]).await;
+    let aws = moto.aws().await;
+
+    // An EKS cluster made outside InstantStart, with one add-on and our namespaces already there.
+    let iam = aws_sdk_iam::Client::new(&aws.config);
+    let role = iam
+        .create_role()
+        .role_name("their-eks-role")
+        .assume_role_policy_document(r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"eks.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#)
+        .send()
+        .await
+        .unwrap();
+    let eks = aws_sdk_eks::Client::new(&aws.config);
+    eks.create_cluster()
+        .name("theirs")
+        .role_arn(role.role().unwrap().arn())
+        .resources_vpc_config(
+            aws_sdk_eks::types::VpcConfigRequest::builder()
+                .subnet_ids("subnet-1")
+                .subnet_ids("subnet-2")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    eks.create_addon()
+        .cluster_name("theirs")
+        .addon_name("cert-manager")
+        .send()
+        .await
+        .unwrap();
+    for ns in ["aws-hyperpod", "kubeflow"] {
+        emu.send(
+            reqwest::Method::POST,
+            "/api/v1/namespaces",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            "application/json",
+        )
+        .await;
+    }
+
+    let (_guard, dir) = temp_dir();
+    let server = aws_server(&moto, &emu, &dir).await;
+    let (client, base) = (Client::new(), server.base.clone());
+    let (status, body) = post(
+        &client,
+        format!("{base}/api/clusters/import"),
+        Some(json!({"eksClusterName": "Theirs"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["field"], "eksClusterName");
+    let op = run(
+        &client,
+        &base,
+        "/api/clusters/import",
+        Some(json!({"eksClusterName": "theirs"})),
+        None,
+    )
+    .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let cluster = get(&client, format!("{base}/api/clusters/theirs")).await;
+    let res = &cluster["resources"];
+    assert_eq!(
+        res["preexistingComponents"],
+        json!(["hyperpod-namespaces", "cert-manager"]),
+        "{res}"
+    );
+    assert_eq!(res["accessEntryCreated"], true, "{res}");
+    assert!(res["eksEndpoint"].is_string(), "{res}");
+    // Importing again is refused: the cluster is known.
+    let (status, _) = post(
+        &client,
+        format!("{base}/api/clusters/import"),
+        Some(json!({"eksClusterName": "theirs"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+
+    // Reconciling leaves what was there alone, and installs the rest.
+    let deps = run(
+        &client,
+        &base,
+        "/api/clusters/theirs/dependencies",
+        None,
+        Some(&emu),
+    )
+    .await;
+    assert_eq!(deps["state"], "succeeded", "{deps}");
+    let outs: std::collections::BTreeMap<String, Value> = outputs_of(&deps).into_iter().collect();
+    assert_eq!(outs["hyperpod-namespaces"]["preexisting"], true);
+    assert_eq!(outs["cert-manager"]["preexisting"], true);
+    assert_eq!(outs["eks-pod-identity-agent"]["changed"], true);
+    let ns = emu.get("/api/v1/namespaces/kubeflow").await.unwrap();
+    assert!(
+        ns["metadata"].get("labels").is_none(),
+        "an imported namespace was modified: {ns}"
+    );
+
+    // The status route, from the watch cache, with 200 nodes and 5,000 pods.
+    let first = get(&client, format!("{base}/api/clusters/theirs/status")).await;
+    assert_eq!(first["cache"]["nodes"], 200, "{}", first["cache"]);
+    assert_eq!(first["cache"]["pods"], 5000);
+    assert_eq!(first["pendingGpuPods"], 1667);
+    assert_eq!(first["gpusTotal"], 1600);
+    assert_eq!(first["nodes"].as_array().unwrap().len(), 200);
+    let mut samples = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        let r = client
+            .get(format!("{base}/api/clusters/theirs/status"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        let _ = r.bytes().await.unwrap();
+        samples.push(t.elapsed());
+    }
+    samples.sort();
+    println!(
+        "BENCH GET /api/clusters/{{name}}/status (200 nodes, 5000 pods, debug build): p50 {:?}, p99 {:?}, max {:?}",
+        samples[samples.len() / 2],
+        samples[samples.len() * 99 / 100],
+        samples[samples.len() - 1]
+    );
+}

@@ -1,0 +1,133 @@
+"""moto's server plus the EKS add-on and access-entry APIs, which moto does not emulate.
+Test infrastructure.
+
+Run: python moto_server.py -H 127.0.0.1 -p PORT   (same flags as `moto_server`)
+
+Every request goes to moto except EKS add-on calls (SigV4 scope `/eks/`, paths
+`/clusters/<c>/addons[/<a>[/update]]`), which are kept in memory here with the response and error
+shapes of the EKS REST-JSON protocol. A new add-on reports CREATING on creation and ACTIVE from
+the first DescribeAddon on, so a caller has to watch it.
+"""
+
+import argparse
+import json
+import re
+import threading
+import time
+
+from moto.server import DomainDispatcherApplication, create_backend_app
+from werkzeug.serving import run_simple
+
+ADDON_PATH = re.compile(r"^/clusters/([^/]+)/addons(?:/([^/]+))?(/update)?/?$")
+ACCESS_PATH = re.compile(r"^/clusters/([^/]+)/access-entries(?:/([^/]+))?(/access-policies)?/?$")
+ADDONS = {}
+ACCESS = {}
+LOCK = threading.Lock()
+
+
+def reply(start_response, status, body, error_type=None):
+    headers = [("Content-Type", "application/json")]
+    if error_type:
+        headers.append(("x-amzn-ErrorType", error_type))
+    start_response(status, headers)
+    return [json.dumps(body).encode()]
+
+
+def not_found(start_response, what):
+    return reply(start_response, "404 Not Found", {"message": f"No addon: {what}"}, "ResourceNotFoundException")
+
+
+def addons(environ, start_response, cluster, name, update):
+    method = environ["REQUEST_METHOD"]
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = json.loads(environ["wsgi.input"].read(length) or b"{}") if length else {}
+    now = time.time()
+    with LOCK:
+        if method == "POST" and name is None:
+            name = body.get("addonName", "")
+            if (cluster, name) in ADDONS:
+                return reply(start_response, "409 Conflict", {"message": f"Addon already exists: {name}"}, "ResourceInUseException")
+            ADDONS[(cluster, name)] = {
+                "addonName": name, "clusterName": cluster, "status": "CREATING",
+                "addonVersion": body.get("addonVersion") or "v1.0.0-eksbuild.1",
+                "addonArn": f"arn:aws:eks:us-west-2:123456789012:addon/{cluster}/{name}/0",
+                "serviceAccountRoleArn": body.get("serviceAccountRoleArn"),
+                "configurationValues": body.get("configurationValues"),
+                "health": {"issues": []}, "createdAt": now, "modifiedAt": now, "tags": body.get("tags") or {},
+            }
+            return reply(start_response, "200 OK", {"addon": ADDONS[(cluster, name)]})
+        if method == "GET" and name is None:
+            names = [n for (c, n) in ADDONS if c == cluster]
+            return reply(start_response, "200 OK", {"addons": names})
+        addon = ADDONS.get((cluster, name))
+        if addon is None:
+            return not_found(start_response, name)
+        if method == "GET":
+            snapshot = dict(addon)
+            addon["status"] = "ACTIVE"
+            return reply(start_response, "200 OK", {"addon": snapshot})
+        if method == "POST" and update:
+            for key in ("addonVersion", "serviceAccountRoleArn", "configurationValues"):
+                if body.get(key) is not None:
+                    addon[key] = body[key]
+            addon["status"] = "UPDATING"
+            addon["modifiedAt"] = now
+            return reply(start_response, "200 OK", {"update": {"id": "u-1", "status": "InProgress", "type": "AddonUpdate", "params": [], "createdAt": now, "errors": []}})
+        if method == "DELETE":
+            del ADDONS[(cluster, name)]
+            return reply(start_response, "200 OK", {"addon": {**addon, "status": "DELETING"}})
+    return reply(start_response, "405 Method Not Allowed", {"message": "unsupported"}, "InvalidRequestException")
+
+
+def access_entries(environ, start_response, cluster, principal, policies):
+    from urllib.parse import unquote
+    method = environ["REQUEST_METHOD"]
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = json.loads(environ["wsgi.input"].read(length) or b"{}") if length else {}
+    with LOCK:
+        if method == "POST" and principal is None:
+            principal = body.get("principalArn", "")
+            if (cluster, principal) in ACCESS:
+                return reply(start_response, "409 Conflict", {"message": "exists"}, "ResourceInUseException")
+            ACCESS[(cluster, principal)] = {"clusterName": cluster, "principalArn": principal, "type": "STANDARD",
+                                            "accessEntryArn": f"arn:aws:eks:us-west-2:123456789012:access-entry/{cluster}/x",
+                                            "kubernetesGroups": [], "policies": []}
+            return reply(start_response, "200 OK", {"accessEntry": ACCESS[(cluster, principal)]})
+        entry = ACCESS.get((cluster, unquote(principal or "")))
+        if entry is None:
+            return reply(start_response, "404 Not Found", {"message": "No access entry"}, "ResourceNotFoundException")
+        if method == "POST" and policies:
+            entry["policies"].append(body.get("policyArn"))
+            return reply(start_response, "200 OK", {"clusterName": cluster, "principalArn": entry["principalArn"],
+                                                    "associatedAccessPolicy": {"policyArn": body.get("policyArn"),
+                                                                               "accessScope": body.get("accessScope")}})
+        if method == "GET":
+            view = {k: v for k, v in entry.items() if k != "policies"}
+            return reply(start_response, "200 OK", {"accessEntry": view})
+    return reply(start_response, "405 Method Not Allowed", {"message": "unsupported"}, "InvalidRequestException")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-H", "--host", default="127.0.0.1")
+    parser.add_argument("-p", "--port", type=int, default=5000)
+    args = parser.parse_args()
+    moto = DomainDispatcherApplication(create_backend_app)
+
+    def app(environ, start_response):
+        match = ADDON_PATH.match(environ.get("PATH_INFO", ""))
+        eks = "/eks/aws4_request" in environ.get("HTTP_AUTHORIZATION", "")
+        if match and eks:
+            return addons(environ, start_response, *match.groups())
+        # The principal ARN is percent-encoded in the path (it contains `/`): match the raw URI.
+        raw = environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ.get("PATH_INFO", "")
+        access = ACCESS_PATH.match(raw.split("?")[0])
+        if access and eks:
+            return access_entries(environ, start_response, *access.groups())
+        return moto(environ, start_response)
+
+    run_simple(args.host, args.port, app, threaded=True)
+
+
+if __name__ == "__main__":
+    main()
