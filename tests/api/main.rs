@@ -3,6 +3,7 @@
 
 mod aws;
 mod crash;
+mod crds;
 mod helpers;
 mod kube;
 mod mcp;
