@@ -54,7 +54,10 @@ async fn the_pipeline_creates_every_stage_once_and_records_the_cluster() {
 
     // The simulated cluster's Kubernetes side: dependencies, nodes, claims.
     let deps = app.json("/api/clusters/demo/dependencies").await;
-    assert_eq!(deps["operationId"], cluster["stages"]["dependencies"]["id"], "{deps}");
+    assert_eq!(
+        deps["operationId"], cluster["stages"]["dependencies"]["id"],
+        "{deps}"
+    );
     for c in deps["components"].as_array().unwrap() {
         let want = if c["name"] == "kuberay-operator" || c["name"] == "keda" {
             "degraded" // their CRDs are not installed by the component (see the reason)
@@ -66,7 +69,10 @@ async fn the_pipeline_creates_every_stage_once_and_records_the_cluster() {
     let status = app.json("/api/clusters/demo/status").await;
     assert_eq!(status["nodes"].as_array().unwrap().len(), 2, "{status}");
     assert_eq!(status["readyNodes"], 2);
-    assert_eq!(status["gpusTotal"], 2, "2 × ml.g5.8xlarge, one GPU each: {status}");
+    assert_eq!(
+        status["gpusTotal"], 2,
+        "2 × ml.g5.8xlarge, one GPU each: {status}"
+    );
     assert_eq!(status["cache"]["source"], "sandbox");
     let nodes = app.json("/api/clusters/demo/nodes").await;
     assert_eq!(nodes["nodes"][0]["kubernetes"]["ready"], true, "{nodes}");
