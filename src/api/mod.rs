@@ -2,6 +2,7 @@
 //! actor, sandbox header, body limit) and the JSON extractor that turns every malformed body
 //! into the problem shape. Handlers live in [`routes`] and only validate and call `service/`.
 
+pub mod events;
 pub mod routes;
 
 use axum::body::Bytes;
@@ -106,6 +107,16 @@ impl EdgePolicy {
     }
 }
 
+/// Paths served without the token: the health probe and the UI's static files (they hold no
+/// data; the UI asks for the token and sends it on every API request).
+fn is_public(path: &str) -> bool {
+    path == "/healthz" || path == "/" || path.starts_with("/ui/")
+}
+
+/// The Content-Security-Policy on every response: only this origin's scripts, styles and
+/// connections (WebSocket included), no inline code, no framing.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
 /// DNS-rebinding guard, token check and the sandbox header, for every route (REST, MCP, UI).
 pub async fn edge(State(state): State<AppState>, request: Request, next: Next) -> Response {
     use axum::response::IntoResponse;
@@ -121,7 +132,7 @@ pub async fn edge(State(state): State<AppState>, request: Request, next: Next) -
             slug: "forbidden-origin",
             detail: "cross-origin requests are refused".into(),
         })
-    } else if request.uri().path() != "/healthz" && !policy.token_ok(headers) {
+    } else if !is_public(request.uri().path()) && !policy.token_ok(headers) {
         Some(ApiError::Unauthorized)
     } else {
         None
@@ -130,6 +141,19 @@ pub async fn edge(State(state): State<AppState>, request: Request, next: Next) -
         Some(e) => e.into_response(),
         None => next.run(request).await,
     };
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     if let Some(mode) = state.sandbox.as_ref().map(|_| "sandbox") {
         response
             .headers_mut()

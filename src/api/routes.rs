@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
@@ -25,6 +25,9 @@ use crate::AppState;
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/", get(index))
+        .route("/ui/{file}", get(asset))
+        .route("/api/events", get(super::events::events))
+        .route("/api/aws/identity", get(identity))
         .route("/healthz", get(healthz))
         .route("/api/openapi.json", get(openapi))
         .route("/api/aws/zones", get(zones))
@@ -83,6 +86,7 @@ pub fn routes() -> Router<AppState> {
     ),
     paths(
         healthz,
+        identity,
         zones,
         instance_types,
         preflight,
@@ -162,10 +166,72 @@ fn accepted(a: Accepted) -> Response {
     r
 }
 
-/// The web UI (embedded, no build step). It reads `/healthz` to show the sandbox or
-/// no-AWS banner.
-async fn index() -> Html<&'static str> {
-    Html(include_str!("../../web/index.html"))
+/// The web UI: plain HTML, CSS and ES modules embedded at build time (no build step, no
+/// external host).
+async fn index() -> Response {
+    static_file(
+        "text/html; charset=utf-8",
+        include_str!("../../web/index.html"),
+    )
+}
+
+const ASSETS: &[(&str, &str, &str)] = &[
+    (
+        "app.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../web/app.js"),
+    ),
+    (
+        "views.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../web/views.js"),
+    ),
+    (
+        "app.css",
+        "text/css; charset=utf-8",
+        include_str!("../../web/app.css"),
+    ),
+];
+
+async fn asset(Path(file): Path<String>) -> Response {
+    match ASSETS.iter().find(|(name, _, _)| *name == file) {
+        Some((_, ct, body)) => static_file(ct, body),
+        None => ApiError::not_found(format!("UI file `{file}`")).into_response(),
+    }
+}
+
+fn static_file(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Identity {
+    pub account: String,
+    /// The IAM principal the control plane acts as.
+    pub arn: String,
+    pub region: String,
+    /// `aws` or `sandbox`.
+    pub cloud: String,
+}
+
+#[utoipa::path(get, path = "/api/aws/identity", responses((status = 200, body = Identity), (status = 502, body = Problem)))]
+async fn identity(State(state): State<AppState>) -> ApiResult<Json<Identity>> {
+    let cloud = state.engine.cloud();
+    let me = cloud.iam.caller_identity().await?;
+    Ok(Json(Identity {
+        account: me.account,
+        arn: me.arn,
+        region: cloud.network.region(),
+        cloud: cloud.mode.as_str().into(),
+    }))
 }
 
 #[derive(Serialize, ToSchema)]

@@ -105,6 +105,10 @@ pub const CATALOG: &[ToolSpec] = &[
     read("health_get", "/healthz", "Server health: which cloud (aws or sandbox), region, and any reason the cloud cannot be used."),
     ToolSpec {
         open_world: true,
+        ..read("identity_get", "/api/aws/identity", "The AWS account, IAM principal and region this control plane acts in (sandbox: the simulated account).")
+    },
+    ToolSpec {
+        open_world: true,
         ..read("zone_list", "/api/aws/zones", "Availability Zones of the region (name and zone id). Call before asking the user for a zone.")
     },
     ToolSpec {

@@ -10,4 +10,5 @@ mod mcp;
 mod operations;
 mod pipeline;
 mod security;
+mod ui;
 mod validation;

@@ -135,6 +135,7 @@ async fn the_openapi_document_describes_every_route() {
     let paths = doc["paths"].as_object().unwrap();
     let expected = [
         ("/healthz", "get"),
+        ("/api/aws/identity", "get"),
         ("/api/aws/zones", "get"),
         ("/api/aws/instance-types", "get"),
         ("/api/aws/preflight", "get"),

@@ -1,0 +1,138 @@
+"""Browser scenarios for the web UI: Debian's chromium, headless, driven by Playwright for Python
+(never `playwright install`). Test infrastructure.
+
+Run: python ui_scenarios.py BASE_URL OUT_DIR SCENARIO...
+Each scenario saves a screenshot in OUT_DIR; any failed expectation exits non-zero with a message.
+"""
+
+import sys
+
+from playwright.sync_api import expect, sync_playwright
+
+CHROMIUM = "/usr/bin/chromium"
+STAGES = ["cluster", "dependencies", "hyperpod", "storage"]
+
+
+def fill_create_form(page, base, name, zone="us-west-2a", instance_type="ml.g5.8xlarge", count="2"):
+    page.goto(f"{base}/#/create")
+    page.get_by_label("Cluster name").fill(name)
+    page.get_by_label("Availability Zone").select_option(zone)
+    types = page.get_by_label("Accelerated instance type")
+    expect(types.locator(f"option[value='{instance_type}']")).to_have_count(1)
+    types.select_option(instance_type)
+    page.get_by_label("Instance count").fill(count)
+
+
+def wait_pipeline(page, state="succeeded", timeout=120_000):
+    expect(page.locator("#stages")).to_have_attribute("data-state", state, timeout=timeout)
+
+
+def create(page, base, out):
+    """Create a cluster through the form and watch every stage reach `succeeded`."""
+    page.goto(f"{base}/")
+    expect(page.locator("#banner")).to_contain_text("Sandbox mode")
+    fill_create_form(page, base, "ui-demo")
+    page.get_by_role("button", name="Create cluster").click()
+    page.wait_for_url("**/#/op/*")
+    wait_pipeline(page)
+    assert PUSHED, "no operation pushed over the /api/events WebSocket"
+    for stage in STAGES:
+        expect(page.locator(f"section[data-stage='{stage}'] header .state")).to_have_text("succeeded")
+    page.screenshot(path=f"{out}/progress.png", full_page=True)
+
+
+def bad_input(page, base, out):
+    """The server's validation message shows next to the field it names."""
+    fill_create_form(page, base, "Bad_Name")
+    page.get_by_role("button", name="Create cluster").click()
+    expect(page.locator("#name-error")).to_contain_text("not a valid cluster name")
+    expect(page.get_by_label("Cluster name")).to_have_attribute("aria-invalid", "true")
+    page.screenshot(path=f"{out}/bad-input.png", full_page=True)
+
+
+def retry(page, base, out):
+    """An injected HyperPod failure shows its reason; Retry completes the pipeline."""
+    fill_create_form(page, base, "ui-retry")
+    page.get_by_role("button", name="Create cluster").click()
+    page.wait_for_url("**/#/op/*")
+    wait_pipeline(page, "failed")
+    hyperpod = page.locator("section[data-stage='hyperpod']")
+    expect(hyperpod.locator(".reason")).to_contain_text("sagemaker")
+    page.screenshot(path=f"{out}/failed.png", full_page=True)
+    page.get_by_role("button", name="Retry hyperpod").click()
+    wait_pipeline(page)
+    expect(hyperpod.locator("header .state")).to_have_text("succeeded")
+    page.screenshot(path=f"{out}/retried.png", full_page=True)
+
+
+def reload(page, base, out):
+    """Reloading mid-pipeline restores the panel from the server."""
+    fill_create_form(page, base, "ui-reload")
+    page.get_by_role("button", name="Create cluster").click()
+    page.wait_for_url("**/#/op/*")
+    expect(page.locator("section[data-stage='cluster'] tbody tr").first).to_be_visible()
+    url = page.url
+    page.reload()
+    assert page.url == url, (page.url, url)
+    expect(page.locator("section[data-stage='cluster']")).to_be_visible()
+    page.screenshot(path=f"{out}/reloaded.png", full_page=True)
+    wait_pipeline(page)
+
+
+def nodes(page, base, out):
+    """The cluster detail and the nodes page list the simulated nodes."""
+    page.goto(f"{base}/#/cluster/ui-demo")
+    rows = page.locator("h2:has-text('Nodes') + div table tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.first).to_contain_text("ml.g5.8xlarge")
+    page.screenshot(path=f"{out}/cluster.png", full_page=True)
+    page.get_by_label("Active cluster").select_option("ui-demo")
+    page.goto(f"{base}/#/nodes")
+    expect(page.locator("h2:has-text('Nodes') + div table tbody tr")).to_have_count(2)
+    page.goto(f"{base}/#/operations")
+    page.locator("#f-actor").select_option("browser")
+    expect(page.locator("#operations tbody tr").first).to_contain_text("browser")
+    page.screenshot(path=f"{out}/operations.png", full_page=True)
+
+
+PUSHED = []
+
+
+def watch_websockets(page, base):
+    def opened(ws):
+        if ws.url.startswith(base.replace("http", "ws") + "/api/events"):
+            ws.on("framereceived", lambda frame: PUSHED.append(frame))
+    page.on("websocket", opened)
+
+
+SCENARIOS = {"create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
+
+
+def main():
+    base, out, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        # 4xx answers are expected (validation); Chromium logs each as "Failed to load resource".
+        page.on("console", lambda m: errors.append(m.text)
+                if m.type == "error" and "Failed to load resource" not in m.text else None)
+        watch_websockets(page, base)
+        external = []
+        page.on("request", lambda r: external.append(r.url) if not r.url.startswith(base) and not r.url.startswith(base.replace("http", "ws")) else None)
+        for name in names:
+            try:
+                SCENARIOS[name](page, base, out)
+            except Exception:
+                page.screenshot(path=f"{out}/{name}-failure.png", full_page=True)
+                raise
+            print(f"scenario {name}: ok", flush=True)
+        browser.close()
+    assert not errors, f"browser errors: {errors}"
+    assert not external, f"requests to other hosts: {external}"
+
+
+if __name__ == "__main__":
+    main()

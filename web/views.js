@@ -1,0 +1,346 @@
+// The views: clusters, create form, progress panel, cluster detail, nodes, storage, operations.
+// Each renders from the server and returns an optional cleanup function.
+
+import { api, h, live, onOperations, refreshClusterSelect, session, show } from './app.js';
+
+const TERMINAL = ['succeeded', 'failed', 'cancelled'];
+
+/** Typical durations on AWS (the sandbox compresses them by its time scale). */
+const EXPECTED = {
+  pipeline: '35–50 min', cluster: '15–20 min', dependencies: '3–5 min', hyperpod: '15–25 min',
+  storage: '1–2 min', 'storage-delete': 'under a minute', import: 'under a minute',
+  'instance-group-add': '10–20 min', 'instance-group-scale': '5–15 min', 'instance-group-delete': '5–15 min',
+  'node-action': '2–10 min', 'delete-cluster': '15–25 min',
+};
+
+function expected(kind) {
+  const aws = EXPECTED[kind];
+  if (!aws) return '';
+  return session.health && session.health.cloud === 'sandbox'
+    ? `expected ${aws} on AWS (seconds in the sandbox)` : `expected ${aws}`;
+}
+
+function stateBadge(state) {
+  return h('span', { class: `state state-${state}`, 'data-state': state }, state);
+}
+
+function elapsed(started, finished) {
+  if (!started) return '';
+  const ms = (finished ? Date.parse(finished) : Date.now()) - Date.parse(started);
+  const s = Math.max(0, Math.round(ms / 1000));
+  return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m ${s % 60}s`;
+}
+
+function problemText(p) {
+  if (!p) return 'unknown error';
+  const hint = p.hint === undefined || p.hint === null ? '' : ` Valid: ${Array.isArray(p.hint) ? p.hint.join(', ') : typeof p.hint === 'string' ? p.hint : JSON.stringify(p.hint)}.`;
+  return `${p.detail || p.title || 'error'}${hint}`;
+}
+
+function errorBox(r) {
+  return h('p', { class: 'error', role: 'alert' }, problemText(r.body));
+}
+
+function table(headers, rows, empty = 'Nothing yet.') {
+  if (!rows.length) return h('p', { class: 'muted' }, empty);
+  return h('table', {}, h('thead', {}, h('tr', {}, headers.map((x) => h('th', { scope: 'col' }, x)))),
+    h('tbody', {}, rows.map((r) => h('tr', {}, r.map((c) => h('td', {}, c))))));
+}
+
+/** Re-renders `render` on every relevant push, or by long-polling when pushes do not arrive. */
+function follow(isRelevant, render, pollId) {
+  let stopped = false;
+  const off = onOperations((ops) => { if (!stopped && ops.some(isRelevant)) render(); });
+  (async () => {
+    while (!stopped) {
+      if (live()) { await new Promise((r) => setTimeout(r, 1000)); continue; }
+      if (pollId) await api(`/api/operations/${pollId()}?wait=20`);
+      else await new Promise((r) => setTimeout(r, 3000));
+      if (!stopped) await render();
+    }
+  })();
+  return () => { stopped = true; off(); };
+}
+
+// --- clusters -------------------------------------------------------------------------------
+
+export async function clusters() {
+  const render = async () => {
+    const r = await api('/api/clusters');
+    if (!r.ok) return show(h('h1', {}, 'Clusters'), errorBox(r));
+    const rows = r.body.map((c) => [
+      h('a', { href: `#/cluster/${encodeURIComponent(c.name)}` }, c.name),
+      h('span', {}, Object.entries(c.stages).filter(([k]) => k !== 'pipeline').map(([k, v]) => [k, ' ', stateBadge(v.state), '  '])),
+      c.stages.pipeline ? h('a', { href: `#/op/${c.stages.pipeline.id}` }, 'pipeline progress') : '',
+    ]);
+    show(h('h1', {}, 'Clusters'),
+      h('p', {}, h('a', { href: '#/create' }, 'Create a cluster')),
+      table(['Name', 'Stages', ''], rows, 'No clusters yet. Create one to start.'));
+  };
+  await render();
+  return follow(() => true, render);
+}
+
+// --- create ---------------------------------------------------------------------------------
+
+export async function create() {
+  const zones = await api('/api/aws/zones');
+  const field = (name, label, input, help) => [
+    h('label', { for: name }, label),
+    h('div', {}, input, help ? h('div', { class: 'field-hint', id: `${name}-help` }, help) : '',
+      h('div', { class: 'field-error', id: `${name}-error`, role: 'alert' })),
+  ];
+  const name = h('input', { type: 'text', id: 'name', name: 'name', required: true, autocomplete: 'off', 'aria-describedby': 'name-help name-error' });
+  const region = h('input', { type: 'text', id: 'region', name: 'region', readonly: true, value: (session.health && session.health.region) || '' });
+  const zone = h('select', { id: 'zone', name: 'zone', required: true, 'aria-describedby': 'zone-error' },
+    h('option', { value: '' }, 'Choose a zone'),
+    ...(zones.ok ? zones.body.map((z) => h('option', { value: z.name }, `${z.name} (${z.id})`)) : []));
+  const type = h('select', { id: 'instanceType', name: 'instanceType', required: true, 'aria-describedby': 'instanceType-help instanceType-error' },
+    h('option', { value: '' }, 'Choose a zone first'));
+  const count = h('input', { type: 'number', id: 'instanceCount', name: 'instanceCount', min: 1, value: 1, required: true, 'aria-describedby': 'instanceCount-error' });
+  const capacity = h('select', { id: 'capacityType', name: 'capacityType', 'aria-describedby': 'capacityType-error' },
+    ...['on-demand', 'spot', 'training-plan'].map((c) => h('option', { value: c }, c)));
+  const plan = h('input', { type: 'text', id: 'trainingPlanArn', name: 'trainingPlanArn', disabled: true, 'aria-describedby': 'trainingPlanArn-error' });
+  const box = (id, checked, disabled) => h('input', { type: 'checkbox', id, name: id, checked, disabled });
+  const deps = box('dependencies', true);
+  const recovery = box('nodeRecovery', true, true);
+  const dhc = box('deepHealthChecks', false);
+  const storage = box('storage', true);
+  const formError = h('div', { class: 'error', role: 'alert', id: 'form-error' });
+  const submit = h('button', { type: 'submit' }, 'Create cluster');
+
+  zone.addEventListener('change', async () => {
+    type.replaceChildren(h('option', { value: '' }, 'Loading…'));
+    if (!zone.value) return type.replaceChildren(h('option', { value: '' }, 'Choose a zone first'));
+    const r = await api(`/api/aws/instance-types?zone=${encodeURIComponent(zone.value)}`);
+    const types = r.ok ? r.body.instanceTypes : [];
+    type.replaceChildren(types.length
+      ? h('option', { value: '' }, 'Choose an instance type')
+      : h('option', { value: '' }, 'No accelerated instance types offered in this zone'),
+    ...types.map((t) => h('option', { value: t }, t)));
+  });
+  capacity.addEventListener('change', () => { plan.disabled = capacity.value !== 'training-plan'; });
+
+  const form = h('form', { class: 'grid', novalidate: true, 'aria-label': 'Create cluster' },
+    field('name', 'Cluster name', name, 'Lowercase letters, digits and hyphens (e.g. llm-train-1).'),
+    field('region', 'Region', region),
+    field('zone', 'Availability Zone', zone),
+    field('instanceType', 'Accelerated instance type', type, 'Only the types this account is offered in the zone.'),
+    field('instanceCount', 'Instance count', count),
+    field('capacityType', 'Capacity type', capacity, 'Fixed for the instance group\'s life.'),
+    field('trainingPlanArn', 'Training plan ARN', plan),
+    field('dependencies', 'Install dependencies', deps),
+    field('nodeRecovery', 'Node auto-recovery', recovery, 'Always on: HyperPod replaces nodes that fail health checks.'),
+    field('deepHealthChecks', 'Deep health checks', dhc, 'Stress and connectivity checks on new nodes (slower start).'),
+    field('storage', 'Mount the shared S3 bucket', storage),
+    h('span'), h('div', {}, submit, formError));
+
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    for (const el of form.querySelectorAll('.field-error')) el.textContent = '';
+    formError.textContent = '';
+    const body = {
+      name: name.value.trim(), zone: zone.value, instanceType: type.value,
+      instanceCount: Number(count.value), capacityType: capacity.value,
+      dependencies: deps.checked, storage: storage.checked, deepHealthChecks: dhc.checked,
+    };
+    if (region.value) body.region = region.value;
+    if (capacity.value === 'training-plan') body.trainingPlanArn = plan.value.trim();
+    submit.disabled = true;
+    const r = await api('/api/pipelines', { method: 'POST', body });
+    submit.disabled = false;
+    if (r.ok) {
+      await refreshClusterSelect();
+      location.hash = `#/op/${r.body.operationId}`;
+      return;
+    }
+    const target = r.body && r.body.field && form.querySelector(`#${CSS.escape(r.body.field)}-error`);
+    (target || formError).textContent = problemText(r.body);
+    const input = r.body && r.body.field && form.querySelector(`#${CSS.escape(r.body.field)}`);
+    if (input) { input.setAttribute('aria-invalid', 'true'); input.focus(); }
+  });
+  show(h('h1', {}, 'Create a cluster'),
+    h('p', { class: 'muted' }, 'Network + EKS, dependencies, HyperPod and storage, run as one pipeline you can watch and retry.'),
+    zones.ok ? form : errorBox(zones));
+}
+
+// --- progress -------------------------------------------------------------------------------
+
+function phaseRows(op) {
+  return table(['Phase', 'State', 'Elapsed', 'Progress'], op.phases.map((p) => [
+    p.name, stateBadge(p.state), elapsed(p.startedAt, p.finishedAt),
+    p.error ? h('span', { class: 'error' }, p.error.message) : (p.progress || ''),
+  ]));
+}
+
+async function retry(id, button) {
+  button.disabled = true;
+  const r = await api(`/api/operations/${id}/retry`, { method: 'POST' });
+  if (!r.ok) button.after(errorBox(r));
+}
+
+function stageBox(name, op, retryId) {
+  const reason = op && op.state === 'failed' && op.error ? op.error.message : null;
+  const retryButton = op && op.state === 'failed'
+    ? h('button', { type: 'button', 'data-retry': name, onclick: (e) => retry(retryId || op.id, e.target) }, `Retry ${name}`) : '';
+  return h('section', { class: 'stage', 'data-stage': name, 'aria-label': `Stage ${name}` },
+    h('header', {}, h('strong', {}, name), op ? stateBadge(op.state) : stateBadge('pending'),
+      op ? h('span', { class: 'muted' }, `elapsed ${elapsed(op.createdAt, TERMINAL.includes(op.state) ? op.updatedAt : null)}`) : '',
+      h('span', { class: 'muted' }, expected(op ? op.kind : name)),
+      op ? h('a', { href: `#/op/${op.id}` }, 'details') : ''),
+    reason ? h('p', { class: 'reason', role: 'alert' }, reason) : '',
+    op ? phaseRows(op) : h('p', { class: 'muted' }, 'Not started yet.'),
+    retryButton);
+}
+
+export async function progress(id) {
+  let ids = new Set([id]);
+  const render = async () => {
+    const r = await api(`/api/operations/${id}`);
+    if (!r.ok) return show(h('h1', {}, 'Operation'), errorBox(r));
+    const op = r.body;
+    ids = new Set([op.id]);
+    const title = h('h1', {}, `${op.kind} · ${op.cluster} `, stateBadge(op.state));
+    const meta = h('p', { class: 'muted' }, `Started by ${op.actor} at ${op.createdAt} · ${expected(op.kind)}`,
+      op.parentId ? [' · part of ', h('a', { href: `#/op/${op.parentId}` }, 'its pipeline')] : '');
+    let body;
+    if (op.kind === 'pipeline') {
+      const children = await Promise.all(op.phases.map(async (p) => {
+        const child = p.outputs && p.outputs.operationId;
+        if (!child) return null;
+        ids.add(child);
+        const c = await api(`/api/operations/${child}`);
+        return c.ok ? c.body : null;
+      }));
+      body = op.phases.map((p, i) => stageBox(p.name, children[i], op.id));
+    } else {
+      body = [stageBox(op.kind, op, op.parentId || op.id)];
+    }
+    show(title, meta, h('div', { id: 'stages', 'data-operation': op.id, 'data-state': op.state }, body));
+  };
+  await render();
+  return follow((o) => ids.has(o.id) || ids.has(o.parentId), render, () => id);
+}
+
+// --- cluster detail -------------------------------------------------------------------------
+
+export async function cluster(name) {
+  const render = async () => {
+    const enc = encodeURIComponent(name);
+    const [c, deps, status, claims] = await Promise.all([
+      api(`/api/clusters/${enc}`), api(`/api/clusters/${enc}/dependencies`),
+      api(`/api/clusters/${enc}/status`), api(`/api/clusters/${enc}/storage`)]);
+    if (!c.ok) return show(h('h1', {}, name), errorBox(c));
+    const stages = ['cluster', 'dependencies', 'hyperpod', 'storage'].map((s) => {
+      const op = c.body.stages[s];
+      return [s, op ? stateBadge(op.state) : stateBadge('pending'), op ? h('a', { href: `#/op/${op.id}` }, 'progress') : ''];
+    });
+    const reconcile = h('button', { type: 'button', onclick: async (e) => {
+      e.target.disabled = true;
+      const r = await api(`/api/clusters/${enc}/dependencies`, { method: 'POST' });
+      if (r.ok) location.hash = `#/op/${r.body.operationId}`;
+      else e.target.after(errorBox(r));
+    } }, 'Reconcile dependencies');
+    show(h('h1', {}, `Cluster ${name}`),
+      h('h2', {}, 'Stages'), table(['Stage', 'State', ''], stages),
+      h('h2', {}, 'Dependencies'),
+      deps.ok ? table(['Component', 'Install', 'State', 'Reason'], deps.body.components.map((d) => [d.name, d.install, stateBadge(d.state), d.reason])) : errorBox(deps),
+      reconcile,
+      h('h2', {}, 'Nodes'), nodesTable(status),
+      h('h2', {}, 'Storage claims'), claimsTable(claims));
+  };
+  await render();
+  return follow((o) => o.cluster === name, render);
+}
+
+function nodesTable(status) {
+  if (!status.ok) return errorBox(status);
+  const s = status.body;
+  return h('div', {},
+    h('p', { class: 'muted' }, `${s.readyNodes} ready of ${s.nodes.length} · GPUs free ${s.gpusFree} of ${s.gpusTotal} · pending GPU demand ${s.pendingGpus} · cache age ${s.cache.ageMs} ms`),
+    table(['Node', 'Instance type', 'Group', 'Capacity', 'GPUs (requested/allocatable)', 'Ready', 'Health'],
+      s.nodes.map((n) => [n.name, n.instanceType || '', n.instanceGroup || '', n.capacityType || '',
+        `${n.gpus.requested}/${n.gpus.allocatable}`, n.ready ? 'yes' : 'no',
+        Object.values(n.health).join(', ')]), 'No nodes have joined yet.'));
+}
+
+function claimsTable(claims) {
+  if (!claims.ok) return errorBox(claims);
+  return table(['Claim', 'Namespace', 'Kind', 'Source', 'Capacity', 'Phase'], claims.body.map((c) => [
+    c.claimName, c.namespace, c.kind, c.bucket || c.fileSystemId || '', c.capacity || '', c.phase || '']),
+  'No claims yet.');
+}
+
+function needsActive(title) {
+  if (session.active) return false;
+  show(h('h1', {}, title), h('p', {}, 'Choose a cluster in the header first.'));
+  return true;
+}
+
+export async function nodes() {
+  if (needsActive('Instance groups & nodes')) return null;
+  const name = session.active;
+  const enc = encodeURIComponent(name);
+  const render = async () => {
+    const [groups, list] = await Promise.all([api(`/api/clusters/${enc}/instance-groups`), api(`/api/clusters/${enc}/nodes`)]);
+    show(h('h1', {}, `Instance groups & nodes · ${name}`),
+      h('h2', {}, 'Instance groups'),
+      groups.ok ? table(['Group', 'Instance type', 'Capacity', 'Count (current/target)', 'Deep health checks'],
+        groups.body.map((g) => [g.name, g.instanceType, g.capacityType, `${g.currentCount}/${g.targetCount}`, g.deepHealthChecks.join(', ')])) : errorBox(groups),
+      h('h2', {}, 'Nodes'),
+      list.ok ? h('div', {}, h('p', { class: 'muted' }, list.body.hint),
+        table(['Instance', 'Group', 'Type', 'HyperPod status', 'Kubernetes ready', 'GPUs free'],
+          list.body.nodes.map((n) => [n.instanceId, n.instanceGroup, n.instanceType, n.status,
+            n.kubernetes ? (n.kubernetes.ready ? 'yes' : 'no') : 'not joined',
+            n.kubernetes ? `${n.kubernetes.gpus.free}/${n.kubernetes.gpus.allocatable}` : '']),
+          'No nodes yet.')) : errorBox(list));
+  };
+  await render();
+  return follow((o) => o.cluster === name, render);
+}
+
+export async function storage() {
+  if (needsActive('Storage')) return null;
+  const enc = encodeURIComponent(session.active);
+  const claims = await api(`/api/clusters/${enc}/storage`);
+  show(h('h1', {}, `Storage · ${session.active}`), claimsTable(claims),
+    h('p', { class: 'muted' }, 'Workloads mount the shared bucket claim s3-claim at /s3.'));
+  return null;
+}
+
+// --- operations -----------------------------------------------------------------------------
+
+export async function operations() {
+  const state = h('select', { id: 'f-state' }, ...['', 'pending', 'running', 'succeeded', 'failed', 'cancelled'].map((s) => h('option', { value: s }, s || 'any')));
+  const actor = h('select', { id: 'f-actor' }, ...['', 'browser', 'agent', 'api'].map((s) => h('option', { value: s }, s || 'any')));
+  const clusterF = h('input', { type: 'text', id: 'f-cluster', placeholder: 'any' });
+  const results = h('div', { id: 'operations' });
+  const render = async () => {
+    const q = new URLSearchParams({ limit: '100' });
+    if (state.value) q.set('state', state.value);
+    if (clusterF.value.trim()) q.set('cluster', clusterF.value.trim());
+    const r = await api(`/api/operations?${q}`);
+    if (!r.ok) return results.replaceChildren(errorBox(r));
+    const ops = r.body.filter((o) => !actor.value || o.actor === actor.value);
+    results.replaceChildren(table(['Operation', 'Kind', 'Cluster', 'State', 'Actor', 'Started'], ops.map((o) => [
+      h('a', { href: `#/op/${o.id}` }, o.id.slice(0, 8)), o.kind, o.cluster, stateBadge(o.state), o.actor, o.createdAt]),
+    'No operations match.'));
+  };
+  for (const el of [state, actor]) el.addEventListener('change', render);
+  clusterF.addEventListener('change', render);
+  show(h('h1', {}, 'Operations'),
+    h('div', { class: 'filters' },
+      h('label', {}, 'State', state), h('label', {}, 'Actor', actor), h('label', {}, 'Cluster', clusterF)),
+    results);
+  await render();
+  return follow(() => true, render);
+}
+
+export function placeholder(title, area) {
+  show(h('h1', {}, title),
+    h('p', {}, `${title} is not available yet in this version of the control plane.`),
+    h('p', { class: 'muted' }, area === 'features'
+      ? 'Managed capabilities (training operator, inference operator, tiered storage, autoscaling) arrive with the features route; this panel will send only the fields you change.'
+      : 'The API and agent tools for it arrive in a later version.'));
+  return null;
+}
