@@ -4,6 +4,7 @@
 mod aws;
 mod crash;
 mod crds;
+mod deploy;
 mod helpers;
 mod kube;
 mod mcp;

@@ -1,0 +1,277 @@
+//! The deployment artefacts: the CloudFormation template's security properties, its IAM policy
+//! against the AWS actions the adapter really calls, and a deployment into moto's CloudFormation.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn template() -> Value {
+    let text = std::fs::read_to_string(root().join("cloudformation/instantstart.yaml")).unwrap();
+    assert!(
+        !text.contains(" !"),
+        "use long-form intrinsics (Fn::Sub, Ref) so the template is plain YAML"
+    );
+    serde_yaml::from_str(&text).expect("template YAML")
+}
+
+fn resources_of<'a>(t: &'a Value, kind: &str) -> Vec<(&'a String, &'a Value)> {
+    t["Resources"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| r["Type"] == kind)
+        .collect()
+}
+
+fn list(v: &Value) -> Vec<Value> {
+    match v {
+        Value::Array(a) => a.clone(),
+        Value::Null => vec![],
+        other => vec![other.clone()],
+    }
+}
+
+/// Every statement of every IAM policy in the template.
+fn statements(t: &Value) -> Vec<Value> {
+    let mut out = Vec::new();
+    for (_, r) in resources_of(t, "AWS::IAM::RolePolicy")
+        .into_iter()
+        .chain(resources_of(t, "AWS::IAM::Policy"))
+    {
+        out.extend(list(&r["Properties"]["PolicyDocument"]["Statement"]));
+    }
+    for (_, r) in resources_of(t, "AWS::IAM::Role") {
+        for p in list(&r["Properties"]["Policies"]) {
+            out.extend(list(&p["PolicyDocument"]["Statement"]));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_template_is_locked_down() {
+    let t = template();
+    let text = std::fs::read_to_string(root().join("cloudformation/instantstart.yaml")).unwrap();
+    assert!(!text.contains("AdministratorAccess"));
+    assert!(!text.contains("TemplateURL"), "no nested stacks");
+
+    // No inbound rule anywhere.
+    assert!(resources_of(&t, "AWS::EC2::SecurityGroupIngress").is_empty());
+    for (name, sg) in resources_of(&t, "AWS::EC2::SecurityGroup") {
+        assert!(
+            sg["Properties"].get("SecurityGroupIngress").is_none(),
+            "{name} has ingress rules"
+        );
+    }
+    // IMDSv2 only; every volume encrypted; the instance uses that launch template.
+    let lts = resources_of(&t, "AWS::EC2::LaunchTemplate");
+    assert_eq!(lts.len(), 1);
+    let data = &lts[0].1["Properties"]["LaunchTemplateData"];
+    assert_eq!(data["MetadataOptions"]["HttpTokens"], "required");
+    for bd in list(&data["BlockDeviceMappings"]) {
+        assert_eq!(bd["Ebs"]["Encrypted"], true, "{bd}");
+    }
+    let (_, instance) = resources_of(&t, "AWS::EC2::Instance")[0];
+    assert_eq!(
+        instance["Properties"]["LaunchTemplate"]["LaunchTemplateId"]["Ref"],
+        lts[0].0.as_str()
+    );
+    let user_data = instance["Properties"]["UserData"].to_string();
+    assert!(
+        user_data.contains("--network host")
+            && user_data.contains("INSTANTSTART_BIND=127.0.0.1:3099")
+    );
+
+    // Bucket: encrypted, versioned, public access blocked, TLS only.
+    let (bucket_name, bucket) = resources_of(&t, "AWS::S3::Bucket")[0];
+    let b = &bucket["Properties"];
+    assert!(b["BucketEncryption"]["ServerSideEncryptionConfiguration"].is_array());
+    assert_eq!(b["VersioningConfiguration"]["Status"], "Enabled");
+    for k in [
+        "BlockPublicAcls",
+        "BlockPublicPolicy",
+        "IgnorePublicAcls",
+        "RestrictPublicBuckets",
+    ] {
+        assert_eq!(b["PublicAccessBlockConfiguration"][k], true, "{k}");
+    }
+    let (_, policy) = resources_of(&t, "AWS::S3::BucketPolicy")[0];
+    assert_eq!(policy["Properties"]["Bucket"]["Ref"], bucket_name.as_str());
+    let deny = list(&policy["Properties"]["PolicyDocument"]["Statement"]);
+    assert!(
+        deny.iter()
+            .any(|s| s["Effect"] == "Deny"
+                && s["Condition"]["Bool"]["aws:SecureTransport"] == "false")
+    );
+
+    // IAM: no `*` action on `*` resources; PassRole scoped to named roles and services.
+    for s in statements(&t) {
+        let actions: Vec<String> = list(&s["Action"])
+            .iter()
+            .filter_map(|a| a.as_str().map(str::to_string))
+            .collect();
+        let resources = list(&s["Resource"]);
+        let any_resource = resources.iter().any(|r| r == "*");
+        assert!(
+            !(any_resource && actions.iter().any(|a| a == "*" || a.ends_with(":*"))),
+            "{s}"
+        );
+        if any_resource {
+            assert!(
+                actions
+                    .iter()
+                    .all(|a| a.contains(":Describe") || a.contains(":List") || a.contains(":Get")),
+                "only reads may use `*`: {s}"
+            );
+        }
+        if actions.iter().any(|a| a == "iam:PassRole") {
+            assert!(!any_resource, "{s}");
+            assert!(
+                s["Condition"]["StringEquals"]["iam:PassedToService"].is_array(),
+                "{s}"
+            );
+        }
+    }
+    let out = t["Outputs"]["PortForwardCommand"]["Value"].to_string();
+    assert!(
+        out.contains("AWS-StartPortForwardingSession") && out.contains("portNumber=3099"),
+        "{out}"
+    );
+}
+
+/// The IAM action for an API operation, where the names differ.
+fn iam_action(service: &str, op: &str) -> String {
+    let action = match (service, op) {
+        ("s3", "HeadBucket" | "ListObjectsV2") => "ListBucket",
+        ("s3", "PutBucketEncryption") => "PutEncryptionConfiguration",
+        ("s3", "PutPublicAccessBlock") => "PutBucketPublicAccessBlock",
+        _ => op,
+    };
+    format!("{service}:{action}")
+}
+
+/// Every AWS operation named in the adapter (`src/cloud/aws/`): the string literals that are
+/// operation names, attributed to the file's service or to the service named right before them.
+fn adapter_actions() -> BTreeSet<String> {
+    const VERBS: &[&str] = &[
+        "Allocate",
+        "Associate",
+        "Attach",
+        "Authorize",
+        "Batch",
+        "Create",
+        "Delete",
+        "Describe",
+        "Detach",
+        "Disassociate",
+        "Get",
+        "Head",
+        "List",
+        "Modify",
+        "Put",
+        "Release",
+        "Replace",
+        "Update",
+    ];
+    let mut out = BTreeSet::new();
+    for entry in std::fs::read_dir(root().join("src/cloud/aws")).unwrap() {
+        let path = entry.unwrap().path();
+        let src = std::fs::read_to_string(&path).unwrap();
+        let file_service = src
+            .split("const S: &str = \"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .map(str::to_string);
+        let parts: Vec<&str> = src.split('"').collect();
+        // Odd indices are the insides of string literals (the adapter has no escaped quotes).
+        for i in (1..parts.len()).step_by(2) {
+            let lit = parts[i];
+            let is_op = lit.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                && lit.chars().all(|c| c.is_ascii_alphanumeric())
+                // A verb followed by a noun (`DeleteVpc`), not a state (`Deleted`).
+                && VERBS.iter().any(|v| {
+                    lit.strip_prefix(v)
+                        .and_then(|rest| rest.chars().next())
+                        .is_some_and(|c| c.is_ascii_uppercase())
+                });
+            if !is_op {
+                continue;
+            }
+            let before = parts.get(i.wrapping_sub(2)).copied().unwrap_or("");
+            let between = parts.get(i - 1).copied().unwrap_or("");
+            let service = if matches!(before, "sts" | "servicequotas") && between.trim() == "," {
+                before.to_string()
+            } else {
+                file_service
+                    .clone()
+                    .unwrap_or_else(|| panic!("{}: no service for {lit}", path.display()))
+            };
+            out.insert(iam_action(&service, lit));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_policy_grants_exactly_what_the_adapter_calls() {
+    let t = template();
+    let granted: BTreeSet<String> = statements(&t)
+        .iter()
+        .filter(|s| s["Effect"] == "Allow")
+        .flat_map(|s| list(&s["Action"]))
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect();
+    let called = adapter_actions();
+    assert!(
+        called.len() > 60,
+        "the scan found too few operations: {called:?}"
+    );
+    assert!(
+        called.contains("sagemaker:BatchReplaceClusterNodes")
+            && called.contains("sts:GetCallerIdentity")
+    );
+    // Tagging on create, and handing roles to EKS and SageMaker.
+    let implied = [
+        "ec2:CreateTags",
+        "eks:TagResource",
+        "sagemaker:AddTags",
+        "iam:TagRole",
+        "iam:TagOpenIDConnectProvider",
+        "iam:PassRole",
+    ];
+    let missing: Vec<&String> = called.iter().filter(|a| !granted.contains(*a)).collect();
+    assert!(
+        missing.is_empty(),
+        "the template does not grant: {missing:?}"
+    );
+    let extra: Vec<&String> = granted
+        .iter()
+        .filter(|a| !called.contains(*a) && !implied.contains(&a.as_str()))
+        .collect();
+    assert!(
+        extra.is_empty(),
+        "the template grants actions the adapter never calls: {extra:?}"
+    );
+}
+
+#[test]
+fn the_template_deploys_into_moto_cloudformation() {
+    let out = std::process::Command::new(crate::helpers::venv_python())
+        .arg(crate::helpers::peer("cfn_deploy.py"))
+        .arg(root().join("cloudformation/instantstart.yaml"))
+        .output()
+        .expect("run the CloudFormation deployment");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("DEPLOYED"), "{stdout}");
+}
