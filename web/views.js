@@ -121,12 +121,28 @@ export async function create() {
   });
   capacity.addEventListener('change', () => { plan.disabled = capacity.value !== 'training-plan'; });
 
+  // Preflight before the first cluster: quota for the type and count, training plans, advice.
+  const preflight = h('div', { id: 'preflight', 'aria-live': 'polite', class: 'muted' });
+  const checkPreflight = async () => {
+    if (!type.value || !(Number(count.value) > 0)) return preflight.replaceChildren();
+    const r = await api(`/api/aws/preflight?instanceType=${encodeURIComponent(type.value)}&count=${Number(count.value)}`);
+    if (!r.ok) return preflight.replaceChildren(errorBox(r));
+    const q = r.body.quota;
+    preflight.replaceChildren(
+      h('p', { class: q && !q.ok ? 'error' : '' }, q ? `Quota: ${q.requested} of ${q.limit} × ${q.instanceType} ${q.ok ? 'fits' : 'exceeds the HyperPod quota'}.` : 'Quota unknown.'),
+      r.body.trainingPlans.length ? h('p', {}, `Training plans: ${r.body.trainingPlans.map((p) => `${p.name} (${p.status}, ${p.availableInstanceCount} available)`).join('; ')}`) : '',
+      h('ul', {}, r.body.advice.map((a) => h('li', {}, a))));
+  };
+  type.addEventListener('change', checkPreflight);
+  count.addEventListener('input', checkPreflight);
+
   const form = h('form', { class: 'grid', novalidate: true, 'aria-label': 'Create cluster' },
     field('name', 'Cluster name', name, 'Lowercase letters, digits and hyphens (e.g. llm-train-1).'),
     field('region', 'Region', region),
     field('zone', 'Availability Zone', zone),
     field('instanceType', 'Accelerated instance type', type, 'Only the types this account is offered in the zone.'),
     field('instanceCount', 'Instance count', count),
+    h('span', { class: 'field-hint' }, 'Preflight'), preflight,
     field('capacityType', 'Capacity type', capacity, 'Fixed for the instance group\'s life.'),
     field('trainingPlanArn', 'Training plan ARN', plan),
     field('dependencies', 'Install dependencies', deps),

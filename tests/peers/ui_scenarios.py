@@ -32,6 +32,7 @@ def create(page, base, out):
     page.goto(f"{base}/")
     expect(page.locator("#banner")).to_contain_text("Sandbox mode")
     fill_create_form(page, base, "ui-demo")
+    expect(page.locator("#preflight")).to_contain_text("Quota: 2 of")
     page.get_by_role("button", name="Create cluster").click()
     page.wait_for_url("**/#/op/*")
     wait_pipeline(page)
