@@ -14,7 +14,7 @@ export function h(tag, attrs = {}, ...children) {
     else if (v === true) el.setAttribute(k, '');
     else el.setAttribute(k, String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -131,7 +131,7 @@ const routes = [
   [/^#\/nodes$/, () => views.nodes()],
   [/^#\/storage$/, () => views.storage()],
   [/^#\/operations$/, () => views.operations()],
-  [/^#\/features$/, () => views.placeholder('Advanced features', 'features')],
+  [/^#\/features$/, () => views.features()],
   [/^#\/models$/, () => views.placeholder('Models', 'models')],
   [/^#\/inference$/, () => views.placeholder('Inference', 'inference')],
   [/^#\/training$/, () => views.placeholder('Training', 'training')],

@@ -360,3 +360,39 @@ export function placeholder(title, area) {
       : 'The API and agent tools for it arrive in a later version.'));
   return null;
 }
+
+// --- advanced features ---------------------------------------------------------------------
+
+/** Shows actual state; sends only the fields the user changed; says "no change" otherwise. */
+export async function features() {
+  if (needsActive('Advanced features')) return null;
+  const name = session.active;
+  const enc = encodeURIComponent(name);
+  const render = async () => {
+    const r = await api(`/api/clusters/${enc}/features`);
+    if (!r.ok) return show(h('h1', {}, 'Advanced features'), errorBox(r));
+    const boxes = r.body.features.map((f) => ({ f, input: h('input', { type: 'checkbox', id: `feature-${f.key}`, checked: f.enabled }) }));
+    const result = h('div', { id: 'features-result', role: 'status' });
+    const form = h('form', { class: 'grid', 'aria-label': 'Advanced features' },
+      boxes.map(({ f, input }) => [
+        h('label', { for: input.id }, f.key),
+        h('div', {}, input, ' ', stateBadge(f.state), h('div', { class: 'field-hint' }, f.description))]),
+      h('span'), h('div', {}, h('button', { type: 'submit' }, 'Apply changes')));
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      const body = {};
+      for (const { f, input } of boxes) if (input.checked !== f.enabled) body[f.key] = input.checked;
+      if (!Object.keys(body).length) { result.textContent = 'No change: every feature is already as selected.'; return; }
+      const p = await api(`/api/clusters/${enc}/features`, { method: 'PATCH', body });
+      if (!p.ok) { result.replaceChildren(errorBox(p)); return; }
+      result.replaceChildren(h('ul', {}, Object.entries(p.body.features).map(([k, v]) => h('li', {}, `${k}: `,
+        v.result === 'unchanged' ? 'no change' : h('a', { href: `#/op/${v.operationId}` }, `${v.enable ? 'enabling' : 'disabling'} (progress)`)))));
+    });
+    show(h('h1', {}, `Advanced features · ${name}`),
+      h('p', { class: 'muted' }, 'Read from the cluster as it is. Only the features you change are sent.'),
+      form, result,
+      h('p', { class: 'muted' }, 'Inference operator, managed tiered checkpointing and managed autoscaling (which governs HyperPod instance groups only) are not available yet.'));
+  };
+  await render();
+  return null;
+}

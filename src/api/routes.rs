@@ -54,6 +54,10 @@ pub fn routes() -> Router<AppState> {
         )
         .route("/api/clusters/{name}/status", get(cluster_status))
         .route(
+            "/api/clusters/{name}/features",
+            get(get_features).patch(patch_features),
+        )
+        .route(
             "/api/clusters/{name}/instance-groups",
             get(list_groups).post(add_group),
         )
@@ -103,6 +107,8 @@ pub fn routes() -> Router<AppState> {
         create_storage,
         delete_storage,
         cluster_status,
+        get_features,
+        patch_features,
         list_groups,
         add_group,
         update_group,
@@ -539,6 +545,83 @@ async fn get_dependencies(
     Ok(Json(
         service::incluster::dependencies(&state.engine, &name).await?,
     ))
+}
+
+#[utoipa::path(get, path = "/api/clusters/{name}/features", params(("name" = String, Path)),
+    responses((status = 200, body = service::incluster::FeaturesView), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn get_features(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<service::incluster::FeaturesView>> {
+    check_name(&name)?;
+    Ok(Json(
+        service::incluster::features(&state.engine, &name).await?,
+    ))
+}
+
+/// Per feature: `{"result": "unchanged"}` or `{"result": "started", "operationId", "statusUrl"}`.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FeaturesPatched {
+    pub cluster: String,
+    #[schema(value_type = Object)]
+    pub features: Value,
+}
+
+#[utoipa::path(patch, path = "/api/clusters/{name}/features", params(("name" = String, Path)),
+    request_body = service::incluster::FeaturesPatch,
+    responses((status = 200, body = FeaturesPatched, description = "nothing to change"),
+              (status = 202, body = FeaturesPatched, description = "at least one operation started"),
+              (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn patch_features(
+    State(state): State<AppState>,
+    actor: Actor,
+    key: IdempotencyKey,
+    Path(name): Path<String>,
+    ApiJson(req): ApiJson<service::incluster::FeaturesPatch>,
+) -> ApiResult<Response> {
+    use service::incluster::FeatureChange;
+    check_name(&name)?;
+    let plan = service::incluster::plan_features(&state.engine, &name, &req).await?;
+    let mut out = serde_json::Map::new();
+    let mut started = false;
+    for (field, change) in plan {
+        let FeatureChange::Change { kind, enable } = change else {
+            out.insert(field.into(), json!({"result": "unchanged"}));
+            continue;
+        };
+        let params = json!({"enable": enable});
+        let sub = Submission {
+            kind,
+            request_hash: Some(service::request_hash(kind, &name, &params)),
+            cluster: name.clone(),
+            params,
+            actor: actor.0.clone(),
+            idempotency_key: key.0.as_ref().map(|k| format!("{k}:{field}")),
+            parent_id: None,
+            new_cluster: None,
+        };
+        let accepted = service::submit(&state.engine, sub).await?;
+        started = true;
+        out.insert(
+            field.into(),
+            json!({"result": "started", "enable": enable,
+            "operationId": accepted.operation_id, "statusUrl": accepted.status_url}),
+        );
+    }
+    let status = if started {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        Json(FeaturesPatched {
+            cluster: name,
+            features: Value::Object(out),
+        }),
+    )
+        .into_response())
 }
 
 #[utoipa::path(get, path = "/api/clusters/{name}/status", params(("name" = String, Path)),

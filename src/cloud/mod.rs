@@ -337,6 +337,8 @@ pub trait Eks: Send + Sync {
         service_account: &str,
         role_arn: &str,
     ) -> CloudResult<String>;
+    /// Removes a pod identity association (absent is fine).
+    async fn delete_pod_identity(&self, cluster: &str, association_id: &str) -> CloudResult<()>;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -121,6 +121,9 @@ impl Eks for Unavailable {
     ) -> CloudResult<String> {
         Err(self.refuse("create_pod_identity"))
     }
+    async fn delete_pod_identity(&self, _cluster: &str, _association_id: &str) -> CloudResult<()> {
+        Err(self.refuse("delete_pod_identity"))
+    }
     async fn create_cluster(&self, _req: &CreateEksCluster) -> CloudResult<EksCluster> {
         Err(self.refuse("create_cluster"))
     }

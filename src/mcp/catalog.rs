@@ -200,6 +200,20 @@ pub const CATALOG: &[ToolSpec] = &[
     ToolSpec {
         path_params: &["name"],
         open_world: true,
+        ..read("features_get", "/api/clusters/{name}/features", "Managed features as they actually are (read from EKS): training operator, Container Insights, FSx CSI driver — enabled, state, add-on, pod identity association.")
+    },
+    ToolSpec {
+        method: "PATCH",
+        path_params: &["name"],
+        body: true,
+        destructive: true,
+        open_world: true,
+        duration: Some("2-5 minutes on AWS"),
+        ..read("features_update", "/api/clusters/{name}/features", "Enable or disable managed features. Send only the fields to change (e.g. {\"trainingOperator\": true}); each field equal to the actual state is reported `unchanged` and nothing is done; each change starts its own operation. Disabling removes the add-on and its identity: confirm with the user.")
+    },
+    ToolSpec {
+        path_params: &["name"],
+        open_world: true,
         ..read("instance_group_list", "/api/clusters/{name}/instance-groups", "The cluster's HyperPod instance groups: type, capacity type (fixed for the group's life), target and current counts, subnets.")
     },
     ToolSpec {
@@ -311,6 +325,7 @@ mod tests {
         "node_delete",
         "instance_group_delete",
         "storage_delete",
+        "features_update",
     ];
 
     fn openapi() -> Value {

@@ -337,3 +337,114 @@ pub async fn status(engine: &Engine, name: &str) -> ApiResult<ClusterStatus> {
         state,
     })
 }
+
+/// `GET /api/clusters/{name}/features`: every managed feature's actual state.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FeaturesView {
+    pub cluster: String,
+    pub features: Vec<super::steps::features::FeatureState>,
+}
+
+pub async fn features(engine: &Engine, name: &str) -> ApiResult<FeaturesView> {
+    kube_target(engine, name).await?;
+    let mut out = Vec::new();
+    for f in super::steps::features::FEATURES {
+        out.push(
+            super::steps::features::actual(engine.cloud(), name, f)
+                .await
+                .map_err(|e| ApiError::Cloud(Box::new(e)))?,
+        );
+    }
+    Ok(FeaturesView {
+        cluster: name.to_string(),
+        features: out,
+    })
+}
+
+/// `PATCH /api/clusters/{name}/features`: only the fields being changed.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FeaturesPatch {
+    pub training_operator: Option<bool>,
+    pub container_insights: Option<bool>,
+    pub fsx_csi: Option<bool>,
+}
+
+impl FeaturesPatch {
+    pub fn fields(&self) -> Vec<(&'static str, bool)> {
+        [
+            ("trainingOperator", self.training_operator),
+            ("containerInsights", self.container_insights),
+            ("fsxCsi", self.fsx_csi),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k, v)))
+        .collect()
+    }
+}
+
+/// What to do for one field: nothing (desired equals actual), or start its operation.
+pub enum FeatureChange {
+    Unchanged,
+    Change { kind: &'static str, enable: bool },
+}
+
+/// Compares each requested field with the actual state; refuses enabling a feature whose
+/// prerequisites are not ready.
+pub async fn plan_features(
+    engine: &Engine,
+    name: &str,
+    patch: &FeaturesPatch,
+) -> ApiResult<Vec<(&'static str, FeatureChange)>> {
+    use super::steps::features as f;
+    kube_target(engine, name).await?;
+    let fields = patch.fields();
+    if fields.is_empty() {
+        return Err(ApiError::validation_hint(
+            "features",
+            "send only the features to change; this request names none",
+            json!(f::FEATURES.iter().map(|f| f.key).collect::<Vec<_>>()),
+        ));
+    }
+    let mut plan = Vec::new();
+    for (key, enable) in fields {
+        let feature =
+            f::feature(key).ok_or_else(|| anyhow::anyhow!("feature {key} not in catalogue"))?;
+        let actual = f::actual(engine.cloud(), name, feature)
+            .await
+            .map_err(|e| ApiError::Cloud(Box::new(e)))?;
+        // "degraded" (e.g. its identity missing) is repaired by enabling again.
+        if actual.enabled == enable && actual.state != "degraded" {
+            plan.push((key, FeatureChange::Unchanged));
+            continue;
+        }
+        if enable {
+            for req in feature.requires {
+                let ready = engine
+                    .cloud()
+                    .eks
+                    .describe_addon(name, req)
+                    .await
+                    .map_err(|e| ApiError::Cloud(Box::new(e)))?
+                    .is_some_and(|a| a.status == crate::cloud::AddonStatus::Active);
+                if !ready {
+                    return Err(ApiError::Conflict {
+                        slug: "feature-prerequisite",
+                        detail: format!("{key} needs the {req} add-on to be ACTIVE first: run the dependencies stage (dependencies_install)"),
+                        field: Some(key.to_string()),
+                        operation_id: None,
+                    });
+                }
+            }
+        }
+        plan.push((
+            key,
+            FeatureChange::Change {
+                kind: feature.kind,
+                enable,
+            },
+        ));
+    }
+    Ok(plan)
+}

@@ -149,6 +149,8 @@ async fn the_openapi_document_describes_every_route() {
         ("/api/clusters/{name}/storage", "get"),
         ("/api/clusters/{name}/storage/{claim}", "delete"),
         ("/api/clusters/{name}/status", "get"),
+        ("/api/clusters/{name}/features", "get"),
+        ("/api/clusters/{name}/features", "patch"),
         ("/api/clusters/{name}/hyperpod", "post"),
         ("/api/clusters/{name}/storage", "post"),
         ("/api/clusters/{name}/nodes", "get"),

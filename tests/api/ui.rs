@@ -103,7 +103,7 @@ async fn browser_scenarios_in_headless_chromium() {
     let base = server.base.clone();
     let out1 = out.clone();
     tokio::task::spawn_blocking(move || {
-        chromium_scenarios(&base, &out1, &["create", "bad-input", "nodes"])
+        chromium_scenarios(&base, &out1, &["create", "bad-input", "nodes", "features"])
     })
     .await
     .unwrap();

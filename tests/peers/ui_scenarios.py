@@ -106,7 +106,21 @@ def watch_websockets(page, base):
     page.on("websocket", opened)
 
 
-SCENARIOS = {"create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
+def features(page, base, out):
+    """The features panel sends only changed fields and says so when nothing changes."""
+    page.goto(f"{base}/#/features")
+    box = page.get_by_label("trainingOperator")
+    expect(box).not_to_be_checked()
+    page.get_by_role("button", name="Apply changes").click()
+    expect(page.locator("#features-result")).to_contain_text("No change")
+    box.check()
+    page.get_by_role("button", name="Apply changes").click()
+    expect(page.locator("#features-result")).to_contain_text("trainingOperator: enabling")
+    expect(page.locator("#features-result")).not_to_contain_text("containerInsights")
+    page.screenshot(path=f"{out}/features.png", full_page=True)
+
+
+SCENARIOS = {"features": features, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
 
 
 def main():

@@ -289,4 +289,18 @@ impl Eks for Aws {
             .unwrap_or_default()
             .to_string())
     }
+
+    async fn delete_pod_identity(&self, cluster: &str, association_id: &str) -> CloudResult<()> {
+        absent(
+            idempotent(S, "DeletePodIdentityAssociation", || {
+                self.eks
+                    .delete_pod_identity_association()
+                    .cluster_name(cluster)
+                    .association_id(association_id)
+                    .send()
+            })
+            .await,
+        )?;
+        Ok(())
+    }
 }

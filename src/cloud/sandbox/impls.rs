@@ -593,6 +593,15 @@ impl Eks for Sandbox {
         Ok(id)
     }
 
+    async fn delete_pod_identity(&self, _cluster: &str, association_id: &str) -> CloudResult<()> {
+        let api = "eks:DeletePodIdentityAssociation";
+        self.gate(api, true).await?;
+        match self.get("eks-pod-identity", association_id).await? {
+            Some(r) if r.deleted_ms.is_none() => self.remove(api, "eks-pod-identity", &r.id).await,
+            _ => Ok(()),
+        }
+    }
+
     async fn delete_addon(&self, cluster: &str, name: &str) -> CloudResult<()> {
         let api = "eks:DeleteAddon";
         self.gate(api, true).await?;

@@ -10,6 +10,7 @@
 //! storage       [shared-bucket →] volume (PV + PVC: S3 bucket or FSx for Lustre)
 //! storage-delete  delete-volume
 //! import        eks-cluster → hyperpod-cluster → access-entry → detect-dependencies
+//! feature-<key> addon → pod-identity (enable) / pod-identity → addon (disable)
 //! pipeline      one phase per stage, each running (and watching) that stage's own operation
 //! instance-group-add    compute-subnet → update-cluster (every group resent)
 //! instance-group-scale  update-cluster
@@ -20,6 +21,7 @@
 
 pub mod addons;
 pub mod deps;
+pub mod features;
 pub mod groups;
 pub mod hyperpod;
 pub mod import;
@@ -263,6 +265,18 @@ impl Stages for Catalog {
                 steps
             }
             "storage-delete" => vec![Arc::new(storage::DeleteVolumeStep)],
+            kind if kind.starts_with("feature-") => {
+                features::by_kind(kind)?;
+                let p: features::FeatureParams = serde_json::from_value(params.clone()).ok()?;
+                // Enabling: the add-on, then its identity; disabling: the reverse.
+                let addon: Arc<dyn Step> = Arc::new(features::FeatureAddonStep);
+                let identity: Arc<dyn Step> = Arc::new(features::FeatureIdentityStep);
+                if p.enable {
+                    vec![addon, identity]
+                } else {
+                    vec![identity, addon]
+                }
+            }
             "import" => vec![
                 Arc::new(import::ImportEksStep),
                 Arc::new(import::ImportHyperPodStep),

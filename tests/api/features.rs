@@ -1,0 +1,180 @@
+//! Managed features as reconciled state (sandbox): only changed fields act, an identical PATCH
+//! makes no mutating call, disabling removes exactly the chain enabling made.
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+
+async fn patch(app: &TestApp, body: Value) -> (StatusCode, Value) {
+    let r = app
+        .client
+        .patch(app.url("/api/clusters/demo/features"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    (status, r.json().await.unwrap())
+}
+
+fn feature<'a>(view: &'a Value, key: &str) -> &'a Value {
+    view["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["key"] == key)
+        .unwrap()
+}
+
+fn mutating_calls(calls: &Value) -> i64 {
+    calls["accepted"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(Value::as_i64)
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn features_follow_the_diff_contract() {
+    let app = spawn_app().await;
+    let r = app.get("/api/clusters/demo/features").await;
+    problem(r, StatusCode::NOT_FOUND).await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+
+    let view = app.json("/api/clusters/demo/features").await;
+    for key in ["trainingOperator", "containerInsights", "fsxCsi"] {
+        assert_eq!(feature(&view, key)["state"], "disabled", "{view}");
+    }
+
+    // Bad requests: nothing named, an unknown field.
+    let (status, body) = patch(&app, json!({})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["hint"].to_string().contains("trainingOperator"));
+    let (status, body) = patch(&app, json!({"karpenter": true})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    // Enable one: only that field acts.
+    let (status, body) = patch(&app, json!({"trainingOperator": true, "fsxCsi": false})).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["features"]["fsxCsi"]["result"], "unchanged");
+    assert_eq!(body["features"]["trainingOperator"]["result"], "started");
+    let op = app
+        .wait_terminal(
+            body["features"]["trainingOperator"]["operationId"]
+                .as_str()
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(op["kind"], "feature-training-operator");
+    let view = app.json("/api/clusters/demo/features").await;
+    let training = feature(&view, "trainingOperator");
+    assert_eq!(training["state"], "enabled", "{view}");
+    let association = training["podIdentityAssociation"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // The same PATCH again: every field unchanged, no mutating call at all.
+    let before = mutating_calls(&app.calls().await);
+    let (status, body) = patch(
+        &app,
+        json!({"trainingOperator": true, "fsxCsi": false, "containerInsights": false}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for key in ["trainingOperator", "fsxCsi", "containerInsights"] {
+        assert_eq!(body["features"][key]["result"], "unchanged", "{body}");
+    }
+    assert_eq!(mutating_calls(&app.calls().await), before);
+
+    // Disable: the association and the add-on go, nothing else.
+    let (status, body) = patch(&app, json!({"trainingOperator": false})).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let op = app
+        .wait_terminal(
+            body["features"]["trainingOperator"]["operationId"]
+                .as_str()
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let names: Vec<&str> = op["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["pod-identity", "addon"],
+        "identity removed before the add-on"
+    );
+    let view = app.json("/api/clusters/demo/features").await;
+    assert_eq!(
+        feature(&view, "trainingOperator")["state"],
+        "disabled",
+        "{view}"
+    );
+    assert!(feature(&view, "trainingOperator")["podIdentityAssociation"].is_null());
+    let deps = app.json("/api/clusters/demo/dependencies").await;
+    let cert = deps["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "cert-manager")
+        .unwrap();
+    assert_eq!(
+        cert["state"], "ready",
+        "disabling left the prerequisites alone: {deps}"
+    );
+
+    // Enable again: a new association, exactly one.
+    let (_, body) = patch(&app, json!({"trainingOperator": true})).await;
+    let op = app
+        .wait_terminal(
+            body["features"]["trainingOperator"]["operationId"]
+                .as_str()
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let view = app.json("/api/clusters/demo/features").await;
+    let again = feature(&view, "trainingOperator")["podIdentityAssociation"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(again, association);
+    let calls = app.calls().await;
+    assert_eq!(
+        accepted_count(&calls, "eks:CreatePodIdentityAssociation"),
+        2
+    );
+    assert_eq!(
+        accepted_count(&calls, "eks:DeletePodIdentityAssociation"),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feature_waits_for_its_prerequisites() {
+    let app = spawn_app().await;
+    let mut body = pipeline_body();
+    body["dependencies"] = json!(false);
+    body["storage"] = json!(false);
+    let id = app.start("/api/pipelines", &body).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let (status, body) = patch(&app, json!({"trainingOperator": true})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["field"], "trainingOperator");
+    assert!(
+        body["detail"].as_str().unwrap().contains("cert-manager"),
+        "{body}"
+    );
+    // Features without prerequisites still go.
+    let (status, body) = patch(&app, json!({"containerInsights": true})).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+}
