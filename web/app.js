@@ -138,8 +138,17 @@ const routes = [
 ];
 
 let cleanup = null;
+let token = 0;
+
+/** A `show` bound to the current route: a render that finishes after the user has navigated
+ * elsewhere (a slow request, a late push) does nothing instead of replacing the new view. */
+export function scoped() {
+  const mine = token;
+  return (...children) => { if (mine === token) show(...children); };
+}
 
 async function route() {
+  token += 1;
   const hash = location.hash || '#/clusters';
   if (cleanup) { cleanup(); cleanup = null; }
   const section = hash.split('/')[1] || 'clusters';

@@ -1,7 +1,7 @@
 // The views: clusters, create form, progress panel, cluster detail, nodes, storage, operations.
 // Each renders from the server and returns an optional cleanup function.
 
-import { api, h, live, onOperations, refreshClusterSelect, session, show } from './app.js';
+import { api, h, live, onOperations, refreshClusterSelect, scoped, session, show as showNow } from './app.js';
 
 const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 
@@ -65,6 +65,7 @@ function follow(isRelevant, render, pollId) {
 // --- clusters -------------------------------------------------------------------------------
 
 export async function clusters() {
+  const show = scoped();
   const render = async () => {
     const r = await api('/api/clusters');
     if (!r.ok) return show(h('h1', {}, 'Clusters'), errorBox(r));
@@ -84,6 +85,7 @@ export async function clusters() {
 // --- create ---------------------------------------------------------------------------------
 
 export async function create() {
+  const show = scoped();
   const zones = await api('/api/aws/zones');
   const field = (name, label, input, help) => [
     h('label', { for: name }, label),
@@ -210,6 +212,7 @@ function stageBox(name, op, retryId) {
 }
 
 export async function progress(id) {
+  const show = scoped();
   let ids = new Set([id]);
   const render = async () => {
     const r = await api(`/api/operations/${id}`);
@@ -241,6 +244,7 @@ export async function progress(id) {
 // --- cluster detail -------------------------------------------------------------------------
 
 export async function cluster(name) {
+  const show = scoped();
   const render = async () => {
     const enc = encodeURIComponent(name);
     const [c, deps, status, claims] = await Promise.all([
@@ -289,11 +293,12 @@ function claimsTable(claims) {
 
 function needsActive(title) {
   if (session.active) return false;
-  show(h('h1', {}, title), h('p', {}, 'Choose a cluster in the header first.'));
+  showNow(h('h1', {}, title), h('p', {}, 'Choose a cluster in the header first.'));
   return true;
 }
 
 export async function nodes() {
+  const show = scoped();
   if (needsActive('Instance groups & nodes')) return null;
   const name = session.active;
   const enc = encodeURIComponent(name);
@@ -316,6 +321,7 @@ export async function nodes() {
 }
 
 export async function storage() {
+  const show = scoped();
   if (needsActive('Storage')) return null;
   const enc = encodeURIComponent(session.active);
   const claims = await api(`/api/clusters/${enc}/storage`);
@@ -327,6 +333,7 @@ export async function storage() {
 // --- operations -----------------------------------------------------------------------------
 
 export async function operations() {
+  const show = scoped();
   const state = h('select', { id: 'f-state' }, ...['', 'pending', 'running', 'succeeded', 'failed', 'cancelled'].map((s) => h('option', { value: s }, s || 'any')));
   const actor = h('select', { id: 'f-actor' }, ...['', 'browser', 'agent', 'api'].map((s) => h('option', { value: s }, s || 'any')));
   const clusterF = h('input', { type: 'text', id: 'f-cluster', placeholder: 'any' });
@@ -353,6 +360,7 @@ export async function operations() {
 }
 
 export function placeholder(title, area) {
+  const show = scoped();
   show(h('h1', {}, title),
     h('p', {}, `${title} is not available yet in this version of the control plane.`),
     h('p', { class: 'muted' }, area === 'features'
@@ -365,6 +373,7 @@ export function placeholder(title, area) {
 
 /** Shows actual state; sends only the fields the user changed; says "no change" otherwise. */
 export async function features() {
+  const show = scoped();
   if (needsActive('Advanced features')) return null;
   const name = session.active;
   const enc = encodeURIComponent(name);
