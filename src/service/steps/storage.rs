@@ -192,6 +192,17 @@ pub struct StorageDeleteParams {
     pub namespace: String,
 }
 
+impl StorageDeleteParams {
+    fn claim_ref(&self) -> ObjectRef {
+        ObjectRef {
+            api_version: "v1".into(),
+            kind: "PersistentVolumeClaim".into(),
+            namespace: Some(self.namespace.clone()),
+            name: self.claim_name.clone(),
+        }
+    }
+}
+
 /// Deletes the claim, then its volume (reclaim policy `Retain`: the data is kept).
 pub struct DeleteVolumeStep;
 
@@ -203,12 +214,7 @@ impl Step for DeleteVolumeStep {
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let p: StorageDeleteParams = cx.param()?;
         let target = kube_target(cx)?;
-        let claim = ObjectRef {
-            api_version: "v1".into(),
-            kind: "PersistentVolumeClaim".into(),
-            namespace: Some(p.namespace.clone()),
-            name: p.claim_name.clone(),
-        };
+        let claim = p.claim_ref();
         let volume = ObjectRef {
             api_version: "v1".into(),
             kind: "PersistentVolume".into(),
@@ -224,12 +230,7 @@ impl Step for DeleteVolumeStep {
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<crate::ops::Poll> {
         let p: StorageDeleteParams = cx.param()?;
         let target = kube_target(cx)?;
-        let claim = ObjectRef {
-            api_version: "v1".into(),
-            kind: "PersistentVolumeClaim".into(),
-            namespace: Some(p.namespace.clone()),
-            name: p.claim_name.clone(),
-        };
+        let claim = p.claim_ref();
         Ok(match cx.cloud.kube.get(&target, &claim).await? {
             // A pod still using the claim holds it (kubernetes.io/pvc-protection).
             Some(_) => crate::ops::Poll::Pending(format!(
