@@ -310,14 +310,33 @@ export async function nodes() {
         groups.body.map((g) => [g.name, g.instanceType, g.capacityType, `${g.currentCount}/${g.targetCount}`, g.deepHealthChecks.join(', ')])) : errorBox(groups),
       h('h2', {}, 'Nodes'),
       list.ok ? h('div', {}, h('p', { class: 'muted' }, list.body.hint),
-        table(['Instance', 'Group', 'Type', 'HyperPod status', 'Kubernetes ready', 'GPUs free'],
+        table(['Instance', 'Group', 'Type', 'HyperPod status', 'Kubernetes ready', 'GPUs free', 'Actions'],
           list.body.nodes.map((n) => [n.instanceId, n.instanceGroup, n.instanceType, n.status,
             n.kubernetes ? (n.kubernetes.ready ? 'yes' : 'no') : 'not joined',
-            n.kubernetes ? `${n.kubernetes.gpus.free}/${n.kubernetes.gpus.allocatable}` : '']),
+            n.kubernetes ? `${n.kubernetes.gpus.free}/${n.kubernetes.gpus.allocatable}` : '',
+            h('span', {}, NODE_ACTIONS.map(([action, question]) => h('button', {
+              type: 'button', class: 'secondary', 'aria-label': `${action} ${n.instanceId}`,
+              onclick: (e) => nodeAction(enc, n.instanceId, action, question, e.target),
+            }, action), ' '))]),
           'No nodes yet.')) : errorBox(list));
   };
   await render();
   return follow((o) => o.cluster === name, render);
+}
+
+/** Escalation order: investigate, then reboot, then replace (loses local volumes). */
+const NODE_ACTIONS = [
+  ['reboot', 'Reboot this node? Jobs on it are interrupted.'],
+  ['replace', 'Replace this node with a new instance? Its local volumes are lost. Replace only if a reboot did not help.'],
+  ['delete', 'Remove this node from its instance group? The group shrinks by one.'],
+];
+
+async function nodeAction(cluster, id, action, question, button) {
+  if (!window.confirm(`${question}\n\n${id}`)) return;
+  button.disabled = true;
+  const r = await api(`/api/clusters/${cluster}/nodes/${encodeURIComponent(id)}/${action}`, { method: 'POST' });
+  if (r.ok) location.hash = `#/op/${r.body.operationId}`;
+  else { button.disabled = false; button.after(errorBox(r)); }
 }
 
 export async function storage() {

@@ -90,6 +90,15 @@ def nodes(page, base, out):
     page.get_by_label("Active cluster").select_option("ui-demo")
     page.goto(f"{base}/#/nodes")
     expect(page.locator("h2:has-text('Nodes') + div table tbody tr")).to_have_count(2)
+    # A node action asks first; dismissing does nothing, accepting starts a watched operation.
+    reboot = page.locator("h2:has-text('Nodes') + div table tbody tr").first.get_by_role("button", name="reboot")
+    page.once("dialog", lambda d: d.dismiss())
+    reboot.click()
+    assert "#/nodes" in page.url
+    page.once("dialog", lambda d: d.accept())
+    reboot.click()
+    page.wait_for_url("**/#/op/*")
+    expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
     page.goto(f"{base}/#/operations")
     page.locator("#f-actor").select_option("browser")
     expect(page.locator("#operations tbody tr").first).to_contain_text("browser")
