@@ -93,6 +93,15 @@ pub struct ServeConfig {
     #[arg(long, env = "INSTANTSTART_KUBE_URL")]
     pub kube_url: Option<String>,
 
+    /// Managed features users may enable through the API, UI and agent (comma-separated keys,
+    /// e.g. `trainingOperator,containerInsights`). Empty: all of them. Disabling is always allowed.
+    #[arg(
+        long = "allowed-feature",
+        env = "INSTANTSTART_ALLOWED_FEATURES",
+        value_delimiter = ','
+    )]
+    pub allowed_features: Vec<String>,
+
     /// How often long-running phases look at their resource, in milliseconds
     /// (default 250 in the sandbox, 10000 against AWS).
     #[arg(long, env = "INSTANTSTART_POLL_INTERVAL_MS")]
@@ -125,6 +134,7 @@ impl ServeConfig {
             sandbox_time_scale: 60.0,
             sandbox_faults: String::new(),
             kube_url: None,
+            allowed_features: Vec::new(),
             poll_interval_ms: None,
         }
     }

@@ -42,6 +42,8 @@ pub struct AppState {
     pub sandbox: Option<Arc<Sandbox>>,
     /// Why the configured cloud cannot be used (shown on `/healthz` and in the UI).
     pub cloud_warning: Option<String>,
+    /// The managed features users may enable (all when the list is empty).
+    pub allowed_features: Arc<Vec<String>>,
 }
 
 /// A bound, ready-to-serve application.
@@ -196,11 +198,31 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         &config.allowed_hosts,
         config.token.clone(),
     ));
+    // An empty variable (`INSTANTSTART_ALLOWED_FEATURES=`) means "no restriction".
+    let allowed_features: Vec<String> = config
+        .allowed_features
+        .iter()
+        .map(|f| f.trim().to_string())
+        .filter(|f| !f.is_empty())
+        .collect();
+    for f in &allowed_features {
+        if service::steps::features::feature(f).is_none() {
+            let known: Vec<&str> = service::steps::features::FEATURES
+                .iter()
+                .map(|f| f.key)
+                .collect();
+            anyhow::bail!(
+                "INSTANTSTART_ALLOWED_FEATURES: unknown feature `{f}` (known: {})",
+                known.join(", ")
+            );
+        }
+    }
     let state = AppState {
         engine: engine.clone(),
         edge,
         sandbox,
         cloud_warning,
+        allowed_features: Arc::new(allowed_features),
     };
     let mcp = mcp::McpContext::new(
         format!("localhost:{port}"),

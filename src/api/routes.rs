@@ -555,7 +555,7 @@ async fn get_features(
 ) -> ApiResult<Json<service::incluster::FeaturesView>> {
     check_name(&name)?;
     Ok(Json(
-        service::incluster::features(&state.engine, &name).await?,
+        service::incluster::features(&state.engine, &name, &state.allowed_features).await?,
     ))
 }
 
@@ -582,7 +582,9 @@ async fn patch_features(
 ) -> ApiResult<Response> {
     use service::incluster::FeatureChange;
     check_name(&name)?;
-    let plan = service::incluster::plan_features(&state.engine, &name, &req).await?;
+    let plan =
+        service::incluster::plan_features(&state.engine, &name, &req, &state.allowed_features)
+            .await?;
     let mut out = serde_json::Map::new();
     let mut started = false;
     for (field, change) in plan {

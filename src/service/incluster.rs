@@ -344,9 +344,11 @@ pub async fn status(engine: &Engine, name: &str) -> ApiResult<ClusterStatus> {
 pub struct FeaturesView {
     pub cluster: String,
     pub features: Vec<super::steps::features::FeatureState>,
+    /// Features that may be enabled here (INSTANTSTART_ALLOWED_FEATURES; every one when unset).
+    pub allowed: Vec<String>,
 }
 
-pub async fn features(engine: &Engine, name: &str) -> ApiResult<FeaturesView> {
+pub async fn features(engine: &Engine, name: &str, allowed: &[String]) -> ApiResult<FeaturesView> {
     kube_target(engine, name).await?;
     let mut out = Vec::new();
     for f in super::steps::features::FEATURES {
@@ -359,6 +361,14 @@ pub async fn features(engine: &Engine, name: &str) -> ApiResult<FeaturesView> {
     Ok(FeaturesView {
         cluster: name.to_string(),
         features: out,
+        allowed: if allowed.is_empty() {
+            super::steps::features::FEATURES
+                .iter()
+                .map(|f| f.key.to_string())
+                .collect()
+        } else {
+            allowed.to_vec()
+        },
     })
 }
 
@@ -396,6 +406,7 @@ pub async fn plan_features(
     engine: &Engine,
     name: &str,
     patch: &FeaturesPatch,
+    allowed: &[String],
 ) -> ApiResult<Vec<(&'static str, FeatureChange)>> {
     use super::steps::features as f;
     kube_target(engine, name).await?;
@@ -418,6 +429,13 @@ pub async fn plan_features(
         if actual.enabled == enable && actual.state != "degraded" {
             plan.push((key, FeatureChange::Unchanged));
             continue;
+        }
+        if enable && !allowed.is_empty() && !allowed.iter().any(|a| a == key) {
+            return Err(ApiError::validation_hint(
+                key,
+                format!("enabling {key} is not allowed on this control plane (INSTANTSTART_ALLOWED_FEATURES)"),
+                json!(allowed),
+            ));
         }
         if enable {
             for req in feature.requires {

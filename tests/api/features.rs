@@ -178,3 +178,38 @@ async fn a_feature_waits_for_its_prerequisites() {
     let (status, body) = patch(&app, json!({"containerInsights": true})).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_allowed_features_can_be_enabled() {
+    let app = spawn_app_with(Opts {
+        allowed_features: vec!["containerInsights".into()],
+        ..Default::default()
+    })
+    .await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let view = app.json("/api/clusters/demo/features").await;
+    assert_eq!(view["allowed"], json!(["containerInsights"]));
+    let (status, body) = patch(&app, json!({"trainingOperator": true})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["field"], "trainingOperator");
+    assert_eq!(body["hint"], json!(["containerInsights"]));
+    let (status, body) = patch(&app, json!({"containerInsights": true})).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+}
+
+#[tokio::test]
+async fn an_unknown_allowed_feature_stops_the_server_with_the_known_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = instantstart::config::ServeConfig::sandbox(dir.path().to_path_buf());
+    config.allowed_features = vec!["karpenter".into()];
+    let err = instantstart::build_app(config)
+        .await
+        .err()
+        .expect("refused");
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("karpenter") && msg.contains("trainingOperator"),
+        "{msg}"
+    );
+}

@@ -23,6 +23,7 @@ pub struct Opts {
     pub time_scale: Option<f64>,
     pub token: Option<&'static str>,
     pub allowed_hosts: Vec<String>,
+    pub allowed_features: Vec<String>,
 }
 
 pub async fn spawn_app() -> TestApp {
@@ -39,6 +40,7 @@ pub async fn spawn_app_with(opts: Opts) -> TestApp {
     config.poll_interval_ms = Some(20);
     config.token = opts.token.map(|t| t.parse().expect("token"));
     config.allowed_hosts = opts.allowed_hosts;
+    config.allowed_features = opts.allowed_features;
     let app = instantstart::build_app(config).await.expect("app builds");
     let base = format!("http://127.0.0.1:{}", app.port());
     tokio::spawn(app.run());
