@@ -93,6 +93,11 @@ pub struct ServeConfig {
     #[arg(long, env = "INSTANTSTART_KUBE_URL")]
     pub kube_url: Option<String>,
 
+    /// ARN of a managed policy to set as the permissions boundary of every IAM role the control
+    /// plane creates (the CloudFormation template sets it and requires it).
+    #[arg(long, env = "INSTANTSTART_PERMISSIONS_BOUNDARY")]
+    pub permissions_boundary: Option<String>,
+
     /// Managed features users may enable through the API, UI and agent (comma-separated keys,
     /// e.g. `trainingOperator,containerInsights`). Empty: all of them. Disabling is always allowed.
     #[arg(
@@ -135,6 +140,7 @@ impl ServeConfig {
             sandbox_faults: String::new(),
             kube_url: None,
             allowed_features: Vec::new(),
+            permissions_boundary: None,
             poll_interval_ms: None,
         }
     }

@@ -85,8 +85,11 @@ async fn shutdown_signal() {
 
 /// The real AWS cloud, or — when no region is configured — one that refuses every call with
 /// the reason. Either way the server starts and says what is missing.
-async fn aws_cloud(kube_url: Option<&str>) -> (Cloud, Option<String>) {
-    let Some(aws) = cloud::aws::Aws::load().await else {
+async fn aws_cloud(
+    kube_url: Option<&str>,
+    permissions_boundary: Option<String>,
+) -> (Cloud, Option<String>) {
+    let Some(aws) = cloud::aws::Aws::load(permissions_boundary).await else {
         let reason = "no AWS region is configured (set AWS_REGION, or a profile with a region); start with --cloud sandbox to try every flow without AWS".to_string();
         let cloud = Arc::new(cloud::unavailable::Unavailable {
             region: String::new(),
@@ -166,7 +169,15 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
             (sandbox.cloud(), Some(sandbox), None)
         }
         CloudMode::Aws => {
-            let (cloud, warning) = aws_cloud(config.kube_url.as_deref()).await;
+            if let Some(b) = &config.permissions_boundary {
+                service::validate::policy_arn("INSTANTSTART_PERMISSIONS_BOUNDARY", b)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+            }
+            let (cloud, warning) = aws_cloud(
+                config.kube_url.as_deref(),
+                config.permissions_boundary.clone(),
+            )
+            .await;
             if let Some(w) = &warning {
                 tracing::warn!("{w}");
             }

@@ -401,6 +401,25 @@ pub fn fsx_file_system_id(field: &str, id: &str) -> ApiResult<()> {
     }
 }
 
+/// An IAM managed policy ARN (`arn:<partition>:iam::<account>:policy/<path/name>`).
+pub fn policy_arn(field: &str, arn: &str) -> ApiResult<()> {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    let ok = matches!(parts.as_slice(), ["arn", p, "iam", "", account, resource]
+        if p.starts_with("aws")
+            && account.len() == 12
+            && account.chars().all(|c| c.is_ascii_digit())
+            && resource.strip_prefix("policy/").is_some_and(|n| !n.is_empty()));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::validation_hint(
+            field,
+            format!("`{}` is not an IAM managed policy ARN", truncate(arn)),
+            json!("arn:aws:iam::123456789012:policy/name"),
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -464,5 +483,16 @@ mod tests {
         assert!(fsx_file_system_id("f", "fs-XYZ").is_err());
         assert!(dns_label("c", "claim name", "s3-claim").is_ok());
         assert!(dns_label("c", "claim name", "S3_claim").is_err());
+    }
+
+    #[test]
+    fn policy_arns() {
+        assert!(policy_arn(
+            "p",
+            "arn:aws:iam::123456789012:policy/instantstart-boundary"
+        )
+        .is_ok());
+        assert!(policy_arn("p", "arn:aws:iam::aws:policy/AdministratorAccess").is_err());
+        assert!(policy_arn("p", "arn:aws:iam::123456789012:role/x").is_err());
     }
 }

@@ -54,6 +54,10 @@ impl Moto {
 
     /// The adapter, configured as the server would be against this endpoint (retries off).
     pub async fn aws(&self) -> Arc<Aws> {
+        Arc::new(self.adapter().await)
+    }
+
+    async fn adapter(&self) -> Aws {
         let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
             .region(aws_config::Region::new("us-west-2"))
             .credentials_provider(aws_credential_types::Credentials::new(
@@ -63,7 +67,7 @@ impl Moto {
             .retry_config(aws_config::retry::RetryConfig::disabled())
             .load()
             .await;
-        Arc::new(Aws::from_config(config).expect("region"))
+        Aws::from_config(config).expect("region")
     }
 
     pub fn env(&self) -> Vec<(&'static str, String)> {
@@ -823,4 +827,30 @@ mod mocked {
             "a-123"
         );
     }
+}
+
+#[tokio::test]
+async fn every_role_created_carries_the_configured_permissions_boundary() {
+    use instantstart::cloud::Iam;
+    let moto = Moto::start().await;
+    let mut aws = moto.adapter().await;
+    let boundary = "arn:aws:iam::123456789012:policy/instantstart-created-roles-boundary";
+    aws.permissions_boundary = Some(boundary.into());
+    let trust = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"Service": "eks.amazonaws.com"}, "Action": "sts:AssumeRole"}]});
+    aws.create_role("demo-eks-cluster", &trust, &Default::default())
+        .await
+        .unwrap();
+    let role = aws
+        .iam
+        .get_role()
+        .role_name("demo-eks-cluster")
+        .send()
+        .await
+        .unwrap();
+    let set = role
+        .role()
+        .and_then(|r| r.permissions_boundary())
+        .and_then(|b| b.permissions_boundary_arn());
+    assert_eq!(set, Some(boundary));
 }

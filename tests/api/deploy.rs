@@ -137,6 +137,30 @@ fn the_template_is_locked_down() {
             );
         }
     }
+    // Roles are created only with the boundary, which allows no IAM beyond service-linked roles.
+    let create = statements(&t)
+        .into_iter()
+        .find(|s| list(&s["Action"]).contains(&Value::from("iam:CreateRole")))
+        .expect("a CreateRole statement");
+    assert_eq!(
+        create["Condition"]["StringEquals"]["iam:PermissionsBoundary"]["Ref"],
+        "CreatedRolesBoundary"
+    );
+    let (_, boundary) = resources_of(&t, "AWS::IAM::ManagedPolicy")
+        .into_iter()
+        .find(|(n, _)| n.as_str() == "CreatedRolesBoundary")
+        .expect("boundary policy");
+    for s in list(&boundary["Properties"]["PolicyDocument"]["Statement"]) {
+        for a in list(&s["Action"]) {
+            let a = a.as_str().unwrap();
+            assert!(
+                !a.starts_with("iam:") || a == "iam:CreateServiceLinkedRole",
+                "{a}"
+            );
+            assert!(a != "*", "{s}");
+        }
+    }
+    assert!(user_data.contains("INSTANTSTART_PERMISSIONS_BOUNDARY=${Boundary}"));
     let out = t["Outputs"]["PortForwardCommand"]["Value"].to_string();
     assert!(
         out.contains("AWS-StartPortForwardingSession") && out.contains("portNumber=3099"),

@@ -69,6 +69,7 @@ impl Iam for Aws {
                 .create_role()
                 .role_name(name)
                 .assume_role_policy_document(trust_policy.to_string())
+                .set_permissions_boundary(self.permissions_boundary.clone())
                 .set_tags(Some(iam_tags(tags)?))
                 .send(),
         )

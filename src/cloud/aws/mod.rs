@@ -32,16 +32,21 @@ pub struct Aws {
     pub s3: aws_sdk_s3::Client,
     pub quotas: aws_sdk_servicequotas::Client,
     pub config: aws_config::SdkConfig,
+    /// Managed policy set as the permissions boundary of every role this adapter creates, so
+    /// the control plane can never mint a role more powerful than the boundary allows.
+    pub permissions_boundary: Option<String>,
 }
 
 impl Aws {
     /// Loads the standard configuration. `None` when no region can be found.
-    pub async fn load() -> Option<Arc<Self>> {
+    pub async fn load(permissions_boundary: Option<String>) -> Option<Arc<Self>> {
         let config = aws_config::defaults(BehaviorVersion::latest())
             .retry_config(RetryConfig::disabled())
             .load()
             .await;
-        Some(Arc::new(Self::from_config(config)?))
+        let mut aws = Self::from_config(config)?;
+        aws.permissions_boundary = permissions_boundary;
+        Some(Arc::new(aws))
     }
 
     pub fn from_config(config: aws_config::SdkConfig) -> Option<Self> {
@@ -60,6 +65,7 @@ impl Aws {
             s3: aws_sdk_s3::Client::from_conf(s3_conf),
             quotas: aws_sdk_servicequotas::Client::new(&config),
             config,
+            permissions_boundary: None,
         })
     }
 
