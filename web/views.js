@@ -121,13 +121,13 @@ export async function create() {
       : h('option', { value: '' }, 'No accelerated instance types offered in this zone'),
     ...types.map((t) => h('option', { value: t }, t)));
   });
-  capacity.addEventListener('change', () => { plan.disabled = capacity.value !== 'training-plan'; });
+  capacity.addEventListener('change', () => { plan.disabled = capacity.value !== 'training-plan'; checkPreflight(); });
 
   // Preflight before the first cluster: quota for the type and count, training plans, advice.
   const preflight = h('div', { id: 'preflight', 'aria-live': 'polite', class: 'muted' });
   const checkPreflight = async () => {
     if (!type.value || !(Number(count.value) > 0)) return preflight.replaceChildren();
-    const r = await api(`/api/aws/preflight?instanceType=${encodeURIComponent(type.value)}&count=${Number(count.value)}`);
+    const r = await api(`/api/aws/preflight?instanceType=${encodeURIComponent(type.value)}&count=${Number(count.value)}&capacityType=${encodeURIComponent(capacity.value)}`);
     if (!r.ok) return preflight.replaceChildren(errorBox(r));
     const q = r.body.quota;
     preflight.replaceChildren(

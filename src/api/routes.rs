@@ -330,6 +330,8 @@ struct PreflightQuery {
     instance_type: Option<String>,
     /// How many instances you plan (default 1).
     count: Option<i64>,
+    /// `on-demand`, `spot` or `training-plan`: adds the caveats of that capacity.
+    capacity_type: Option<String>,
 }
 
 #[utoipa::path(get, path = "/api/aws/preflight", params(PreflightQuery),
@@ -340,7 +342,13 @@ async fn preflight(
 ) -> ApiResult<Json<service::Preflight>> {
     let Query(q) = query.map_err(|e| ApiError::validation("query", e.body_text()))?;
     Ok(Json(
-        service::preflight(&state.engine, q.instance_type.as_deref(), q.count).await?,
+        service::preflight(
+            &state.engine,
+            q.instance_type.as_deref(),
+            q.count,
+            q.capacity_type.as_deref(),
+        )
+        .await?,
     ))
 }
 

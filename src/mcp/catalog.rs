@@ -118,8 +118,8 @@ pub const CATALOG: &[ToolSpec] = &[
     },
     ToolSpec {
         open_world: true,
-        query_params: &["instanceType", "count"],
-        renames: &[("instance_type", "instanceType")],
+        query_params: &["instanceType", "count", "capacityType"],
+        renames: &[("instance_type", "instanceType"), ("capacity_type", "capacityType")],
         ..read("preflight_get", "/api/aws/preflight", "Before the first cluster: caller identity, HyperPod cluster-usage quota for an instance type and count, training plans, and advice.")
     },
     read("cluster_list", "/api/clusters", "Every cluster with the latest operation of each stage. Call first: never create what already exists."),

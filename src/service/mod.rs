@@ -666,7 +666,20 @@ pub async fn preflight(
     engine: &Engine,
     instance_type: Option<&str>,
     count: Option<i64>,
+    capacity_type: Option<&str>,
 ) -> ApiResult<Preflight> {
+    if let Some(c) = capacity_type {
+        if !validate::CAPACITY_TYPES.contains(&c) {
+            return Err(ApiError::validation_hint(
+                "capacityType",
+                format!(
+                    "`{}` is not a capacity type",
+                    c.chars().take(32).collect::<String>()
+                ),
+                json!(validate::CAPACITY_TYPES),
+            ));
+        }
+    }
     let cloud = engine.cloud();
     let requested = match count {
         None => 1,
@@ -748,6 +761,9 @@ pub async fn preflight(
             })
         }
     };
+    if capacity_type == Some("spot") {
+        advice.push("Spot capacity can be reclaimed at any time, and elastic training does not cover Spot, managed tiered checkpointing or checkpointless training: plan checkpoints accordingly.".into());
+    }
     Ok(Preflight {
         region: cloud.network.region(),
         account,

@@ -242,4 +242,28 @@ async fn preflight_checks_quota_and_reserved_capacity_in_plain_words() {
         problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],
         "count"
     );
+    // Spot: the caveats of elastic training are said before the first cluster.
+    let spot = app
+        .json("/api/aws/preflight?instanceType=ml.g5.8xlarge&count=1&capacityType=spot")
+        .await;
+    assert!(
+        spot["advice"]
+            .to_string()
+            .contains("elastic training does not cover Spot"),
+        "{spot}"
+    );
+    let on_demand = app
+        .json("/api/aws/preflight?instanceType=ml.g5.8xlarge&count=1&capacityType=on-demand")
+        .await;
+    assert!(
+        !on_demand["advice"].to_string().contains("Spot"),
+        "{on_demand}"
+    );
+    let r = app.get("/api/aws/preflight?capacityType=cheap").await;
+    let body = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert_eq!(body["field"], "capacityType");
+    assert_eq!(
+        body["hint"],
+        serde_json::json!(["on-demand", "spot", "training-plan"])
+    );
 }
