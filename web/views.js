@@ -306,8 +306,11 @@ export async function nodes() {
     const [groups, list] = await Promise.all([api(`/api/clusters/${enc}/instance-groups`), api(`/api/clusters/${enc}/nodes`)]);
     show(h('h1', {}, `Instance groups & nodes · ${name}`),
       h('h2', {}, 'Instance groups'),
-      groups.ok ? table(['Group', 'Instance type', 'Capacity', 'Count (current/target)', 'Deep health checks'],
-        groups.body.map((g) => [g.name, g.instanceType, g.capacityType, `${g.currentCount}/${g.targetCount}`, g.deepHealthChecks.join(', ')])) : errorBox(groups),
+      groups.ok ? table(['Group', 'Instance type', 'Capacity', 'Count (current/target)', 'Deep health checks', 'Scale to', ''],
+        groups.body.map((g) => [g.name, g.instanceType, g.capacityType, `${g.currentCount}/${g.targetCount}`, g.deepHealthChecks.join(', '),
+          scaleControl(enc, g), h('button', { type: 'button', class: 'secondary', 'aria-label': `remove group ${g.name}`,
+            onclick: (e) => removeGroup(enc, g.name, e.target) }, 'remove')])) : errorBox(groups),
+      h('h2', {}, 'Add an instance group'), await addGroupForm(enc),
       h('h2', {}, 'Nodes'),
       list.ok ? h('div', {}, h('p', { class: 'muted' }, list.body.hint),
         table(['Instance', 'Group', 'Type', 'HyperPod status', 'Kubernetes ready', 'GPUs free', 'Actions'],
@@ -322,6 +325,60 @@ export async function nodes() {
   };
   await render();
   return follow((o) => o.cluster === name, render);
+}
+
+function scaleControl(cluster, g) {
+  const input = h('input', { type: 'number', min: 0, value: g.targetCount, 'aria-label': `new count for ${g.name}` });
+  const go = h('button', { type: 'button', class: 'secondary', onclick: async () => {
+    go.disabled = true;
+    const r = await api(`/api/clusters/${cluster}/instance-groups/${encodeURIComponent(g.name)}`, { method: 'PATCH', body: { instanceCount: Number(input.value) } });
+    if (r.ok && r.status === 202) location.hash = `#/op/${r.body.operationId}`;
+    else { go.disabled = false; go.after(r.ok ? h('span', { class: 'muted' }, ' no change') : errorBox(r)); }
+  } }, 'scale');
+  return h('span', {}, input, ' ', go);
+}
+
+async function removeGroup(cluster, group, button) {
+  if (!window.confirm(`Remove instance group ${group}? Its nodes are terminated.`)) return;
+  button.disabled = true;
+  const r = await api(`/api/clusters/${cluster}/instance-groups/${encodeURIComponent(group)}`, { method: 'DELETE' });
+  if (r.ok) location.hash = `#/op/${r.body.operationId}`;
+  else { button.disabled = false; button.after(errorBox(r)); }
+}
+
+/** Zone and instance type come from the account's offerings; capacity is fixed for the group's life. */
+async function addGroupForm(cluster) {
+  const zones = await api('/api/aws/zones');
+  const name = h('input', { type: 'text', id: 'group-name', autocomplete: 'off' });
+  const zone = h('select', { id: 'group-zone' }, h('option', { value: '' }, 'Choose a zone'),
+    ...(zones.ok ? zones.body.map((z) => h('option', { value: z.name }, z.name)) : []));
+  const type = h('select', { id: 'group-type' }, h('option', { value: '' }, 'Choose a zone first'));
+  const count = h('input', { type: 'number', id: 'group-count', min: 1, value: 1 });
+  const capacity = h('select', { id: 'group-capacity' }, ...['on-demand', 'spot', 'training-plan'].map((c) => h('option', { value: c }, c)));
+  const error = h('div', { class: 'error', role: 'alert', id: 'group-error' });
+  zone.addEventListener('change', async () => {
+    const r = await api(`/api/aws/instance-types?zone=${encodeURIComponent(zone.value)}`);
+    const types = r.ok ? r.body.instanceTypes : [];
+    type.replaceChildren(h('option', { value: '' }, types.length ? 'Choose an instance type' : 'None offered in this zone'),
+      ...types.map((t) => h('option', { value: t }, t)));
+  });
+  const form = h('form', { class: 'grid', 'aria-label': 'Add an instance group' },
+    h('label', { for: 'group-name' }, 'Group name'), name,
+    h('label', { for: 'group-zone' }, 'Availability Zone'), zone,
+    h('label', { for: 'group-type' }, 'Instance type'), type,
+    h('label', { for: 'group-count' }, 'Instance count'), count,
+    h('label', { for: 'group-capacity' }, 'Capacity type'), capacity,
+    h('span'), h('div', {}, h('button', { type: 'submit' }, 'Add group'), error));
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    error.textContent = '';
+    const r = await api(`/api/clusters/${cluster}/instance-groups`, { method: 'POST', body: {
+      instanceGroupName: name.value.trim(), zone: zone.value, instanceType: type.value,
+      instanceCount: Number(count.value), capacityType: capacity.value } });
+    if (r.ok) location.hash = `#/op/${r.body.operationId}`;
+    else error.textContent = problemText(r.body);
+  });
+  return form;
 }
 
 /** Escalation order: investigate, then reboot, then replace (loses local volumes). */

@@ -103,7 +103,11 @@ async fn browser_scenarios_in_headless_chromium() {
     let base = server.base.clone();
     let out1 = out.clone();
     tokio::task::spawn_blocking(move || {
-        chromium_scenarios(&base, &out1, &["create", "bad-input", "nodes", "features"])
+        chromium_scenarios(
+            &base,
+            &out1,
+            &["create", "bad-input", "nodes", "features", "groups"],
+        )
     })
     .await
     .unwrap();

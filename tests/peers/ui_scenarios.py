@@ -129,7 +129,28 @@ def features(page, base, out):
     page.screenshot(path=f"{out}/features.png", full_page=True)
 
 
-SCENARIOS = {"features": features, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
+def groups(page, base, out):
+    """Add an instance group from the account's offerings, then scale it; a bad name is explained."""
+    page.goto(f"{base}/#/nodes")
+    page.get_by_label("Group name").fill("Bad Name")
+    page.get_by_label("Availability Zone", exact=True).select_option("us-west-2a")
+    expect(page.locator("#group-type option[value='ml.g5.8xlarge']")).to_have_count(1)
+    page.locator("#group-type").select_option("ml.g5.8xlarge")
+    page.get_by_role("button", name="Add group").click()
+    expect(page.locator("#group-error")).to_contain_text("not a valid instance group name")
+    page.get_by_label("Group name").fill("extra")
+    page.get_by_role("button", name="Add group").click()
+    page.wait_for_url("**/#/op/*")
+    expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
+    page.goto(f"{base}/#/nodes")
+    page.get_by_label("new count for extra").fill("2")
+    page.locator("tr:has-text('extra')").get_by_role("button", name="scale").click()
+    page.wait_for_url("**/#/op/*")
+    expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
+    page.screenshot(path=f"{out}/groups.png", full_page=True)
+
+
+SCENARIOS = {"groups": groups, "features": features, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
 
 
 def main():
