@@ -46,15 +46,12 @@ pub fn instance_group_name(field: &str, name: &str) -> ApiResult<()> {
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::validation_hint(
-            field,
-            format!("`{}` is not a valid instance group name", truncate(name)),
-            json!("1–63 letters, digits and hyphens, starting and ending with a letter or digit"),
-        ))
-    }
+    require(
+        ok,
+        field,
+        format!("`{}` is not a valid instance group name", truncate(name)),
+        json!("1–63 letters, digits and hyphens, starting and ending with a letter or digit"),
+    )
 }
 
 pub fn region(field: &str, requested: Option<&str>, cloud: &Cloud) -> ApiResult<String> {
@@ -281,15 +278,12 @@ pub fn training_plan_arn(field: &str, arn: &str) -> ApiResult<()> {
                 && n.len() <= 63
                 && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
         });
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::validation_hint(
-            field,
-            format!("`{}` is not a training plan ARN", truncate(arn)),
-            json!("arn:aws:sagemaker:<region>:<account>:training-plan/<name>"),
-        ))
-    }
+    require(
+        ok,
+        field,
+        format!("`{}` is not a training plan ARN", truncate(arn)),
+        json!("arn:aws:sagemaker:<region>:<account>:training-plan/<name>"),
+    )
 }
 
 pub fn volume_size(field: &str, gb: Option<i64>) -> ApiResult<u32> {
@@ -305,6 +299,15 @@ pub fn volume_size(field: &str, gb: Option<i64>) -> ApiResult<u32> {
 }
 
 /// Keeps echoed user input short in error messages.
+/// `Ok` when `ok`, else the validation problem for `field` with its hint.
+fn require(ok: bool, field: &str, detail: String, hint: serde_json::Value) -> ApiResult<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::validation_hint(field, detail, hint))
+    }
+}
+
 fn truncate(s: &str) -> String {
     if s.chars().count() > 64 {
         format!("{}…", s.chars().take(64).collect::<String>())
@@ -322,15 +325,7 @@ pub fn dns_label(field: &str, what: &str, name: &str) -> ApiResult<()> {
         && name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::validation_hint(
-            field,
-            format!("`{}` is not a valid {what}", truncate(name)),
-            json!("1–63 lowercase letters, digits and hyphens, starting and ending with a letter or digit"),
-        ))
-    }
+    require(ok, field, format!("`{}` is not a valid {what}", truncate(name)), json!("1–63 lowercase letters, digits and hyphens, starting and ending with a letter or digit"))
 }
 
 /// An S3 bucket name under the general-purpose bucket naming rules.
@@ -348,15 +343,7 @@ pub fn bucket_name(field: &str, name: &str) -> ApiResult<()> {
         && name.parse::<std::net::Ipv4Addr>().is_err()
         && !name.starts_with("xn--")
         && !name.ends_with("-s3alias");
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::validation_hint(
-            field,
-            format!("`{}` is not a valid S3 bucket name", truncate(name)),
-            json!("3–63 lowercase letters, digits, dots and hyphens; starts and ends with a letter or digit; not an IP address"),
-        ))
-    }
+    require(ok, field, format!("`{}` is not a valid S3 bucket name", truncate(name)), json!("3–63 lowercase letters, digits, dots and hyphens; starts and ends with a letter or digit; not an IP address"))
 }
 
 /// An AWS region code such as `us-west-2` (any partition).
@@ -372,15 +359,12 @@ pub fn region_code(field: &str, region: &str) -> ApiResult<()> {
             .last()
             .is_some_and(|p| p.chars().all(|c| c.is_ascii_digit()))
         && region.len() <= 25;
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::validation_hint(
-            field,
-            format!("`{}` is not an AWS region code", truncate(region)),
-            json!("e.g. us-west-2, eu-central-1, ap-northeast-1"),
-        ))
-    }
+    require(
+        ok,
+        field,
+        format!("`{}` is not an AWS region code", truncate(region)),
+        json!("e.g. us-west-2, eu-central-1, ap-northeast-1"),
+    )
 }
 
 /// An FSx file system id (`fs-` + 8 or 17 hex digits).
@@ -409,15 +393,12 @@ pub fn policy_arn(field: &str, arn: &str) -> ApiResult<()> {
             && account.len() == 12
             && account.chars().all(|c| c.is_ascii_digit())
             && resource.strip_prefix("policy/").is_some_and(|n| !n.is_empty()));
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::validation_hint(
-            field,
-            format!("`{}` is not an IAM managed policy ARN", truncate(arn)),
-            json!("arn:aws:iam::123456789012:policy/name"),
-        ))
-    }
+    require(
+        ok,
+        field,
+        format!("`{}` is not an IAM managed policy ARN", truncate(arn)),
+        json!("arn:aws:iam::123456789012:policy/name"),
+    )
 }
 
 #[cfg(test)]
