@@ -698,6 +698,9 @@ pub trait Kube: Send + Sync {
     ) -> CloudResult<Vec<Value>>;
     /// Nodes and GPU demand, from a watch-backed cache (started on first use, kept live after).
     async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<ClusterState>;
+    /// Drops the client, discovered kinds and caches of a cluster that no longer exists (a new
+    /// cluster of the same name has another endpoint and CA).
+    async fn forget(&self, _cluster: &str) {}
 }
 
 /// Whether every field `desired` sets has the same value in `actual` (fields the server adds are

@@ -555,6 +555,20 @@ async fn the_node_and_pod_cache_follows_creates_updates_and_deletes() {
     )
     .await;
     until(&kube, &target, "the deletion", |s| s.nodes.is_empty()).await;
+
+    // A forgotten cluster starts over with a fresh client and cache (a recreated cluster has a
+    // new endpoint and CA): the new cache lists what exists now.
+    emu.send(
+        reqwest::Method::POST,
+        "/api/v1/nodes",
+        node("hyperpod-i-00000000000000001", 8),
+        "application/json",
+    )
+    .await;
+    kube.forget("demo").await;
+    let fresh = kube.cluster_state(&target).await.expect("resync");
+    assert_eq!(fresh.nodes.len(), 1);
+    assert_eq!(fresh.nodes[0].gpus.total, 8);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

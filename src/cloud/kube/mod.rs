@@ -286,6 +286,19 @@ impl Kube for KubeRs {
             .map_err(|e| CloudError::new("k8s", "List", "Decode", e.to_string()))
     }
 
+    async fn forget(&self, cluster: &str) {
+        self.clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(cluster);
+        self.kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(c, _, _), _| c != cluster);
+        // Dropping the cache aborts its watch tasks.
+        self.caches.lock().await.remove(cluster);
+    }
+
     async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<ClusterState> {
         let cache = {
             let mut caches = self.caches.lock().await;

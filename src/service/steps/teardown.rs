@@ -164,6 +164,7 @@ impl Step for ForgetStep {
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let store = cx.engine.store();
+        cx.cloud.kube.forget(&cx.op.cluster).await;
         store.set_cluster_status(&cx.op.cluster, "deleted").await?;
         if store
             .setting(crate::service::ACTIVE_CLUSTER)
