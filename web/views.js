@@ -476,7 +476,7 @@ export async function features() {
     show(h('h1', {}, `Advanced features · ${name}`),
       h('p', { class: 'muted' }, 'Read from the cluster as it is. Only the features you change are sent.'),
       form, result,
-      h('p', { class: 'muted' }, 'Inference operator, managed tiered checkpointing and managed autoscaling (which governs HyperPod instance groups only) are not available yet.'));
+      h('p', { class: 'muted' }, 'Inference operator and managed autoscaling (which governs HyperPod instance groups only) are not available yet.'));
   };
   await render();
   return null;

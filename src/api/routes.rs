@@ -596,11 +596,16 @@ async fn patch_features(
     let mut out = serde_json::Map::new();
     let mut started = false;
     for (field, change) in plan {
-        let FeatureChange::Change { kind, enable } = change else {
+        let FeatureChange::Change {
+            kind,
+            enable,
+            memory_percent,
+        } = change
+        else {
             out.insert(field.into(), json!({"result": "unchanged"}));
             continue;
         };
-        let params = json!({"enable": enable});
+        let params = json!({"enable": enable, "memoryPercent": memory_percent});
         let sub = Submission {
             kind,
             request_hash: Some(service::request_hash(kind, &name, &params)),

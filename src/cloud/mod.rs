@@ -415,6 +415,17 @@ pub struct HyperPodCluster {
     pub status: HyperPodStatus,
     pub failure_message: Option<String>,
     pub instance_groups: Vec<InstanceGroupStatus>,
+    /// Managed tiered checkpointing (`TieredStorageConfig`), when the cluster reports one.
+    pub tiered_storage: Option<TieredStorage>,
+}
+
+/// `TieredStorageConfig` of a HyperPod cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TieredStorage {
+    pub enabled: bool,
+    /// Share of each instance's memory given to checkpoints.
+    pub memory_percent: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -481,6 +492,8 @@ pub trait HyperPod: Send + Sync {
     async fn update_cluster_software(&self, name: &str) -> CloudResult<()>;
     /// Removes whole instance groups (their nodes are terminated).
     async fn delete_instance_groups(&self, name: &str, groups: &[String]) -> CloudResult<()>;
+    /// `UpdateCluster` with only `TieredStorageConfig` (mode and memory share).
+    async fn set_tiered_storage(&self, name: &str, config: TieredStorage) -> CloudResult<()>;
     async fn node_action(
         &self,
         name: &str,

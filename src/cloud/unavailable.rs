@@ -160,6 +160,9 @@ impl HyperPod for Unavailable {
     async fn delete_instance_groups(&self, _name: &str, _groups: &[String]) -> CloudResult<()> {
         Err(self.refuse("delete_instance_groups"))
     }
+    async fn set_tiered_storage(&self, _name: &str, _config: TieredStorage) -> CloudResult<()> {
+        Err(self.refuse("set_tiered_storage"))
+    }
     async fn update_cluster(&self, _name: &str, _groups: &[InstanceGroupSpec]) -> CloudResult<()> {
         Err(self.refuse("update_cluster"))
     }

@@ -200,7 +200,7 @@ pub const CATALOG: &[ToolSpec] = &[
     ToolSpec {
         path_params: &["name"],
         open_world: true,
-        ..read("features_get", "/api/clusters/{name}/features", "Managed features as they actually are (read from EKS): training operator, Container Insights, FSx CSI driver — enabled, state, add-on, pod identity association.")
+        ..read("features_get", "/api/clusters/{name}/features", "Managed features as they actually are (read from EKS, HyperPod, IAM and the cluster): training operator, Container Insights, FSx CSI driver, tiered checkpointing — enabled, state, add-on, pod identity association, memory share.")
     },
     ToolSpec {
         method: "PATCH",

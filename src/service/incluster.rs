@@ -349,11 +349,11 @@ pub struct FeaturesView {
 }
 
 pub async fn features(engine: &Engine, name: &str, allowed: &[String]) -> ApiResult<FeaturesView> {
-    kube_target(engine, name).await?;
+    let target = kube_target(engine, name).await?;
     let mut out = Vec::new();
     for f in super::steps::features::FEATURES {
         out.push(
-            super::steps::features::actual(engine.cloud(), name, f)
+            super::steps::features::actual(engine.cloud(), name, &target, f)
                 .await
                 .map_err(|e| ApiError::Cloud(Box::new(e)))?,
         );
@@ -379,6 +379,10 @@ pub struct FeaturesPatch {
     pub training_operator: Option<bool>,
     pub container_insights: Option<bool>,
     pub fsx_csi: Option<bool>,
+    pub tiered_checkpointing: Option<bool>,
+    /// Share of each instance's memory for checkpoints, 1–100 (default 20); with
+    /// `tieredCheckpointing: true`, or alone to change it while enabled.
+    pub tiered_checkpointing_memory_percent: Option<u32>,
 }
 
 impl FeaturesPatch {
@@ -387,6 +391,11 @@ impl FeaturesPatch {
             ("trainingOperator", self.training_operator),
             ("containerInsights", self.container_insights),
             ("fsxCsi", self.fsx_csi),
+            (
+                "tieredCheckpointing",
+                self.tiered_checkpointing
+                    .or(self.tiered_checkpointing_memory_percent.map(|_| true)),
+            ),
         ]
         .into_iter()
         .filter_map(|(k, v)| v.map(|v| (k, v)))
@@ -397,7 +406,11 @@ impl FeaturesPatch {
 /// What to do for one field: nothing (desired equals actual), or start its operation.
 pub enum FeatureChange {
     Unchanged,
-    Change { kind: &'static str, enable: bool },
+    Change {
+        kind: &'static str,
+        enable: bool,
+        memory_percent: Option<u32>,
+    },
 }
 
 /// Compares each requested field with the actual state; refuses enabling a feature whose
@@ -409,7 +422,16 @@ pub async fn plan_features(
     allowed: &[String],
 ) -> ApiResult<Vec<(&'static str, FeatureChange)>> {
     use super::steps::features as f;
-    kube_target(engine, name).await?;
+    let target = kube_target(engine, name).await?;
+    if let Some(p) = patch.tiered_checkpointing_memory_percent {
+        if patch.tiered_checkpointing == Some(false) || !(1..=100).contains(&p) {
+            return Err(ApiError::validation_hint(
+                "tieredCheckpointingMemoryPercent",
+                format!("{p} is not a memory share for enabled tiered checkpointing"),
+                json!("1 to 100, with tieredCheckpointing true (or already enabled)"),
+            ));
+        }
+    }
     let fields = patch.fields();
     if fields.is_empty() {
         return Err(ApiError::validation_hint(
@@ -422,11 +444,18 @@ pub async fn plan_features(
     for (key, enable) in fields {
         let feature =
             f::feature(key).ok_or_else(|| anyhow::anyhow!("feature {key} not in catalogue"))?;
-        let actual = f::actual(engine.cloud(), name, feature)
+        let actual = f::actual(engine.cloud(), name, &target, feature)
             .await
             .map_err(|e| ApiError::Cloud(Box::new(e)))?;
+        let memory_percent = (key == f::TIERED && enable).then(|| {
+            patch
+                .tiered_checkpointing_memory_percent
+                .or(actual.memory_percent)
+                .unwrap_or(f::DEFAULT_MEMORY_PERCENT)
+        });
+        let same_setting = memory_percent.is_none() || memory_percent == actual.memory_percent;
         // "degraded" (e.g. its identity missing) is repaired by enabling again.
-        if actual.enabled == enable && actual.state != "degraded" {
+        if actual.enabled == enable && actual.state != "degraded" && same_setting {
             plan.push((key, FeatureChange::Unchanged));
             continue;
         }
@@ -461,6 +490,7 @@ pub async fn plan_features(
             FeatureChange::Change {
                 kind: feature.kind,
                 enable,
+                memory_percent,
             },
         ));
     }

@@ -213,3 +213,108 @@ async fn an_unknown_allowed_feature_stops_the_server_with_the_known_ones() {
         "{msg}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiered_checkpointing_is_the_cluster_setting_plus_exactly_its_identity_chain() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let state = |v: &Value| feature(v, "tieredCheckpointing").clone();
+
+    let (status, body) = patch(&app, json!({"tieredCheckpointingMemoryPercent": 0})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["field"], "tieredCheckpointingMemoryPercent");
+
+    let (status, body) = patch(&app, json!({"tieredCheckpointing": true})).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let op = app
+        .wait_terminal(
+            body["features"]["tieredCheckpointing"]["operationId"]
+                .as_str()
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let names: Vec<&str> = op["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["role", "service-account", "tiered-storage-config"]);
+    let t = state(&app.json("/api/clusters/demo/features").await);
+    assert_eq!(
+        (t["state"].as_str(), t["memoryPercent"].as_u64()),
+        (Some("enabled"), Some(20)),
+        "{t}"
+    );
+
+    // Enabling twice creates nothing new.
+    let before = mutating_calls(&app.calls().await);
+    let (status, body) = patch(&app, json!({"tieredCheckpointing": true})).await;
+    assert_eq!(
+        (
+            status,
+            body["features"]["tieredCheckpointing"]["result"].as_str()
+        ),
+        (StatusCode::OK, Some("unchanged"))
+    );
+    assert_eq!(mutating_calls(&app.calls().await), before);
+
+    // A new memory share is a change of the cluster setting only.
+    let (status, body) = patch(&app, json!({"tieredCheckpointingMemoryPercent": 30})).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let creates_before = accepted_count(&app.calls().await, "iam:CreateRole");
+    let op = app
+        .wait_terminal(
+            body["features"]["tieredCheckpointing"]["operationId"]
+                .as_str()
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(
+        accepted_count(&app.calls().await, "iam:CreateRole"),
+        creates_before
+    );
+    let t = state(&app.json("/api/clusters/demo/features").await);
+    assert_eq!(t["memoryPercent"], 30, "{t}");
+
+    // Disabling removes the setting, the service account and the role: nothing is left over.
+    let (_, body) = patch(&app, json!({"tieredCheckpointing": false})).await;
+    let op = app
+        .wait_terminal(
+            body["features"]["tieredCheckpointing"]["operationId"]
+                .as_str()
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let names: Vec<&str> = op["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["tiered-storage-config", "service-account", "role"]);
+    let t = state(&app.json("/api/clusters/demo/features").await);
+    assert_eq!(
+        t["state"], "disabled",
+        "an orphaned role or service account shows as degraded: {t}"
+    );
+
+    // And again: the whole chain comes back.
+    let (_, body) = patch(&app, json!({"tieredCheckpointing": true})).await;
+    let op = app
+        .wait_terminal(
+            body["features"]["tieredCheckpointing"]["operationId"]
+                .as_str()
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(
+        state(&app.json("/api/clusters/demo/features").await)["state"],
+        "enabled"
+    );
+}

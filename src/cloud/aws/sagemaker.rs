@@ -152,6 +152,12 @@ impl HyperPod for Aws {
                         .unwrap_or(0),
                 })
                 .collect(),
+            tiered_storage: out.tiered_storage_config().map(|t| TieredStorage {
+                enabled: t.mode() == Some(&aws_sdk_sagemaker::types::ClusterConfigMode::Enable),
+                memory_percent: t
+                    .instance_memory_allocation_percentage()
+                    .and_then(|p| u32::try_from(p).ok()),
+            }),
         }))
     }
 
@@ -226,6 +232,31 @@ impl HyperPod for Aws {
                 .update_cluster()
                 .cluster_name(name)
                 .set_instance_groups_to_delete(Some(groups.to_vec()))
+                .send(),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn set_tiered_storage(&self, name: &str, config: TieredStorage) -> CloudResult<()> {
+        use aws_sdk_sagemaker::types::{ClusterConfigMode, ClusterTieredStorageConfig};
+        let tiered = ClusterTieredStorageConfig::builder()
+            .mode(if config.enabled {
+                ClusterConfigMode::Enable
+            } else {
+                ClusterConfigMode::Disable
+            })
+            .set_instance_memory_allocation_percentage(
+                config.memory_percent.and_then(|p| i32::try_from(p).ok()),
+            )
+            .build();
+        once(
+            S,
+            "UpdateCluster",
+            self.sagemaker
+                .update_cluster()
+                .cluster_name(name)
+                .tiered_storage_config(tiered)
                 .send(),
         )
         .await

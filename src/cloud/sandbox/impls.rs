@@ -720,6 +720,7 @@ impl Sandbox {
             status,
             failure_message: None,
             instance_groups: groups,
+            tiered_storage: serde_json::from_value(res.data["tieredStorage"].clone()).ok(),
         };
         Some((cluster, nodes))
     }
@@ -846,6 +847,26 @@ impl HyperPod for Sandbox {
         }
         req.instance_groups.retain(|g| !groups.contains(&g.name));
         res.data["instanceGroups"] = serde_json::to_value(&req.instance_groups).unwrap_or_default();
+        self.update(api, "hyperpod-cluster", &res.id, &res.data)
+            .await
+    }
+
+    async fn set_tiered_storage(&self, name: &str, config: TieredStorage) -> CloudResult<()> {
+        let api = "sagemaker:UpdateCluster";
+        self.gate(api, true).await?;
+        let mut res = self.live_hyperpod(name, "UpdateCluster").await?;
+        if config
+            .memory_percent
+            .is_some_and(|p| !(1..=100).contains(&p))
+        {
+            return Err(CloudError::new(
+                "sagemaker",
+                "UpdateCluster",
+                "ValidationException",
+                "InstanceMemoryAllocationPercentage must be between 1 and 100",
+            ));
+        }
+        res.data["tieredStorage"] = serde_json::to_value(config).unwrap_or_default();
         self.update(api, "hyperpod-cluster", &res.id, &res.data)
             .await
     }

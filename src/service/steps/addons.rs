@@ -28,7 +28,9 @@ pub fn s3_csi_role_name(cluster: &str) -> String {
 pub struct S3CsiRoleStep;
 
 impl S3CsiRoleStep {
-    async fn ensure_policy(cx: &StepCx<'_>, name: &str) -> StepResult<()> {
+    /// The role's ARN, creating the role when it does not exist. The bucket policy is (re)put
+    /// either way: this runs only while the add-on is being installed.
+    pub async fn ensure(cx: &StepCx<'_>) -> StepResult<String> {
         let account = cx.cloud.iam.caller_identity().await?.account;
         let bucket = super::hyperpod::bucket_name(&cx.op.cluster, &account);
         let doc = json!({"Version": "2012-10-17", "Statement": [
@@ -36,24 +38,37 @@ impl S3CsiRoleStep {
             {"Effect": "Allow",
              "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
              "Resource": [format!("arn:aws:s3:::{bucket}/*")]}]});
-        cx.cloud
-            .iam
-            .put_role_policy(name, "instantstart-shared-bucket", &doc)
-            .await?;
-        Ok(())
+        let role = IrsaRole {
+            name: s3_csi_role_name(&cx.op.cluster),
+            namespace: "kube-system",
+            service_account: S3_CSI_SERVICE_ACCOUNT,
+            tag_role: "s3-csi-role",
+            policy_name: "instantstart-shared-bucket",
+        };
+        role.ensure(cx, &doc).await
     }
 }
 
-impl S3CsiRoleStep {
-    /// The role's ARN, creating the role when it does not exist. The bucket policy is (re)put
-    /// either way: this runs only while the add-on is being installed.
-    pub async fn ensure(cx: &StepCx<'_>) -> StepResult<String> {
-        let name = s3_csi_role_name(&cx.op.cluster);
-        let arn = match cx.cloud.iam.get_role(&name).await? {
+/// An IAM role for one Kubernetes service account (IRSA): trusted only by exactly
+/// `system:serviceaccount:<namespace>:<service_account>` through the cluster's OIDC provider,
+/// with one inline policy.
+pub struct IrsaRole<'a> {
+    pub name: String,
+    pub namespace: &'a str,
+    pub service_account: &'a str,
+    /// `instantstart:role` tag value.
+    pub tag_role: &'a str,
+    pub policy_name: &'a str,
+}
+
+impl IrsaRole<'_> {
+    /// The role's ARN: created when missing (with the OIDC provider, for imported clusters that
+    /// have none); its policy is put either way.
+    pub async fn ensure(&self, cx: &StepCx<'_>, policy: &serde_json::Value) -> StepResult<String> {
+        let arn = match cx.cloud.iam.get_role(&self.name).await? {
             Some(role) => role.arn,
             None => {
                 let issuer = cx.resource("oidcIssuer")?;
-                // An imported cluster may have no IAM OIDC provider yet: IRSA needs one.
                 let provider = match cx.resource("oidcProviderArn") {
                     Ok(arn) => arn,
                     Err(_) => match cx.cloud.iam.find_oidc_provider(&issuer).await? {
@@ -71,16 +86,19 @@ impl S3CsiRoleStep {
                     "Effect": "Allow", "Principal": {"Federated": provider},
                     "Action": "sts:AssumeRoleWithWebIdentity",
                     "Condition": {"StringEquals": {
-                        format!("{host}:sub"): format!("system:serviceaccount:kube-system:{S3_CSI_SERVICE_ACCOUNT}"),
+                        format!("{host}:sub"): format!("system:serviceaccount:{}:{}", self.namespace, self.service_account),
                         format!("{host}:aud"): "sts.amazonaws.com"}}}]});
                 cx.cloud
                     .iam
-                    .create_role(&name, &trust, &net_tags(cx, "s3-csi-role"))
+                    .create_role(&self.name, &trust, &net_tags(cx, self.tag_role))
                     .await?
                     .arn
             }
         };
-        Self::ensure_policy(cx, &name).await?;
+        cx.cloud
+            .iam
+            .put_role_policy(&self.name, self.policy_name, policy)
+            .await?;
         Ok(arn)
     }
 }

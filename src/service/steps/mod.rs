@@ -266,8 +266,20 @@ impl Stages for Catalog {
             }
             "storage-delete" => vec![Arc::new(storage::DeleteVolumeStep)],
             kind if kind.starts_with("feature-") => {
-                features::by_kind(kind)?;
+                let feature = features::by_kind(kind)?;
                 let p: features::FeatureParams = serde_json::from_value(params.clone()).ok()?;
+                if feature.key == features::TIERED {
+                    // Enabling: role → service account → cluster setting; disabling: reverse.
+                    let mut chain: Vec<Arc<dyn Step>> = vec![
+                        Arc::new(features::CheckpointRoleStep),
+                        Arc::new(features::CheckpointServiceAccountStep),
+                        Arc::new(features::TieredConfigStep),
+                    ];
+                    if !p.enable {
+                        chain.reverse();
+                    }
+                    return Some(chain);
+                }
                 // Enabling: the add-on, then its identity; disabling: the reverse.
                 let addon: Arc<dyn Step> = Arc::new(features::FeatureAddonStep);
                 let identity: Arc<dyn Step> = Arc::new(features::FeatureIdentityStep);
