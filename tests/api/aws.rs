@@ -753,6 +753,43 @@ mod mocked {
     }
 
     #[tokio::test]
+    async fn tiered_checkpointing_sends_only_the_tiered_storage_config() {
+        use aws_sdk_sagemaker::operation::update_cluster::UpdateClusterOutput;
+        use aws_sdk_sagemaker::types::ClusterConfigMode;
+        use instantstart::cloud::{HyperPod, TieredStorage};
+        let enable = mock!(aws_sdk_sagemaker::Client::update_cluster)
+            .match_requests(|r| {
+                r.instance_groups().is_empty()
+                    && r.tiered_storage_config().is_some_and(|t| {
+                        t.mode() == Some(&ClusterConfigMode::Enable)
+                            && t.instance_memory_allocation_percentage() == Some(25)
+                    })
+            })
+            .then_output(|| UpdateClusterOutput::builder().cluster_arn("arn:hp").build());
+        let disable = mock!(aws_sdk_sagemaker::Client::update_cluster)
+            .match_requests(|r| {
+                r.tiered_storage_config().is_some_and(|t| {
+                    t.mode() == Some(&ClusterConfigMode::Disable)
+                        && t.instance_memory_allocation_percentage().is_none()
+                })
+            })
+            .then_output(|| UpdateClusterOutput::builder().cluster_arn("arn:hp").build());
+        let mut aws = base_aws().await;
+        aws.sagemaker = mock_client!(aws_sdk_sagemaker, RuleMode::MatchAny, [&enable, &disable]);
+        let on = TieredStorage {
+            enabled: true,
+            memory_percent: Some(25),
+        };
+        aws.set_tiered_storage("demo-hp", on).await.unwrap();
+        let off = TieredStorage {
+            enabled: false,
+            memory_percent: None,
+        };
+        aws.set_tiered_storage("demo-hp", off).await.unwrap();
+        assert_eq!((enable.num_calls(), disable.num_calls()), (1, 1));
+    }
+
+    #[tokio::test]
     async fn batch_node_operations_report_each_failed_node_with_its_code() {
         use aws_sdk_sagemaker::operation::batch_reboot_cluster_nodes::BatchRebootClusterNodesOutput;
         use aws_sdk_sagemaker::types::{
