@@ -913,6 +913,8 @@ pub struct GroupView {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UpdateGroupRequest {
     pub instance_count: Option<i64>,
+    /// Run `InstanceStress` and `InstanceConnectivity` on the group's new nodes.
+    pub deep_health_checks: Option<bool>,
     /// Accepted only when equal to the current one: capacity is fixed for a group's life.
     pub capacity_type: Option<String>,
     pub training_plan_arn: Option<String>,
@@ -1027,18 +1029,24 @@ pub async fn scale_params(
             json!("to change it, add a new instance group with the capacity you want, move the work, then delete this one"),
         ));
     }
-    let Some(count) = req.instance_count else {
-        return Ok(None);
+    let count = match req.instance_count {
+        Some(c) => {
+            validate::instance_count("instanceCount", c, &spec.instance_type, engine.cloud())
+                .await?
+        }
+        None => spec.instance_count,
     };
-    let count =
-        validate::instance_count("instanceCount", count, &spec.instance_type, engine.cloud())
-            .await?;
-    if count == spec.instance_count {
+    // Only what differs from the group as recorded is sent.
+    let checks = req
+        .deep_health_checks
+        .filter(|on| steps::groups::deep_health_checks(*on) != spec.deep_health_checks);
+    if count == spec.instance_count && checks.is_none() {
         return Ok(None);
     }
     Ok(Some(steps::groups::ScaleParams {
         group: group.to_string(),
         instance_count: count,
+        deep_health_checks: checks,
     }))
 }
 

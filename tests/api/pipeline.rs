@@ -374,6 +374,25 @@ async fn instance_groups_are_added_and_scaled_resending_every_group_and_capacity
     );
     assert_eq!(before, 2);
 
+    // Deep health checks: a settings change resends the groups with only that group changed.
+    let r = patch(json!({"deepHealthChecks": true})).await.unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(
+        app.wait_terminal(body["operationId"].as_str().unwrap())
+            .await["state"],
+        "succeeded"
+    );
+    let groups = app.json("/api/clusters/demo/instance-groups").await;
+    assert_eq!(
+        groups[0]["deepHealthChecks"],
+        json!(["InstanceStress", "InstanceConnectivity"])
+    );
+    assert_eq!(groups[0]["targetCount"], 3, "the count was kept");
+    assert_eq!(groups[1]["deepHealthChecks"], json!([]));
+    let r = patch(json!({"deepHealthChecks": true})).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "already on: nothing to do");
+
     // Capacity type is fixed for the group's life.
     let r = patch(json!({"capacityType": "spot"})).await.unwrap();
     let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;

@@ -49,6 +49,18 @@ impl Step for GroupSubnetStep {
 pub struct ScaleParams {
     pub group: String,
     pub instance_count: u32,
+    /// Turn on-start deep health checks on or off for the group's new nodes.
+    #[serde(default)]
+    pub deep_health_checks: Option<bool>,
+}
+
+/// The checks HyperPod runs on new nodes when deep health checks are on.
+pub fn deep_health_checks(on: bool) -> Vec<String> {
+    if on {
+        vec!["InstanceStress".into(), "InstanceConnectivity".into()]
+    } else {
+        vec![]
+    }
 }
 
 /// Sends UpdateCluster with every group (the changed one included) and watches the group
@@ -82,11 +94,7 @@ impl UpdateGroupsStep {
                 instance_count: p.instance_count,
                 threads_per_core: threads_per_core(&p.instance_type, &p.capacity),
                 ebs_volume_gb: p.volume_size_gb,
-                deep_health_checks: if p.deep_health_checks {
-                    vec!["InstanceStress".into(), "InstanceConnectivity".into()]
-                } else {
-                    vec![]
-                },
+                deep_health_checks: deep_health_checks(p.deep_health_checks),
                 capacity: p.capacity.clone(),
                 subnet_ids: vec![subnet],
                 ..template
@@ -101,6 +109,9 @@ impl UpdateGroupsStep {
                     StepError::fatal("group-missing", format!("no instance group {}", p.group))
                 })?;
             g.instance_count = p.instance_count;
+            if let Some(on) = p.deep_health_checks {
+                g.deep_health_checks = deep_health_checks(on);
+            }
             Ok((groups, p.group, p.instance_count))
         }
     }
@@ -112,6 +123,11 @@ impl Step for UpdateGroupsStep {
         "update-cluster"
     }
     async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        // A settings change cannot be read back from DescribeCluster: send it again (UpdateCluster
+        // is declarative, so a repeat changes nothing).
+        if !self.adding && cx.param::<ScaleParams>()?.deep_health_checks.is_some() {
+            return Ok(None);
+        }
         // Already applied when the cluster reports the group at its target.
         let (groups, name, target) = self.desired(cx)?;
         let cluster = cx
