@@ -230,7 +230,7 @@ pub const CATALOG: &[ToolSpec] = &[
         body: true,
         open_world: true,
         duration: Some("5-20 minutes on AWS"),
-        ..read("instance_group_update", "/api/clusters/{name}/instance-groups/{group}", "Scale an instance group: send only instanceCount. A request equal to the current state changes nothing; changing capacityType is refused (fixed for the group's life).")
+        ..read("instance_group_update", "/api/clusters/{name}/instance-groups/{group}", "Change an instance group: send only what changes — instanceCount, and/or deepHealthChecks (true runs InstanceStress and InstanceConnectivity on its new nodes). A request equal to the current state changes nothing; changing capacityType is refused (fixed for the group's life).")
     },
     ToolSpec {
         method: "DELETE",
