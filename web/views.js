@@ -47,16 +47,34 @@ function table(headers, rows, empty = 'Nothing yet.') {
     h('tbody', {}, rows.map((r) => h('tr', {}, r.map((c) => h('td', {}, c))))));
 }
 
-/** Re-renders `render` on every relevant push, or by long-polling when pushes do not arrive. */
+/** Re-renders `render` on every relevant push, or by long-polling when pushes do not arrive.
+ * Renders never overlap: a push during a render schedules one more, so the last render always
+ * starts after the last change (an older, slower response cannot have the last word). */
 function follow(isRelevant, render, pollId) {
   let stopped = false;
-  const off = onOperations((ops) => { if (!stopped && ops.some(isRelevant)) render(); });
+  let running = false;
+  let again = false;
+  const rerender = async () => {
+    if (running) { again = true; return; }
+    running = true;
+    do {
+      again = false;
+      await render();
+    } while (again && !stopped);
+    running = false;
+  };
+  const off = onOperations((ops) => { if (!stopped && ops.some(isRelevant)) rerender(); });
   (async () => {
     while (!stopped) {
-      if (live()) { await new Promise((r) => setTimeout(r, 1000)); continue; }
-      if (pollId) await api(`/api/operations/${pollId()}?wait=20`);
-      else await new Promise((r) => setTimeout(r, 3000));
-      if (!stopped) await render();
+      if (live()) {
+        // Pushes drive the view; a slow refresh covers a push lost to a reconnect.
+        await new Promise((r) => setTimeout(r, 5000));
+      } else if (pollId) {
+        await api(`/api/operations/${pollId()}?wait=20`);
+      } else {
+        await new Promise((r) => setTimeout(r, 3000));
+      }
+      if (!stopped) await rerender();
     }
   })();
   return () => { stopped = true; off(); };
