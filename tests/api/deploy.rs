@@ -146,6 +146,26 @@ fn the_template_is_locked_down() {
         create["Condition"]["StringEquals"]["iam:PermissionsBoundary"]["Ref"],
         "CreatedRolesBoundary"
     );
+    // Permissions of a role change only when it carries the boundary.
+    for action in [
+        "iam:PutRolePolicy",
+        "iam:AttachRolePolicy",
+        "iam:DeleteRolePolicy",
+        "iam:DetachRolePolicy",
+    ] {
+        let granting: Vec<Value> = statements(&t)
+            .into_iter()
+            .filter(|s| list(&s["Action"]).contains(&Value::from(action)))
+            .collect();
+        assert!(!granting.is_empty(), "{action} is granted somewhere");
+        for s in granting {
+            assert_eq!(
+                s["Condition"]["StringEquals"]["iam:PermissionsBoundary"]["Ref"],
+                "CreatedRolesBoundary",
+                "{action}: {s}"
+            );
+        }
+    }
     let (_, boundary) = resources_of(&t, "AWS::IAM::ManagedPolicy")
         .into_iter()
         .find(|(n, _)| n.as_str() == "CreatedRolesBoundary")
