@@ -215,6 +215,20 @@ async function retry(id, button) {
   if (!r.ok) button.after(errorBox(r));
 }
 
+/** What a failure means and what to do, in plain words, for the causes seen most. */
+const PLAIN = [
+  [/ResourceLimitExceeded|LimitExceeded|quota/i, 'The account\'s quota is too low for this request: ask for an increase in Service Quotas (or use fewer instances), then Retry.'],
+  [/InsufficientInstanceCapacity|InsufficientCapacity|UnsupportedAvailabilityZone/i, 'AWS has no capacity for this instance type in this zone right now: choose another zone, or reserve capacity with a training plan.'],
+  [/AccessDenied|UnauthorizedOperation|not authorized/i, 'The control plane\'s IAM role is missing a permission for this call: add it, then Retry.'],
+  [/Throttl|RequestLimitExceeded|TooManyRequests/i, 'AWS is rate-limiting requests: Retry in a minute.'],
+  [/CacheNotSynced|Unreachable|k8s:/i, 'The cluster\'s Kubernetes API did not answer as expected: check that the EKS cluster is ACTIVE and reachable, then Retry.'],
+];
+
+function plainReason(message) {
+  const hit = PLAIN.find(([re]) => re.test(message));
+  return hit ? hit[1] : 'The step failed; the details below say why. Fix the cause, then Retry: finished steps are kept and nothing is created twice.';
+}
+
 function stageBox(name, op, retryId) {
   const reason = op && op.state === 'failed' && op.error ? op.error.message : null;
   const retryButton = op && op.state === 'failed'
@@ -224,7 +238,8 @@ function stageBox(name, op, retryId) {
       op ? h('span', { class: 'muted' }, `elapsed ${elapsed(op.createdAt, TERMINAL.includes(op.state) ? op.updatedAt : null)}`) : '',
       h('span', { class: 'muted' }, expected(op ? op.kind : name)),
       op ? h('a', { href: `#/op/${op.id}` }, 'details') : ''),
-    reason ? h('p', { class: 'reason', role: 'alert' }, reason) : '',
+    reason ? h('p', { class: 'plain', role: 'alert' }, plainReason(reason)) : '',
+    reason ? h('p', { class: 'reason' }, reason) : '',
     op ? phaseRows(op) : h('p', { class: 'muted' }, 'Not started yet.'),
     retryButton);
 }

@@ -59,6 +59,7 @@ def retry(page, base, out):
     wait_pipeline(page, "failed")
     hyperpod = page.locator("section[data-stage='hyperpod']")
     expect(hyperpod.locator(".reason")).to_contain_text("sagemaker")
+    expect(hyperpod.locator(".plain")).to_contain_text("quota is too low")
     page.screenshot(path=f"{out}/failed.png", full_page=True)
     page.get_by_role("button", name="Retry hyperpod").click()
     wait_pipeline(page)
