@@ -27,6 +27,23 @@ fn feature<'a>(view: &'a Value, key: &str) -> &'a Value {
         .unwrap()
 }
 
+/// Waits for the operation a PATCH started for `key` and returns it.
+async fn started(app: &TestApp, body: &Value, key: &str) -> Value {
+    let id = body["features"][key]["operationId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no operation started for {key}: {body}"));
+    app.wait_terminal(id).await
+}
+
+fn phase_names(op: &Value) -> Vec<&str> {
+    op["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect()
+}
+
 fn mutating_calls(calls: &Value) -> i64 {
     calls["accepted"]
         .as_object()
@@ -61,13 +78,7 @@ async fn features_follow_the_diff_contract() {
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     assert_eq!(body["features"]["fsxCsi"]["result"], "unchanged");
     assert_eq!(body["features"]["trainingOperator"]["result"], "started");
-    let op = app
-        .wait_terminal(
-            body["features"]["trainingOperator"]["operationId"]
-                .as_str()
-                .unwrap(),
-        )
-        .await;
+    let op = started(&app, &body, "trainingOperator").await;
     assert_eq!(op["state"], "succeeded", "{op}");
     assert_eq!(op["kind"], "feature-training-operator");
     let view = app.json("/api/clusters/demo/features").await;
@@ -94,20 +105,9 @@ async fn features_follow_the_diff_contract() {
     // Disable: the association and the add-on go, nothing else.
     let (status, body) = patch(&app, json!({"trainingOperator": false})).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    let op = app
-        .wait_terminal(
-            body["features"]["trainingOperator"]["operationId"]
-                .as_str()
-                .unwrap(),
-        )
-        .await;
+    let op = started(&app, &body, "trainingOperator").await;
     assert_eq!(op["state"], "succeeded", "{op}");
-    let names: Vec<&str> = op["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
+    let names = phase_names(&op);
     assert_eq!(
         names,
         ["pod-identity", "addon"],
@@ -134,13 +134,7 @@ async fn features_follow_the_diff_contract() {
 
     // Enable again: a new association, exactly one.
     let (_, body) = patch(&app, json!({"trainingOperator": true})).await;
-    let op = app
-        .wait_terminal(
-            body["features"]["trainingOperator"]["operationId"]
-                .as_str()
-                .unwrap(),
-        )
-        .await;
+    let op = started(&app, &body, "trainingOperator").await;
     assert_eq!(op["state"], "succeeded", "{op}");
     let view = app.json("/api/clusters/demo/features").await;
     let again = feature(&view, "trainingOperator")["podIdentityAssociation"]
@@ -227,20 +221,9 @@ async fn tiered_checkpointing_is_the_cluster_setting_plus_exactly_its_identity_c
 
     let (status, body) = patch(&app, json!({"tieredCheckpointing": true})).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    let op = app
-        .wait_terminal(
-            body["features"]["tieredCheckpointing"]["operationId"]
-                .as_str()
-                .unwrap(),
-        )
-        .await;
+    let op = started(&app, &body, "tieredCheckpointing").await;
     assert_eq!(op["state"], "succeeded", "{op}");
-    let names: Vec<&str> = op["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
+    let names = phase_names(&op);
     assert_eq!(names, ["role", "service-account", "tiered-storage-config"]);
     let t = state(&app.json("/api/clusters/demo/features").await);
     assert_eq!(
@@ -265,13 +248,7 @@ async fn tiered_checkpointing_is_the_cluster_setting_plus_exactly_its_identity_c
     let (status, body) = patch(&app, json!({"tieredCheckpointingMemoryPercent": 30})).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     let creates_before = accepted_count(&app.calls().await, "iam:CreateRole");
-    let op = app
-        .wait_terminal(
-            body["features"]["tieredCheckpointing"]["operationId"]
-                .as_str()
-                .unwrap(),
-        )
-        .await;
+    let op = started(&app, &body, "tieredCheckpointing").await;
     assert_eq!(op["state"], "succeeded", "{op}");
     assert_eq!(
         accepted_count(&app.calls().await, "iam:CreateRole"),
@@ -282,20 +259,9 @@ async fn tiered_checkpointing_is_the_cluster_setting_plus_exactly_its_identity_c
 
     // Disabling removes the setting, the service account and the role: nothing is left over.
     let (_, body) = patch(&app, json!({"tieredCheckpointing": false})).await;
-    let op = app
-        .wait_terminal(
-            body["features"]["tieredCheckpointing"]["operationId"]
-                .as_str()
-                .unwrap(),
-        )
-        .await;
+    let op = started(&app, &body, "tieredCheckpointing").await;
     assert_eq!(op["state"], "succeeded", "{op}");
-    let names: Vec<&str> = op["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
+    let names = phase_names(&op);
     assert_eq!(names, ["tiered-storage-config", "service-account", "role"]);
     let t = state(&app.json("/api/clusters/demo/features").await);
     assert_eq!(
@@ -305,13 +271,7 @@ async fn tiered_checkpointing_is_the_cluster_setting_plus_exactly_its_identity_c
 
     // And again: the whole chain comes back.
     let (_, body) = patch(&app, json!({"tieredCheckpointing": true})).await;
-    let op = app
-        .wait_terminal(
-            body["features"]["tieredCheckpointing"]["operationId"]
-                .as_str()
-                .unwrap(),
-        )
-        .await;
+    let op = started(&app, &body, "tieredCheckpointing").await;
     assert_eq!(op["state"], "succeeded", "{op}");
     assert_eq!(
         state(&app.json("/api/clusters/demo/features").await)["state"],

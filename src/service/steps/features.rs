@@ -436,13 +436,7 @@ impl Step for TieredConfigStep {
         let p: FeatureParams = cx.param()?;
         let wanted = Self::wanted(&p);
         let name = hyperpod_name(&cx.op.cluster);
-        let current = cx.cloud.hyperpod.describe_cluster(&name).await?;
-        let Some(current) = current else {
-            return Err(StepError::fatal(
-                "missing-prerequisite",
-                "the cluster has no HyperPod cluster",
-            ));
-        };
+        let current = super::hyperpod::described(cx).await?;
         let now = current.tiered_storage.filter(|t| t.enabled);
         let same = match (now, wanted.enabled) {
             (None, false) => true,
@@ -458,22 +452,13 @@ impl Step for TieredConfigStep {
         self.act(cx).await.map(Some)
     }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
-        let hp = cx
-            .cloud
-            .hyperpod
-            .describe_cluster(&hyperpod_name(&cx.op.cluster))
-            .await?;
-        match hp.map(|c| c.status) {
-            Some(HyperPodStatus::InService) => Ok(Poll::Ready(out.clone())),
-            Some(HyperPodStatus::Failed) => Err(StepError::fatal(
+        match super::hyperpod::described(cx).await?.status {
+            HyperPodStatus::InService => Ok(Poll::Ready(out.clone())),
+            HyperPodStatus::Failed => Err(StepError::fatal(
                 "hyperpod-failed",
                 "the HyperPod cluster failed while applying the setting",
             )),
-            Some(s) => Ok(Poll::Pending(format!("HyperPod cluster {s:?}"))),
-            None => Err(StepError::fatal(
-                "missing-prerequisite",
-                "the HyperPod cluster disappeared",
-            )),
+            s => Ok(Poll::Pending(format!("HyperPod cluster {s:?}"))),
         }
     }
     fn records_resources(&self) -> bool {

@@ -152,17 +152,7 @@ impl Step for UpdateGroupsStep {
     }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
         let (_, name, target) = self.desired(cx)?;
-        let Some(c) = cx
-            .cloud
-            .hyperpod
-            .describe_cluster(&hyperpod_name(&cx.op.cluster))
-            .await?
-        else {
-            return Err(StepError::fatal(
-                "hyperpod-cluster-missing",
-                "the HyperPod cluster no longer exists",
-            ));
-        };
+        let c = super::hyperpod::described(cx).await?;
         if matches!(
             c.status,
             HyperPodStatus::Failed | HyperPodStatus::RollingBack
@@ -241,17 +231,7 @@ impl Step for DeleteGroupStep {
     }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
         let group = Self::group(cx)?;
-        let Some(c) = cx
-            .cloud
-            .hyperpod
-            .describe_cluster(&hyperpod_name(&cx.op.cluster))
-            .await?
-        else {
-            return Err(StepError::fatal(
-                "hyperpod-cluster-missing",
-                "the HyperPod cluster no longer exists",
-            ));
-        };
+        let c = super::hyperpod::described(cx).await?;
         match c.instance_groups.iter().find(|g| g.name == group) {
             None => Ok(Poll::Ready(out.clone())),
             Some(g) => Ok(Poll::Pending(format!(

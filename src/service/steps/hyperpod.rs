@@ -16,6 +16,20 @@ pub fn hyperpod_name(cluster: &str) -> String {
     format!("{cluster}-hp")
 }
 
+/// This operation's HyperPod cluster as DescribeCluster reports it; gone is a fatal error.
+pub async fn described(cx: &StepCx<'_>) -> StepResult<crate::cloud::HyperPodCluster> {
+    cx.cloud
+        .hyperpod
+        .describe_cluster(&hyperpod_name(&cx.op.cluster))
+        .await?
+        .ok_or_else(|| {
+            StepError::fatal(
+                "hyperpod-cluster-missing",
+                "the HyperPod cluster no longer exists",
+            )
+        })
+}
+
 pub fn execution_role_name(cluster: &str) -> String {
     format!("{cluster}-hyperpod-exec")
 }
