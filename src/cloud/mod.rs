@@ -619,6 +619,18 @@ pub struct ObjectRef {
 }
 
 impl ObjectRef {
+    /// The reference of a manifest about to be applied; a manifest without one is refused.
+    pub fn to_apply(manifest: &Value) -> CloudResult<Self> {
+        Self::of(manifest).ok_or_else(|| {
+            CloudError::new(
+                "k8s",
+                "Apply",
+                "Invalid",
+                "manifest lacks apiVersion, kind or name",
+            )
+        })
+    }
+
     /// Reads the reference out of a manifest.
     pub fn of(manifest: &Value) -> Option<Self> {
         Some(Self {

@@ -228,14 +228,7 @@ fn spawn_refresher(slot: Weak<RwLock<String>>, tokens: Arc<EksTokens>, cluster: 
 #[async_trait]
 impl Kube for KubeRs {
     async fn apply(&self, target: &KubeTarget, manifest: &Value) -> CloudResult<()> {
-        let obj = ObjectRef::of(manifest).ok_or_else(|| {
-            CloudError::new(
-                "k8s",
-                "Apply",
-                "Invalid",
-                "manifest lacks apiVersion, kind or name",
-            )
-        })?;
+        let obj = ObjectRef::to_apply(manifest)?;
         let api = self.object_api(target, &obj).await?;
         let params = PatchParams::apply(FIELD_MANAGER).force();
         api.patch(&obj.name, &params, &Patch::Apply(manifest))

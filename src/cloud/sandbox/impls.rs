@@ -1158,14 +1158,7 @@ impl Kube for Sandbox {
                 e.service = "k8s".into();
                 e
             })?;
-        let obj = ObjectRef::of(manifest).ok_or_else(|| {
-            CloudError::new(
-                "k8s",
-                "Apply",
-                "Invalid",
-                "manifest lacks apiVersion, kind or name",
-            )
-        })?;
+        let obj = ObjectRef::to_apply(manifest)?;
         let key = object_key(target, &obj);
         match self.by_name("k8s-object", &key).await? {
             Some(r) if r.deleted_ms.is_none() => {
