@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 
 use super::steps::deps::{self, ComponentState, ComponentStatus};
 use super::steps::storage::{claim_view, ClaimView, StorageParams, VolumeSource, CLAIM_LABEL};
-use super::{cluster_not_found, validate};
+use super::validate;
 use crate::cloud::{ClusterState, KubeTarget, MANAGED_BY};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
@@ -15,12 +15,7 @@ use crate::store::{OpState, PhaseState};
 
 /// Where the cluster's API server is, from what the `cluster` stage recorded.
 pub async fn kube_target(engine: &Engine, name: &str) -> ApiResult<KubeTarget> {
-    let record = engine
-        .store()
-        .get_cluster(name)
-        .await?
-        .filter(|c| c.status != "deleted")
-        .ok_or_else(|| cluster_not_found(name))?;
+    let record = super::live_cluster(engine, name).await?;
     let get = |k: &str| {
         record
             .resources

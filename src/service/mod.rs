@@ -544,11 +544,7 @@ pub struct ClusterView {
 
 pub async fn cluster_view(engine: &Engine, name: &str) -> ApiResult<ClusterView> {
     let store = engine.store();
-    let record = store
-        .get_cluster(name)
-        .await?
-        .filter(|c| c.status != "deleted")
-        .ok_or_else(|| cluster_not_found(name))?;
+    let record = live_cluster(engine, name).await?;
     let mut stages = serde_json::Map::new();
     for op in store.latest_per_kind(name).await? {
         stages.insert(
@@ -802,13 +798,18 @@ pub struct NodeView {
     pub kubernetes: Option<crate::cloud::NodeState>,
 }
 
-async fn hyperpod_of(engine: &Engine, name: &str) -> ApiResult<String> {
-    let record = engine
+/// The cluster's record, unless it does not exist or was deleted (404).
+pub async fn live_cluster(engine: &Engine, name: &str) -> ApiResult<crate::store::ClusterRecord> {
+    engine
         .store()
         .get_cluster(name)
         .await?
         .filter(|c| c.status != "deleted")
-        .ok_or_else(|| cluster_not_found(name))?;
+        .ok_or_else(|| cluster_not_found(name))
+}
+
+async fn hyperpod_of(engine: &Engine, name: &str) -> ApiResult<String> {
+    let record = live_cluster(engine, name).await?;
     record
         .resources
         .get("hyperPodClusterName")
@@ -932,12 +933,7 @@ async fn recorded_groups(
     engine: &Engine,
     name: &str,
 ) -> ApiResult<Vec<crate::cloud::InstanceGroupSpec>> {
-    let record = engine
-        .store()
-        .get_cluster(name)
-        .await?
-        .filter(|c| c.status != "deleted")
-        .ok_or_else(|| cluster_not_found(name))?;
+    let record = live_cluster(engine, name).await?;
     record
         .resources
         .get("instanceGroups")
