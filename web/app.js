@@ -132,9 +132,9 @@ const routes = [
   [/^#\/storage$/, () => views.storage()],
   [/^#\/operations$/, () => views.operations()],
   [/^#\/features$/, () => views.features()],
-  [/^#\/models$/, () => views.placeholder('Models', 'models')],
-  [/^#\/inference$/, () => views.placeholder('Inference', 'inference')],
-  [/^#\/training$/, () => views.placeholder('Training', 'training')],
+  [/^#\/models$/, () => views.placeholder('Models')],
+  [/^#\/inference$/, () => views.placeholder('Inference')],
+  [/^#\/training$/, () => views.placeholder('Training')],
 ];
 
 let cleanup = null;

@@ -339,8 +339,8 @@ export async function nodes() {
     const [groups, list] = await Promise.all([api(`/api/clusters/${enc}/instance-groups`), api(`/api/clusters/${enc}/nodes`)]);
     show(h('h1', {}, `Instance groups & nodes · ${name}`),
       h('h2', {}, 'Instance groups'),
-      groups.ok ? table(['Group', 'Instance type', 'Capacity', 'Count (current/target)', 'Deep health checks', 'Scale to', ''],
-        groups.body.map((g) => [g.name, g.instanceType, g.capacityType, `${g.currentCount}/${g.targetCount}`, g.deepHealthChecks.join(', '),
+      groups.ok ? table(['Group', 'Instance type', 'Capacity', 'Network', 'Count (current/target)', 'Deep health checks', 'Scale to', ''],
+        groups.body.map((g) => [g.name, g.instanceType, g.capacityType, g.networkInterface, `${g.currentCount}/${g.targetCount}`, g.deepHealthChecks.join(', '),
           scaleControl(enc, g), h('button', { type: 'button', class: 'secondary', 'aria-label': `remove group ${g.name}`,
             onclick: (e) => removeGroup(enc, g.name, e.target) }, 'remove')])) : errorBox(groups),
       h('h2', {}, 'Add an instance group'), await addGroupForm(enc),
@@ -388,6 +388,8 @@ async function addGroupForm(cluster) {
   const type = h('select', { id: 'group-type' }, h('option', { value: '' }, 'Choose a zone first'));
   const count = h('input', { type: 'number', id: 'group-count', min: 1, value: 1 });
   const capacity = h('select', { id: 'group-capacity' }, ...['on-demand', 'spot', 'training-plan'].map((c) => h('option', { value: c }, c)));
+  const plan = h('input', { type: 'text', id: 'group-plan', autocomplete: 'off', placeholder: 'arn:aws:sagemaker:…:training-plan/…' });
+  const network = h('select', { id: 'group-network' }, ...['standard', 'efa-only'].map((c) => h('option', { value: c }, c)));
   const error = h('div', { class: 'error', role: 'alert', id: 'group-error' });
   zone.addEventListener('change', async () => {
     const r = await api(`/api/aws/instance-types?zone=${encodeURIComponent(zone.value)}`);
@@ -401,13 +403,19 @@ async function addGroupForm(cluster) {
     h('label', { for: 'group-type' }, 'Instance type'), type,
     h('label', { for: 'group-count' }, 'Instance count'), count,
     h('label', { for: 'group-capacity' }, 'Capacity type'), capacity,
+    h('label', { for: 'group-plan' }, 'Training plan ARN'),
+    h('div', {}, plan, h('div', { class: 'field-hint' }, 'Training plan only. Its reservation decides the zone: leave the zone unset or pick the plan\'s.')),
+    h('label', { for: 'group-network' }, 'Network interface'),
+    h('div', {}, network, h('div', { class: 'field-hint' }, 'standard: EFA with ENA where the type supports EFA. efa-only: EFA-capable types only. Fixed for the group\'s life.')),
     h('span'), h('div', {}, h('button', { type: 'submit' }, 'Add group'), error));
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     error.textContent = '';
-    const r = await api(`/api/clusters/${cluster}/instance-groups`, { method: 'POST', body: {
-      instanceGroupName: name.value.trim(), zone: zone.value, instanceType: type.value,
-      instanceCount: Number(count.value), capacityType: capacity.value } });
+    const body = { instanceGroupName: name.value.trim(), instanceType: type.value,
+      instanceCount: Number(count.value), capacityType: capacity.value, networkInterface: network.value };
+    if (zone.value) body.zone = zone.value;
+    if (capacity.value === 'training-plan') body.trainingPlanArn = plan.value.trim();
+    const r = await api(`/api/clusters/${cluster}/instance-groups`, { method: 'POST', body });
     if (r.ok) location.hash = `#/op/${r.body.operationId}`;
     else error.textContent = problemText(r.body);
   });
@@ -468,13 +476,11 @@ export async function operations() {
   return follow(() => true, render);
 }
 
-export function placeholder(title, area) {
+export function placeholder(title) {
   const show = scoped();
   show(h('h1', {}, title),
     h('p', {}, `${title} is not available yet in this version of the control plane.`),
-    h('p', { class: 'muted' }, area === 'features'
-      ? 'Managed capabilities (training operator, inference operator, tiered storage, autoscaling) arrive with the features route; this panel will send only the fields you change.'
-      : 'The API and agent tools for it arrive in a later version.'));
+    h('p', { class: 'muted' }, 'The API and agent tools for it arrive in a later version.'));
   return null;
 }
 
@@ -486,30 +492,45 @@ export async function features() {
   if (needsActive('Advanced features')) return null;
   const name = session.active;
   const enc = encodeURIComponent(name);
-  const render = async () => {
+  // After a change the panel is read again, so the next diff is against the new state.
+  const render = async (message) => {
     const r = await api(`/api/clusters/${enc}/features`);
     if (!r.ok) return show(h('h1', {}, 'Advanced features'), errorBox(r));
     const boxes = r.body.features.map((f) => ({ f, input: h('input', { type: 'checkbox', id: `feature-${f.key}`, checked: f.enabled }) }));
+    // Managed autoscaling also chooses the instance groups it governs.
+    const auto = r.body.features.find((f) => f.key === 'managedAutoscaling');
+    const groups = auto ? await api(`/api/clusters/${enc}/instance-groups`) : { ok: false };
+    const current = new Set(auto?.instanceGroups || []);
+    const groupBoxes = groups.ok ? groups.body.map((g) => ({ g, input: h('input', {
+      type: 'checkbox', id: `autoscale-${g.name}`, checked: current.has(g.name),
+      disabled: g.capacityType !== 'on-demand' || g.deepHealthChecks.length > 0 }) })) : [];
+    const groupPicker = h('div', { class: 'field-hint' }, 'Groups it governs (on-demand, without deep health checks; none chosen = every eligible group): ',
+      groupBoxes.map(({ g, input }) => h('label', { for: input.id }, input, ` ${g.name} `)));
     const result = h('div', { id: 'features-result', role: 'status' });
     const form = h('form', { class: 'grid', 'aria-label': 'Advanced features' },
       boxes.map(({ f, input }) => [
         h('label', { for: input.id }, f.key),
-        h('div', {}, input, ' ', stateBadge(f.state), h('div', { class: 'field-hint' }, f.description))]),
+        h('div', {}, input, ' ', stateBadge(f.state), f.reason ? h('div', { class: 'error' }, f.reason) : null,
+          h('div', { class: 'field-hint' }, f.description),
+          f.key === 'managedAutoscaling' ? groupPicker : null)]),
       h('span'), h('div', {}, h('button', { type: 'submit' }, 'Apply changes')));
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
       const body = {};
       for (const { f, input } of boxes) if (input.checked !== f.enabled) body[f.key] = input.checked;
+      const chosen = groupBoxes.filter(({ input }) => input.checked).map(({ g }) => g.name).sort();
+      const autoOn = boxes.find(({ f }) => f.key === 'managedAutoscaling')?.input.checked;
+      if (autoOn && chosen.length && chosen.join() !== [...current].sort().join()) body.managedAutoscalingInstanceGroups = chosen;
       if (!Object.keys(body).length) { result.textContent = 'No change: every feature is already as selected.'; return; }
       const p = await api(`/api/clusters/${enc}/features`, { method: 'PATCH', body });
       if (!p.ok) { result.replaceChildren(errorBox(p)); return; }
-      result.replaceChildren(h('ul', {}, Object.entries(p.body.features).map(([k, v]) => h('li', {}, `${k}: `,
+      await render(h('ul', {}, Object.entries(p.body.features).map(([k, v]) => h('li', {}, `${k}: `,
         v.result === 'unchanged' ? 'no change' : h('a', { href: `#/op/${v.operationId}` }, `${v.enable ? 'enabling' : 'disabling'} (progress)`)))));
     });
+    if (message) result.replaceChildren(message);
     show(h('h1', {}, `Advanced features · ${name}`),
       h('p', { class: 'muted' }, 'Read from the cluster as it is. Only the features you change are sent.'),
-      form, result,
-      h('p', { class: 'muted' }, 'Inference operator and managed autoscaling (which governs HyperPod instance groups only) are not available yet.'));
+      form, result);
   };
   await render();
   return null;

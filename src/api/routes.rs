@@ -596,16 +596,12 @@ async fn patch_features(
     let mut out = serde_json::Map::new();
     let mut started = false;
     for (field, change) in plan {
-        let FeatureChange::Change {
-            kind,
-            enable,
-            memory_percent,
-        } = change
-        else {
+        let FeatureChange::Change { kind, params } = change else {
             out.insert(field.into(), json!({"result": "unchanged"}));
             continue;
         };
-        let params = json!({"enable": enable, "memoryPercent": memory_percent});
+        let enable = params.enable;
+        let params = serde_json::to_value(&params).map_err(anyhow::Error::from)?;
         let sub = Submission {
             kind,
             request_hash: Some(service::request_hash(kind, &name, &params)),

@@ -374,6 +374,10 @@ pub struct InstanceGroupSpec {
     pub capacity: Capacity,
     pub subnet_ids: Vec<String>,
     pub security_group_ids: Vec<String>,
+    /// `efa` (EFA with ENA) or `efa-only`; `None` is a standard interface. Fixed for the
+    /// group's life. Absent in records written before it existed.
+    #[serde(default)]
+    pub network_interface: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -417,6 +421,21 @@ pub struct HyperPodCluster {
     pub instance_groups: Vec<InstanceGroupStatus>,
     /// Managed tiered checkpointing (`TieredStorageConfig`), when the cluster reports one.
     pub tiered_storage: Option<TieredStorage>,
+    /// Managed autoscaling (HyperPod-managed Karpenter), when the cluster reports it.
+    #[serde(default)]
+    pub autoscaling: Option<AutoScaling>,
+}
+
+/// The cluster's `AutoScaling` setting as `DescribeCluster` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoScaling {
+    pub enabled: bool,
+    /// `InService`, `Creating`, `Updating`, `Failed`, ...
+    pub status: String,
+    pub failure_message: Option<String>,
+    /// The role HyperPod assumes to add and remove nodes.
+    pub cluster_role_arn: Option<String>,
 }
 
 /// `TieredStorageConfig` of a HyperPod cluster.
@@ -473,6 +492,19 @@ pub struct TrainingPlan {
     pub status: String,
     pub total_instance_count: u32,
     pub available_instance_count: u32,
+    /// Where and what the plan reserves (its reserved-capacity details): the AZ of a group
+    /// using the plan comes from here.
+    #[serde(default)]
+    pub reservations: Vec<Reservation>,
+}
+
+/// One reserved capacity of a training plan.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Reservation {
+    pub availability_zone: String,
+    pub instance_type: String,
+    pub instance_count: u32,
 }
 
 #[async_trait]
@@ -494,6 +526,9 @@ pub trait HyperPod: Send + Sync {
     async fn delete_instance_groups(&self, name: &str, groups: &[String]) -> CloudResult<()>;
     /// `UpdateCluster` with only `TieredStorageConfig` (mode and memory share).
     async fn set_tiered_storage(&self, name: &str, config: TieredStorage) -> CloudResult<()>;
+    /// `UpdateCluster` with only `AutoScaling` (Karpenter), plus the cluster role and
+    /// continuous node provisioning when enabling.
+    async fn set_autoscaling(&self, name: &str, cluster_role_arn: Option<&str>) -> CloudResult<()>;
     async fn node_action(
         &self,
         name: &str,
@@ -754,6 +789,23 @@ pub fn gpus_per_instance(instance_type: &str) -> u32 {
         | "g6e.24xlarge" => 4,
         _ if t.starts_with("g5.") || t.starts_with("g6.") || t.starts_with("g6e.") => 1,
         _ => 0,
+    }
+}
+
+/// Whether an instance type can carry an EFA interface (`ml.` prefix optional). A static
+/// table, like [`gpus_per_instance`]: the accelerated families HyperPod offers.
+pub fn efa_supported(instance_type: &str) -> bool {
+    let t = instance_type.trim_start_matches("ml.");
+    let Some((family, size)) = t.split_once('.') else {
+        return false;
+    };
+    match family {
+        "p4d" | "p4de" | "p5" | "p5e" | "p5en" | "p6-b200" | "trn1" | "trn1n" | "trn2" => true,
+        "g5" | "g6" | "g6e" => matches!(
+            size,
+            "8xlarge" | "12xlarge" | "16xlarge" | "24xlarge" | "48xlarge"
+        ),
+        _ => false,
     }
 }
 

@@ -163,6 +163,9 @@ impl HyperPod for Unavailable {
     async fn set_tiered_storage(&self, _name: &str, _config: TieredStorage) -> CloudResult<()> {
         Err(self.refuse("set_tiered_storage"))
     }
+    async fn set_autoscaling(&self, _name: &str, _role: Option<&str>) -> CloudResult<()> {
+        Err(self.refuse("set_autoscaling"))
+    }
     async fn update_cluster(&self, _name: &str, _groups: &[InstanceGroupSpec]) -> CloudResult<()> {
         Err(self.refuse("update_cluster"))
     }

@@ -372,24 +372,39 @@ pub async fn features(engine: &Engine, name: &str, allowed: &[String]) -> ApiRes
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FeaturesPatch {
     pub training_operator: Option<bool>,
+    pub inference_operator: Option<bool>,
     pub container_insights: Option<bool>,
     pub fsx_csi: Option<bool>,
     pub tiered_checkpointing: Option<bool>,
     /// Share of each instance's memory for checkpoints, 1–100 (default 20); with
     /// `tieredCheckpointing: true`, or alone to change it while enabled.
     pub tiered_checkpointing_memory_percent: Option<u32>,
+    /// HyperPod-managed Karpenter. It governs HyperPod instance groups only, not general EC2
+    /// capacity.
+    pub managed_autoscaling: Option<bool>,
+    /// The instance groups it governs (1–10; on-demand, without deep health checks); default:
+    /// every such group. Alone, changes the set while enabled.
+    pub managed_autoscaling_instance_groups: Option<Vec<String>>,
 }
 
 impl FeaturesPatch {
     pub fn fields(&self) -> Vec<(&'static str, bool)> {
         [
             ("trainingOperator", self.training_operator),
+            ("inferenceOperator", self.inference_operator),
             ("containerInsights", self.container_insights),
             ("fsxCsi", self.fsx_csi),
             (
                 "tieredCheckpointing",
                 self.tiered_checkpointing
                     .or(self.tiered_checkpointing_memory_percent.map(|_| true)),
+            ),
+            (
+                "managedAutoscaling",
+                self.managed_autoscaling.or(self
+                    .managed_autoscaling_instance_groups
+                    .as_ref()
+                    .map(|_| true)),
             ),
         ]
         .into_iter()
@@ -403,9 +418,68 @@ pub enum FeatureChange {
     Unchanged,
     Change {
         kind: &'static str,
-        enable: bool,
-        memory_percent: Option<u32>,
+        params: super::steps::features::FeatureParams,
     },
+}
+
+/// The instance groups managed autoscaling should govern: those asked for, or every eligible
+/// one. Karpenter on HyperPod takes only on-demand groups without deep health checks.
+async fn autoscaling_groups(
+    engine: &Engine,
+    name: &str,
+    asked: Option<&[String]>,
+) -> ApiResult<Vec<String>> {
+    use super::steps::features::MAX_AUTOSCALED_GROUPS;
+    const FIELD: &str = "managedAutoscalingInstanceGroups";
+    let groups = super::recorded_groups(engine, name).await?;
+    let eligible = |g: &crate::cloud::InstanceGroupSpec| {
+        g.capacity == crate::cloud::Capacity::OnDemand && g.deep_health_checks.is_empty()
+    };
+    let eligible_names: Vec<&String> = groups
+        .iter()
+        .filter(|g| eligible(g))
+        .map(|g| &g.name)
+        .collect();
+    let chosen: Vec<String> = match asked {
+        None => eligible_names.iter().map(|n| n.to_string()).collect(),
+        Some(list) => {
+            for g in list {
+                match groups.iter().find(|s| &s.name == g) {
+                    None => {
+                        return Err(ApiError::validation_hint(
+                            FIELD,
+                            format!("`{}` is not an instance group of `{name}`", super::validate::truncate(g)),
+                            json!(eligible_names),
+                        ))
+                    }
+                    Some(s) if !eligible(s) => {
+                        return Err(ApiError::validation_hint(
+                            FIELD,
+                            format!("instance group `{g}` uses Spot, a training plan or deep health checks, which HyperPod autoscaling does not support"),
+                            json!(eligible_names),
+                        ))
+                    }
+                    Some(_) => {}
+                }
+            }
+            let mut list = list.to_vec();
+            list.sort();
+            list.dedup();
+            list
+        }
+    };
+    if chosen.is_empty() || chosen.len() > MAX_AUTOSCALED_GROUPS {
+        return Err(ApiError::validation_hint(
+            FIELD,
+            if chosen.is_empty() {
+                "managed autoscaling needs at least one on-demand instance group without deep health checks; add one first (instance_group_add)".to_string()
+            } else {
+                format!("at most {MAX_AUTOSCALED_GROUPS} instance groups in one node class")
+            },
+            json!(eligible_names),
+        ));
+    }
+    Ok(chosen)
 }
 
 /// Compares each requested field with the actual state; refuses enabling a feature whose
@@ -426,6 +500,15 @@ pub async fn plan_features(
                 json!("1 to 100, with tieredCheckpointing true (or already enabled)"),
             ));
         }
+    }
+    if patch.managed_autoscaling == Some(false)
+        && patch.managed_autoscaling_instance_groups.is_some()
+    {
+        return Err(ApiError::validation_hint(
+            "managedAutoscalingInstanceGroups",
+            "instance groups are chosen only when managed autoscaling is on",
+            json!("send managedAutoscaling: false alone"),
+        ));
     }
     let fields = patch.fields();
     if fields.is_empty() {
@@ -448,9 +531,30 @@ pub async fn plan_features(
                 .or(actual.memory_percent)
                 .unwrap_or(f::DEFAULT_MEMORY_PERCENT)
         });
-        let same_setting = memory_percent.is_none() || memory_percent == actual.memory_percent;
-        // "degraded" (e.g. its identity missing) is repaired by enabling again.
-        if actual.enabled == enable && actual.state != "degraded" && same_setting {
+        let instance_groups = if key == f::AUTOSCALING && enable {
+            Some(
+                autoscaling_groups(
+                    engine,
+                    name,
+                    patch.managed_autoscaling_instance_groups.as_deref(),
+                )
+                .await?,
+            )
+        } else {
+            None
+        };
+        let same_groups = instance_groups.is_none() || {
+            let mut now = actual.instance_groups.clone().unwrap_or_default();
+            now.sort();
+            Some(now) == instance_groups
+        };
+        let same_setting =
+            (memory_percent.is_none() || memory_percent == actual.memory_percent) && same_groups;
+        // "degraded" (e.g. its identity missing) or "failed" is repaired by enabling again.
+        if actual.enabled == enable
+            && !matches!(actual.state.as_str(), "degraded" | "failed")
+            && same_setting
+        {
             plan.push((key, FeatureChange::Unchanged));
             continue;
         }
@@ -484,8 +588,11 @@ pub async fn plan_features(
             key,
             FeatureChange::Change {
                 kind: feature.kind,
-                enable,
-                memory_percent,
+                params: f::FeatureParams {
+                    enable,
+                    memory_percent,
+                    instance_groups,
+                },
             },
         ));
     }

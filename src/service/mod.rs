@@ -50,8 +50,9 @@ pub struct CreateHyperPodRequest {
     /// e.g. `ml.g5.8xlarge`; must be offered in `zone`.
     pub instance_type: String,
     pub instance_count: i64,
-    /// Availability Zone of the first instance group (its compute subnet goes there).
-    pub zone: String,
+    /// Availability Zone of the instance group (its compute subnet goes there). May be omitted
+    /// with `training-plan`: the plan's reservation decides it.
+    pub zone: Option<String>,
     /// `on-demand`, `spot` or `training-plan`.
     pub capacity_type: String,
     /// Required with `training-plan`.
@@ -62,6 +63,9 @@ pub struct CreateHyperPodRequest {
     pub volume_size_gb: Option<i64>,
     /// Default `workers`.
     pub instance_group_name: Option<String>,
+    /// `standard` (default: EFA with ENA where the instance type supports EFA) or `efa-only`
+    /// (EFA-capable types only). Fixed for the group's life.
+    pub network_interface: Option<String>,
 }
 
 /// `POST /api/pipelines`: the whole cluster in one request.
@@ -70,7 +74,8 @@ pub struct CreateHyperPodRequest {
 pub struct PipelineRequest {
     pub name: String,
     pub region: Option<String>,
-    pub zone: String,
+    /// Availability Zone of the first instance group; may be omitted with `training-plan`.
+    pub zone: Option<String>,
     pub instance_type: String,
     pub instance_count: i64,
     pub capacity_type: String,
@@ -84,6 +89,8 @@ pub struct PipelineRequest {
     pub instance_group_name: Option<String>,
     pub vpc_cidr: Option<String>,
     pub kubernetes_version: Option<String>,
+    /// `standard` (default) or `efa-only`.
+    pub network_interface: Option<String>,
 }
 
 /// Body of `POST /api/clusters/{name}/dependencies`; may be omitted.
@@ -217,7 +224,30 @@ pub async fn hyperpod_params(
         req.training_plan_arn.as_deref(),
     )?;
     let zones = cloud.network.describe_availability_zones().await?;
-    let zone = validate::zone("zone", &req.zone, &zones)?;
+    let plan_zone = match &capacity {
+        crate::cloud::Capacity::TrainingPlan { arn } => {
+            training_plan_zone(cloud, arn, &req.instance_type).await?
+        }
+        _ => None,
+    };
+    let zone_name = match (req.zone.as_deref(), plan_zone.as_deref()) {
+        (Some(z), Some(p)) if z != p => {
+            return Err(ApiError::validation_hint(
+                "zone",
+                format!("the training plan reserves its capacity in {p}, not in {}", validate::truncate(z)),
+                json!([p]),
+            ))
+        }
+        (Some(z), _) | (None, Some(z)) => z,
+        (None, None) => {
+            return Err(ApiError::validation_hint(
+                "zone",
+                "an Availability Zone is required (it may be omitted only with a training plan, whose reservation decides it)",
+                json!(zones.iter().map(|z| &z.name).collect::<Vec<_>>()),
+            ))
+        }
+    };
+    let zone = validate::zone("zone", zone_name, &zones)?;
     validate::instance_type_in_zone("instanceType", &req.instance_type, &zone, &zones, cloud)
         .await?;
     let instance_count = validate::instance_count(
@@ -228,6 +258,11 @@ pub async fn hyperpod_params(
     )
     .await?;
     let volume_size_gb = validate::volume_size("volumeSizeGb", req.volume_size_gb)?;
+    let network_interface = validate::network_interface(
+        "networkInterface",
+        req.network_interface.as_deref(),
+        &req.instance_type,
+    )?;
     Ok(HyperPodParams {
         instance_group_name: group,
         instance_type: req.instance_type.clone(),
@@ -237,7 +272,52 @@ pub async fn hyperpod_params(
         capacity,
         deep_health_checks: req.deep_health_checks.unwrap_or(false),
         volume_size_gb,
+        network_interface,
     })
+}
+
+/// The AZ a training plan reserves for this instance type, from the plan's reservation
+/// details (never from its ARN). `None` when the plan does not say.
+async fn training_plan_zone(
+    cloud: &crate::cloud::Cloud,
+    arn: &str,
+    instance_type: &str,
+) -> ApiResult<Option<String>> {
+    let plans = cloud.hyperpod.list_training_plans().await?;
+    let Some(plan) = plans.iter().find(|p| p.arn == arn) else {
+        return Err(ApiError::validation_hint(
+            "trainingPlanArn",
+            format!(
+                "the account has no training plan `{}`",
+                validate::truncate(arn)
+            ),
+            json!(plans.iter().map(|p| &p.arn).collect::<Vec<_>>()),
+        ));
+    };
+    if plan.reservations.is_empty() {
+        return Ok(None);
+    }
+    let bare = |t: &str| t.trim_start_matches("ml.").to_string();
+    match plan
+        .reservations
+        .iter()
+        .find(|r| bare(&r.instance_type) == bare(instance_type))
+    {
+        Some(r) => Ok(Some(r.availability_zone.clone())),
+        None => Err(ApiError::validation_hint(
+            "instanceType",
+            format!(
+                "training plan `{}` reserves no {}",
+                plan.name,
+                validate::truncate(instance_type)
+            ),
+            json!(plan
+                .reservations
+                .iter()
+                .map(|r| &r.instance_type)
+                .collect::<Vec<_>>()),
+        )),
+    }
 }
 
 pub async fn pipeline_params(engine: &Engine, req: &PipelineRequest) -> ApiResult<PipelineParams> {
@@ -257,11 +337,12 @@ pub async fn pipeline_params(engine: &Engine, req: &PipelineRequest) -> ApiResul
         deep_health_checks: req.deep_health_checks,
         volume_size_gb: req.volume_size_gb,
         instance_group_name: req.instance_group_name.clone(),
+        network_interface: req.network_interface.clone(),
     };
     // Name first, so the most basic mistake is the one reported.
     validate::cluster_name("name", &req.name)?;
     let hyperpod = hyperpod_params(engine, &hp_req).await?;
-    let cluster = cluster_params(engine, &cluster_req, Some(&req.zone)).await?;
+    let cluster = cluster_params(engine, &cluster_req, Some(&hyperpod.zone)).await?;
     Ok(PipelineParams {
         cluster,
         hyperpod,
@@ -907,6 +988,12 @@ pub struct GroupView {
     pub subnet_ids: Vec<String>,
     pub deep_health_checks: Vec<String>,
     pub volume_size_gb: u32,
+    /// `standard` or `efa-only`: fixed for the group's life.
+    pub network_interface: String,
+    /// Whether the instance type carries EFA.
+    pub efa_supported: bool,
+    /// The on-create lifecycle script (under the cluster's lifecycle prefix).
+    pub lifecycle_on_create: String,
 }
 
 /// `PATCH /api/clusters/{name}/instance-groups/{group}`: only the fields being changed.
@@ -919,6 +1006,15 @@ pub struct UpdateGroupRequest {
     /// Accepted only when equal to the current one: capacity is fixed for a group's life.
     pub capacity_type: Option<String>,
     pub training_plan_arn: Option<String>,
+    /// Accepted only when equal to the current one: fixed for the group's life.
+    pub network_interface: Option<String>,
+    /// Another on-create lifecycle script for new nodes: a `.sh` file already under the
+    /// cluster's lifecycle prefix in its bucket.
+    pub lifecycle_on_create: Option<String>,
+}
+
+fn interface_name(spec: &crate::cloud::InstanceGroupSpec) -> &str {
+    spec.network_interface.as_deref().unwrap_or("standard")
 }
 
 fn capacity_name(c: &crate::cloud::Capacity) -> (&'static str, Option<String>) {
@@ -957,6 +1053,8 @@ pub async fn list_groups(engine: &Engine, name: &str) -> ApiResult<Vec<GroupView
                 .as_ref()
                 .and_then(|c| c.instance_groups.iter().find(|s| s.name == g.name));
             let (capacity_type, training_plan_arn) = capacity_name(&g.capacity);
+            let network_interface = interface_name(&g).to_string();
+            let efa_supported = crate::cloud::efa_supported(&g.instance_type);
             GroupView {
                 target_count: status.map(|s| s.target_count).unwrap_or(g.instance_count),
                 current_count: status.map(|s| s.current_count).unwrap_or(0),
@@ -966,6 +1064,9 @@ pub async fn list_groups(engine: &Engine, name: &str) -> ApiResult<Vec<GroupView
                 instance_type: g.instance_type,
                 threads_per_core: g.threads_per_core,
                 subnet_ids: g.subnet_ids,
+                network_interface,
+                efa_supported,
+                lifecycle_on_create: g.lifecycle_on_create,
                 deep_health_checks: g.deep_health_checks,
                 volume_size_gb: g.ebs_volume_gb,
             }
@@ -1018,14 +1119,28 @@ pub async fn scale_params(
         .as_deref()
         .is_some_and(|t| t != current_type);
     let plan_changes = req.training_plan_arn.is_some() && req.training_plan_arn != current_plan;
+    const REPLACE: &str = "to change it, add a new instance group with the setting you want, move the work, then delete this one";
     if type_changes || plan_changes {
         return Err(ApiError::validation_hint(
             if type_changes { "capacityType" } else { "trainingPlanArn" },
             format!("the capacity of instance group `{group}` is `{current_type}` and is fixed for the group's life"),
-            json!("to change it, add a new instance group with the capacity you want, move the work, then delete this one"),
+            json!(REPLACE),
         ));
     }
+    if let Some(wanted) = req.network_interface.as_deref() {
+        if wanted != interface_name(spec) {
+            return Err(ApiError::validation_hint(
+                "networkInterface",
+                format!(
+                    "the network interface of instance group `{group}` is `{}` and is fixed for the group's life",
+                    interface_name(spec)
+                ),
+                json!(REPLACE),
+            ));
+        }
+    }
     let count = match req.instance_count {
+        Some(0) => zero_count(engine, name, group).await?,
         Some(c) => {
             validate::instance_count("instanceCount", c, &spec.instance_type, engine.cloud())
                 .await?
@@ -1036,14 +1151,75 @@ pub async fn scale_params(
     let checks = req
         .deep_health_checks
         .filter(|on| steps::groups::deep_health_checks(*on) != spec.deep_health_checks);
-    if count == spec.instance_count && checks.is_none() {
+    let lifecycle = match req.lifecycle_on_create.as_deref() {
+        Some(script) if script != spec.lifecycle_on_create => {
+            Some(lifecycle_script(engine, spec, script).await?)
+        }
+        _ => None,
+    };
+    if count == spec.instance_count && checks.is_none() && lifecycle.is_none() {
         return Ok(None);
     }
     Ok(Some(steps::groups::ScaleParams {
         group: group.to_string(),
         instance_count: count,
         deep_health_checks: checks,
+        lifecycle_on_create: lifecycle,
     }))
+}
+
+/// Zero instances is allowed only for a group managed autoscaling governs (Karpenter brings
+/// it back when pods are pending).
+async fn zero_count(engine: &Engine, name: &str, group: &str) -> ApiResult<u32> {
+    let target = incluster::kube_target(engine, name).await?;
+    let governed = steps::features::autoscaled_groups(engine.cloud(), &target)
+        .await
+        .map_err(|e| ApiError::Cloud(Box::new(e)))?;
+    if governed.iter().any(|g| g == group) {
+        return Ok(0);
+    }
+    Err(ApiError::validation_hint(
+        "instanceCount",
+        format!("instance group `{group}` can scale to zero only under managed autoscaling"),
+        json!(format!("1 or more; or enable managedAutoscaling for `{group}` (PATCH /api/clusters/{name}/features) and it scales from zero with demand")),
+    ))
+}
+
+/// A new on-create script must be a `.sh` file already uploaded under the group's lifecycle
+/// prefix: a typo would otherwise fail every new node.
+async fn lifecycle_script(
+    engine: &Engine,
+    spec: &crate::cloud::InstanceGroupSpec,
+    script: &str,
+) -> ApiResult<String> {
+    let well_formed = script.len() <= 128
+        && script.ends_with(".sh")
+        && !script.starts_with('.')
+        && script
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    let (bucket, prefix) = spec
+        .lifecycle_source_s3_uri
+        .trim_start_matches("s3://")
+        .split_once('/')
+        .unwrap_or((spec.lifecycle_source_s3_uri.as_str(), ""));
+    let present = engine.cloud().objects.list_objects(bucket, prefix).await?;
+    let scripts: Vec<&str> = present
+        .iter()
+        .filter_map(|k| k.strip_prefix(prefix))
+        .filter(|k| k.ends_with(".sh") && !k.contains('/'))
+        .collect();
+    validate::require(
+        well_formed && scripts.contains(&script),
+        "lifecycleOnCreate",
+        format!(
+            "`{}` is not a script under {}",
+            validate::truncate(script),
+            spec.lifecycle_source_s3_uri
+        ),
+        json!(scripts),
+    )?;
+    Ok(script.to_string())
 }
 
 /// Validates a group removal: it exists, and it is not the cluster's last group.
@@ -1055,6 +1231,19 @@ pub async fn delete_group_params(engine: &Engine, name: &str, group: &str) -> Ap
             hint: Some(Box::new(
                 json!({"instanceGroups": existing.iter().map(|g| &g.name).collect::<Vec<_>>()}),
             )),
+        });
+    }
+    let target = incluster::kube_target(engine, name).await?;
+    let governed = steps::features::autoscaled_groups(engine.cloud(), &target)
+        .await
+        .map_err(|e| ApiError::Cloud(Box::new(e)))?;
+    if governed.iter().any(|g| g == group) {
+        // AWS: a group deleted while a node class names it makes the class unusable.
+        return Err(ApiError::Conflict {
+            slug: "group-autoscaled",
+            detail: format!("managed autoscaling governs `{group}`: take it out of managedAutoscalingInstanceGroups (features_update) first"),
+            field: Some("group".into()),
+            operation_id: None,
         });
     }
     if existing.len() == 1 {

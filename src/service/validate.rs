@@ -264,6 +264,37 @@ pub fn capacity(field: &str, capacity_type: &str, plan_arn: Option<&str>) -> Api
     }
 }
 
+/// The network interface of a new group: `standard` (HyperPod's default, EFA with ENA where
+/// the type supports EFA) or `efa-only`, which only EFA-capable types can carry.
+pub fn network_interface(
+    field: &str,
+    mode: Option<&str>,
+    instance_type: &str,
+) -> ApiResult<Option<String>> {
+    let efa = crate::cloud::efa_supported(instance_type);
+    match mode {
+        None | Some("standard") => Ok(None),
+        Some("efa-only") if efa => Ok(Some("efa-only".into())),
+        Some("efa-only") => Err(ApiError::validation_hint(
+            field,
+            format!(
+                "{} has no EFA, so it cannot use an EFA-only interface",
+                truncate(instance_type)
+            ),
+            json!(["standard"]),
+        )),
+        Some(other) => Err(ApiError::validation_hint(
+            field,
+            format!("`{}` is not a network interface mode", truncate(other)),
+            json!(if efa {
+                vec!["standard", "efa-only"]
+            } else {
+                vec!["standard"]
+            }),
+        )),
+    }
+}
+
 pub fn training_plan_arn(field: &str, arn: &str) -> ApiResult<()> {
     let parts: Vec<&str> = arn.splitn(6, ':').collect();
     let ok = parts.len() == 6
@@ -300,7 +331,12 @@ pub fn volume_size(field: &str, gb: Option<i64>) -> ApiResult<u32> {
 
 /// Keeps echoed user input short in error messages.
 /// `Ok` when `ok`, else the validation problem for `field` with its hint.
-fn require(ok: bool, field: &str, detail: String, hint: serde_json::Value) -> ApiResult<()> {
+pub(crate) fn require(
+    ok: bool,
+    field: &str,
+    detail: String,
+    hint: serde_json::Value,
+) -> ApiResult<()> {
     if ok {
         Ok(())
     } else {
@@ -308,7 +344,7 @@ fn require(ok: bool, field: &str, detail: String, hint: serde_json::Value) -> Ap
     }
 }
 
-fn truncate(s: &str) -> String {
+pub(crate) fn truncate(s: &str) -> String {
     if s.chars().count() > 64 {
         format!("{}…", s.chars().take(64).collect::<String>())
     } else {
@@ -421,6 +457,18 @@ mod tests {
         ] {
             assert!(cluster_name("name", bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn efa_only_needs_an_efa_capable_type() {
+        assert_eq!(network_interface("f", None, "ml.g5.8xlarge").unwrap(), None);
+        assert_eq!(
+            network_interface("f", Some("efa-only"), "ml.p5.48xlarge").unwrap(),
+            Some("efa-only".into())
+        );
+        assert!(network_interface("f", Some("efa-only"), "ml.g5.xlarge").is_err());
+        assert!(network_interface("f", Some("efa-only"), "ml.c5.2xlarge").is_err());
+        assert!(network_interface("f", Some("fast"), "ml.p5.48xlarge").is_err());
     }
 
     #[test]

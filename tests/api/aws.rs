@@ -706,6 +706,7 @@ mod mocked {
             capacity: instantstart::cloud::Capacity::Spot,
             subnet_ids: vec!["subnet-1".into()],
             security_group_ids: vec!["sg-1".into()],
+            network_interface: (name == "more").then(|| "efa-only".into()),
         }
     }
 
@@ -725,6 +726,12 @@ mod mocked {
                         .iter()
                         .all(|g| g.capacity_requirements().and_then(|c| c.spot()).is_some())
                     && groups[1].instance_count() == Some(4)
+                    && groups[0].network_interface().is_none()
+                    && groups[1]
+                        .network_interface()
+                        .and_then(|n| n.interface_type())
+                        .map(|t| t.as_str())
+                        == Some("efa-only")
             })
             .then_output(|| UpdateClusterOutput::builder().cluster_arn("arn:hp").build());
         let mut aws = base_aws().await;
@@ -786,6 +793,41 @@ mod mocked {
             memory_percent: None,
         };
         aws.set_tiered_storage("demo-hp", off).await.unwrap();
+        assert_eq!((enable.num_calls(), disable.num_calls()), (1, 1));
+    }
+
+    #[tokio::test]
+    async fn autoscaling_sends_only_its_setting_with_the_role_and_continuous_provisioning() {
+        use aws_sdk_sagemaker::operation::update_cluster::UpdateClusterOutput;
+        use aws_sdk_sagemaker::types::{
+            ClusterAutoScalerType, ClusterAutoScalingMode, ClusterNodeProvisioningMode,
+        };
+        use instantstart::cloud::HyperPod;
+        let role = "arn:aws:iam::111122223333:role/demo-autoscaling";
+        let enable = mock!(aws_sdk_sagemaker::Client::update_cluster)
+            .match_requests(move |r| {
+                r.instance_groups().is_empty()
+                    && r.tiered_storage_config().is_none()
+                    && r.cluster_role() == Some(role)
+                    && r.node_provisioning_mode() == Some(&ClusterNodeProvisioningMode::Continuous)
+                    && r.auto_scaling().is_some_and(|a| {
+                        a.mode() == &ClusterAutoScalingMode::Enable
+                            && a.auto_scaler_type() == Some(&ClusterAutoScalerType::Karpenter)
+                    })
+            })
+            .then_output(|| UpdateClusterOutput::builder().cluster_arn("arn:hp").build());
+        let disable = mock!(aws_sdk_sagemaker::Client::update_cluster)
+            .match_requests(|r| {
+                r.instance_groups().is_empty()
+                    && r.cluster_role().is_none()
+                    && r.auto_scaling()
+                        .is_some_and(|a| a.mode() == &ClusterAutoScalingMode::Disable)
+            })
+            .then_output(|| UpdateClusterOutput::builder().cluster_arn("arn:hp").build());
+        let mut aws = base_aws().await;
+        aws.sagemaker = mock_client!(aws_sdk_sagemaker, RuleMode::MatchAny, [&enable, &disable]);
+        aws.set_autoscaling("demo-hp", Some(role)).await.unwrap();
+        aws.set_autoscaling("demo-hp", None).await.unwrap();
         assert_eq!((enable.num_calls(), disable.num_calls()), (1, 1));
     }
 

@@ -278,3 +278,171 @@ async fn tiered_checkpointing_is_the_cluster_setting_plus_exactly_its_identity_c
         "enabled"
     );
 }
+
+async fn patch_group(app: &TestApp, group: &str, body: Value) -> (StatusCode, Value) {
+    let r = app
+        .client
+        .patch(app.url(&format!("/api/clusters/demo/instance-groups/{group}")))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    (status, r.json().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_autoscaling_governs_chosen_groups_which_then_scale_to_zero_and_back() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let spot = json!({"instanceGroupName": "spot", "instanceType": "ml.g5.8xlarge", "instanceCount": 1,
+                      "zone": "us-west-2a", "capacityType": "spot"});
+    let op = app
+        .wait_terminal(&app.start("/api/clusters/demo/instance-groups", &spot).await)
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let view = app.json("/api/clusters/demo/features").await;
+    let auto = feature(&view, "managedAutoscaling");
+    assert_eq!(auto["state"], "disabled", "{auto}");
+    assert!(
+        auto["description"]
+            .as_str()
+            .unwrap()
+            .contains("not general EC2 capacity"),
+        "{auto}"
+    );
+
+    // Without autoscaling a group cannot go to zero; the hint says how it can.
+    let (status, body) = patch_group(&app, "workers", json!({"instanceCount": 0})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["field"], "instanceCount");
+    assert!(
+        body["hint"].to_string().contains("managedAutoscaling"),
+        "{body}"
+    );
+
+    // Only on-demand groups without deep health checks, named, at most ten.
+    for groups in [json!(["nope"]), json!(["spot"]), json!([])] {
+        let (status, body) = patch(
+            &app,
+            json!({"managedAutoscaling": true, "managedAutoscalingInstanceGroups": groups}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        assert_eq!(body["field"], "managedAutoscalingInstanceGroups");
+        assert_eq!(body["hint"], json!(["workers"]), "{body}");
+    }
+    let (status, body) = patch(
+        &app,
+        json!({"managedAutoscaling": false, "managedAutoscalingInstanceGroups": ["workers"]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+
+    // Enable: role → cluster setting → node class and pool, for the eligible group.
+    let (status, body) = patch(&app, json!({"managedAutoscaling": true})).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let op = started(&app, &body, "managedAutoscaling").await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(
+        phase_names(&op),
+        ["role", "autoscaling-config", "node-class"]
+    );
+    let view = app.json("/api/clusters/demo/features").await;
+    let auto = feature(&view, "managedAutoscaling");
+    assert_eq!(auto["state"], "enabled", "{auto}");
+    assert_eq!(auto["instanceGroups"], json!(["workers"]));
+
+    // The same request, with the groups spelled out: unchanged, no mutating call.
+    let before = mutating_calls(&app.calls().await);
+    let (status, body) = patch(
+        &app,
+        json!({"managedAutoscaling": true, "managedAutoscalingInstanceGroups": ["workers"]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["features"]["managedAutoscaling"]["result"],
+        "unchanged"
+    );
+    assert_eq!(mutating_calls(&app.calls().await), before);
+
+    // A governed group scales to zero and back; it cannot be deleted while governed.
+    for count in [0, 1] {
+        let (status, body) = patch_group(&app, "workers", json!({"instanceCount": count})).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        let op = app
+            .wait_terminal(body["operationId"].as_str().unwrap())
+            .await;
+        assert_eq!(op["state"], "succeeded", "{op}");
+        let groups = app.json("/api/clusters/demo/instance-groups").await;
+        assert_eq!(groups[0]["targetCount"], count, "{groups}");
+        assert_eq!(groups[0]["currentCount"], count, "{groups}");
+    }
+    let r = app
+        .client
+        .delete(app.url("/api/clusters/demo/instance-groups/workers"))
+        .send()
+        .await
+        .unwrap();
+    let p = problem(r, StatusCode::CONFLICT).await;
+    assert!(
+        p["type"].as_str().unwrap().ends_with("group-autoscaled"),
+        "{p}"
+    );
+
+    // Disable: the reverse order, and nothing is left.
+    let (_, body) = patch(&app, json!({"managedAutoscaling": false})).await;
+    let op = started(&app, &body, "managedAutoscaling").await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(
+        phase_names(&op),
+        ["node-class", "autoscaling-config", "role"]
+    );
+    let view = app.json("/api/clusters/demo/features").await;
+    let auto = feature(&view, "managedAutoscaling");
+    assert_eq!(
+        auto["state"], "disabled",
+        "left-overs show as degraded: {auto}"
+    );
+    assert_eq!(auto["instanceGroups"], json!([]));
+    let (status, _) = patch_group(&app, "workers", json!({"instanceCount": 0})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inference_operator_is_diffed_and_brings_and_removes_its_own_role() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let (status, body) = patch(&app, json!({"inferenceOperator": true})).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let op = started(&app, &body, "inferenceOperator").await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(phase_names(&op), ["role", "addon", "pod-identity"]);
+    let view = app.json("/api/clusters/demo/features").await;
+    let inference = feature(&view, "inferenceOperator");
+    assert_eq!(inference["state"], "enabled", "{inference}");
+    assert_eq!(inference["addon"], "amazon-sagemaker-hyperpod-inference");
+
+    // The anchor re-installs on every toggle; here an identical request does nothing.
+    let before = mutating_calls(&app.calls().await);
+    let (status, body) = patch(&app, json!({"inferenceOperator": true})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["features"]["inferenceOperator"]["result"], "unchanged");
+    assert_eq!(mutating_calls(&app.calls().await), before);
+
+    let roles_deleted = accepted_count(&app.calls().await, "iam:DeleteRole");
+    let (_, body) = patch(&app, json!({"inferenceOperator": false})).await;
+    let op = started(&app, &body, "inferenceOperator").await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(phase_names(&op), ["pod-identity", "addon", "role"]);
+    assert_eq!(
+        accepted_count(&app.calls().await, "iam:DeleteRole"),
+        roles_deleted + 1,
+        "exactly its own role"
+    );
+    let view = app.json("/api/clusters/demo/features").await;
+    assert_eq!(feature(&view, "inferenceOperator")["state"], "disabled");
+}

@@ -700,3 +700,55 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
         samples[samples.len() - 1]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_autoscaling_node_class_and_pool_are_applied_read_back_and_removed() {
+    use instantstart::service::steps::features;
+    let emu = KubeEmulator::start(&[]).await;
+    let kube = KubeRs::new(KubeAuth::Url(emu.url.clone()));
+    let target = KubeTarget {
+        cluster: "demo".into(),
+        endpoint: "https://unused.example".into(),
+        certificate_authority: String::new(),
+    };
+    kube.apply(&target, &features::node_class(&["workers".into()]))
+        .await
+        .expect("node class applied");
+    kube.apply(&target, &features::node_pool())
+        .await
+        .expect("node pool applied");
+    let class = emu
+        .get("/apis/karpenter.sagemaker.amazonaws.com/v1/hyperpodnodeclasses/instantstart")
+        .await
+        .expect("stored by the API server");
+    assert_eq!(class["spec"]["instanceGroups"], json!(["workers"]));
+    let pool = emu
+        .get("/apis/karpenter.sh/v1/nodepools/instantstart")
+        .await
+        .expect("stored by the API server");
+    assert_eq!(
+        pool["spec"]["template"]["spec"]["nodeClassRef"]["kind"],
+        "HyperpodNodeClass"
+    );
+    // Read back through the port, as the features view does.
+    let read = kube
+        .get(&target, &features::node_class_ref())
+        .await
+        .unwrap()
+        .expect("the port finds it");
+    assert_eq!(read["spec"]["instanceGroups"], json!(["workers"]));
+    kube.delete(&target, &features::node_pool_ref())
+        .await
+        .unwrap();
+    kube.delete(&target, &features::node_class_ref())
+        .await
+        .unwrap();
+    assert!(emu
+        .get("/apis/karpenter.sh/v1/nodepools/instantstart")
+        .await
+        .is_none());
+    assert!(emu
+        .get("/apis/karpenter.sagemaker.amazonaws.com/v1/hyperpodnodeclasses/instantstart")
+        .await
+        .is_none());
+}

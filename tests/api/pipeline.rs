@@ -438,3 +438,101 @@ async fn instance_groups_are_added_and_scaled_resending_every_group_and_capacity
         .unwrap();
     assert!(problem(r, StatusCode::NOT_FOUND).await["hint"]["instanceGroups"].is_array());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_group_resolves_interface_plan_zone_and_lifecycle_and_keeps_what_is_fixed() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let groups = app.json("/api/clusters/demo/instance-groups").await;
+    assert_eq!(groups[0]["networkInterface"], "standard");
+    assert_eq!(groups[0]["efaSupported"], true);
+    assert_eq!(groups[0]["lifecycleOnCreate"], "on_create.sh");
+
+    // A training plan's zone comes from its reservation: a zone that differs is refused with
+    // the plan's zone as the hint; leaving it out places the group there.
+    let plan = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/sandbox-p5-week";
+    let mut add = json!({"instanceGroupName": "reserved", "instanceType": "ml.p5.48xlarge",
+                         "instanceCount": 1, "zone": "us-west-2c", "capacityType": "training-plan",
+                         "trainingPlanArn": plan, "networkInterface": "efa-only"});
+    let r = app.post("/api/clusters/demo/instance-groups", &add).await;
+    let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert_eq!(
+        (p["field"].as_str(), p["hint"].clone()),
+        (Some("zone"), json!(["us-west-2b"]))
+    );
+    let mut unknown = add.clone();
+    unknown["trainingPlanArn"] = json!(plan.replace("sandbox-p5-week", "other"));
+    let r = app
+        .post("/api/clusters/demo/instance-groups", &unknown)
+        .await;
+    assert_eq!(
+        problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],
+        "trainingPlanArn"
+    );
+    add.as_object_mut().unwrap().remove("zone");
+    let op = app
+        .wait_terminal(&app.start("/api/clusters/demo/instance-groups", &add).await)
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let groups = app.json("/api/clusters/demo/instance-groups").await;
+    let reserved = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "reserved")
+        .unwrap()
+        .clone();
+    assert_eq!(reserved["networkInterface"], "efa-only");
+    let op_zone = op["params"]["zone"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(op_zone, "us-west-2b", "{op}");
+
+    // The interface mode is fixed for the group's life, like its capacity.
+    let patch = |group: &'static str, body: serde_json::Value| {
+        app.client
+            .patch(app.url(&format!("/api/clusters/demo/instance-groups/{group}")))
+            .json(&body)
+            .send()
+    };
+    let r = patch("reserved", json!({"networkInterface": "standard"}))
+        .await
+        .unwrap();
+    let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert_eq!(p["field"], "networkInterface");
+    assert!(
+        p["hint"].as_str().unwrap().contains("new instance group"),
+        "{p}"
+    );
+    let r = patch("reserved", json!({"networkInterface": "efa-only"}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "the same mode is no change");
+    let r = patch("workers", json!({"networkInterface": "turbo"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],
+        "networkInterface"
+    );
+
+    // Lifecycle: only a script that is under the cluster's lifecycle prefix.
+    let r = patch("workers", json!({"lifecycleOnCreate": "missing.sh"}))
+        .await
+        .unwrap();
+    let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert_eq!(
+        (p["field"].as_str(), p["hint"].clone()),
+        (Some("lifecycleOnCreate"), json!(["on_create.sh"]))
+    );
+    let r = patch("workers", json!({"lifecycleOnCreate": "on_create.sh"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::OK,
+        "the current script is no change"
+    );
+}

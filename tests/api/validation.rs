@@ -78,7 +78,28 @@ async fn bad_pipeline_inputs_are_refused_with_the_field_and_nothing_is_persisted
             422,
             "vpcCidr",
         ),
-        ("missing field", r#"{"name": "demo"}"#.into(), 400, "zone"),
+        (
+            "missing field",
+            r#"{"name": "demo"}"#.into(),
+            400,
+            "instanceType",
+        ),
+        (
+            "no zone and no training plan to take it from",
+            {
+                let mut b = pipeline_body();
+                b.as_object_mut().unwrap().remove("zone");
+                b.to_string()
+            },
+            422,
+            "zone",
+        ),
+        (
+            "EFA-only is not a mode name here",
+            with("networkInterface", json!("efa")),
+            422,
+            "networkInterface",
+        ),
         (
             "oversized body",
             with("name", json!("x".repeat(100_000))),

@@ -49,6 +49,9 @@ RESOURCES = {
     "apiextensions.k8s.io/v1/customresourcedefinitions": ("CustomResourceDefinition", False, ["status"]),
     "ray.io/v1/rayjobs": ("RayJob", True, ["status"]),
     "sagemaker.amazonaws.com/v1/hyperpodpytorchjobs": ("HyperPodPyTorchJob", True, ["status"]),
+    # HyperPod-managed Karpenter: the controller runs in AWS, only its objects live here.
+    "karpenter.sh/v1/nodepools": ("NodePool", False, ["status"]),
+    "karpenter.sagemaker.amazonaws.com/v1/hyperpodnodeclasses": ("HyperpodNodeClass", False, ["status"]),
 }
 
 _original_parse_path = parsing.parse_path

@@ -127,6 +127,14 @@ def features(page, base, out):
     page.get_by_role("button", name="Apply changes").click()
     expect(page.locator("#features-result")).to_contain_text("trainingOperator: enabling")
     expect(page.locator("#features-result")).not_to_contain_text("containerInsights")
+    # The panel re-reads the cluster after a change: the next apply diffs against it.
+    # Managed autoscaling shows which groups it may govern and says it is HyperPod-only.
+    expect(page.get_by_text("not general EC2 capacity")).to_be_visible()
+    expect(page.locator("#autoscale-workers")).to_be_enabled()
+    page.get_by_label("managedAutoscaling").check()
+    page.get_by_role("button", name="Apply changes").click()
+    expect(page.locator("#features-result")).to_contain_text("managedAutoscaling: enabling")
+    expect(page.locator("#features-result")).not_to_contain_text("trainingOperator")
     page.screenshot(path=f"{out}/features.png", full_page=True)
 
 

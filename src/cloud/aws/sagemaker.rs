@@ -59,6 +59,15 @@ pub(crate) fn group_spec(g: &InstanceGroupSpec) -> ClusterInstanceGroupSpecifica
         }
         Capacity::TrainingPlan { arn } => b = b.training_plan_arn(arn),
     }
+    if let Some(kind) = &g.network_interface {
+        b = b.network_interface(
+            aws_sdk_sagemaker::types::ClusterNetworkInterface::builder()
+                .interface_type(aws_sdk_sagemaker::types::ClusterInterfaceType::from(
+                    kind.as_str(),
+                ))
+                .build(),
+        );
+    }
     b.build()
 }
 
@@ -157,6 +166,12 @@ impl HyperPod for Aws {
                 memory_percent: t
                     .instance_memory_allocation_percentage()
                     .and_then(|p| u32::try_from(p).ok()),
+            }),
+            autoscaling: out.auto_scaling().map(|a| AutoScaling {
+                enabled: a.mode() == &aws_sdk_sagemaker::types::ClusterAutoScalingMode::Enable,
+                status: a.status().as_str().to_string(),
+                failure_message: a.failure_message().map(str::to_string),
+                cluster_role_arn: out.cluster_role().map(str::to_string),
             }),
         }))
     }
@@ -263,6 +278,35 @@ impl HyperPod for Aws {
         .map(|_| ())
     }
 
+    async fn set_autoscaling(&self, name: &str, cluster_role_arn: Option<&str>) -> CloudResult<()> {
+        use aws_sdk_sagemaker::types::{
+            ClusterAutoScalerType, ClusterAutoScalingConfig, ClusterAutoScalingMode,
+            ClusterNodeProvisioningMode,
+        };
+        let config = ClusterAutoScalingConfig::builder()
+            .mode(if cluster_role_arn.is_some() {
+                ClusterAutoScalingMode::Enable
+            } else {
+                ClusterAutoScalingMode::Disable
+            })
+            .auto_scaler_type(ClusterAutoScalerType::Karpenter)
+            .build()
+            .map_err(|e| CloudError::new(S, "UpdateCluster", "InvalidRequest", e.to_string()))?;
+        // Karpenter adds nodes one at a time, which needs continuous provisioning; the role is
+        // what HyperPod assumes to call BatchAdd/BatchDeleteClusterNodes.
+        let mut req = self
+            .sagemaker
+            .update_cluster()
+            .cluster_name(name)
+            .auto_scaling(config);
+        if let Some(role) = cluster_role_arn {
+            req = req
+                .cluster_role(role)
+                .node_provisioning_mode(ClusterNodeProvisioningMode::Continuous);
+        }
+        once(S, "UpdateCluster", req.send()).await.map(|_| ())
+    }
+
     async fn update_cluster_software(&self, name: &str) -> CloudResult<()> {
         once(
             S,
@@ -358,6 +402,24 @@ impl HyperPod for Aws {
                         .available_instance_count()
                         .and_then(|n| u32::try_from(n).ok())
                         .unwrap_or(0),
+                    reservations: p
+                        .reserved_capacity_summaries()
+                        .iter()
+                        .map(|r| Reservation {
+                            availability_zone: r
+                                .availability_zone()
+                                .unwrap_or_default()
+                                .to_string(),
+                            instance_type: r
+                                .instance_type()
+                                .map(|t| t.as_str().to_string())
+                                .unwrap_or_default(),
+                            instance_count: r
+                                .total_instance_count()
+                                .and_then(|n| u32::try_from(n).ok())
+                                .unwrap_or(0),
+                        })
+                        .collect(),
                 }
             }));
             token = out

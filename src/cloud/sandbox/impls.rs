@@ -721,6 +721,7 @@ impl Sandbox {
             failure_message: None,
             instance_groups: groups,
             tiered_storage: serde_json::from_value(res.data["tieredStorage"].clone()).ok(),
+            autoscaling: serde_json::from_value(res.data["autoScaling"].clone()).ok(),
         };
         Some((cluster, nodes))
     }
@@ -816,6 +817,22 @@ impl HyperPod for Sandbox {
                 "InstanceGroups must not be empty",
             ));
         }
+        // Groups may be empty only while Karpenter owns their count.
+        let autoscaling = res.data["autoScaling"]["enabled"].as_bool() == Some(true);
+        if let Some(g) = groups
+            .iter()
+            .find(|g| g.instance_count == 0 && !autoscaling)
+        {
+            return Err(CloudError::new(
+                "sagemaker",
+                "UpdateCluster",
+                "ValidationException",
+                format!(
+                    "InstanceCount of {} must be at least 1 unless autoscaling is enabled",
+                    g.name
+                ),
+            ));
+        }
         res.data["instanceGroups"] = serde_json::to_value(groups).unwrap_or_default();
         self.update(api, "hyperpod-cluster", &res.id, &res.data)
             .await
@@ -867,6 +884,36 @@ impl HyperPod for Sandbox {
             ));
         }
         res.data["tieredStorage"] = serde_json::to_value(config).unwrap_or_default();
+        self.update(api, "hyperpod-cluster", &res.id, &res.data)
+            .await
+    }
+
+    async fn set_autoscaling(&self, name: &str, cluster_role_arn: Option<&str>) -> CloudResult<()> {
+        let api = "sagemaker:UpdateCluster";
+        self.gate(api, true).await?;
+        let mut res = self.live_hyperpod(name, "UpdateCluster").await?;
+        if let Some(role) = cluster_role_arn {
+            let role_name = role.rsplit('/').next().unwrap_or_default();
+            let live = self
+                .by_name("iam-role", role_name)
+                .await?
+                .is_some_and(|r| r.deleted_ms.is_none());
+            if !live {
+                return Err(CloudError::new(
+                    "sagemaker",
+                    "UpdateCluster",
+                    "ValidationException",
+                    format!("ClusterRole {role} cannot be assumed"),
+                ));
+            }
+        }
+        let config = AutoScaling {
+            enabled: cluster_role_arn.is_some(),
+            status: "InService".into(),
+            failure_message: None,
+            cluster_role_arn: cluster_role_arn.map(str::to_string),
+        };
+        res.data["autoScaling"] = serde_json::to_value(config).unwrap_or_default();
         self.update(api, "hyperpod-cluster", &res.id, &res.data)
             .await
     }
@@ -929,6 +976,12 @@ impl HyperPod for Sandbox {
             status: "Active".into(),
             total_instance_count: 2,
             available_instance_count: 2,
+            reservations: vec![Reservation {
+                // Not the first zone, so a group using the plan cannot land there by default.
+                availability_zone: format!("{REGION}b"),
+                instance_type: "ml.p5.48xlarge".into(),
+                instance_count: 2,
+            }],
         }])
     }
 }

@@ -3,7 +3,9 @@
 //! cluster's `TieredStorageConfig`, the IAM role and the Kubernetes service account); a change is
 //! one operation per feature (`feature-<key>`), enabling or disabling exactly that chain.
 //!
-//! Managed autoscaling (HyperPod-managed Karpenter) is not in this catalogue yet.
+//! Managed autoscaling (HyperPod-managed Karpenter) is the cluster's `AutoScaling` setting, a
+//! role HyperPod assumes to add and remove nodes of this cluster only, and the
+//! `HyperpodNodeClass` + `NodePool` naming the instance groups it governs.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -27,9 +29,41 @@ pub struct Feature {
     pub addon: &'static str,
     /// EKS add-ons that must be ACTIVE before enabling.
     pub requires: &'static [&'static str],
-    /// `(namespace, service account)` bound to the HyperPod execution role by pod identity.
+    /// `(namespace, service account)` bound by pod identity to the feature's own role when it
+    /// has one, else to the HyperPod execution role.
     pub pod_identity: Option<(&'static str, &'static str)>,
+    /// A role of the feature's own (`<cluster>-<suffix>`), trusted by EKS pod identity, with
+    /// a policy scoped to this cluster.
+    pub own_role: Option<OwnRole>,
     pub description: &'static str,
+}
+
+/// A feature's own role: name suffix and its policy for (bucket, HyperPod cluster ARN).
+pub struct OwnRole {
+    pub suffix: &'static str,
+    pub policy: fn(&str, &str) -> Value,
+}
+
+impl OwnRole {
+    pub fn name(&self, cluster: &str) -> String {
+        format!("{cluster}-{}", self.suffix)
+    }
+}
+
+/// The inference operator's execution role: reads models from the cluster's bucket, reads
+/// this HyperPod cluster, pulls images. Nothing account-wide beyond ECR's token call.
+fn inference_policy(bucket: &str, cluster_arn: &str) -> Value {
+    json!({"Version": "2012-10-17", "Statement": [
+        {"Sid": "ModelsList", "Effect": "Allow", "Action": ["s3:ListBucket"],
+         "Resource": [format!("arn:aws:s3:::{bucket}")]},
+        {"Sid": "ModelsRead", "Effect": "Allow", "Action": ["s3:GetObject"],
+         "Resource": [format!("arn:aws:s3:::{bucket}/*")]},
+        {"Sid": "ThisCluster", "Effect": "Allow",
+         "Action": ["sagemaker:DescribeCluster", "sagemaker:ListClusterNodes"],
+         "Resource": [cluster_arn]},
+        {"Sid": "PullImages", "Effect": "Allow",
+         "Action": ["ecr:GetAuthorizationToken", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+         "Resource": "*"}]})
 }
 
 /// Key of the managed tiered checkpointing feature (not an add-on).
@@ -43,6 +77,66 @@ pub fn checkpoint_role_name(cluster: &str) -> String {
     format!("{cluster}-checkpoints")
 }
 
+/// Key of the managed autoscaling feature (not an add-on).
+pub const AUTOSCALING: &str = "managedAutoscaling";
+/// Name of the `HyperpodNodeClass` and the `NodePool` we manage.
+pub const NODE_CLASS: &str = "instantstart";
+/// AWS documents at most 10 instance groups in one `HyperpodNodeClass`.
+pub const MAX_AUTOSCALED_GROUPS: usize = 10;
+pub const NODE_CLASS_GROUP: &str = "karpenter.sagemaker.amazonaws.com";
+
+pub fn autoscaling_role_name(cluster: &str) -> String {
+    format!("{cluster}-autoscaling")
+}
+
+pub fn node_class_ref() -> ObjectRef {
+    ObjectRef {
+        api_version: format!("{NODE_CLASS_GROUP}/v1"),
+        kind: "HyperpodNodeClass".into(),
+        namespace: None,
+        name: NODE_CLASS.into(),
+    }
+}
+
+pub fn node_pool_ref() -> ObjectRef {
+    ObjectRef {
+        api_version: "karpenter.sh/v1".into(),
+        kind: "NodePool".into(),
+        namespace: None,
+        name: NODE_CLASS.into(),
+    }
+}
+
+/// The `HyperpodNodeClass` naming the instance groups Karpenter may scale.
+pub fn node_class(groups: &[String]) -> Value {
+    json!({"apiVersion": format!("{NODE_CLASS_GROUP}/v1"), "kind": "HyperpodNodeClass",
+           "metadata": {"name": NODE_CLASS, "labels": { MANAGED_BY.0: MANAGED_BY.1 }},
+           "spec": {"instanceGroups": groups}})
+}
+
+/// The `NodePool` over that node class: any of its instance types; empty nodes are removed
+/// after ten minutes (that is how a group returns to zero).
+pub fn node_pool() -> Value {
+    json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+           "metadata": {"name": NODE_CLASS, "labels": { MANAGED_BY.0: MANAGED_BY.1 }},
+           "spec": {
+               "template": {"spec": {
+                   "nodeClassRef": {"group": NODE_CLASS_GROUP, "kind": "HyperpodNodeClass", "name": NODE_CLASS},
+                   "expireAfter": "Never",
+                   "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "Exists"}]}},
+               "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "10m"}}})
+}
+
+/// The instance groups the managed node class names (empty when there is none).
+pub async fn autoscaled_groups(cloud: &Cloud, target: &KubeTarget) -> CloudResult<Vec<String>> {
+    Ok(cloud
+        .kube
+        .get(target, &node_class_ref())
+        .await?
+        .and_then(|nc| serde_json::from_value(nc["spec"]["instanceGroups"].clone()).ok())
+        .unwrap_or_default())
+}
+
 pub static FEATURES: &[Feature] = &[
     Feature {
         key: "trainingOperator",
@@ -50,6 +144,7 @@ pub static FEATURES: &[Feature] = &[
         addon: "amazon-sagemaker-hyperpod-training-operator",
         requires: &["cert-manager", "eks-pod-identity-agent"],
         pod_identity: Some(("aws-hyperpod", "hp-training-operator-controller-manager")),
+        own_role: None,
         description: "HyperPod training operator (HyperPodPyTorchJob), with its pod identity association to the cluster's execution role",
     },
     Feature {
@@ -58,6 +153,7 @@ pub static FEATURES: &[Feature] = &[
         addon: "amazon-cloudwatch-observability",
         requires: &[],
         pod_identity: None,
+        own_role: None,
         description: "CloudWatch Container Insights (the amazon-cloudwatch-observability add-on)",
     },
     Feature {
@@ -66,7 +162,26 @@ pub static FEATURES: &[Feature] = &[
         addon: "",
         requires: &[],
         pod_identity: None,
+        own_role: None,
         description: "Managed tiered checkpointing: TieredStorageConfig on the HyperPod cluster, plus the service account default/hyperpod-checkpointing with an IRSA role limited to checkpoints/ in the cluster's bucket",
+    },
+    Feature {
+        key: "inferenceOperator",
+        kind: "feature-inference-operator",
+        addon: "amazon-sagemaker-hyperpod-inference",
+        requires: &["cert-manager", "aws-mountpoint-s3-csi-driver", "eks-pod-identity-agent"],
+        pod_identity: Some(("hyperpod-inference-system", "hyperpod-inference-operator-controller-manager")),
+        own_role: Some(OwnRole { suffix: "inference", policy: inference_policy }),
+        description: "HyperPod inference operator (InferenceEndpointConfig), with its own execution role <cluster>-inference scoped to this cluster and its bucket, bound by pod identity",
+    },
+    Feature {
+        key: AUTOSCALING,
+        kind: "feature-managed-autoscaling",
+        addon: "",
+        requires: &[],
+        pod_identity: None,
+        own_role: None,
+        description: "Managed autoscaling (HyperPod-managed Karpenter): scales the chosen HyperPod instance groups (on-demand, without deep health checks) from zero with pending pods. It governs HyperPod instance groups only, not general EC2 capacity.",
     },
     Feature {
         key: "fsxCsi",
@@ -74,6 +189,7 @@ pub static FEATURES: &[Feature] = &[
         addon: "aws-fsx-csi-driver",
         requires: &[],
         pod_identity: None,
+        own_role: None,
         description: "FSx for Lustre CSI driver, for FSx storage claims (static volumes need no IAM role)",
     },
 ];
@@ -100,6 +216,10 @@ pub struct FeatureState {
     pub pod_identity_association: Option<String>,
     /// Tiered checkpointing: share of instance memory for checkpoints.
     pub memory_percent: Option<u32>,
+    /// Managed autoscaling: the instance groups it governs.
+    pub instance_groups: Option<Vec<String>>,
+    /// Why the state is `degraded` or `failed`, when known.
+    pub reason: Option<String>,
 }
 
 /// Reads a feature from its sources of truth.
@@ -111,6 +231,9 @@ pub async fn actual(
 ) -> CloudResult<FeatureState> {
     if f.key == TIERED {
         return tiered_actual(cloud, cluster, target, f).await;
+    }
+    if f.key == AUTOSCALING {
+        return autoscaling_actual(cloud, cluster, target, f).await;
     }
     let addon = cloud.eks.describe_addon(cluster, f.addon).await?;
     let association = match f.pod_identity {
@@ -134,8 +257,65 @@ pub async fn actual(
         state: state.into(),
         addon: f.addon.into(),
         description: f.description.into(),
+        reason: (state == "degraded" && association.is_none() && f.pod_identity.is_some())
+            .then(|| "the add-on is active but its pod identity association is missing".into()),
         pod_identity_association: association,
         memory_percent: None,
+        instance_groups: None,
+    })
+}
+
+/// Enabled when the cluster's autoscaling is on, its role exists and the node class and pool
+/// are applied; `degraded` when only part of that is there.
+async fn autoscaling_actual(
+    cloud: &Cloud,
+    cluster: &str,
+    target: &KubeTarget,
+    f: &Feature,
+) -> CloudResult<FeatureState> {
+    let hp = cloud
+        .hyperpod
+        .describe_cluster(&hyperpod_name(cluster))
+        .await?;
+    let config = hp.and_then(|c| c.autoscaling).filter(|a| a.enabled);
+    let role = cloud
+        .iam
+        .get_role(&autoscaling_role_name(cluster))
+        .await?
+        .is_some();
+    let groups = autoscaled_groups(cloud, target).await?;
+    let class = cloud.kube.get(target, &node_class_ref()).await?.is_some();
+    let pool = cloud.kube.get(target, &node_pool_ref()).await?.is_some();
+    let failed = config.as_ref().is_some_and(|a| a.status == "Failed");
+    let on = config.is_some();
+    let complete = role && class && pool;
+    let state = match (on, complete, role || class || pool) {
+        _ if failed => "failed",
+        (true, true, _) => "enabled",
+        (false, _, false) => "disabled",
+        _ => "degraded",
+    };
+    let reason = match state {
+        "failed" => config.and_then(|a| a.failure_message),
+        "degraded" => Some(format!(
+            "incomplete: autoscaling {}, role {}, node class {}, node pool {}",
+            if on { "on" } else { "off" },
+            if role { "present" } else { "missing" },
+            if class { "present" } else { "missing" },
+            if pool { "present" } else { "missing" },
+        )),
+        _ => None,
+    };
+    Ok(FeatureState {
+        key: f.key.into(),
+        enabled: on,
+        state: state.into(),
+        addon: String::new(),
+        description: f.description.into(),
+        pod_identity_association: None,
+        memory_percent: None,
+        instance_groups: Some(groups),
+        reason,
     })
 }
 
@@ -187,6 +367,15 @@ async fn tiered_actual(
         description: f.description.into(),
         pod_identity_association: None,
         memory_percent: config.and_then(|c| c.memory_percent),
+        instance_groups: None,
+        reason: (state == "degraded").then(|| {
+            format!(
+                "incomplete: cluster setting {}, role {}, service account {}",
+                if config.is_some() { "on" } else { "off" },
+                if role { "present" } else { "missing" },
+                if sa { "present" } else { "missing" },
+            )
+        }),
     })
 }
 
@@ -198,6 +387,9 @@ pub struct FeatureParams {
     /// Tiered checkpointing only.
     #[serde(default)]
     pub memory_percent: Option<u32>,
+    /// Managed autoscaling only: the instance groups it governs.
+    #[serde(default)]
+    pub instance_groups: Option<Vec<String>>,
 }
 
 fn feature_of(cx: &StepCx<'_>) -> StepResult<&'static Feature> {
@@ -293,11 +485,14 @@ impl Step for FeatureIdentityStep {
         match (p.enable, existing) {
             (true, Some(id)) => Ok(json!({"associationId": id, "changed": false})),
             (true, None) => {
-                let role = execution_role_name(&cx.op.cluster);
+                let role = match &f.own_role {
+                    Some(own) => own.name(&cx.op.cluster),
+                    None => execution_role_name(&cx.op.cluster),
+                };
                 let Some(r) = cx.cloud.iam.get_role(&role).await? else {
                     return Err(StepError::fatal(
                         "missing-prerequisite",
-                        format!("the HyperPod execution role {role} does not exist: create the HyperPod cluster first"),
+                        format!("the role {role} does not exist: create the HyperPod cluster (or enable the feature) first"),
                     ));
                 };
                 let trust = json!({"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
@@ -463,5 +658,290 @@ impl Step for TieredConfigStep {
     }
     fn records_resources(&self) -> bool {
         false
+    }
+}
+
+/// A role trusted by one AWS service principal, with one inline policy: created when missing,
+/// its policy put either way; or deleted (with its policies) when disabling.
+struct ServiceRole<'a> {
+    name: String,
+    /// Trust statement's principal and actions.
+    service: &'a str,
+    actions: &'a [&'a str],
+    tag_role: &'a str,
+    policy_name: &'a str,
+}
+
+impl ServiceRole<'_> {
+    async fn ensure(&self, cx: &StepCx<'_>, policy: &Value) -> StepResult<String> {
+        let arn = match cx.cloud.iam.get_role(&self.name).await? {
+            Some(r) => r.arn,
+            None => {
+                let trust = json!({"Version": "2012-10-17", "Statement": [{
+                    "Effect": "Allow", "Principal": {"Service": self.service},
+                    "Action": self.actions}]});
+                cx.cloud
+                    .iam
+                    .create_role(&self.name, &trust, &super::net_tags(cx, self.tag_role))
+                    .await?
+                    .arn
+            }
+        };
+        cx.cloud
+            .iam
+            .put_role_policy(&self.name, self.policy_name, policy)
+            .await?;
+        Ok(arn)
+    }
+
+    async fn remove(&self, cx: &StepCx<'_>) -> StepResult<bool> {
+        let existed = cx.cloud.iam.get_role(&self.name).await?.is_some();
+        if existed {
+            cx.cloud.iam.delete_role(&self.name).await?;
+        }
+        Ok(existed)
+    }
+}
+
+async fn bucket_of(cx: &StepCx<'_>) -> StepResult<String> {
+    let account = cx.cloud.iam.caller_identity().await?.account;
+    Ok(super::hyperpod::bucket_name(&cx.op.cluster, &account))
+}
+
+/// A feature's own execution role (the inference operator's), trusted by EKS pod identity.
+pub struct OwnRoleStep;
+
+#[async_trait]
+impl Step for OwnRoleStep {
+    fn name(&self) -> &'static str {
+        "role"
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let f = feature_of(cx)?;
+        let p: FeatureParams = cx.param()?;
+        let Some(own) = &f.own_role else {
+            return Ok(json!({"changed": false}));
+        };
+        let role = ServiceRole {
+            name: own.name(&cx.op.cluster),
+            service: "pods.eks.amazonaws.com",
+            actions: &["sts:AssumeRole", "sts:TagSession"],
+            tag_role: own.suffix,
+            policy_name: "instantstart-feature",
+        };
+        if !p.enable {
+            return Ok(json!({"changed": role.remove(cx).await?}));
+        }
+        let cluster_arn = super::hyperpod::described(cx).await?.arn;
+        let doc = (own.policy)(&bucket_of(cx).await?, &cluster_arn);
+        Ok(json!({"roleArn": role.ensure(cx, &doc).await?}))
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        self.act(cx).await.map(Some)
+    }
+    fn records_resources(&self) -> bool {
+        false
+    }
+}
+
+/// The role HyperPod assumes for autoscaling: trusted only by
+/// `hyperpod.sagemaker.amazonaws.com`, allowed only to add and delete nodes of this cluster.
+pub struct AutoscalingRoleStep;
+
+/// The autoscaling role's permissions, for one cluster ARN.
+pub fn autoscaling_policy(cluster_arn: &str) -> Value {
+    json!({"Version": "2012-10-17", "Statement": [{
+        "Sid": "ScaleThisClusterOnly", "Effect": "Allow",
+        "Action": ["sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes"],
+        "Resource": [cluster_arn]}]})
+}
+
+#[async_trait]
+impl Step for AutoscalingRoleStep {
+    fn name(&self) -> &'static str {
+        "role"
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let p: FeatureParams = cx.param()?;
+        let role = ServiceRole {
+            name: autoscaling_role_name(&cx.op.cluster),
+            service: "hyperpod.sagemaker.amazonaws.com",
+            actions: &["sts:AssumeRole"],
+            tag_role: "autoscaling-role",
+            policy_name: "instantstart-autoscaling",
+        };
+        if !p.enable {
+            return Ok(json!({"changed": role.remove(cx).await?}));
+        }
+        let cluster_arn = super::hyperpod::described(cx).await?.arn;
+        let arn = role.ensure(cx, &autoscaling_policy(&cluster_arn)).await?;
+        Ok(json!({"roleArn": arn}))
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        self.act(cx).await.map(Some)
+    }
+    fn records_resources(&self) -> bool {
+        false
+    }
+}
+
+/// `AutoScaling` on the HyperPod cluster, watched until the cluster is back in service with
+/// the wanted mode.
+pub struct AutoscalingConfigStep;
+
+#[async_trait]
+impl Step for AutoscalingConfigStep {
+    fn name(&self) -> &'static str {
+        "autoscaling-config"
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let p: FeatureParams = cx.param()?;
+        let current = super::hyperpod::described(cx).await?;
+        let on = current.autoscaling.as_ref().is_some_and(|a| a.enabled);
+        if on == p.enable {
+            return Ok(json!({"changed": false}));
+        }
+        let role = if p.enable {
+            let name = autoscaling_role_name(&cx.op.cluster);
+            match cx.cloud.iam.get_role(&name).await? {
+                Some(r) => Some(r.arn),
+                None => {
+                    return Err(StepError::fatal(
+                        "missing-prerequisite",
+                        format!("the autoscaling role {name} is missing"),
+                    ))
+                }
+            }
+        } else {
+            None
+        };
+        cx.cloud
+            .hyperpod
+            .set_autoscaling(&hyperpod_name(&cx.op.cluster), role.as_deref())
+            .await?;
+        Ok(json!({"changed": true}))
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        self.act(cx).await.map(Some)
+    }
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        let c = super::hyperpod::described(cx).await?;
+        if let Some(a) = c.autoscaling.as_ref().filter(|a| a.status == "Failed") {
+            return Err(StepError::fatal(
+                "autoscaling-failed",
+                format!(
+                    "HyperPod could not turn on autoscaling: {}",
+                    a.failure_message.clone().unwrap_or_default()
+                ),
+            ));
+        }
+        match c.status {
+            HyperPodStatus::InService => Ok(Poll::Ready(out.clone())),
+            HyperPodStatus::Failed => Err(StepError::fatal(
+                "hyperpod-failed",
+                "the HyperPod cluster failed while applying the setting",
+            )),
+            s => Ok(Poll::Pending(format!("HyperPod cluster {s:?}"))),
+        }
+    }
+    fn records_resources(&self) -> bool {
+        false
+    }
+}
+
+/// The `HyperpodNodeClass` and `NodePool` (applied when enabling, removed when disabling).
+pub struct NodeClassStep;
+
+#[async_trait]
+impl Step for NodeClassStep {
+    fn name(&self) -> &'static str {
+        "node-class"
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let p: FeatureParams = cx.param()?;
+        let target = kube_target(cx)?;
+        if !p.enable {
+            // The pool first: it references the class.
+            cx.cloud.kube.delete(&target, &node_pool_ref()).await?;
+            cx.cloud.kube.delete(&target, &node_class_ref()).await?;
+            return Ok(json!({"deleted": true}));
+        }
+        let groups = p.instance_groups.clone().unwrap_or_default();
+        cx.cloud.kube.apply(&target, &node_class(&groups)).await?;
+        cx.cloud.kube.apply(&target, &node_pool()).await?;
+        Ok(json!({"instanceGroups": groups}))
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        self.act(cx).await.map(Some)
+    }
+    fn records_resources(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_autoscaling_role_may_only_add_and_delete_nodes_of_its_cluster() {
+        let arn = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abc123def456";
+        let doc = autoscaling_policy(arn);
+        let statements = doc["Statement"].as_array().unwrap();
+        assert_eq!(statements.len(), 1);
+        let s = &statements[0];
+        assert_eq!(s["Effect"], "Allow");
+        assert_eq!(
+            s["Action"],
+            json!([
+                "sagemaker:BatchAddClusterNodes",
+                "sagemaker:BatchDeleteClusterNodes"
+            ])
+        );
+        assert_eq!(s["Resource"], json!([arn]));
+        assert!(s.get("Condition").is_none());
+    }
+
+    #[test]
+    fn the_inference_role_reads_only_its_bucket_and_its_cluster() {
+        let arn = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abc123def456";
+        let doc = inference_policy("sagemaker-instantstart-demo", arn);
+        for s in doc["Statement"].as_array().unwrap() {
+            let actions: Vec<&str> = s["Action"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap())
+                .collect();
+            assert!(actions.iter().all(|a| !a.contains('*')), "{s}");
+            assert!(
+                !actions
+                    .iter()
+                    .any(|a| a.starts_with("s3:Put") || a.starts_with("s3:Delete")),
+                "models are read, never written: {s}"
+            );
+            if s["Resource"] == "*" {
+                assert!(actions.iter().all(|a| a.starts_with("ecr:")), "{s}");
+            }
+            if actions.iter().any(|a| a.starts_with("sagemaker:")) {
+                assert_eq!(s["Resource"], json!([arn]));
+            }
+        }
+    }
+
+    #[test]
+    fn the_node_class_names_the_groups_and_the_pool_references_it() {
+        let nc = node_class(&["workers".into()]);
+        assert_eq!(nc["spec"]["instanceGroups"], json!(["workers"]));
+        let pool = node_pool();
+        let r = &pool["spec"]["template"]["spec"]["nodeClassRef"];
+        assert_eq!(
+            (r["group"].as_str(), r["kind"].as_str(), r["name"].as_str()),
+            (
+                Some(NODE_CLASS_GROUP),
+                nc["kind"].as_str(),
+                nc["metadata"]["name"].as_str()
+            )
+        );
     }
 }

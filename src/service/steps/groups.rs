@@ -52,6 +52,9 @@ pub struct ScaleParams {
     /// Turn on-start deep health checks on or off for the group's new nodes.
     #[serde(default)]
     pub deep_health_checks: Option<bool>,
+    /// A new on-create lifecycle script (a file under the group's lifecycle prefix).
+    #[serde(default)]
+    pub lifecycle_on_create: Option<String>,
 }
 
 /// The checks HyperPod runs on new nodes when deep health checks are on.
@@ -97,6 +100,7 @@ impl UpdateGroupsStep {
                 deep_health_checks: deep_health_checks(p.deep_health_checks),
                 capacity: p.capacity.clone(),
                 subnet_ids: vec![subnet],
+                network_interface: p.network_interface.clone(),
                 ..template
             });
             Ok((groups, p.instance_group_name, p.instance_count))
@@ -112,6 +116,9 @@ impl UpdateGroupsStep {
             if let Some(on) = p.deep_health_checks {
                 g.deep_health_checks = deep_health_checks(on);
             }
+            if let Some(script) = &p.lifecycle_on_create {
+                g.lifecycle_on_create = script.clone();
+            }
             Ok((groups, p.group, p.instance_count))
         }
     }
@@ -125,8 +132,11 @@ impl Step for UpdateGroupsStep {
     async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
         // A settings change cannot be read back from DescribeCluster: send it again (UpdateCluster
         // is declarative, so a repeat changes nothing).
-        if !self.adding && cx.param::<ScaleParams>()?.deep_health_checks.is_some() {
-            return Ok(None);
+        if !self.adding {
+            let p: ScaleParams = cx.param()?;
+            if p.deep_health_checks.is_some() || p.lifecycle_on_create.is_some() {
+                return Ok(None);
+            }
         }
         // Already applied when the cluster reports the group at its target.
         let (groups, name, target) = self.desired(cx)?;

@@ -218,14 +218,6 @@ pub struct HyperPodClusterStep;
 
 impl HyperPodClusterStep {
     fn request(cx: &StepCx<'_>, p: &HyperPodParams) -> StepResult<CreateHyperPodCluster> {
-        let checks = if p.deep_health_checks {
-            vec![
-                "InstanceStress".to_string(),
-                "InstanceConnectivity".to_string(),
-            ]
-        } else {
-            vec![]
-        };
         Ok(CreateHyperPodCluster {
             name: hyperpod_name(&cx.op.cluster),
             eks_cluster_arn: cx.resource("eksClusterArn")?,
@@ -239,10 +231,11 @@ impl HyperPodClusterStep {
                 lifecycle_on_create: "on_create.sh".into(),
                 threads_per_core: threads_per_core(&p.instance_type, &p.capacity),
                 ebs_volume_gb: p.volume_size_gb,
-                deep_health_checks: checks,
+                deep_health_checks: super::groups::deep_health_checks(p.deep_health_checks),
                 capacity: p.capacity.clone(),
                 subnet_ids: vec![cx.resource("computeSubnetId")?],
                 security_group_ids: vec![cx.resource("efaSecurityGroupId")?],
+                network_interface: p.network_interface.clone(),
             }],
             tags: net_tags(cx, "hyperpod"),
         })

@@ -10,7 +10,9 @@
 //! storage       [shared-bucket →] volume (PV + PVC: S3 bucket or FSx for Lustre)
 //! storage-delete  delete-volume
 //! import        eks-cluster → hyperpod-cluster → access-entry → detect-dependencies
-//! feature-<key> addon → pod-identity (enable) / pod-identity → addon (disable)
+//! feature-<key> [role →] addon → pod-identity (enable) / the reverse (disable);
+//!   tiered checkpointing: role → service-account → tiered-storage-config;
+//!   managed autoscaling: role → autoscaling-config → node-class
 //! pipeline      one phase per stage, each running (and watching) that stage's own operation
 //! instance-group-add    compute-subnet → update-cluster (every group resent)
 //! instance-group-scale  update-cluster
@@ -64,6 +66,9 @@ pub struct HyperPodParams {
     pub capacity: Capacity,
     pub deep_health_checks: bool,
     pub volume_size_gb: u32,
+    /// `efa`, `efa-only`, or `None` for a standard interface.
+    #[serde(default)]
+    pub network_interface: Option<String>,
 }
 
 /// Parameters of a pipeline: the stages to run and their parameters.
@@ -280,14 +285,30 @@ impl Stages for Catalog {
                     }
                     return Some(chain);
                 }
-                // Enabling: the add-on, then its identity; disabling: the reverse.
-                let addon: Arc<dyn Step> = Arc::new(features::FeatureAddonStep);
-                let identity: Arc<dyn Step> = Arc::new(features::FeatureIdentityStep);
-                if p.enable {
-                    vec![addon, identity]
-                } else {
-                    vec![identity, addon]
+                if feature.key == features::AUTOSCALING {
+                    // Enabling: role → cluster setting → node class and pool; disabling: reverse.
+                    let mut chain: Vec<Arc<dyn Step>> = vec![
+                        Arc::new(features::AutoscalingRoleStep),
+                        Arc::new(features::AutoscalingConfigStep),
+                        Arc::new(features::NodeClassStep),
+                    ];
+                    if !p.enable {
+                        chain.reverse();
+                    }
+                    return Some(chain);
                 }
+                // Enabling: its own role (if any), the add-on, then its identity; disabling:
+                // the reverse.
+                let mut chain: Vec<Arc<dyn Step>> = Vec::new();
+                if feature.own_role.is_some() {
+                    chain.push(Arc::new(features::OwnRoleStep));
+                }
+                chain.push(Arc::new(features::FeatureAddonStep));
+                chain.push(Arc::new(features::FeatureIdentityStep));
+                if !p.enable {
+                    chain.reverse();
+                }
+                chain
             }
             "import" => vec![
                 Arc::new(import::ImportEksStep),
