@@ -200,7 +200,7 @@ pub const CATALOG: &[ToolSpec] = &[
     ToolSpec {
         path_params: &["name"],
         open_world: true,
-        ..read("features_get", "/api/clusters/{name}/features", "Managed features as they actually are (read from EKS, HyperPod, IAM and the cluster): training operator, Container Insights, FSx CSI driver, tiered checkpointing — enabled, state, add-on, pod identity association, memory share.")
+        ..read("features_get", "/api/clusters/{name}/features", "Managed features as they actually are (read from EKS, HyperPod, IAM and the cluster): training operator, inference operator, tiered checkpointing, managed autoscaling (HyperPod instance groups only, not general EC2), Container Insights, FSx CSI driver — enabled, state, reason, add-on, pod identity association, memory share, governed instance groups.")
     },
     ToolSpec {
         method: "PATCH",
@@ -209,12 +209,12 @@ pub const CATALOG: &[ToolSpec] = &[
         destructive: true,
         open_world: true,
         duration: Some("2-5 minutes on AWS"),
-        ..read("features_update", "/api/clusters/{name}/features", "Enable or disable managed features. Send only the fields to change (e.g. {\"trainingOperator\": true}); each field equal to the actual state is reported `unchanged` and nothing is done; each change starts its own operation. Disabling removes the add-on and its identity: confirm with the user.")
+        ..read("features_update", "/api/clusters/{name}/features", "Enable or disable managed features. Send only the fields to change (e.g. {\"trainingOperator\": true}); each field equal to the actual state is reported `unchanged` and nothing is done; each change starts its own operation. managedAutoscalingInstanceGroups picks the groups Karpenter governs (on-demand, no deep health checks). Disabling removes exactly what enabling made: confirm with the user.")
     },
     ToolSpec {
         path_params: &["name"],
         open_world: true,
-        ..read("instance_group_list", "/api/clusters/{name}/instance-groups", "The cluster's HyperPod instance groups: type, capacity type (fixed for the group's life), target and current counts, subnets.")
+        ..read("instance_group_list", "/api/clusters/{name}/instance-groups", "The cluster's HyperPod instance groups: type, capacity type and network interface (both fixed for the group's life), EFA support, target and current counts, subnets, lifecycle script.")
     },
     ToolSpec {
         method: "POST",
@@ -222,7 +222,7 @@ pub const CATALOG: &[ToolSpec] = &[
         body: true,
         open_world: true,
         duration: Some("10-20 minutes on AWS"),
-        ..read("instance_group_create", "/api/clusters/{name}/instance-groups", "Add an instance group: capacity type, zone (its compute subnet is placed by the control plane) and count are decided once. Ask only for zone, instance type, count and capacity type.")
+        ..read("instance_group_create", "/api/clusters/{name}/instance-groups", "Add an instance group: capacity type, network interface (standard or efa-only), zone (its compute subnet is placed by the control plane; with a training plan omit it, the plan's reservation decides) and count are decided once. Ask only for zone, instance type, count and capacity type.")
     },
     ToolSpec {
         method: "PATCH",
@@ -230,7 +230,7 @@ pub const CATALOG: &[ToolSpec] = &[
         body: true,
         open_world: true,
         duration: Some("5-20 minutes on AWS"),
-        ..read("instance_group_update", "/api/clusters/{name}/instance-groups/{group}", "Change an instance group: send only what changes — instanceCount, and/or deepHealthChecks (true runs InstanceStress and InstanceConnectivity on its new nodes). A request equal to the current state changes nothing; changing capacityType is refused (fixed for the group's life).")
+        ..read("instance_group_update", "/api/clusters/{name}/instance-groups/{group}", "Change an instance group: send only what changes — instanceCount (0 only under managed autoscaling), deepHealthChecks (true runs InstanceStress and InstanceConnectivity on its new nodes), lifecycleOnCreate (a script already beside the current one). A request equal to the current state changes nothing; changing capacityType or networkInterface is refused (fixed for the group's life).")
     },
     ToolSpec {
         method: "DELETE",

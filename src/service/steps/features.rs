@@ -665,9 +665,7 @@ impl Step for TieredConfigStep {
 /// its policy put either way; or deleted (with its policies) when disabling.
 struct ServiceRole<'a> {
     name: String,
-    /// Trust statement's principal and actions.
-    service: &'a str,
-    actions: &'a [&'a str],
+    trust: Value,
     tag_role: &'a str,
     policy_name: &'a str,
 }
@@ -677,12 +675,9 @@ impl ServiceRole<'_> {
         let arn = match cx.cloud.iam.get_role(&self.name).await? {
             Some(r) => r.arn,
             None => {
-                let trust = json!({"Version": "2012-10-17", "Statement": [{
-                    "Effect": "Allow", "Principal": {"Service": self.service},
-                    "Action": self.actions}]});
                 cx.cloud
                     .iam
-                    .create_role(&self.name, &trust, &super::net_tags(cx, self.tag_role))
+                    .create_role(&self.name, &self.trust, &super::net_tags(cx, self.tag_role))
                     .await?
                     .arn
             }
@@ -701,6 +696,17 @@ impl ServiceRole<'_> {
         }
         Ok(existed)
     }
+}
+
+/// The autoscaling role's trust: HyperPod alone.
+pub fn autoscaling_trust() -> Value {
+    service_trust("hyperpod.sagemaker.amazonaws.com", &["sts:AssumeRole"])
+}
+
+/// A trust policy for exactly one AWS service principal.
+pub fn service_trust(service: &str, actions: &[&str]) -> Value {
+    json!({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"Service": service}, "Action": actions}]})
 }
 
 async fn bucket_of(cx: &StepCx<'_>) -> StepResult<String> {
@@ -724,8 +730,10 @@ impl Step for OwnRoleStep {
         };
         let role = ServiceRole {
             name: own.name(&cx.op.cluster),
-            service: "pods.eks.amazonaws.com",
-            actions: &["sts:AssumeRole", "sts:TagSession"],
+            trust: service_trust(
+                "pods.eks.amazonaws.com",
+                &["sts:AssumeRole", "sts:TagSession"],
+            ),
             tag_role: own.suffix,
             policy_name: "instantstart-feature",
         };
@@ -765,8 +773,7 @@ impl Step for AutoscalingRoleStep {
         let p: FeatureParams = cx.param()?;
         let role = ServiceRole {
             name: autoscaling_role_name(&cx.op.cluster),
-            service: "hyperpod.sagemaker.amazonaws.com",
-            actions: &["sts:AssumeRole"],
+            trust: autoscaling_trust(),
             tag_role: "autoscaling-role",
             policy_name: "instantstart-autoscaling",
         };
@@ -900,6 +907,16 @@ mod tests {
         );
         assert_eq!(s["Resource"], json!([arn]));
         assert!(s.get("Condition").is_none());
+    }
+
+    #[test]
+    fn the_autoscaling_role_is_trusted_by_hyperpod_alone() {
+        assert_eq!(
+            autoscaling_trust(),
+            json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+                "Principal": {"Service": "hyperpod.sagemaker.amazonaws.com"},
+                "Action": ["sts:AssumeRole"]}]})
+        );
     }
 
     #[test]
