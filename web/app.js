@@ -132,9 +132,9 @@ const routes = [
   [/^#\/storage$/, () => views.storage()],
   [/^#\/operations$/, () => views.operations()],
   [/^#\/features$/, () => views.features()],
-  [/^#\/models$/, () => views.placeholder('Models')],
-  [/^#\/inference$/, () => views.placeholder('Inference')],
-  [/^#\/training$/, () => views.placeholder('Training')],
+  [/^#\/models$/, () => views.models()],
+  [/^#\/inference$/, () => views.inference()],
+  [/^#\/training$/, () => views.jobs()],
 ];
 
 let cleanup = null;

@@ -4,6 +4,7 @@
 
 pub mod events;
 pub mod routes;
+pub mod workloads;
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request, State};

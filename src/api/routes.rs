@@ -80,6 +80,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/operations/{id}/cancel", post(cancel_operation))
         .route("/api/sandbox/calls", get(sandbox_calls))
         .route("/api/agent/config", get(agent_config))
+        .merge(super::workloads::routes())
 }
 
 #[derive(OpenApi)]
@@ -124,7 +125,17 @@ pub fn routes() -> Router<AppState> {
         get_operation,
         retry_operation,
         cancel_operation,
-        sandbox_calls
+        sandbox_calls,
+        super::workloads::download_model,
+        super::workloads::list_models,
+        super::workloads::list_jobs,
+        super::workloads::delete_job,
+        super::workloads::create_deployment,
+        super::workloads::list_deployments,
+        super::workloads::delete_deployment,
+        super::workloads::invoke_deployment,
+        super::workloads::update_software,
+        super::workloads::list_objects
     ),
     components(schemas(
         Problem,
@@ -386,7 +397,7 @@ async fn create_cluster(
     Ok(accepted(service::submit(&state.engine, sub).await?))
 }
 
-fn check_name(name: &str) -> ApiResult<()> {
+pub(super) fn check_name(name: &str) -> ApiResult<()> {
     service::validate::cluster_name("name", name)
 }
 
@@ -412,7 +423,7 @@ async fn delete_cluster(
     stage(&state, "delete-cluster", name, json!({}), actor, key).await
 }
 
-async fn stage(
+pub(super) async fn stage(
     state: &AppState,
     kind: &'static str,
     name: String,

@@ -729,6 +729,16 @@ pub struct CacheInfo {
     pub pods: usize,
 }
 
+/// One call through the service proxy.
+#[derive(Debug, Clone, Copy)]
+pub struct ServiceCall<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub port: u16,
+    /// Path on the service, without the leading slash.
+    pub path: &'a str,
+}
+
 /// Nodes and GPU demand of one cluster.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -758,6 +768,15 @@ pub trait Kube: Send + Sync {
     ) -> CloudResult<Vec<Value>>;
     /// Nodes and GPU demand, from a watch-backed cache (started on first use, kept live after).
     async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<ClusterState>;
+    /// POSTs JSON to a Service through the API server's service proxy
+    /// (`/api/v1/namespaces/{ns}/services/{name}:{port}/proxy/{path}`): the only way the
+    /// control plane talks to a workload, so it never dials an address a request names.
+    async fn service_post(
+        &self,
+        target: &KubeTarget,
+        service: &ServiceCall<'_>,
+        body: &Value,
+    ) -> CloudResult<Value>;
     /// Drops the client, discovered kinds and caches of a cluster that no longer exists (a new
     /// cluster of the same name has another endpoint and CA).
     async fn forget(&self, _cluster: &str) {}

@@ -289,4 +289,12 @@ impl Kube for Unavailable {
     async fn cluster_state(&self, _target: &KubeTarget) -> CloudResult<ClusterState> {
         Err(self.refuse("cluster_state"))
     }
+    async fn service_post(
+        &self,
+        _target: &KubeTarget,
+        _service: &ServiceCall<'_>,
+        _body: &Value,
+    ) -> CloudResult<Value> {
+        Err(self.refuse("service_post"))
+    }
 }

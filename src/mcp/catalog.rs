@@ -268,6 +268,74 @@ pub const CATALOG: &[ToolSpec] = &[
         duration: Some("2-5 minutes"),
         ..read("node_delete", "/api/clusters/{name}/nodes/{id}/delete", "Remove one node from its instance group (the group shrinks by one). Confirm with the user.")
     },
+    ToolSpec {
+        method: "POST",
+        path_params: &["name"],
+        body: true,
+        open_world: true,
+        duration: Some("minutes to an hour, by model size"),
+        ..read("model_download", "/api/clusters/{name}/models", "Download a Hugging Face model (modelId owner/name, optional revision) into a storage claim (default s3-claim, under models/<modelId>/) with an in-cluster job. A token for gated models goes to a Kubernetes Secret only. A model already downloaded (or downloading) is refused: see model_list.")
+    },
+    ToolSpec {
+        path_params: &["name"],
+        open_world: true,
+        ..read("model_list", "/api/clusters/{name}/models", "Model downloads of a cluster: model id, revision, claim, path inside it, the job and its state (pending, succeeded, failed with the reason).")
+    },
+    ToolSpec {
+        path_params: &["name"],
+        open_world: true,
+        ..read("job_list", "/api/clusters/{name}/jobs", "Jobs in namespace default: Kubernetes Jobs (model downloads among them), HyperPod PyTorch jobs and Ray jobs, with state and message, newest first.")
+    },
+    ToolSpec {
+        method: "DELETE",
+        path_params: &["name", "job"],
+        query_params: &["kind"],
+        destructive: true,
+        open_world: true,
+        duration: Some("under a minute"),
+        ..read("job_delete", "/api/clusters/{name}/jobs/{job}", "Delete a job (kind job, pytorch or ray) and its pods; a model download's token Secret goes with it. Its logs go too: confirm with the user.")
+    },
+    ToolSpec {
+        method: "POST",
+        path_params: &["name"],
+        body: true,
+        open_world: true,
+        duration: Some("5-20 minutes (image pull and model load)"),
+        ..read("deployment_create", "/api/clusters/{name}/deployments", "Serve a model with your own container (default vllm/vllm-openai) as a Deployment and Service: args as a list (no shell), GPUs per replica, replicas, port, service cluster-ip (default) or load-balancer (internal to the VPC), optional instance type; the storage claim is mounted read-only at /data. Ask only for the model, GPUs and replicas.")
+    },
+    ToolSpec {
+        path_params: &["name"],
+        open_world: true,
+        ..read("deployment_list", "/api/clusters/{name}/deployments", "Inference deployments made here: image, replicas ready/wanted, state, service type and endpoint.")
+    },
+    ToolSpec {
+        method: "DELETE",
+        path_params: &["name", "deployment"],
+        destructive: true,
+        open_world: true,
+        duration: Some("under a minute"),
+        ..read("deployment_delete", "/api/clusters/{name}/deployments/{deployment}", "Stop serving: removes the deployment, its service and its token Secret. Confirm with the user.")
+    },
+    ToolSpec {
+        method: "POST",
+        path_params: &["name", "deployment"],
+        body: true,
+        open_world: true,
+        ..read("deployment_invoke", "/api/clusters/{name}/deployments/{deployment}/invoke", "Smoke-test a ready deployment made here: one chat completion for a prompt, through the Kubernetes API server (never an arbitrary URL). Returns the server's answer as is.")
+    },
+    ToolSpec {
+        method: "POST",
+        path_params: &["name"],
+        open_world: true,
+        duration: Some("30-90 minutes on AWS (rolling, node by node)"),
+        ..read("hyperpod_software_update", "/api/clusters/{name}/hyperpod/software-update", "Update every node of the HyperPod cluster to the latest HyperPod software (AMI), rolling. Nodes restart one batch at a time: confirm with the user.")
+    },
+    ToolSpec {
+        path_params: &["name", "claim"],
+        query_params: &["prefix"],
+        open_world: true,
+        ..read("storage_objects_list", "/api/clusters/{name}/storage/{claim}/objects", "Keys in the bucket behind an S3 storage claim (at most 1000), optionally under a prefix such as models/.")
+    },
     read("active_cluster_get", "/api/active-cluster", "The cluster used when a request names none."),
     ToolSpec {
         method: "PUT",
@@ -326,6 +394,8 @@ mod tests {
         "instance_group_delete",
         "storage_delete",
         "features_update",
+        "job_delete",
+        "deployment_delete",
     ];
 
     fn openapi() -> Value {
@@ -390,8 +460,11 @@ mod tests {
                 t.name
             );
             // Every tool that starts an operation names its status tool and duration.
-            let starts_operation =
-                t.method != "GET" && t.name != "active_cluster_set" && t.name != "operation_cancel";
+            let starts_operation = t.method != "GET"
+                && !matches!(
+                    t.name,
+                    "active_cluster_set" | "operation_cancel" | "deployment_invoke"
+                );
             assert_eq!(t.duration.is_some(), starts_operation, "{}", t.name);
             if starts_operation {
                 assert!(t.full_description().contains("operation_get"), "{}", t.name);

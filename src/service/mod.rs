@@ -6,6 +6,7 @@ pub mod incluster;
 pub mod steps;
 pub mod subnets;
 pub mod validate;
+pub mod workloads;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -473,6 +474,19 @@ fn still_running(busy: &Operation, cluster: &str, advice: &str) -> ApiError {
     )
 }
 
+/// Operations of a cluster that have not finished.
+async fn active_operations(store: &Store, cluster: &str) -> ApiResult<Vec<Operation>> {
+    let mut ops = store
+        .list_operations(Some(cluster), Some(crate::store::OpState::Running), 1000)
+        .await?;
+    ops.extend(
+        store
+            .list_operations(Some(cluster), Some(crate::store::OpState::Pending), 1000)
+            .await?,
+    );
+    Ok(ops)
+}
+
 async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResult<()> {
     let existing = store.get_cluster(&sub.cluster).await?;
     let latest = store.latest_per_kind(&sub.cluster).await?;
@@ -516,11 +530,14 @@ async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResult<()> {
         return Ok(());
     }
     let has = |key: &str| cluster.resources.get(key).is_some_and(|v| !v.is_null());
-    if sub.kind.starts_with("instance-group-") {
-        if let Some(busy) = latest.iter().find(|o| {
-            !o.state.is_terminal()
-                && (o.kind.starts_with("instance-group-") || o.kind == "hyperpod")
-        }) {
+    // HyperPod takes one update at a time: group changes and the software update queue up.
+    let updates_hyperpod =
+        |k: &str| k.starts_with("instance-group-") || k == "hyperpod-software-update";
+    if updates_hyperpod(sub.kind) {
+        if let Some(busy) = latest
+            .iter()
+            .find(|o| !o.state.is_terminal() && (updates_hyperpod(&o.kind) || o.kind == "hyperpod"))
+        {
             return Err(still_running(
                 busy,
                 &cluster.name,
@@ -542,23 +559,9 @@ async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResult<()> {
             });
         }
         let node = sub.params["nodeId"].as_str().unwrap_or_default();
-        let busy = store
-            .list_operations(
-                Some(&cluster.name),
-                Some(crate::store::OpState::Running),
-                1000,
-            )
+        let busy = active_operations(store, &cluster.name)
             .await?
             .into_iter()
-            .chain(
-                store
-                    .list_operations(
-                        Some(&cluster.name),
-                        Some(crate::store::OpState::Pending),
-                        1000,
-                    )
-                    .await?,
-            )
             .find(|o| o.kind == "node-action" && o.params["nodeId"] == node);
         if let Some(busy) = busy {
             return Err(ApiError::conflict(
@@ -568,7 +571,20 @@ async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResult<()> {
         }
         return Ok(());
     }
-    if let Some(busy) = running(sub.kind) {
+    // Workloads conflict only with an operation on the same object; other kinds run one at a
+    // time per cluster.
+    if let Some(w) = sub.params.get("workload").and_then(Value::as_str) {
+        let busy = active_operations(store, &cluster.name)
+            .await?
+            .into_iter()
+            .find(|o| o.params["workload"] == w);
+        if let Some(busy) = busy {
+            return Err(ApiError::conflict(
+                format!("{w} already has an operation running"),
+                Some(busy.id),
+            ));
+        }
+    } else if let Some(busy) = running(sub.kind) {
         return Err(ApiError::conflict(
             format!(
                 "a {} operation is already running on `{}`",

@@ -431,6 +431,59 @@ async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emul
         .await
         .unwrap();
     problem(r, StatusCode::NOT_FOUND).await;
+
+    // A model download is a Job in the cluster; its token is a Secret the Job only references.
+    let token = "hf_EmulatorSecret42";
+    let (status, body) = post(
+        &client,
+        format!("{base}/api/clusters/demo/models"),
+        Some(json!({"modelId": "Qwen/Qwen3-0.6B", "hfToken": token})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let jobs = loop {
+        let jobs = emu.items("/apis/batch/v1/jobs").await;
+        if !jobs.is_empty() {
+            break jobs;
+        }
+        tokio::task::yield_now().await;
+    };
+    let job = &jobs[0];
+    assert!(
+        !job.to_string().contains(token),
+        "the manifest names the Secret, not the token"
+    );
+    let job_name = job["metadata"]["name"].as_str().unwrap().to_string();
+    let secret = emu
+        .get(&format!(
+            "/api/v1/namespaces/default/secrets/{job_name}-token"
+        ))
+        .await
+        .expect("the token Secret");
+    assert_eq!(secret["kind"], "Secret");
+    let claim =
+        &job["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"];
+    assert_eq!(claim, "s3-claim");
+    // Play the Job controller: the download completes.
+    emu.send(
+        reqwest::Method::PATCH,
+        &format!("/apis/batch/v1/namespaces/default/jobs/{job_name}/status"),
+        json!({"status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}}),
+        "application/merge-patch+json",
+    )
+    .await;
+    let op = wait_terminal(&client, &base, body["operationId"].as_str().unwrap()).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let models = get(&client, format!("{base}/api/clusters/demo/models")).await;
+    assert_eq!(models[0]["state"], "succeeded", "{models}");
+    let jobs = get(&client, format!("{base}/api/clusters/demo/jobs")).await;
+    assert!(
+        jobs.as_array()
+            .unwrap()
+            .iter()
+            .any(|j| j["name"] == job_name.as_str() && j["state"] == "succeeded"),
+        "{jobs}"
+    );
 }
 
 fn node(name: &str, gpus: u32) -> Value {

@@ -14,3 +14,4 @@ mod pipeline;
 mod security;
 mod ui;
 mod validation;
+mod workloads;

@@ -39,7 +39,7 @@ async fn an_mcp_client_sees_the_rest_catalog_with_the_same_answers_and_audit() {
             .find(|t| t["name"] == name)
             .unwrap_or_else(|| panic!("{name} missing"))
     };
-    assert_eq!(tools.len(), 36);
+    assert_eq!(tools.len(), 46);
     assert_eq!(tool("cluster_list")["read_only"], true);
     assert_eq!(tool("cluster_delete")["destructive"], true);
     assert_eq!(tool("pipeline_create")["idempotent"], false);

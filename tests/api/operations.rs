@@ -170,6 +170,19 @@ async fn the_openapi_document_describes_every_route() {
         ("/api/operations/{id}/cancel", "post"),
         ("/api/sandbox/calls", "get"),
         ("/api/agent/config", "get"),
+        ("/api/clusters/{name}/models", "get"),
+        ("/api/clusters/{name}/models", "post"),
+        ("/api/clusters/{name}/jobs", "get"),
+        ("/api/clusters/{name}/jobs/{job}", "delete"),
+        ("/api/clusters/{name}/deployments", "get"),
+        ("/api/clusters/{name}/deployments", "post"),
+        ("/api/clusters/{name}/deployments/{deployment}", "delete"),
+        (
+            "/api/clusters/{name}/deployments/{deployment}/invoke",
+            "post",
+        ),
+        ("/api/clusters/{name}/hyperpod/software-update", "post"),
+        ("/api/clusters/{name}/storage/{claim}/objects", "get"),
     ];
     for (path, method) in expected {
         assert!(
@@ -177,7 +190,14 @@ async fn the_openapi_document_describes_every_route() {
             "{method} {path} missing"
         );
     }
-    assert!(doc["components"]["schemas"]["PipelineRequest"].is_object());
+    for schema in [
+        "PipelineRequest",
+        "ModelDownloadRequest",
+        "DeploymentRequest",
+        "InvokeRequest",
+    ] {
+        assert!(doc["components"]["schemas"][schema].is_object(), "{schema}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

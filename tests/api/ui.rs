@@ -106,7 +106,14 @@ async fn browser_scenarios_in_headless_chromium() {
         chromium_scenarios(
             &base,
             &out1,
-            &["create", "bad-input", "nodes", "features", "groups"],
+            &[
+                "create",
+                "bad-input",
+                "nodes",
+                "features",
+                "groups",
+                "workloads",
+            ],
         )
     })
     .await

@@ -159,7 +159,28 @@ def groups(page, base, out):
     page.screenshot(path=f"{out}/groups.png", full_page=True)
 
 
-SCENARIOS = {"groups": groups, "features": features, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
+def workloads(page, base, out):
+    """Download a model, serve it, smoke-test it from the page."""
+    page.goto(f"{base}/#/models")
+    page.get_by_label("Model id").fill("Qwen/Qwen3-0.6B")
+    page.get_by_role("button", name="Download").click()
+    page.wait_for_url("**/#/op/*")
+    expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
+    page.goto(f"{base}/#/models")
+    expect(page.locator("#models-list")).to_contain_text("Qwen/Qwen3-0.6B")
+    page.goto(f"{base}/#/inference")
+    page.get_by_label("Name", exact=True).fill("qwen")
+    page.get_by_label("Arguments").fill("--model /data/models/Qwen/Qwen3-0.6B")
+    page.get_by_role("button", name="Deploy").click()
+    page.wait_for_url("**/#/op/*")
+    expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
+    page.goto(f"{base}/#/inference")
+    page.locator("tr:has-text('qwen')").get_by_role("button", name="invoke").click()
+    expect(page.locator("#invoke-answer")).to_contain_text("(sandbox) Say hello")
+    page.screenshot(path=f"{out}/inference.png", full_page=True)
+
+
+SCENARIOS = {"workloads": workloads, "groups": groups, "features": features, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
 
 
 def main():

@@ -17,7 +17,7 @@ use kube::Client;
 use serde_json::Value;
 
 use super::aws::token::{EksTokens, REFRESH_AFTER};
-use super::{CloudError, CloudResult, ClusterState, Kube, KubeTarget, ObjectRef};
+use super::{CloudError, CloudResult, ClusterState, Kube, KubeTarget, ObjectRef, ServiceCall};
 
 pub use state::summarize;
 
@@ -63,6 +63,10 @@ fn k8s_err(operation: &str, e: kube::Error) -> CloudError {
             } else {
                 err
             }
+        }
+        // The API server does not serve the kind (its CRD is not installed): not transient.
+        kube::Error::Discovery(d) => {
+            CloudError::new("k8s", operation, "KindNotServed", d.to_string())
         }
         other => CloudError::new("k8s", operation, "Unreachable", format!("{other:#}")).retryable(),
     }
@@ -290,6 +294,27 @@ impl Kube for KubeRs {
             .retain(|(c, _, _), _| c != cluster);
         // Dropping the cache aborts its watch tasks.
         self.caches.lock().await.remove(cluster);
+    }
+
+    async fn service_post(
+        &self,
+        target: &KubeTarget,
+        call: &ServiceCall<'_>,
+        body: &Value,
+    ) -> CloudResult<Value> {
+        let client = self.client(target).await?;
+        let uri = format!(
+            "/api/v1/namespaces/{}/services/{}:{}/proxy/{}",
+            call.namespace, call.name, call.port, call.path
+        );
+        let request = http::Request::post(uri)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(serde_json::to_vec(body).unwrap_or_default())
+            .map_err(|e| CloudError::new("k8s", "ServiceProxy", "InvalidRequest", e.to_string()))?;
+        client
+            .request::<Value>(request)
+            .await
+            .map_err(|e| k8s_err("ServiceProxy", e))
     }
 
     async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<ClusterState> {

@@ -1202,6 +1202,50 @@ fn object_key(target: &KubeTarget, obj: &ObjectRef) -> String {
 
 #[async_trait]
 impl Kube for Sandbox {
+    /// The simulated model server answers an OpenAI-style chat request by echoing the last
+    /// message, once the Deployment behind the Service of the same name is ready.
+    async fn service_post(
+        &self,
+        target: &KubeTarget,
+        call: &ServiceCall<'_>,
+        body: &Value,
+    ) -> CloudResult<Value> {
+        self.gate("k8s:ServiceProxy", false).await?;
+        let object = |api_version: &str, kind: &str| ObjectRef {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: Some(call.namespace.into()),
+            name: call.name.into(),
+        };
+        if Kube::get(self, target, &object("v1", "Service"))
+            .await?
+            .is_none()
+        {
+            return Err(not_found("k8s", "ServiceProxy", "NotFound", call.name));
+        }
+        let ready = Kube::get(self, target, &object("apps/v1", "Deployment"))
+            .await?
+            .and_then(|d| d.pointer("/status/readyReplicas").and_then(Value::as_u64))
+            .unwrap_or(0);
+        if ready == 0 {
+            return Err(CloudError::new(
+                "k8s",
+                "ServiceProxy",
+                "ServiceUnavailable",
+                format!("no endpoints available for service {}", call.name),
+            ));
+        }
+        let prompt = body
+            .pointer("/messages")
+            .and_then(Value::as_array)
+            .and_then(|m| m.last())
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default();
+        Ok(json!({"object": "chat.completion", "model": call.name,
+                  "choices": [{"index": 0, "finish_reason": "stop",
+                               "message": {"role": "assistant", "content": format!("(sandbox) {prompt}")}}]}))
+    }
+
     async fn apply(&self, target: &KubeTarget, manifest: &Value) -> CloudResult<()> {
         let api = "k8s:Apply";
         self.gate(api, true).await?;
@@ -1374,6 +1418,24 @@ impl Sandbox {
             Some("DaemonSet") => {
                 o["status"] = json!({"desiredNumberScheduled": 1, "numberReady": n,
                                      "numberAvailable": n});
+            }
+            Some("Job") => {
+                o["status"] = if ready {
+                    json!({"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]})
+                } else {
+                    json!({"active": 1})
+                };
+            }
+            Some("Service") => {
+                // What the service controllers would fill in: an address, and for a load
+                // balancer its (internal) DNS name once provisioned.
+                let octet = res.created_ms.rem_euclid(250) + 2;
+                o["spec"]["clusterIP"] = json!(format!("10.100.0.{octet}"));
+                if o.pointer("/spec/type") == Some(&json!("LoadBalancer")) && ready {
+                    let name = o["metadata"]["name"].as_str().unwrap_or("svc").to_string();
+                    o["status"] = json!({"loadBalancer": {"ingress": [
+                        {"hostname": format!("internal-{name}-sandbox.{REGION}.elb.amazonaws.com")}]}});
+                }
             }
             Some("PersistentVolumeClaim") => o["status"] = json!({"phase": "Bound"}),
             Some("PersistentVolume") => o["status"] = json!({"phase": "Bound"}),

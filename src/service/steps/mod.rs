@@ -17,6 +17,9 @@
 //! instance-group-add    compute-subnet → update-cluster (every group resent)
 //! instance-group-scale  update-cluster
 //! instance-group-delete delete-group
+//! model-download | inference-deploy  apply (the workload's objects, watched to complete/ready)
+//! workload-delete delete (watched until gone)
+//! hyperpod-software-update  update-software (watched back to InService)
 //! node-action   node-action (reboot | replace | delete one node, watched back to Running)
 //! delete-cluster  delete-hyperpod → delete-eks → delete-gateways → delete-vpc → delete-roles → forget
 //! ```
@@ -31,6 +34,7 @@ pub mod network;
 pub mod nodes;
 pub mod storage;
 pub mod teardown;
+pub mod workloads;
 
 use std::sync::Arc;
 
@@ -310,6 +314,9 @@ impl Stages for Catalog {
                 }
                 chain
             }
+            "model-download" | "inference-deploy" => vec![Arc::new(workloads::ApplyStep)],
+            "workload-delete" => vec![Arc::new(workloads::DeleteObjectsStep)],
+            "hyperpod-software-update" => vec![Arc::new(workloads::SoftwareUpdateStep)],
             "import" => vec![
                 Arc::new(import::ImportEksStep),
                 Arc::new(import::ImportHyperPodStep),

@@ -1,0 +1,258 @@
+//! Workloads on a cluster: model downloads (a Kubernetes Job writing a Hugging Face model into
+//! a storage claim), self-managed inference (a Deployment and its Service), removing either,
+//! and the HyperPod software update. Each applies named objects (so a repeat changes nothing)
+//! and watches them to a terminal state.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::addons::kube_target;
+use super::hyperpod::hyperpod_name;
+use crate::cloud::{HyperPodStatus, ObjectRef};
+use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
+
+/// Namespace of the workloads we run (the default storage claims live there too).
+pub const WORKLOAD_NAMESPACE: &str = "default";
+/// Label naming what a workload object is for (`model-download` or `inference`).
+pub const WORKLOAD_LABEL: &str = "instantstart.io/workload";
+
+/// Parameters of a workload operation: the manifests to apply, in order, and the object whose
+/// state decides completion. Manifests never carry secrets (only Secret references).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyParams {
+    /// `<what>/<name>`: operations on the same workload never overlap.
+    pub workload: String,
+    pub manifests: Vec<Value>,
+    pub watch: ObjectRef,
+}
+
+/// Applies the manifests (server-side apply: a repeat is a no-op) and watches the object: a
+/// Job to `Complete`, a Deployment to all replicas ready.
+pub struct ApplyStep;
+
+#[async_trait]
+impl Step for ApplyStep {
+    fn name(&self) -> &'static str {
+        "apply"
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let p: ApplyParams = cx.param()?;
+        let target = kube_target(cx)?;
+        for m in &p.manifests {
+            cx.cloud.kube.apply(&target, m).await?;
+        }
+        Ok(json!({"applied": p.manifests.len()}))
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        self.act(cx).await.map(Some)
+    }
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        let p: ApplyParams = cx.param()?;
+        let target = kube_target(cx)?;
+        let Some(obj) = cx.cloud.kube.get(&target, &p.watch).await? else {
+            return Err(StepError::fatal(
+                "object-missing",
+                format!("{} {} disappeared", p.watch.kind, p.watch.name),
+            ));
+        };
+        match workload_state(&obj) {
+            WorkloadState::Succeeded | WorkloadState::Ready => Ok(Poll::Ready(out.clone())),
+            WorkloadState::Failed(why) => Err(StepError::fatal("workload-failed", why)),
+            WorkloadState::Pending(what) => Ok(Poll::Pending(what)),
+        }
+    }
+    fn records_resources(&self) -> bool {
+        false
+    }
+}
+
+/// Where a Job or Deployment stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkloadState {
+    Pending(String),
+    /// A Deployment with every replica ready.
+    Ready,
+    /// A Job that completed.
+    Succeeded,
+    Failed(String),
+}
+
+impl WorkloadState {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            WorkloadState::Pending(_) => "pending",
+            WorkloadState::Ready => "ready",
+            WorkloadState::Succeeded => "succeeded",
+            WorkloadState::Failed(_) => "failed",
+        }
+    }
+}
+
+fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
+    obj.pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c["type"] == kind && c["status"] == "True")
+}
+
+/// Reads the state of a Job (`Complete`/`Failed` conditions, active pods) or a Deployment
+/// (ready replicas; `ProgressDeadlineExceeded`).
+pub fn workload_state(obj: &Value) -> WorkloadState {
+    let n = |p: &str| obj.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+    match obj["kind"].as_str() {
+        Some("Job") => {
+            if condition(obj, "Complete").is_some() || n("/status/succeeded") > 0 {
+                WorkloadState::Succeeded
+            } else if let Some(c) = condition(obj, "Failed") {
+                WorkloadState::Failed(format!(
+                    "the job failed: {} {}",
+                    c["reason"].as_str().unwrap_or_default(),
+                    c["message"].as_str().unwrap_or_default()
+                ))
+            } else if n("/status/active") > 0 {
+                WorkloadState::Pending(format!("running ({} failed attempts)", n("/status/failed")))
+            } else {
+                WorkloadState::Pending("waiting for a pod".into())
+            }
+        }
+        Some("Deployment") => {
+            let want = obj
+                .pointer("/spec/replicas")
+                .and_then(Value::as_u64)
+                .unwrap_or(1);
+            let ready = n("/status/readyReplicas");
+            let stuck = obj
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .and_then(|cs| {
+                    cs.iter()
+                        .find(|c| c["reason"] == "ProgressDeadlineExceeded")
+                });
+            if ready >= want {
+                WorkloadState::Ready
+            } else if let Some(c) = stuck {
+                WorkloadState::Failed(format!(
+                    "the deployment made no progress: {}",
+                    c["message"].as_str().unwrap_or_default()
+                ))
+            } else {
+                WorkloadState::Pending(format!("{ready}/{want} replicas ready"))
+            }
+        }
+        _ => WorkloadState::Pending("unknown kind".into()),
+    }
+}
+
+/// Parameters of a removal: the objects, deleted in order and watched until gone.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteParams {
+    pub workload: String,
+    pub objects: Vec<ObjectRef>,
+}
+
+pub struct DeleteObjectsStep;
+
+#[async_trait]
+impl Step for DeleteObjectsStep {
+    fn name(&self) -> &'static str {
+        "delete"
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let p: DeleteParams = cx.param()?;
+        let target = kube_target(cx)?;
+        for o in &p.objects {
+            cx.cloud.kube.delete(&target, o).await?;
+        }
+        Ok(json!({"deleted": p.objects.len()}))
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        // Deleting what is already gone is a no-op.
+        self.act(cx).await.map(Some)
+    }
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        let p: DeleteParams = cx.param()?;
+        let target = kube_target(cx)?;
+        for o in &p.objects {
+            if cx.cloud.kube.get(&target, o).await?.is_some() {
+                return Ok(Poll::Pending(format!("{} {} terminating", o.kind, o.name)));
+            }
+        }
+        Ok(Poll::Ready(out.clone()))
+    }
+    fn records_resources(&self) -> bool {
+        false
+    }
+}
+
+/// `UpdateClusterSoftware` (the latest HyperPod AMI on every node, rolling), watched until the
+/// cluster is back in service.
+pub struct SoftwareUpdateStep;
+
+#[async_trait]
+impl Step for SoftwareUpdateStep {
+    fn name(&self) -> &'static str {
+        "update-software"
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        // An update already rolling (ours, resumed after a crash) is watched, not restarted.
+        let c = super::hyperpod::described(cx).await?;
+        Ok(matches!(c.status, HyperPodStatus::SystemUpdating).then(|| json!({"resumed": true})))
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        cx.cloud
+            .hyperpod
+            .update_cluster_software(&hyperpod_name(&cx.op.cluster))
+            .await?;
+        Ok(json!({"requested": true}))
+    }
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        let c = super::hyperpod::described(cx).await?;
+        match c.status {
+            HyperPodStatus::InService => Ok(Poll::Ready(out.clone())),
+            HyperPodStatus::Failed | HyperPodStatus::RollingBack => Err(StepError::fatal(
+                "update-failed",
+                format!(
+                    "HyperPod cluster is {:?}: {}",
+                    c.status,
+                    c.failure_message.unwrap_or_default()
+                ),
+            )),
+            s => Ok(Poll::Pending(format!("HyperPod cluster {s:?}"))),
+        }
+    }
+    fn records_resources(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_and_deployment_states_are_read_from_their_status() {
+        let job = |status: Value| json!({"kind": "Job", "status": status});
+        assert_eq!(
+            workload_state(&job(json!({"succeeded": 1}))),
+            WorkloadState::Succeeded
+        );
+        assert!(matches!(
+            workload_state(&job(json!({"failed": 3, "conditions": [
+                {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]}))),
+            WorkloadState::Failed(m) if m.contains("BackoffLimitExceeded")
+        ));
+        assert_eq!(
+            workload_state(&job(json!({"active": 1}))).as_str(),
+            "pending"
+        );
+        let dep = |ready: u64| json!({"kind": "Deployment", "spec": {"replicas": 2}, "status": {"readyReplicas": ready}});
+        assert_eq!(workload_state(&dep(2)), WorkloadState::Ready);
+        assert_eq!(workload_state(&dep(1)).as_str(), "pending");
+        let stuck = json!({"kind": "Deployment", "spec": {"replicas": 1}, "status": {
+            "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "timed out"}]}});
+        assert_eq!(workload_state(&stuck).as_str(), "failed");
+    }
+}

@@ -1,0 +1,271 @@
+//! Workloads in the sandbox: model downloads (the token never stored here), jobs, self-managed
+//! inference with a smoke test through the service proxy, the software update and a look into
+//! a storage claim.
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+
+async fn started(app: &TestApp, path: &str, body: &Value) -> Value {
+    let r = app.post(path, body).await;
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let accepted: Value = r.json().await.unwrap();
+    app.wait_terminal(accepted["operationId"].as_str().unwrap())
+        .await
+}
+
+async fn delete(app: &TestApp, path: &str) -> reqwest::Response {
+    app.client.delete(app.url(path)).send().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_downloads_into_a_claim_and_its_token_stays_in_the_cluster() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    assert_eq!(app.json("/api/clusters/demo/models").await, json!([]));
+
+    for (body, field) in [
+        (json!({"modelId": "not-a-repo"}), "modelId"),
+        (json!({"modelId": "a/$(id)"}), "modelId"),
+        (
+            json!({"modelId": "Qwen/Qwen3-8B", "revision": "--all"}),
+            "revision",
+        ),
+        (
+            json!({"modelId": "Qwen/Qwen3-8B", "claim": "other"}),
+            "claim",
+        ),
+        (
+            json!({"modelId": "Qwen/Qwen3-8B", "hfToken": "a b"}),
+            "hfToken",
+        ),
+    ] {
+        let r = app.post("/api/clusters/demo/models", &body).await;
+        assert_eq!(
+            problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],
+            field,
+            "{body}"
+        );
+    }
+
+    let token = "hf_SecretTokenValue123";
+    let op = started(
+        &app,
+        "/api/clusters/demo/models",
+        &json!({"modelId": "Qwen/Qwen3-8B", "hfToken": token}),
+    )
+    .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert!(
+        !op.to_string().contains(token),
+        "the token is not in the operation"
+    );
+    let all_ops = app.json("/api/operations?cluster=demo").await;
+    assert!(!all_ops.to_string().contains(token));
+    let models = app.json("/api/clusters/demo/models").await;
+    assert_eq!(models[0]["modelId"], "Qwen/Qwen3-8B");
+    assert_eq!(models[0]["state"], "succeeded");
+    assert_eq!(models[0]["path"], "models/Qwen/Qwen3-8B");
+    assert_eq!(models[0]["claim"], "s3-claim");
+    let job = models[0]["job"].as_str().unwrap().to_string();
+    assert!(job.starts_with("hf-download-"), "{job}");
+
+    // Once is enough: the same model again is refused and names the way out.
+    let r = app
+        .post(
+            "/api/clusters/demo/models",
+            &json!({"modelId": "Qwen/Qwen3-8B"}),
+        )
+        .await;
+    let p = problem(r, StatusCode::CONFLICT).await;
+    assert!(p["detail"].as_str().unwrap().contains("job_delete"), "{p}");
+
+    // The job is listed; deleting it allows the download again.
+    let jobs = app.json("/api/clusters/demo/jobs").await;
+    let listed = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == job.as_str())
+        .unwrap();
+    assert_eq!(
+        (listed["kind"].as_str(), listed["managed"].as_bool()),
+        (Some("job"), Some(true))
+    );
+    let r = delete(&app, "/api/clusters/demo/jobs/nope").await;
+    problem(r, StatusCode::NOT_FOUND).await;
+    let r = delete(&app, &format!("/api/clusters/demo/jobs/{job}?kind=cron")).await;
+    assert_eq!(
+        problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],
+        "kind"
+    );
+    let r = delete(&app, &format!("/api/clusters/demo/jobs/{job}")).await;
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let body: Value = r.json().await.unwrap();
+    let op = app
+        .wait_terminal(body["operationId"].as_str().unwrap())
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(app.json("/api/clusters/demo/models").await, json!([]));
+    let again = started(
+        &app,
+        "/api/clusters/demo/models",
+        &json!({"modelId": "Qwen/Qwen3-8B"}),
+    )
+    .await;
+    assert_eq!(again["state"], "succeeded");
+
+    // The claim's bucket can be looked into (the lifecycle script lives there).
+    let objects = app
+        .json("/api/clusters/demo/storage/s3-claim/objects?prefix=lifecycle/")
+        .await;
+    assert_eq!(
+        objects["keys"],
+        json!(["lifecycle/on_create.sh"]),
+        "{objects}"
+    );
+    let r = app.get("/api/clusters/demo/storage/nope/objects").await;
+    problem(r, StatusCode::NOT_FOUND).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_is_served_invoked_through_the_api_server_and_removed() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+
+    for (body, field) in [
+        (json!({"name": "Bad_Name"}), "name"),
+        (json!({"name": "qwen", "image": "vllm; rm -rf /"}), "image"),
+        (json!({"name": "qwen", "gpus": 9}), "gpus"),
+        (json!({"name": "qwen", "service": "public"}), "service"),
+        (
+            json!({"name": "qwen", "instanceType": "ml.p5.48xlarge"}),
+            "instanceType",
+        ),
+        (json!({"name": "qwen", "claim": "nope"}), "claim"),
+    ] {
+        let r = app.post("/api/clusters/demo/deployments", &body).await;
+        assert_eq!(
+            problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],
+            field,
+            "{body}"
+        );
+    }
+    let op = started(
+        &app,
+        "/api/clusters/demo/deployments",
+        &json!({"name": "qwen", "args": ["--model", "/data/models/Qwen/Qwen3-8B"],
+                "instanceType": "ml.g5.8xlarge", "service": "load-balancer"}),
+    )
+    .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let manifests = op["params"]["manifests"].as_array().unwrap();
+    let svc = manifests.iter().find(|m| m["kind"] == "Service").unwrap();
+    assert_eq!(
+        svc["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-scheme"],
+        "internal",
+        "never internet-facing"
+    );
+    let list = app.json("/api/clusters/demo/deployments").await;
+    assert_eq!(list[0]["name"], "qwen");
+    assert_eq!(
+        (list[0]["readyReplicas"].as_u64(), list[0]["state"].as_str()),
+        (Some(1), Some("ready"))
+    );
+    let endpoint = list[0]["endpoint"].as_str().unwrap_or_default();
+    assert!(
+        endpoint.starts_with("http://internal-") && endpoint.ends_with(":8000"),
+        "{list}"
+    );
+
+    let r = app
+        .post(
+            "/api/clusters/demo/deployments/qwen/invoke",
+            &json!({"prompt": "Say hi"}),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let answer: Value = r.json().await.unwrap();
+    assert_eq!(
+        answer["choices"][0]["message"]["content"],
+        "(sandbox) Say hi"
+    );
+    let r = app
+        .post(
+            "/api/clusters/demo/deployments/other/invoke",
+            &json!({"prompt": "x"}),
+        )
+        .await;
+    assert_eq!(
+        problem(r, StatusCode::NOT_FOUND).await["hint"],
+        json!(["qwen"])
+    );
+    let r = app
+        .post(
+            "/api/clusters/demo/deployments/qwen/invoke",
+            &json!({"prompt": ""}),
+        )
+        .await;
+    assert_eq!(
+        problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],
+        "prompt"
+    );
+    let r = app
+        .post(
+            "/api/clusters/demo/deployments/qwen/invoke",
+            &json!({"prompt": "x", "url": "http://169.254.169.254/"}),
+        )
+        .await;
+    assert_eq!(problem(r, StatusCode::BAD_REQUEST).await["field"], "url");
+
+    let r = delete(&app, "/api/clusters/demo/deployments/qwen").await;
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let body: Value = r.json().await.unwrap();
+    let op = app
+        .wait_terminal(body["operationId"].as_str().unwrap())
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(app.json("/api/clusters/demo/deployments").await, json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_software_update_is_one_watched_operation_queued_behind_group_changes() {
+    let app = spawn_app().await;
+    let r = app
+        .post("/api/clusters/demo/hyperpod/software-update", &json!({}))
+        .await;
+    problem(r, StatusCode::NOT_FOUND).await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let r = app
+        .client
+        .patch(app.url("/api/clusters/demo/instance-groups/workers"))
+        .json(&json!({"instanceCount": 3}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let scaling: Value = r.json().await.unwrap();
+    let r = app
+        .post("/api/clusters/demo/hyperpod/software-update", &json!({}))
+        .await;
+    let p = problem(r, StatusCode::CONFLICT).await;
+    assert_eq!(p["operationId"], scaling["operationId"], "{p}");
+    app.wait_terminal(scaling["operationId"].as_str().unwrap())
+        .await;
+    let before = accepted_count(&app.calls().await, "sagemaker:UpdateClusterSoftware");
+    let op = started(
+        &app,
+        "/api/clusters/demo/hyperpod/software-update",
+        &json!({}),
+    )
+    .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(
+        accepted_count(&app.calls().await, "sagemaker:UpdateClusterSoftware"),
+        before + 1
+    );
+}
