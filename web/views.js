@@ -580,7 +580,7 @@ export async function inference() {
       ['GPUs per replica', gpus], ['Replicas', replicas],
       ['Service', service, 'load-balancer is internal to the VPC, never internet-facing.']],
     `/api/clusters/${enc}/deployments`, () => {
-      const b = { name: name.value.trim(), gpus: Number(gpus.value), replicas: Number(replicas.value), service: service.value };
+      const b = { deploymentName: name.value.trim(), gpus: Number(gpus.value), replicas: Number(replicas.value), service: service.value };
       if (image.value.trim()) b.image = image.value.trim();
       const a = args.value.trim();
       if (a) b.args = a.split(/\s+/);

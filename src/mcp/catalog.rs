@@ -403,6 +403,30 @@ mod tests {
     }
 
     #[test]
+    fn no_body_field_shadows_a_path_or_query_parameter() {
+        // They share one flat tool input: a clash would silently send one value for both.
+        let doc = openapi();
+        for t in CATALOG.iter().filter(|t| t.body) {
+            let op = &doc["paths"][t.path][t.method.to_ascii_lowercase()];
+            let Some(reference) = op
+                .pointer("/requestBody/content/application~1json/schema/$ref")
+                .and_then(Value::as_str)
+            else {
+                continue;
+            };
+            let name = reference.rsplit('/').next().unwrap();
+            let body = &doc["components"]["schemas"][name]["properties"];
+            for p in t.path_params.iter().chain(t.query_params) {
+                assert!(
+                    body.get(t.rename_arg(p)).is_none(),
+                    "{}: body field `{p}` shadows the parameter",
+                    t.name
+                );
+            }
+        }
+    }
+
+    #[test]
     fn every_rest_operation_has_exactly_one_tool_and_every_tool_a_route() {
         let doc = openapi();
         let mut operations = BTreeSet::new();

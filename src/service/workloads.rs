@@ -445,7 +445,7 @@ pub async fn job_delete_params(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeploymentRequest {
     /// 1–40 lowercase letters, digits, hyphens: names the Deployment and its Service.
-    pub name: String,
+    pub deployment_name: String,
     /// Container image (default `vllm/vllm-openai:latest`).
     pub image: Option<String>,
     /// Container arguments, one per item (no shell), e.g. `["--model", "/data/models/Qwen/Qwen3-8B"]`.
@@ -523,10 +523,10 @@ pub async fn deployment_params(
     name: &str,
     req: &DeploymentRequest,
 ) -> ApiResult<Value> {
-    validate::dns_label("name", "deployment name", &req.name)?;
-    if req.name.len() > 40 {
+    validate::dns_label("deploymentName", "deployment name", &req.deployment_name)?;
+    if req.deployment_name.len() > 40 {
         return Err(ApiError::validation_hint(
-            "name",
+            "deploymentName",
             "a deployment name has at most 40 characters",
             json!("e.g. qwen3-8b"),
         ));
@@ -586,11 +586,14 @@ pub async fn deployment_params(
         None => in_default("s3-claim").then(|| "s3-claim".to_string()),
     };
     let target = kube_target(engine, name).await?;
-    let secret = format!("{}-token", req.name);
+    let secret = format!("{}-token", req.deployment_name);
     if let Some(token) = &req.hf_token {
         put_token_secret(engine, &target, &secret, token, "inference").await?;
     }
-    let l = labels("inference", &[("app.kubernetes.io/name", &req.name)]);
+    let l = labels(
+        "inference",
+        &[("app.kubernetes.io/name", &req.deployment_name)],
+    );
     let mut pod = json!({
         "containers": [{"name": "server", "image": img, "args": args,
             "ports": [{"containerPort": port, "name": "http"}],
@@ -612,14 +615,14 @@ pub async fn deployment_params(
         pod["nodeSelector"] = json!({"node.kubernetes.io/instance-type": t});
     }
     let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": req.name, "namespace": WORKLOAD_NAMESPACE, "labels": l},
+        "metadata": {"name": req.deployment_name, "namespace": WORKLOAD_NAMESPACE, "labels": l},
         "spec": {"replicas": replicas, "progressDeadlineSeconds": 3600,
-            "selector": {"matchLabels": {"app.kubernetes.io/name": req.name}},
+            "selector": {"matchLabels": {"app.kubernetes.io/name": req.deployment_name}},
             "template": {"metadata": {"labels": l}, "spec": pod}}});
     let mut svc = json!({"apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": req.name, "namespace": WORKLOAD_NAMESPACE, "labels": l},
+        "metadata": {"name": req.deployment_name, "namespace": WORKLOAD_NAMESPACE, "labels": l},
         "spec": {"type": if service == "load-balancer" { "LoadBalancer" } else { "ClusterIP" },
-            "selector": {"app.kubernetes.io/name": req.name},
+            "selector": {"app.kubernetes.io/name": req.deployment_name},
             "ports": [{"name": "http", "port": port, "targetPort": port}]}});
     if service == "load-balancer" {
         // Internal to the VPC: a model endpoint is never put on the internet by default.
@@ -627,9 +630,9 @@ pub async fn deployment_params(
                    "service.beta.kubernetes.io/aws-load-balancer-internal": "true"});
     }
     let params = ApplyParams {
-        workload: format!("deployment/{}", req.name),
+        workload: format!("deployment/{}", req.deployment_name),
         manifests: vec![deployment, svc],
-        watch: obj("apps/v1", "Deployment", &req.name),
+        watch: obj("apps/v1", "Deployment", &req.deployment_name),
     };
     Ok(serde_json::to_value(params).map_err(anyhow::Error::from)?)
 }

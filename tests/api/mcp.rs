@@ -110,6 +110,12 @@ async fn the_create_cluster_skill_rehearsed_over_mcp_recovers_from_a_failed_stag
         steps[7],
         json!(["cluster_get", {"pipeline": "succeeded", "cluster": "succeeded", "dependencies": "succeeded", "hyperpod": "succeeded", "storage": "succeeded"}])
     );
+    // The deploy-model skill continues through MCP only.
+    assert_eq!(steps[8], json!(["model_list", 0]));
+    assert_eq!(steps[9], json!(["model_download", "succeeded"]));
+    assert_eq!(steps[10][1], false, "{}", steps[10]);
+    assert_eq!(steps[11], json!(["operation_get", "succeeded"]));
+    assert_eq!(steps[12], json!(["deployment_invoke", "(sandbox) hi"]));
     let calls = app.calls().await;
     assert_eq!(accepted_count(&calls, "eks:CreateCluster"), 1);
     assert_eq!(accepted_count(&calls, "sagemaker:CreateCluster"), 1);

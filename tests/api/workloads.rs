@@ -137,15 +137,21 @@ async fn a_deployment_is_served_invoked_through_the_api_server_and_removed() {
     assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
 
     for (body, field) in [
-        (json!({"name": "Bad_Name"}), "name"),
-        (json!({"name": "qwen", "image": "vllm; rm -rf /"}), "image"),
-        (json!({"name": "qwen", "gpus": 9}), "gpus"),
-        (json!({"name": "qwen", "service": "public"}), "service"),
+        (json!({"deploymentName": "Bad_Name"}), "deploymentName"),
         (
-            json!({"name": "qwen", "instanceType": "ml.p5.48xlarge"}),
+            json!({"deploymentName": "qwen", "image": "vllm; rm -rf /"}),
+            "image",
+        ),
+        (json!({"deploymentName": "qwen", "gpus": 9}), "gpus"),
+        (
+            json!({"deploymentName": "qwen", "service": "public"}),
+            "service",
+        ),
+        (
+            json!({"deploymentName": "qwen", "instanceType": "ml.p5.48xlarge"}),
             "instanceType",
         ),
-        (json!({"name": "qwen", "claim": "nope"}), "claim"),
+        (json!({"deploymentName": "qwen", "claim": "nope"}), "claim"),
     ] {
         let r = app.post("/api/clusters/demo/deployments", &body).await;
         assert_eq!(
@@ -157,7 +163,7 @@ async fn a_deployment_is_served_invoked_through_the_api_server_and_removed() {
     let op = started(
         &app,
         "/api/clusters/demo/deployments",
-        &json!({"name": "qwen", "args": ["--model", "/data/models/Qwen/Qwen3-8B"],
+        &json!({"deploymentName": "qwen", "args": ["--model", "/data/models/Qwen/Qwen3-8B"],
                 "instanceType": "ml.g5.8xlarge", "service": "load-balancer"}),
     )
     .await;

@@ -81,6 +81,19 @@ async def rehearsal(client):
         steps.append(("operation_get", second["state"]))
     cluster = (await call(client, "cluster_get", {"name": "rehearsal"}))["value"]
     steps.append(("cluster_get", {k: v["state"] for k, v in cluster["stages"].items()}))
+    # Then the deploy-model skill: inspect, download, serve, smoke-test.
+    models = (await call(client, "model_list", {"name": "rehearsal"}))["value"]["items"]
+    steps.append(("model_list", len(models)))
+    download = await call(client, "model_download", {"name": "rehearsal", "modelId": "Qwen/Qwen3-0.6B"})
+    steps.append(("model_download", (await follow(client, download["value"]["operation_id"]))["state"]))
+    deploy = await call(client, "deployment_create", {
+        "name": "rehearsal", "deploymentName": "qwen",
+        "args": ["--model", "/data/models/Qwen/Qwen3-0.6B"], "gpus": 1})
+    steps.append(("deployment_create", deploy["is_error"], deploy["value"]))
+    if not deploy["is_error"]:
+        steps.append(("operation_get", (await follow(client, deploy["value"]["operation_id"]))["state"]))
+        answer = await call(client, "deployment_invoke", {"name": "rehearsal", "deployment": "qwen", "prompt": "hi"})
+        steps.append(("deployment_invoke", answer["value"]["choices"][0]["message"]["content"]))
     return {"steps": steps}
 
 
