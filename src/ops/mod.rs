@@ -139,6 +139,37 @@ pub trait Step: Send + Sync {
     }
 }
 
+/// A phase whose single call reads the actual state first and changes only what differs, so
+/// repeating it after a crash is safe: resuming runs it again instead of searching, and it
+/// records nothing in the cluster's resources.
+#[async_trait]
+pub trait Reconcile: Send + Sync {
+    fn phase(&self) -> &'static str;
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value>;
+    async fn poll(&self, _cx: &StepCx<'_>, outputs: &Value) -> StepResult<Poll> {
+        Ok(Poll::Ready(outputs.clone()))
+    }
+}
+
+#[async_trait]
+impl<T: Reconcile> Step for T {
+    fn name(&self) -> &'static str {
+        self.phase()
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        self.reconcile(cx).await.map(Some)
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        self.reconcile(cx).await
+    }
+    async fn poll(&self, cx: &StepCx<'_>, outputs: &Value) -> StepResult<Poll> {
+        Reconcile::poll(self, cx, outputs).await
+    }
+    fn records_resources(&self) -> bool {
+        false
+    }
+}
+
 /// The domain's catalogue of operation kinds.
 pub trait Stages: Send + Sync {
     /// The phases of an operation kind, in order, given its parameters.

@@ -1274,3 +1274,89 @@ pub async fn delete_group_params(engine: &Engine, name: &str, group: &str) -> Ap
     }
     Ok(json!({"group": group}))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn store_with(cluster: &str, running: &[(&str, Value)]) -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).await.unwrap();
+        let mut tx = store.pool.begin().await.unwrap();
+        Store::insert_cluster(&mut tx, cluster, "us-west-2", &json!({}))
+            .await
+            .unwrap();
+        for (i, (kind, params)) in running.iter().enumerate() {
+            let op = NewOperation {
+                id: format!("op-{i}"),
+                kind: kind.to_string(),
+                cluster: cluster.into(),
+                params: params.clone(),
+                idempotency_key: None,
+                request_hash: None,
+                actor: "api".into(),
+                parent_id: None,
+                phases: vec!["x".into()],
+            };
+            Store::insert_operation(&mut tx, &op).await.unwrap();
+        }
+        tx.commit().await.unwrap();
+        store
+            .merge_resources(
+                cluster,
+                &json!({"eksEndpoint": "https://e", "eksCertificateAuthority": "ca"}),
+            )
+            .await
+            .unwrap();
+        (dir, store)
+    }
+
+    fn sub(kind: &'static str, params: Value) -> Submission {
+        Submission {
+            kind,
+            cluster: "demo".into(),
+            params,
+            actor: "api".into(),
+            idempotency_key: None,
+            request_hash: None,
+            parent_id: None,
+            new_cluster: None,
+        }
+    }
+
+    fn conflicting_op(r: ApiResult<()>) -> Option<String> {
+        match r {
+            Err(ApiError::Conflict { operation_id, .. }) => operation_id,
+            _ => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn hyperpod_updates_queue_behind_each_other() {
+        let (_d, store) = store_with("demo", &[("instance-group-scale", json!({}))]).await;
+        let r = check_conflicts(&store, &sub("hyperpod-software-update", json!({}))).await;
+        assert_eq!(conflicting_op(r).as_deref(), Some("op-0"));
+        let (_d, store) = store_with("demo", &[("hyperpod-software-update", json!({}))]).await;
+        let r = check_conflicts(&store, &sub("instance-group-add", json!({}))).await;
+        assert_eq!(conflicting_op(r).as_deref(), Some("op-0"));
+    }
+
+    #[tokio::test]
+    async fn workloads_conflict_only_on_the_same_object() {
+        let (_d, store) = store_with(
+            "demo",
+            &[("model-download", json!({"workload": "model/hf-download-a"}))],
+        )
+        .await;
+        let other = sub("model-download", json!({"workload": "model/hf-download-b"}));
+        assert!(check_conflicts(&store, &other).await.is_ok());
+        let same = sub(
+            "workload-delete",
+            json!({"workload": "model/hf-download-a"}),
+        );
+        assert_eq!(
+            conflicting_op(check_conflicts(&store, &same).await).as_deref(),
+            Some("op-0")
+        );
+    }
+}

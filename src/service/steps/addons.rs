@@ -65,40 +65,60 @@ impl IrsaRole<'_> {
     /// The role's ARN: created when missing (with the OIDC provider, for imported clusters that
     /// have none); its policy is put either way.
     pub async fn ensure(&self, cx: &StepCx<'_>, policy: &serde_json::Value) -> StepResult<String> {
-        let arn = match cx.cloud.iam.get_role(&self.name).await? {
-            Some(role) => role.arn,
-            None => {
-                let issuer = cx.resource("oidcIssuer")?;
-                let provider = match cx.resource("oidcProviderArn") {
-                    Ok(arn) => arn,
-                    Err(_) => match cx.cloud.iam.find_oidc_provider(&issuer).await? {
-                        Some(arn) => arn,
-                        None => {
-                            cx.cloud
-                                .iam
-                                .create_oidc_provider(&issuer, &net_tags(cx, "oidc-provider"))
-                                .await?
-                        }
-                    },
-                };
-                let host = issuer.trim_start_matches("https://");
-                let trust = json!({"Version": "2012-10-17", "Statement": [{
-                    "Effect": "Allow", "Principal": {"Federated": provider},
-                    "Action": "sts:AssumeRoleWithWebIdentity",
-                    "Condition": {"StringEquals": {
-                        format!("{host}:sub"): format!("system:serviceaccount:{}:{}", self.namespace, self.service_account),
-                        format!("{host}:aud"): "sts.amazonaws.com"}}}]});
-                cx.cloud
-                    .iam
-                    .create_role(&self.name, &trust, &net_tags(cx, self.tag_role))
-                    .await?
-                    .arn
-            }
-        };
-        cx.cloud
-            .iam
-            .put_role_policy(&self.name, self.policy_name, policy)
-            .await?;
-        Ok(arn)
+        ensure_role(cx, &self.name, self.tag_role, self.policy_name, policy, || async {
+            let issuer = cx.resource("oidcIssuer")?;
+            let provider = match cx.resource("oidcProviderArn") {
+                Ok(arn) => arn,
+                Err(_) => match cx.cloud.iam.find_oidc_provider(&issuer).await? {
+                    Some(arn) => arn,
+                    None => {
+                        cx.cloud
+                            .iam
+                            .create_oidc_provider(&issuer, &net_tags(cx, "oidc-provider"))
+                            .await?
+                    }
+                },
+            };
+            let host = issuer.trim_start_matches("https://");
+            Ok(json!({"Version": "2012-10-17", "Statement": [{
+                "Effect": "Allow", "Principal": {"Federated": provider},
+                "Action": "sts:AssumeRoleWithWebIdentity",
+                "Condition": {"StringEquals": {
+                    format!("{host}:sub"): format!("system:serviceaccount:{}:{}", self.namespace, self.service_account),
+                    format!("{host}:aud"): "sts.amazonaws.com"}}}]}))
+        })
+        .await
     }
+}
+
+/// A role with one inline policy: created with the trust `trust` builds (only when the role is
+/// missing), its policy put either way. Returns the role's ARN.
+pub async fn ensure_role<F, Fut>(
+    cx: &StepCx<'_>,
+    name: &str,
+    tag_role: &str,
+    policy_name: &str,
+    policy: &serde_json::Value,
+    trust: F,
+) -> StepResult<String>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = StepResult<serde_json::Value>>,
+{
+    let arn = match cx.cloud.iam.get_role(name).await? {
+        Some(role) => role.arn,
+        None => {
+            let trust = trust().await?;
+            cx.cloud
+                .iam
+                .create_role(name, &trust, &net_tags(cx, tag_role))
+                .await?
+                .arn
+        }
+    };
+    cx.cloud
+        .iam
+        .put_role_policy(name, policy_name, policy)
+        .await?;
+    Ok(arn)
 }

@@ -11,13 +11,12 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::addons::{kube_target, IrsaRole};
+use super::addons::{ensure_role, kube_target, IrsaRole};
 use super::hyperpod::{execution_role_name, hyperpod_name};
 use crate::cloud::{
-    AddonStatus, Cloud, CloudResult, CreateAddon, HyperPodStatus, KubeTarget, ObjectRef,
-    TieredStorage, MANAGED_BY,
+    AddonStatus, Cloud, CloudResult, CreateAddon, KubeTarget, ObjectRef, TieredStorage, MANAGED_BY,
 };
-use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
+use crate::ops::{Poll, Reconcile, StepCx, StepError, StepResult};
 
 /// One feature.
 pub struct Feature {
@@ -401,11 +400,11 @@ fn feature_of(cx: &StepCx<'_>) -> StepResult<&'static Feature> {
 pub struct FeatureAddonStep;
 
 #[async_trait]
-impl Step for FeatureAddonStep {
-    fn name(&self) -> &'static str {
+impl Reconcile for FeatureAddonStep {
+    fn phase(&self) -> &'static str {
         "addon"
     }
-    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let f = feature_of(cx)?;
         let p: FeatureParams = cx.param()?;
         let existing = cx.cloud.eks.describe_addon(&cx.op.cluster, f.addon).await?;
@@ -433,10 +432,6 @@ impl Step for FeatureAddonStep {
             (false, None) => Ok(json!({"changed": false})),
         }
     }
-    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
-        // `act` reads first, so repeating it after a crash is safe.
-        self.act(cx).await.map(Some)
-    }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
         let f = feature_of(cx)?;
         let p: FeatureParams = cx.param()?;
@@ -458,20 +453,17 @@ impl Step for FeatureAddonStep {
             )),
         }
     }
-    fn records_resources(&self) -> bool {
-        false
-    }
 }
 
 /// Binds (or unbinds) the feature's service account to the HyperPod execution role.
 pub struct FeatureIdentityStep;
 
 #[async_trait]
-impl Step for FeatureIdentityStep {
-    fn name(&self) -> &'static str {
+impl Reconcile for FeatureIdentityStep {
+    fn phase(&self) -> &'static str {
         "pod-identity"
     }
-    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let f = feature_of(cx)?;
         let p: FeatureParams = cx.param()?;
         let Some((ns, sa)) = f.pod_identity else {
@@ -515,12 +507,6 @@ impl Step for FeatureIdentityStep {
             (false, None) => Ok(json!({"changed": false})),
         }
     }
-    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
-        self.act(cx).await.map(Some)
-    }
-    fn records_resources(&self) -> bool {
-        false
-    }
 }
 
 /// The IRSA role of the checkpointing service account: only `checkpoints/` in the cluster's
@@ -528,11 +514,11 @@ impl Step for FeatureIdentityStep {
 pub struct CheckpointRoleStep;
 
 #[async_trait]
-impl Step for CheckpointRoleStep {
-    fn name(&self) -> &'static str {
+impl Reconcile for CheckpointRoleStep {
+    fn phase(&self) -> &'static str {
         "role"
     }
-    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let p: FeatureParams = cx.param()?;
         let name = checkpoint_role_name(&cx.op.cluster);
         if !p.enable {
@@ -558,23 +544,17 @@ impl Step for CheckpointRoleStep {
         let arn = role.ensure(cx, &doc).await?;
         Ok(json!({"roleArn": arn}))
     }
-    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
-        self.act(cx).await.map(Some)
-    }
-    fn records_resources(&self) -> bool {
-        false
-    }
 }
 
 /// The service account, annotated with the role (applied), or removed.
 pub struct CheckpointServiceAccountStep;
 
 #[async_trait]
-impl Step for CheckpointServiceAccountStep {
-    fn name(&self) -> &'static str {
+impl Reconcile for CheckpointServiceAccountStep {
+    fn phase(&self) -> &'static str {
         "service-account"
     }
-    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let p: FeatureParams = cx.param()?;
         let target = kube_target(cx)?;
         if !p.enable {
@@ -599,12 +579,6 @@ impl Step for CheckpointServiceAccountStep {
         cx.cloud.kube.apply(&target, &sa).await?;
         Ok(json!({"serviceAccount": format!("{}/{}", CHECKPOINT_SA.0, CHECKPOINT_SA.1)}))
     }
-    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
-        self.act(cx).await.map(Some)
-    }
-    fn records_resources(&self) -> bool {
-        false
-    }
 }
 
 /// `TieredStorageConfig` on the HyperPod cluster, watched until the cluster is back in service
@@ -623,11 +597,11 @@ impl TieredConfigStep {
 }
 
 #[async_trait]
-impl Step for TieredConfigStep {
-    fn name(&self) -> &'static str {
+impl Reconcile for TieredConfigStep {
+    fn phase(&self) -> &'static str {
         "tiered-storage-config"
     }
-    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let p: FeatureParams = cx.param()?;
         let wanted = Self::wanted(&p);
         let name = hyperpod_name(&cx.op.cluster);
@@ -643,21 +617,8 @@ impl Step for TieredConfigStep {
         }
         Ok(json!({"changed": !same}))
     }
-    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
-        self.act(cx).await.map(Some)
-    }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
-        match super::hyperpod::described(cx).await?.status {
-            HyperPodStatus::InService => Ok(Poll::Ready(out.clone())),
-            HyperPodStatus::Failed => Err(StepError::fatal(
-                "hyperpod-failed",
-                "the HyperPod cluster failed while applying the setting",
-            )),
-            s => Ok(Poll::Pending(format!("HyperPod cluster {s:?}"))),
-        }
-    }
-    fn records_resources(&self) -> bool {
-        false
+        super::hyperpod::back_in_service(super::hyperpod::described(cx).await?, out)
     }
 }
 
@@ -672,21 +633,16 @@ struct ServiceRole<'a> {
 
 impl ServiceRole<'_> {
     async fn ensure(&self, cx: &StepCx<'_>, policy: &Value) -> StepResult<String> {
-        let arn = match cx.cloud.iam.get_role(&self.name).await? {
-            Some(r) => r.arn,
-            None => {
-                cx.cloud
-                    .iam
-                    .create_role(&self.name, &self.trust, &super::net_tags(cx, self.tag_role))
-                    .await?
-                    .arn
-            }
-        };
-        cx.cloud
-            .iam
-            .put_role_policy(&self.name, self.policy_name, policy)
-            .await?;
-        Ok(arn)
+        let trust = self.trust.clone();
+        ensure_role(
+            cx,
+            &self.name,
+            self.tag_role,
+            self.policy_name,
+            policy,
+            || async { Ok(trust) },
+        )
+        .await
     }
 
     async fn remove(&self, cx: &StepCx<'_>) -> StepResult<bool> {
@@ -718,11 +674,11 @@ async fn bucket_of(cx: &StepCx<'_>) -> StepResult<String> {
 pub struct OwnRoleStep;
 
 #[async_trait]
-impl Step for OwnRoleStep {
-    fn name(&self) -> &'static str {
+impl Reconcile for OwnRoleStep {
+    fn phase(&self) -> &'static str {
         "role"
     }
-    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let f = feature_of(cx)?;
         let p: FeatureParams = cx.param()?;
         let Some(own) = &f.own_role else {
@@ -744,12 +700,6 @@ impl Step for OwnRoleStep {
         let doc = (own.policy)(&bucket_of(cx).await?, &cluster_arn);
         Ok(json!({"roleArn": role.ensure(cx, &doc).await?}))
     }
-    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
-        self.act(cx).await.map(Some)
-    }
-    fn records_resources(&self) -> bool {
-        false
-    }
 }
 
 /// The role HyperPod assumes for autoscaling: trusted only by
@@ -765,11 +715,11 @@ pub fn autoscaling_policy(cluster_arn: &str) -> Value {
 }
 
 #[async_trait]
-impl Step for AutoscalingRoleStep {
-    fn name(&self) -> &'static str {
+impl Reconcile for AutoscalingRoleStep {
+    fn phase(&self) -> &'static str {
         "role"
     }
-    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let p: FeatureParams = cx.param()?;
         let role = ServiceRole {
             name: autoscaling_role_name(&cx.op.cluster),
@@ -784,12 +734,6 @@ impl Step for AutoscalingRoleStep {
         let arn = role.ensure(cx, &autoscaling_policy(&cluster_arn)).await?;
         Ok(json!({"roleArn": arn}))
     }
-    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
-        self.act(cx).await.map(Some)
-    }
-    fn records_resources(&self) -> bool {
-        false
-    }
 }
 
 /// `AutoScaling` on the HyperPod cluster, watched until the cluster is back in service with
@@ -797,11 +741,11 @@ impl Step for AutoscalingRoleStep {
 pub struct AutoscalingConfigStep;
 
 #[async_trait]
-impl Step for AutoscalingConfigStep {
-    fn name(&self) -> &'static str {
+impl Reconcile for AutoscalingConfigStep {
+    fn phase(&self) -> &'static str {
         "autoscaling-config"
     }
-    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let p: FeatureParams = cx.param()?;
         let current = super::hyperpod::described(cx).await?;
         let on = current.autoscaling.as_ref().is_some_and(|a| a.enabled);
@@ -828,9 +772,6 @@ impl Step for AutoscalingConfigStep {
             .await?;
         Ok(json!({"changed": true}))
     }
-    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
-        self.act(cx).await.map(Some)
-    }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
         let c = super::hyperpod::described(cx).await?;
         if let Some(a) = c.autoscaling.as_ref().filter(|a| a.status == "Failed") {
@@ -842,17 +783,7 @@ impl Step for AutoscalingConfigStep {
                 ),
             ));
         }
-        match c.status {
-            HyperPodStatus::InService => Ok(Poll::Ready(out.clone())),
-            HyperPodStatus::Failed => Err(StepError::fatal(
-                "hyperpod-failed",
-                "the HyperPod cluster failed while applying the setting",
-            )),
-            s => Ok(Poll::Pending(format!("HyperPod cluster {s:?}"))),
-        }
-    }
-    fn records_resources(&self) -> bool {
-        false
+        super::hyperpod::back_in_service(c, out)
     }
 }
 
@@ -860,11 +791,11 @@ impl Step for AutoscalingConfigStep {
 pub struct NodeClassStep;
 
 #[async_trait]
-impl Step for NodeClassStep {
-    fn name(&self) -> &'static str {
+impl Reconcile for NodeClassStep {
+    fn phase(&self) -> &'static str {
         "node-class"
     }
-    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let p: FeatureParams = cx.param()?;
         let target = kube_target(cx)?;
         if !p.enable {
@@ -877,12 +808,6 @@ impl Step for NodeClassStep {
         cx.cloud.kube.apply(&target, &node_class(&groups)).await?;
         cx.cloud.kube.apply(&target, &node_pool()).await?;
         Ok(json!({"instanceGroups": groups}))
-    }
-    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
-        self.act(cx).await.map(Some)
-    }
-    fn records_resources(&self) -> bool {
-        false
     }
 }
 

@@ -30,6 +30,24 @@ pub async fn described(cx: &StepCx<'_>) -> StepResult<crate::cloud::HyperPodClus
         })
 }
 
+/// Watches a cluster-level change (a setting, a software update) until the cluster is back in
+/// service; a failed or rolled-back cluster fails the phase with HyperPod's reason.
+pub fn back_in_service(c: crate::cloud::HyperPodCluster, out: &Value) -> StepResult<Poll> {
+    use crate::cloud::HyperPodStatus as S;
+    match c.status {
+        S::InService => Ok(Poll::Ready(out.clone())),
+        S::Failed | S::RollingBack => Err(StepError::fatal(
+            "hyperpod-failed",
+            format!(
+                "the HyperPod cluster is {:?} while applying the change: {}",
+                c.status,
+                c.failure_message.unwrap_or_default()
+            ),
+        )),
+        s => Ok(Poll::Pending(format!("HyperPod cluster {s:?}"))),
+    }
+}
+
 pub fn execution_role_name(cluster: &str) -> String {
     format!("{cluster}-hyperpod-exec")
 }

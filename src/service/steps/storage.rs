@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use super::addons::kube_target;
 use crate::cloud::{json_contains, ObjectRef, MANAGED_BY};
-use crate::ops::{Step, StepCx, StepError, StepResult};
+use crate::ops::{Reconcile, Step, StepCx, StepError, StepResult};
 
 /// Default claim name of the shared bucket.
 pub const SHARED_CLAIM: &str = "s3-claim";
@@ -146,11 +146,11 @@ impl VolumeStep {
 }
 
 #[async_trait]
-impl Step for VolumeStep {
-    fn name(&self) -> &'static str {
+impl Reconcile for VolumeStep {
+    fn phase(&self) -> &'static str {
         "volume"
     }
-    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let target = kube_target(cx)?;
         let mut applied = Vec::new();
         for m in Self::manifests(cx)? {
@@ -175,12 +175,6 @@ impl Step for VolumeStep {
             applied.push(format!("{}/{}", r.kind, r.name));
         }
         Ok(json!({"applied": applied, "changed": !applied.is_empty()}))
-    }
-    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
-        self.act(cx).await.map(Some)
-    }
-    fn records_resources(&self) -> bool {
-        false
     }
 }
 

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::addons::kube_target;
 use super::hyperpod::hyperpod_name;
 use crate::cloud::{HyperPodStatus, ObjectRef};
-use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
+use crate::ops::{Poll, Reconcile, Step, StepCx, StepError, StepResult};
 
 /// Namespace of the workloads we run (the default storage claims live there too).
 pub const WORKLOAD_NAMESPACE: &str = "default";
@@ -33,20 +33,17 @@ pub struct ApplyParams {
 pub struct ApplyStep;
 
 #[async_trait]
-impl Step for ApplyStep {
-    fn name(&self) -> &'static str {
+impl Reconcile for ApplyStep {
+    fn phase(&self) -> &'static str {
         "apply"
     }
-    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let p: ApplyParams = cx.param()?;
         let target = kube_target(cx)?;
         for m in &p.manifests {
             cx.cloud.kube.apply(&target, m).await?;
         }
         Ok(json!({"applied": p.manifests.len()}))
-    }
-    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
-        self.act(cx).await.map(Some)
     }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
         let p: ApplyParams = cx.param()?;
@@ -62,9 +59,6 @@ impl Step for ApplyStep {
             WorkloadState::Failed(why) => Err(StepError::fatal("workload-failed", why)),
             WorkloadState::Pending(what) => Ok(Poll::Pending(what)),
         }
-    }
-    fn records_resources(&self) -> bool {
-        false
     }
 }
 
@@ -156,21 +150,17 @@ pub struct DeleteParams {
 pub struct DeleteObjectsStep;
 
 #[async_trait]
-impl Step for DeleteObjectsStep {
-    fn name(&self) -> &'static str {
+impl Reconcile for DeleteObjectsStep {
+    fn phase(&self) -> &'static str {
         "delete"
     }
-    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let p: DeleteParams = cx.param()?;
         let target = kube_target(cx)?;
         for o in &p.objects {
             cx.cloud.kube.delete(&target, o).await?;
         }
         Ok(json!({"deleted": p.objects.len()}))
-    }
-    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
-        // Deleting what is already gone is a no-op.
-        self.act(cx).await.map(Some)
     }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
         let p: DeleteParams = cx.param()?;
@@ -181,9 +171,6 @@ impl Step for DeleteObjectsStep {
             }
         }
         Ok(Poll::Ready(out.clone()))
-    }
-    fn records_resources(&self) -> bool {
-        false
     }
 }
 
@@ -209,19 +196,7 @@ impl Step for SoftwareUpdateStep {
         Ok(json!({"requested": true}))
     }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
-        let c = super::hyperpod::described(cx).await?;
-        match c.status {
-            HyperPodStatus::InService => Ok(Poll::Ready(out.clone())),
-            HyperPodStatus::Failed | HyperPodStatus::RollingBack => Err(StepError::fatal(
-                "update-failed",
-                format!(
-                    "HyperPod cluster is {:?}: {}",
-                    c.status,
-                    c.failure_message.unwrap_or_default()
-                ),
-            )),
-            s => Ok(Poll::Pending(format!("HyperPod cluster {s:?}"))),
-        }
+        super::hyperpod::back_in_service(super::hyperpod::described(cx).await?, out)
     }
     fn records_resources(&self) -> bool {
         false
