@@ -569,14 +569,14 @@ export async function inference() {
   };
   const name = input('dep-name', { placeholder: 'e.g. qwen3-8b' });
   const image = input('dep-image', { placeholder: 'vllm/vllm-openai:latest' });
-  const args = input('dep-args', { placeholder: '--model /data/models/Qwen/Qwen3-8B' });
+  const args = input('dep-args', { placeholder: '--model /s3/models/Qwen/Qwen3-8B' });
   const gpus = h('input', { type: 'number', id: 'dep-gpus', min: 1, max: 8, value: 1 });
   const replicas = h('input', { type: 'number', id: 'dep-replicas', min: 1, max: 16, value: 1 });
   const service = h('select', { id: 'dep-service' }, ['cluster-ip', 'load-balancer'].map((v) => h('option', { value: v }, v)));
   await render();
   show(h('h1', {}, `Inference · ${session.active}`), listBox, answer,
     h('h2', {}, 'Serve a model'),
-    startForm('Deploy', 'dep', [['Name', name], ['Image', image], ['Arguments', args, 'Space-separated; passed as a list, never to a shell. The storage claim is at /data.'],
+    startForm('Deploy', 'dep', [['Name', name], ['Image', image], ['Arguments', args, 'Space-separated; passed as a list, never to a shell. The storage claim is at /s3.'],
       ['GPUs per replica', gpus], ['Replicas', replicas],
       ['Service', service, 'load-balancer is internal to the VPC, never internet-facing.']],
     `/api/clusters/${enc}/deployments`, () => {

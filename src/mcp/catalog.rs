@@ -301,7 +301,7 @@ pub const CATALOG: &[ToolSpec] = &[
         body: true,
         open_world: true,
         duration: Some("5-20 minutes (image pull and model load)"),
-        ..read("deployment_create", "/api/clusters/{name}/deployments", "Serve a model with your own container (default vllm/vllm-openai) as a Deployment and Service: args as a list (no shell), GPUs per replica, replicas, port, service cluster-ip (default) or load-balancer (internal to the VPC), optional instance type; the storage claim is mounted read-only at /data. Ask only for the model, GPUs and replicas.")
+        ..read("deployment_create", "/api/clusters/{name}/deployments", "Serve a model with your own container (default vllm/vllm-openai) as a Deployment and Service: args as a list (no shell), GPUs per replica, replicas, port, service cluster-ip (default) or load-balancer (internal to the VPC), optional instance type; the storage claim is mounted read-only at /s3. Ask only for the model, GPUs and replicas.")
     },
     ToolSpec {
         path_params: &["name"],

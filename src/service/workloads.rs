@@ -238,11 +238,11 @@ pub async fn model_params(
                         "env": [
                             {"name": "MODEL_ID", "value": req.model_id},
                             {"name": "REVISION", "value": rev},
-                            {"name": "TARGET", "value": format!("/data/{path}")},
+                            {"name": "TARGET", "value": format!("/s3/{path}")},
                             {"name": "HF_HUB_ENABLE_HF_TRANSFER", "value": "0"},
                             {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret, "key": "token", "optional": true}}}],
                         "resources": {"requests": {"cpu": "2", "memory": "8Gi"}},
-                        "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+                        "volumeMounts": [{"name": "data", "mountPath": "/s3"}]}],
                     "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}}}});
     let params = ApplyParams {
         workload: format!("model/{job}"),
@@ -448,7 +448,7 @@ pub struct DeploymentRequest {
     pub deployment_name: String,
     /// Container image (default `vllm/vllm-openai:latest`).
     pub image: Option<String>,
-    /// Container arguments, one per item (no shell), e.g. `["--model", "/data/models/Qwen/Qwen3-8B"]`.
+    /// Container arguments, one per item (no shell), e.g. `["--model", "/s3/models/Qwen/Qwen3-8B"]`.
     pub args: Option<Vec<String>>,
     /// GPUs per replica, 1–8 (default 1).
     pub gpus: Option<i64>,
@@ -461,7 +461,7 @@ pub struct DeploymentRequest {
     pub service: Option<String>,
     /// Pin replicas to an instance type of the cluster's groups.
     pub instance_type: Option<String>,
-    /// Storage claim mounted read-only at `/data` (default `s3-claim` when it exists).
+    /// Storage claim mounted read-only at `/s3` (default `s3-claim` when it exists).
     pub claim: Option<String>,
     /// For gated models; kept in a Kubernetes Secret only.
     pub hf_token: Option<String>,
@@ -538,7 +538,7 @@ pub async fn deployment_params(
         return Err(ApiError::validation_hint(
             "args",
             "at most 64 arguments of at most 1024 characters each",
-            json!(["--model", "/data/models/owner/name"]),
+            json!(["--model", "/s3/models/owner/name"]),
         ));
     }
     let gpus = bounded("gpus", req.gpus, 1, 1..=8)?;
@@ -606,7 +606,7 @@ pub async fn deployment_params(
         pod["containers"][0]["volumeMounts"]
             .as_array_mut()
             .expect("literal array")
-            .push(json!({"name": "data", "mountPath": "/data", "readOnly": true}));
+            .push(json!({"name": "data", "mountPath": "/s3", "readOnly": true}));
         pod["volumes"].as_array_mut().expect("literal array").push(
             json!({"name": "data", "persistentVolumeClaim": {"claimName": c, "readOnly": true}}),
         );

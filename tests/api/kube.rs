@@ -755,7 +755,7 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_autoscaling_node_class_and_pool_are_applied_read_back_and_removed() {
+async fn feature_objects_are_applied_read_back_and_removed() {
     use instantstart::service::steps::features;
     let emu = KubeEmulator::start(&[]).await;
     let kube = KubeRs::new(KubeAuth::Url(emu.url.clone()));
@@ -790,6 +790,26 @@ async fn the_autoscaling_node_class_and_pool_are_applied_read_back_and_removed()
         .unwrap()
         .expect("the port finds it");
     assert_eq!(read["spec"]["instanceGroups"], json!(["workers"]));
+    // Tiered checkpointing: the service account carries its role, and goes when disabled.
+    let role = "arn:aws:iam::111122223333:role/demo-checkpoints";
+    kube.apply(&target, &features::checkpoint_service_account(role))
+        .await
+        .unwrap();
+    let sa = emu
+        .get("/api/v1/namespaces/default/serviceaccounts/hyperpod-checkpointing")
+        .await
+        .expect("stored by the API server");
+    assert_eq!(
+        sa["metadata"]["annotations"]["eks.amazonaws.com/role-arn"],
+        role
+    );
+    kube.delete(&target, &features::checkpoint_sa_ref())
+        .await
+        .unwrap();
+    assert!(emu
+        .get("/api/v1/namespaces/default/serviceaccounts/hyperpod-checkpointing")
+        .await
+        .is_none());
     kube.delete(&target, &features::node_pool_ref())
         .await
         .unwrap();

@@ -163,7 +163,7 @@ async fn a_deployment_is_served_invoked_through_the_api_server_and_removed() {
     let op = started(
         &app,
         "/api/clusters/demo/deployments",
-        &json!({"deploymentName": "qwen", "args": ["--model", "/data/models/Qwen/Qwen3-8B"],
+        &json!({"deploymentName": "qwen", "args": ["--model", "/s3/models/Qwen/Qwen3-8B"],
                 "instanceType": "ml.g5.8xlarge", "service": "load-balancer"}),
     )
     .await;

@@ -88,7 +88,7 @@ async def rehearsal(client):
     steps.append(("model_download", (await follow(client, download["value"]["operation_id"]))["state"]))
     deploy = await call(client, "deployment_create", {
         "name": "rehearsal", "deploymentName": "qwen",
-        "args": ["--model", "/data/models/Qwen/Qwen3-0.6B"], "gpus": 1})
+        "args": ["--model", "/s3/models/Qwen/Qwen3-0.6B"], "gpus": 1})
     steps.append(("deployment_create", deploy["is_error"], deploy["value"]))
     if not deploy["is_error"]:
         steps.append(("operation_get", (await follow(client, deploy["value"]["operation_id"]))["state"]))

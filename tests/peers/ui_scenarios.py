@@ -170,7 +170,7 @@ def workloads(page, base, out):
     expect(page.locator("#models-list")).to_contain_text("Qwen/Qwen3-0.6B")
     page.goto(f"{base}/#/inference")
     page.get_by_label("Name", exact=True).fill("qwen")
-    page.get_by_label("Arguments").fill("--model /data/models/Qwen/Qwen3-0.6B")
+    page.get_by_label("Arguments").fill("--model /s3/models/Qwen/Qwen3-0.6B")
     page.get_by_role("button", name="Deploy").click()
     page.wait_for_url("**/#/op/*")
     expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")

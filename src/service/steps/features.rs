@@ -318,7 +318,15 @@ async fn autoscaling_actual(
     })
 }
 
-fn checkpoint_sa_ref() -> ObjectRef {
+/// The checkpointing service account, bound to its IRSA role by the annotation.
+pub fn checkpoint_service_account(role_arn: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": CHECKPOINT_SA.1, "namespace": CHECKPOINT_SA.0,
+                     "labels": { MANAGED_BY.0: MANAGED_BY.1 },
+                     "annotations": {"eks.amazonaws.com/role-arn": role_arn}}})
+}
+
+pub fn checkpoint_sa_ref() -> ObjectRef {
     ObjectRef {
         api_version: "v1".into(),
         kind: "ServiceAccount".into(),
@@ -572,11 +580,10 @@ impl Reconcile for CheckpointServiceAccountStep {
                 "the checkpointing role is missing",
             ));
         };
-        let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": CHECKPOINT_SA.1, "namespace": CHECKPOINT_SA.0,
-                         "labels": { MANAGED_BY.0: MANAGED_BY.1 },
-                         "annotations": {"eks.amazonaws.com/role-arn": role.arn}}});
-        cx.cloud.kube.apply(&target, &sa).await?;
+        cx.cloud
+            .kube
+            .apply(&target, &checkpoint_service_account(&role.arn))
+            .await?;
         Ok(json!({"serviceAccount": format!("{}/{}", CHECKPOINT_SA.0, CHECKPOINT_SA.1)}))
     }
 }
