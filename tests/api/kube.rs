@@ -484,6 +484,71 @@ async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emul
             .any(|j| j["name"] == job_name.as_str() && j["state"] == "succeeded"),
         "{jobs}"
     );
+
+    // A download that fails (say the model id does not exist) fails its operation with the
+    // Job's reason; deleting the job takes its pods and Secret, and the same download can run
+    // again.
+    let download = json!({"modelId": "nobody/no-such-model"});
+    let (status, body) = post(
+        &client,
+        format!("{base}/api/clusters/demo/models"),
+        Some(download.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let failing = loop {
+        let found = emu
+            .items("/apis/batch/v1/jobs")
+            .await
+            .into_iter()
+            .find(|j| j["metadata"]["name"] != job_name.as_str());
+        if let Some(j) = found {
+            break j["metadata"]["name"].as_str().unwrap().to_string();
+        }
+        tokio::task::yield_now().await;
+    };
+    emu.send(
+        reqwest::Method::PATCH,
+        &format!("/apis/batch/v1/namespaces/default/jobs/{failing}/status"),
+        json!({"status": {"failed": 3, "conditions": [{"type": "Failed", "status": "True",
+            "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]}}),
+        "application/merge-patch+json",
+    )
+    .await;
+    let op = wait_terminal(&client, &base, body["operationId"].as_str().unwrap()).await;
+    assert_eq!(op["state"], "failed", "{op}");
+    assert!(op.to_string().contains("BackoffLimitExceeded"), "{op}");
+    let (status, again) = post(
+        &client,
+        format!("{base}/api/clusters/demo/models"),
+        Some(download.clone()),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "a failed job is kept (its logs): {again}"
+    );
+    let r = client
+        .delete(format!("{base}/api/clusters/demo/jobs/{failing}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let accepted: Value = r.json().await.unwrap();
+    let op = wait_terminal(&client, &base, accepted["operationId"].as_str().unwrap()).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert!(emu
+        .get(&format!("/apis/batch/v1/namespaces/default/jobs/{failing}"))
+        .await
+        .is_none());
+    let (status, body) = post(
+        &client,
+        format!("{base}/api/clusters/demo/models"),
+        Some(download),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
 }
 
 fn node(name: &str, gpus: u32) -> Value {
