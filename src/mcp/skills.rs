@@ -108,6 +108,23 @@ mod tests {
     }
 
     #[test]
+    fn the_prompt_names_every_destructive_tool_as_needing_confirmation() {
+        let prompt = include_str!("../../skills/hypd-inst-agent/prompt.md");
+        let rule = prompt
+            .split("\n5. ")
+            .nth(1)
+            .and_then(|r| r.split("\n6. ").next())
+            .expect("rule 5 of the prompt");
+        for t in CATALOG.iter().filter(|t| t.destructive) {
+            assert!(
+                rule.contains(&format!("`{}`", t.name)),
+                "{} missing",
+                t.name
+            );
+        }
+    }
+
+    #[test]
     fn the_agent_config_is_complete_and_auto_approves_only_read_only_tools() {
         let agent: Value =
             serde_json::from_str(include_str!("../../skills/hypd-inst-agent/agent.json")).unwrap();
