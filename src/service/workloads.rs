@@ -594,23 +594,23 @@ pub async fn deployment_params(
         "inference",
         &[("app.kubernetes.io/name", &req.deployment_name)],
     );
+    let mut mounts = vec![json!({"name": "shm", "mountPath": "/dev/shm"})];
+    let mut volumes =
+        vec![json!({"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}})];
+    if let Some(c) = &claim {
+        mounts.push(json!({"name": "data", "mountPath": "/s3", "readOnly": true}));
+        volumes.push(
+            json!({"name": "data", "persistentVolumeClaim": {"claimName": c, "readOnly": true}}),
+        );
+    }
     let mut pod = json!({
         "containers": [{"name": "server", "image": img, "args": args,
             "ports": [{"containerPort": port, "name": "http"}],
             "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret, "key": "token", "optional": true}}}],
             "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}},
             "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 10},
-            "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}]}],
-        "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}]});
-    if let Some(c) = &claim {
-        pod["containers"][0]["volumeMounts"]
-            .as_array_mut()
-            .expect("literal array")
-            .push(json!({"name": "data", "mountPath": "/s3", "readOnly": true}));
-        pod["volumes"].as_array_mut().expect("literal array").push(
-            json!({"name": "data", "persistentVolumeClaim": {"claimName": c, "readOnly": true}}),
-        );
-    }
+            "volumeMounts": mounts}],
+        "volumes": volumes});
     if let Some(t) = &req.instance_type {
         pod["nodeSelector"] = json!({"node.kubernetes.io/instance-type": t});
     }

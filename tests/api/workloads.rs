@@ -169,6 +169,36 @@ async fn a_deployment_is_served_invoked_through_the_api_server_and_removed() {
     .await;
     assert_eq!(op["state"], "succeeded", "{op}");
     let manifests = op["params"]["manifests"].as_array().unwrap();
+    let dep = manifests
+        .iter()
+        .find(|m| m["kind"] == "Deployment")
+        .unwrap();
+    let pod = &dep["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["nodeSelector"]["node.kubernetes.io/instance-type"],
+        "ml.g5.8xlarge"
+    );
+    assert_eq!(
+        pod["containers"][0]["args"],
+        json!(["--model", "/s3/models/Qwen/Qwen3-8B"])
+    );
+    assert!(
+        pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["persistentVolumeClaim"]
+                == json!({"claimName": "s3-claim", "readOnly": true})),
+        "{pod}"
+    );
+    assert!(
+        pod["containers"][0]["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["mountPath"] == "/s3" && m["readOnly"] == true),
+        "{pod}"
+    );
     let svc = manifests.iter().find(|m| m["kind"] == "Service").unwrap();
     assert_eq!(
         svc["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-scheme"],
