@@ -633,7 +633,9 @@ export async function features() {
     const form = h('form', { class: 'grid', 'aria-label': 'Advanced features' },
       boxes.map(({ f, input }) => [
         h('label', { for: input.id }, f.key),
-        h('div', {}, input, ' ', stateBadge(f.state), f.reason ? h('div', { class: 'error' }, f.reason) : null,
+        h('div', {}, input, ' ', stateBadge(f.state),
+          f.operationId ? [' ', h('a', { href: `#/op/${f.operationId}` }, 'progress')] : null,
+          f.reason ? h('div', { class: 'error' }, f.reason) : null,
           h('div', { class: 'field-hint' }, f.description),
           f.key === 'managedAutoscaling' ? groupPicker : null)]),
       h('span'), h('div', {}, h('button', { type: 'submit' }, 'Apply changes')));

@@ -345,13 +345,14 @@ pub struct FeaturesView {
 
 pub async fn features(engine: &Engine, name: &str, allowed: &[String]) -> ApiResult<FeaturesView> {
     let target = kube_target(engine, name).await?;
+    let latest = engine.store().latest_per_kind(name).await?;
     let mut out = Vec::new();
     for f in super::steps::features::FEATURES {
-        out.push(
-            super::steps::features::actual(engine.cloud(), name, &target, f)
-                .await
-                .map_err(|e| ApiError::Cloud(Box::new(e)))?,
-        );
+        let mut state = super::steps::features::actual(engine.cloud(), name, &target, f)
+            .await
+            .map_err(|e| ApiError::Cloud(Box::new(e)))?;
+        in_progress(&mut state, latest.iter().find(|o| o.kind == f.kind));
+        out.push(state);
     }
     Ok(FeaturesView {
         cluster: name.to_string(),
@@ -365,6 +366,21 @@ pub async fn features(engine: &Engine, name: &str, allowed: &[String]) -> ApiRes
             allowed.to_vec()
         },
     })
+}
+
+/// Mid-change a feature's chain is partly there: while its operation runs, say what is
+/// happening (and which operation) rather than "degraded".
+fn in_progress(
+    state: &mut super::steps::features::FeatureState,
+    latest: Option<&crate::store::Operation>,
+) {
+    let Some(op) = latest.filter(|o| !o.state.is_terminal()) else {
+        return;
+    };
+    let enabling = op.params["enable"].as_bool().unwrap_or(true);
+    state.state = if enabling { "enabling" } else { "disabling" }.into();
+    state.reason = None;
+    state.operation_id = Some(op.id.clone());
 }
 
 /// `PATCH /api/clusters/{name}/features`: only the fields being changed.
@@ -597,4 +613,63 @@ pub async fn plan_features(
         ));
     }
     Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{OpState, Operation};
+
+    fn op(state: OpState, enable: bool) -> Operation {
+        Operation {
+            id: "op-1".into(),
+            kind: "feature-managed-autoscaling".into(),
+            cluster: "demo".into(),
+            state,
+            actor: "api".into(),
+            params: json!({"enable": enable}),
+            parent_id: None,
+            error: None,
+            cancel_requested: false,
+            created_at: String::new(),
+            updated_at: String::new(),
+            status_url: "/api/operations/op-1".into(),
+            phases: vec![],
+        }
+    }
+
+    #[test]
+    fn a_feature_being_changed_reads_as_enabling_or_disabling_with_its_operation() {
+        let degraded = || crate::service::steps::features::FeatureState {
+            key: "managedAutoscaling".into(),
+            enabled: false,
+            state: "degraded".into(),
+            addon: String::new(),
+            description: String::new(),
+            pod_identity_association: None,
+            memory_percent: None,
+            instance_groups: None,
+            reason: Some("incomplete".into()),
+            operation_id: None,
+        };
+        let mut s = degraded();
+        in_progress(&mut s, Some(&op(OpState::Running, true)));
+        assert_eq!(
+            (
+                s.state.as_str(),
+                s.reason.as_deref(),
+                s.operation_id.as_deref()
+            ),
+            ("enabling", None, Some("op-1"))
+        );
+        let mut s = degraded();
+        in_progress(&mut s, Some(&op(OpState::Pending, false)));
+        assert_eq!(s.state, "disabling");
+        let mut s = degraded();
+        in_progress(&mut s, Some(&op(OpState::Failed, true)));
+        assert_eq!(s.state, "degraded", "a finished operation says nothing");
+        let mut s = degraded();
+        in_progress(&mut s, None);
+        assert_eq!(s.state, "degraded");
+    }
 }

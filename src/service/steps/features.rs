@@ -219,6 +219,8 @@ pub struct FeatureState {
     pub instance_groups: Option<Vec<String>>,
     /// Why the state is `degraded` or `failed`, when known.
     pub reason: Option<String>,
+    /// The operation changing it right now (its state is then `enabling` or `disabling`).
+    pub operation_id: Option<String>,
 }
 
 /// Reads a feature from its sources of truth.
@@ -261,6 +263,7 @@ pub async fn actual(
         pod_identity_association: association,
         memory_percent: None,
         instance_groups: None,
+        operation_id: None,
     })
 }
 
@@ -315,6 +318,7 @@ async fn autoscaling_actual(
         memory_percent: None,
         instance_groups: Some(groups),
         reason,
+        operation_id: None,
     })
 }
 
@@ -383,6 +387,7 @@ async fn tiered_actual(
                 if sa { "present" } else { "missing" },
             )
         }),
+        operation_id: None,
     })
 }
 
