@@ -326,9 +326,11 @@ pub const CATALOG: &[ToolSpec] = &[
     ToolSpec {
         method: "POST",
         path_params: &["name"],
+        // Nodes are re-imaged: what lives only on their root volumes is lost.
+        destructive: true,
         open_world: true,
         duration: Some("30-90 minutes on AWS (rolling, node by node)"),
-        ..read("hyperpod_software_update", "/api/clusters/{name}/hyperpod/software-update", "Update every node of the HyperPod cluster to the latest HyperPod software (AMI), rolling. Nodes restart one batch at a time: confirm with the user.")
+        ..read("hyperpod_software_update", "/api/clusters/{name}/hyperpod/software-update", "Update every node of the HyperPod cluster to the latest HyperPod software (AMI), rolling. Nodes are re-imaged one batch at a time (running jobs are interrupted; data only on a node's root volume is lost): confirm with the user.")
     },
     ToolSpec {
         path_params: &["name", "claim"],
@@ -396,6 +398,7 @@ mod tests {
         "features_update",
         "job_delete",
         "deployment_delete",
+        "hyperpod_software_update",
     ];
 
     fn openapi() -> Value {
