@@ -552,8 +552,8 @@ pub async fn deployment_params(
             json!(SERVICE_TYPES),
         ));
     }
+    let groups = super::list_groups(engine, name).await?;
     if let Some(t) = &req.instance_type {
-        let groups = super::list_groups(engine, name).await?;
         if !groups.iter().any(|g| &g.instance_type == t) {
             return Err(ApiError::validation_hint(
                 "instanceType",
@@ -564,6 +564,25 @@ pub async fn deployment_params(
                 json!(groups.iter().map(|g| &g.instance_type).collect::<Vec<_>>()),
             ));
         }
+    }
+    // A replica runs on one node: it cannot ask for more GPUs than the largest node has.
+    let per_node = |t: &str| i64::from(crate::cloud::gpus_per_instance(t));
+    let most = match &req.instance_type {
+        Some(t) => per_node(t),
+        None => groups
+            .iter()
+            .map(|g| per_node(&g.instance_type))
+            .max()
+            .unwrap_or(0),
+    };
+    if gpus > most {
+        return Err(ApiError::validation_hint(
+            "gpus",
+            format!("a replica needs {gpus} GPUs but no node of `{name}` has more than {most}"),
+            json!(format!(
+                "1 to {most}, or add an instance group with larger instances"
+            )),
+        ));
     }
     let claims = list_storage(engine, name).await?;
     let in_default = |c: &str| {

@@ -257,6 +257,47 @@ async fn a_deployment_is_served_invoked_through_the_api_server_and_removed() {
         .await;
     assert_eq!(problem(r, StatusCode::BAD_REQUEST).await["field"], "url");
 
+    // The cluster has two single-GPU nodes and qwen holds one GPU: a replica cannot ask for
+    // more than a node has, and what does not fit stays pending until the deployment's
+    // progress deadline fails the operation with the scheduler's reason.
+    let r = app
+        .post(
+            "/api/clusters/demo/deployments",
+            &json!({"deploymentName": "big", "gpus": 2}),
+        )
+        .await;
+    assert_eq!(
+        problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],
+        "gpus"
+    );
+    let status = app.json("/api/clusters/demo/status").await;
+    assert_eq!(
+        (status["gpusTotal"].as_u64(), status["gpusFree"].as_u64()),
+        (Some(2), Some(1)),
+        "{status}"
+    );
+    let op = started(
+        &app,
+        "/api/clusters/demo/deployments",
+        &json!({"deploymentName": "two", "replicas": 2}),
+    )
+    .await;
+    assert_eq!(op["state"], "failed", "{op}");
+    assert!(op.to_string().contains("cannot be scheduled"), "{op}");
+    let status = app.json("/api/clusters/demo/status").await;
+    assert_eq!(
+        (status["gpusFree"].as_u64(), status["pendingGpus"].as_u64()),
+        (Some(0), Some(1)),
+        "{status}"
+    );
+    let r = delete(&app, "/api/clusters/demo/deployments/two").await;
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        app.wait_terminal(body["operationId"].as_str().unwrap())
+            .await["state"],
+        "succeeded"
+    );
+
     let r = delete(&app, "/api/clusters/demo/deployments/qwen").await;
     assert_eq!(r.status(), StatusCode::ACCEPTED);
     let body: Value = r.json().await.unwrap();

@@ -1274,11 +1274,19 @@ impl Kube for Sandbox {
 
     async fn get(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<Option<Value>> {
         self.gate("k8s:Get", false).await?;
-        Ok(self
+        let Some(r) = self
             .by_name("k8s-object", &object_key(target, obj))
             .await?
             .filter(|r| r.deleted_ms.is_none())
-            .map(|r| self.k8s_status(r)))
+        else {
+            return Ok(None);
+        };
+        let schedule = if gpu_request(&r.data) > 0 {
+            Some(self.schedule(target).await?)
+        } else {
+            None
+        };
+        Ok(Some(self.k8s_status(r, schedule.as_ref())))
     }
 
     async fn list(
@@ -1290,6 +1298,11 @@ impl Kube for Sandbox {
         labels: Option<&str>,
     ) -> CloudResult<Vec<Value>> {
         self.gate("k8s:List", false).await?;
+        let schedule = if kind == "Deployment" {
+            Some(self.schedule(target).await?)
+        } else {
+            None
+        };
         let prefix = format!("{}/{api_version}/{kind}/", target.cluster);
         let want: Vec<(&str, &str)> = labels
             .unwrap_or("")
@@ -1306,7 +1319,7 @@ impl Kube for Sandbox {
                     .and_then(Value::as_str)
                     .is_some_and(|k| k.starts_with(&prefix))
             })
-            .map(|r| self.k8s_status(r))
+            .map(|r| self.k8s_status(r, schedule.as_ref()))
             .filter(|o| {
                 namespace.is_none_or(|ns| {
                     o.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns)
@@ -1325,6 +1338,63 @@ impl Kube for Sandbox {
 
     async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<ClusterState> {
         self.gate("k8s:Watch", false).await?;
+        let s = self.schedule(target).await?;
+        Ok(ClusterState {
+            cache: CacheInfo {
+                source: "sandbox".into(),
+                age_ms: 0,
+                nodes: s.nodes.len(),
+                pods: s.pods,
+            },
+            nodes: s.nodes,
+            pending_gpu_pods: s.pending_pods,
+            pending_gpus: s.pending_gpus,
+        })
+    }
+
+    async fn delete(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<()> {
+        let api = "k8s:Delete";
+        self.gate(api, true).await?;
+        match self.by_name("k8s-object", &object_key(target, obj)).await? {
+            Some(r) if r.deleted_ms.is_none() => self.remove(api, "k8s-object", &r.id).await,
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The simulated scheduler's view of one cluster.
+struct Schedule {
+    /// The HyperPod nodes, with the GPUs placed replicas request.
+    nodes: Vec<NodeState>,
+    /// Deployment resource id → replicas that found a node.
+    placed: std::collections::HashMap<String, u64>,
+    pending_pods: u32,
+    pending_gpus: u32,
+    pods: usize,
+}
+
+/// GPUs one replica of a workload asks for (`nvidia.com/gpu` limits of its containers).
+fn gpu_request(workload: &Value) -> u32 {
+    workload
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.pointer("/resources/limits/nvidia.com~1gpu"))
+        .map(|g| match g {
+            Value::Number(n) => n.as_u64().unwrap_or(0),
+            Value::String(s) => s.parse().unwrap_or(0),
+            _ => 0,
+        })
+        .map(|g| u32::try_from(g).unwrap_or(u32::MAX))
+        .sum()
+}
+
+impl Sandbox {
+    /// Places every Deployment's replicas, oldest first, on ready nodes with enough free GPUs
+    /// (and the instance type its node selector names): first come, first served, as the
+    /// scheduler would with nothing preempted.
+    async fn schedule(&self, target: &KubeTarget) -> CloudResult<Schedule> {
         let hp = crate::service::steps::hyperpod::hyperpod_name(&target.cluster);
         let mut nodes = Vec::new();
         let mut token = None;
@@ -1340,7 +1410,7 @@ impl Kube for Sandbox {
                 break;
             }
         }
-        let nodes: Vec<NodeState> = nodes
+        let mut nodes: Vec<NodeState> = nodes
             .into_iter()
             .map(|n| {
                 let gpus = gpus_per_instance(&n.instance_type);
@@ -1371,35 +1441,70 @@ impl Kube for Sandbox {
                 }
             })
             .collect();
-        Ok(ClusterState {
-            cache: CacheInfo {
-                source: "sandbox".into(),
-                age_ms: 0,
-                nodes: nodes.len(),
-                pods: 0,
-            },
+        let prefix = format!("{}/apps/v1/Deployment/", target.cluster);
+        let mut deployments: Vec<Res> = self
+            .list("k8s-object")
+            .await?
+            .into_iter()
+            .filter(|r| r.deleted_ms.is_none())
+            .filter(|r| {
+                r.data["__key"]
+                    .as_str()
+                    .is_some_and(|k| k.starts_with(&prefix))
+            })
+            .collect();
+        deployments.sort_by_key(|r| r.created_ms);
+        let (mut placed, mut pending_pods, mut pending_gpus, mut pods) =
+            (std::collections::HashMap::new(), 0, 0, 0);
+        for r in &deployments {
+            let want = r
+                .data
+                .pointer("/spec/replicas")
+                .and_then(Value::as_u64)
+                .unwrap_or(1);
+            let g = gpu_request(&r.data);
+            let selector = r
+                .data
+                .pointer("/spec/template/spec/nodeSelector/node.kubernetes.io~1instance-type")
+                .and_then(Value::as_str);
+            let mut fits = 0;
+            for _ in 0..want {
+                let node = nodes.iter_mut().find(|n| {
+                    n.ready
+                        && selector.is_none_or(|t| n.instance_type.as_deref() == Some(t))
+                        && n.gpus.free >= g
+                });
+                match node {
+                    Some(n) => {
+                        n.gpus.requested += g;
+                        n.gpus.free -= g;
+                        fits += 1;
+                    }
+                    None => {
+                        pending_pods += 1;
+                        pending_gpus += g;
+                    }
+                }
+            }
+            pods += usize::try_from(fits).unwrap_or(usize::MAX);
+            placed.insert(r.id.clone(), fits);
+        }
+        Ok(Schedule {
             nodes,
-            pending_gpu_pods: 0,
-            pending_gpus: 0,
+            placed,
+            pending_pods,
+            pending_gpus,
+            pods,
         })
     }
 
-    async fn delete(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<()> {
-        let api = "k8s:Delete";
-        self.gate(api, true).await?;
-        match self.by_name("k8s-object", &object_key(target, obj)).await? {
-            Some(r) if r.deleted_ms.is_none() => self.remove(api, "k8s-object", &r.id).await,
-            _ => Ok(()),
-        }
-    }
-}
-
-impl Sandbox {
     /// A stored object as the API server would return it: without the sandbox's key, with
     /// `creationTimestamp`, and — for workloads — a status that turns
     /// ready a little (simulated) time after the object was applied.
-    fn k8s_status(&self, res: Res) -> Value {
+    fn k8s_status(&self, res: Res, schedule: Option<&Schedule>) -> Value {
         let ready = self.life(&res, d::K8S_WORKLOAD_READY, 1.0) == Life::Ready;
+        let age = self.simulated_secs(res.created_ms, super::now_ms());
+        let placed = schedule.and_then(|s| s.placed.get(&res.id).copied());
         let mut o = res.data;
         if let Some(m) = o.as_object_mut() {
             m.remove("__key");
@@ -1412,8 +1517,25 @@ impl Sandbox {
                     .pointer("/spec/replicas")
                     .and_then(Value::as_u64)
                     .unwrap_or(1);
-                o["status"] = json!({"replicas": want, "readyReplicas": want * n,
-                                     "availableReplicas": want * n});
+                // Replicas the scheduler found no GPUs for never become ready; past the
+                // progress deadline the Deployment says so, as the real controller does.
+                let placed = placed.unwrap_or(want).min(want);
+                o["status"] = json!({"replicas": want, "readyReplicas": placed * n,
+                                     "availableReplicas": placed * n});
+                let deadline = o
+                    .pointer("/spec/progressDeadlineSeconds")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(600.0);
+                if placed < want && age > deadline {
+                    o["status"]["conditions"] = json!([{"type": "Progressing", "status": "False",
+                        "reason": "ProgressDeadlineExceeded",
+                        "message": format!("{} of {want} replicas cannot be scheduled: no node has {} free nvidia.com/gpu{}",
+                            want - placed, gpu_request(&o),
+                            o.pointer("/spec/template/spec/nodeSelector/node.kubernetes.io~1instance-type")
+                                .and_then(Value::as_str)
+                                .map(|t| format!(" on {t}"))
+                                .unwrap_or_default())}]);
+                }
             }
             Some("DaemonSet") => {
                 o["status"] = json!({"desiredNumberScheduled": 1, "numberReady": n,
