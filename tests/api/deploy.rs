@@ -86,6 +86,24 @@ fn the_template_is_locked_down() {
         user_data.contains("--network host")
             && user_data.contains("INSTANTSTART_BIND=127.0.0.1:3099")
     );
+    // Upgrades: the unit reads the image from the file cfn-init writes, and cfn-hup rewrites
+    // it and restarts the service when a stack update changes it.
+    assert!(user_data.contains("EnvironmentFile=/etc/instantstart/instantstart.env"));
+    assert!(
+        user_data.contains("pull ${!IMAGE}")
+            && user_data.contains("enable --now instantstart cfn-hup")
+    );
+    let init = &instance["Metadata"]["AWS::CloudFormation::Init"]["config"]["files"];
+    assert_eq!(
+        init["/etc/instantstart/instantstart.env"]["content"]["Fn::Sub"][1]["Image"]["Ref"],
+        "ImageUri"
+    );
+    let hook = init["/etc/cfn/hooks.d/instantstart.conf"]["content"]["Fn::Sub"]
+        .as_str()
+        .unwrap();
+    assert!(
+        hook.contains("triggers=post.update") && hook.contains("systemctl restart instantstart")
+    );
 
     // Bucket: encrypted, versioned, public access blocked, TLS only.
     let (bucket_name, bucket) = resources_of(&t, "AWS::S3::Bucket")[0];
@@ -180,7 +198,12 @@ fn the_template_is_locked_down() {
             assert!(a != "*", "{s}");
         }
     }
-    assert!(user_data.contains("INSTANTSTART_PERMISSIONS_BOUNDARY=${Boundary}"));
+    // The service is told which boundary to put on the roles it creates.
+    assert!(user_data.contains("INSTANTSTART_PERMISSIONS_BOUNDARY=${!BOUNDARY}"));
+    assert_eq!(
+        init["/etc/instantstart/instantstart.env"]["content"]["Fn::Sub"][1]["Boundary"]["Ref"],
+        "CreatedRolesBoundary"
+    );
     let out = t["Outputs"]["PortForwardCommand"]["Value"].to_string();
     assert!(
         out.contains("AWS-StartPortForwardingSession") && out.contains("portNumber=3099"),
@@ -287,6 +310,8 @@ fn the_policy_grants_exactly_what_the_adapter_calls() {
         "iam:TagRole",
         "iam:TagOpenIDConnectProvider",
         "iam:PassRole",
+        // cfn-init and cfn-hup on the instance read its settings (upgrades by stack update).
+        "cloudformation:DescribeStackResource",
     ];
     let missing: Vec<&String> = called.iter().filter(|a| !granted.contains(*a)).collect();
     assert!(
