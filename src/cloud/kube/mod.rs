@@ -171,6 +171,9 @@ impl KubeRs {
     }
 }
 
+/// How long a call through the service proxy may take.
+const SERVICE_CALL_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// A client for a fixed URL, without credentials.
 fn plain_client(url: &str) -> anyhow::Result<Client> {
     let uri = url.parse().context("Kubernetes API URL")?;
@@ -311,10 +314,20 @@ impl Kube for KubeRs {
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(serde_json::to_vec(body).unwrap_or_default())
             .map_err(|e| CloudError::new("k8s", "ServiceProxy", "InvalidRequest", e.to_string()))?;
-        client
-            .request::<Value>(request)
-            .await
-            .map_err(|e| k8s_err("ServiceProxy", e))
+        // A model server that hangs must not hold the request (or the agent) for minutes.
+        match tokio::time::timeout(SERVICE_CALL_TIMEOUT, client.request::<Value>(request)).await {
+            Ok(answer) => answer.map_err(|e| k8s_err("ServiceProxy", e)),
+            Err(_) => Err(CloudError::new(
+                "k8s",
+                "ServiceProxy",
+                "Timeout",
+                format!(
+                    "{} did not answer within {} s",
+                    call.name,
+                    SERVICE_CALL_TIMEOUT.as_secs()
+                ),
+            )),
+        }
     }
 
     async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<ClusterState> {
