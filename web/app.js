@@ -168,9 +168,10 @@ async function route() {
 }
 
 /** Replaces the main view's content and moves focus there (for keyboard and screen readers). */
+/** Replaces the view; children nest and may be null, as with `h`. */
 export function show(...children) {
   const view = document.getElementById('view');
-  view.replaceChildren(...children);
+  view.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
 }
 
 document.getElementById('cluster-select').addEventListener('change', async (e) => {
