@@ -110,9 +110,26 @@ impl TestApp {
         wait_terminal(&self.client, &self.base, id).await
     }
 
+    /// DELETEs a path that starts an operation; returns the operation once terminal.
+    pub async fn delete_and_wait(&self, path: &str) -> Value {
+        delete_and_wait(&self.client, &self.base, path).await
+    }
+
     pub async fn calls(&self) -> Value {
         self.json("/api/sandbox/calls").await
     }
+}
+
+pub async fn delete_and_wait(client: &Client, base: &str, path: &str) -> Value {
+    let r = client
+        .delete(format!("{base}{path}"))
+        .send()
+        .await
+        .expect("DELETE");
+    assert_eq!(r.status(), StatusCode::ACCEPTED, "DELETE {path}");
+    let accepted: Value = r.json().await.expect("json");
+    let id = accepted["operationId"].as_str().expect("operationId");
+    wait_terminal(client, base, id).await
 }
 
 pub async fn wait_terminal(client: &Client, base: &str, id: &str) -> Value {

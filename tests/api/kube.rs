@@ -408,14 +408,7 @@ async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emul
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert_eq!(body["field"], "bucket");
 
-    let r = client
-        .delete(format!("{base}/api/clusters/demo/storage/fsx"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::ACCEPTED);
-    let accepted: Value = r.json().await.unwrap();
-    let op = wait_terminal(&client, &base, accepted["operationId"].as_str().unwrap()).await;
+    let op = delete_and_wait(&client, &base, "/api/clusters/demo/storage/fsx").await;
     assert_eq!(op["state"], "succeeded", "{op}");
     assert!(emu
         .get("/api/v1/persistentvolumes/instantstart-default-fsx")
@@ -529,14 +522,12 @@ async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emul
         StatusCode::CONFLICT,
         "a failed job is kept (its logs): {again}"
     );
-    let r = client
-        .delete(format!("{base}/api/clusters/demo/jobs/{failing}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::ACCEPTED);
-    let accepted: Value = r.json().await.unwrap();
-    let op = wait_terminal(&client, &base, accepted["operationId"].as_str().unwrap()).await;
+    let op = delete_and_wait(
+        &client,
+        &base,
+        &format!("/api/clusters/demo/jobs/{failing}"),
+    )
+    .await;
     assert_eq!(op["state"], "succeeded", "{op}");
     assert!(emu
         .get(&format!("/apis/batch/v1/namespaces/default/jobs/{failing}"))

@@ -404,19 +404,10 @@ async fn instance_groups_are_added_and_scaled_resending_every_group_and_capacity
     assert_eq!(problem(r, StatusCode::BAD_REQUEST).await["field"], "bogus");
 
     // Removing a group takes it out of the cluster and of the recorded specs; the last one stays.
-    let r = app
-        .client
-        .delete(app.url("/api/clusters/demo/instance-groups/spot-b"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::ACCEPTED);
-    let body: serde_json::Value = r.json().await.unwrap();
-    assert_eq!(
-        app.wait_terminal(body["operationId"].as_str().unwrap())
-            .await["state"],
-        "succeeded"
-    );
+    let op = app
+        .delete_and_wait("/api/clusters/demo/instance-groups/spot-b")
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
     let groups = app.json("/api/clusters/demo/instance-groups").await;
     assert_eq!(groups.as_array().unwrap().len(), 1);
     assert_eq!(groups[0]["name"], "workers");

@@ -101,11 +101,8 @@ async fn a_model_downloads_into_a_claim_and_its_token_stays_in_the_cluster() {
         problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],
         "kind"
     );
-    let r = delete(&app, &format!("/api/clusters/demo/jobs/{job}")).await;
-    assert_eq!(r.status(), StatusCode::ACCEPTED);
-    let body: Value = r.json().await.unwrap();
     let op = app
-        .wait_terminal(body["operationId"].as_str().unwrap())
+        .delete_and_wait(&format!("/api/clusters/demo/jobs/{job}"))
         .await;
     assert_eq!(op["state"], "succeeded", "{op}");
     assert_eq!(app.json("/api/clusters/demo/models").await, json!([]));
@@ -290,19 +287,13 @@ async fn a_deployment_is_served_invoked_through_the_api_server_and_removed() {
         (Some(0), Some(1)),
         "{status}"
     );
-    let r = delete(&app, "/api/clusters/demo/deployments/two").await;
-    let body: Value = r.json().await.unwrap();
-    assert_eq!(
-        app.wait_terminal(body["operationId"].as_str().unwrap())
-            .await["state"],
-        "succeeded"
-    );
-
-    let r = delete(&app, "/api/clusters/demo/deployments/qwen").await;
-    assert_eq!(r.status(), StatusCode::ACCEPTED);
-    let body: Value = r.json().await.unwrap();
     let op = app
-        .wait_terminal(body["operationId"].as_str().unwrap())
+        .delete_and_wait("/api/clusters/demo/deployments/two")
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+
+    let op = app
+        .delete_and_wait("/api/clusters/demo/deployments/qwen")
         .await;
     assert_eq!(op["state"], "succeeded", "{op}");
     assert_eq!(app.json("/api/clusters/demo/deployments").await, json!([]));
