@@ -89,15 +89,15 @@ fn the_template_is_locked_down() {
     // Upgrades: the unit reads the image from the file cfn-init writes, and cfn-hup rewrites
     // it and restarts the service when a stack update changes it.
     assert!(user_data.contains("EnvironmentFile=/etc/instantstart/instantstart.env"));
-    assert!(
-        user_data.contains("pull ${!IMAGE}")
-            && user_data.contains("enable --now instantstart cfn-hup")
-    );
+    assert!(user_data.contains("pull ${!IMAGE}") && user_data.contains("enable --now cfn-hup"));
     let init = &instance["Metadata"]["AWS::CloudFormation::Init"]["config"]["files"];
     assert_eq!(
         init["/etc/instantstart/instantstart.env"]["content"]["Fn::Sub"][1]["Image"]["Ref"],
         "ImageUri"
     );
+    assert!(init["/etc/systemd/system/cfn-hup.service"]["content"]
+        .as_str()
+        .is_some_and(|u| u.contains("ExecStart=/opt/aws/bin/cfn-hup")));
     let hook = init["/etc/cfn/hooks.d/instantstart.conf"]["content"]["Fn::Sub"]
         .as_str()
         .unwrap();
