@@ -37,10 +37,23 @@ pub struct Feature {
     pub description: &'static str,
 }
 
-/// A feature's own role: name suffix and its policy for (bucket, HyperPod cluster ARN).
+/// A feature's own role: name suffix, trust, and its policy for (bucket, HyperPod cluster ARN).
 pub struct OwnRole {
     pub suffix: &'static str,
+    pub trust: fn() -> Value,
     pub policy: fn(&str, &str) -> Value,
+}
+
+/// Trusted by EKS pod identity (bound to a service account by an association).
+fn pod_identity_trust() -> Value {
+    service_trust(
+        "pods.eks.amazonaws.com",
+        &["sts:AssumeRole", "sts:TagSession"],
+    )
+}
+
+fn autoscaling_role_policy(_bucket: &str, cluster_arn: &str) -> Value {
+    autoscaling_policy(cluster_arn)
 }
 
 impl OwnRole {
@@ -170,7 +183,11 @@ pub static FEATURES: &[Feature] = &[
         addon: "amazon-sagemaker-hyperpod-inference",
         requires: &["cert-manager", "aws-mountpoint-s3-csi-driver", "eks-pod-identity-agent"],
         pod_identity: Some(("hyperpod-inference-system", "hyperpod-inference-operator-controller-manager")),
-        own_role: Some(OwnRole { suffix: "inference", policy: inference_policy }),
+        own_role: Some(OwnRole {
+            suffix: "inference",
+            trust: pod_identity_trust,
+            policy: inference_policy,
+        }),
         description: "HyperPod inference operator (InferenceEndpointConfig), with its own execution role <cluster>-inference scoped to this cluster and its bucket, bound by pod identity",
     },
     Feature {
@@ -179,7 +196,12 @@ pub static FEATURES: &[Feature] = &[
         addon: "",
         requires: &[],
         pod_identity: None,
-        own_role: None,
+        // The role HyperPod assumes to add and remove this cluster's nodes.
+        own_role: Some(OwnRole {
+            suffix: "autoscaling",
+            trust: autoscaling_trust,
+            policy: autoscaling_role_policy,
+        }),
         description: "Managed autoscaling (HyperPod-managed Karpenter): scales the chosen HyperPod instance groups (on-demand, without deep health checks) from zero with pending pods. It governs HyperPod instance groups only, not general EC2 capacity.",
     },
     Feature {
@@ -682,7 +704,7 @@ async fn bucket_of(cx: &StepCx<'_>) -> StepResult<String> {
     Ok(super::hyperpod::bucket_name(&cx.op.cluster, &account))
 }
 
-/// A feature's own execution role (the inference operator's), trusted by EKS pod identity.
+/// A feature's own role (the inference operator's execution role, the autoscaling role).
 pub struct OwnRoleStep;
 
 #[async_trait]
@@ -698,10 +720,7 @@ impl Reconcile for OwnRoleStep {
         };
         let role = ServiceRole {
             name: own.name(&cx.op.cluster),
-            trust: service_trust(
-                "pods.eks.amazonaws.com",
-                &["sts:AssumeRole", "sts:TagSession"],
-            ),
+            trust: (own.trust)(),
             tag_role: own.suffix,
             policy_name: "instantstart-feature",
         };
@@ -714,38 +733,12 @@ impl Reconcile for OwnRoleStep {
     }
 }
 
-/// The role HyperPod assumes for autoscaling: trusted only by
-/// `hyperpod.sagemaker.amazonaws.com`, allowed only to add and delete nodes of this cluster.
-pub struct AutoscalingRoleStep;
-
 /// The autoscaling role's permissions, for one cluster ARN.
 pub fn autoscaling_policy(cluster_arn: &str) -> Value {
     json!({"Version": "2012-10-17", "Statement": [{
         "Sid": "ScaleThisClusterOnly", "Effect": "Allow",
         "Action": ["sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes"],
         "Resource": [cluster_arn]}]})
-}
-
-#[async_trait]
-impl Reconcile for AutoscalingRoleStep {
-    fn phase(&self) -> &'static str {
-        "role"
-    }
-    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let p: FeatureParams = cx.param()?;
-        let role = ServiceRole {
-            name: autoscaling_role_name(&cx.op.cluster),
-            trust: autoscaling_trust(),
-            tag_role: "autoscaling-role",
-            policy_name: "instantstart-autoscaling",
-        };
-        if !p.enable {
-            return Ok(json!({"changed": role.remove(cx).await?}));
-        }
-        let cluster_arn = super::hyperpod::described(cx).await?.arn;
-        let arn = role.ensure(cx, &autoscaling_policy(&cluster_arn)).await?;
-        Ok(json!({"roleArn": arn}))
-    }
 }
 
 /// `AutoScaling` on the HyperPod cluster, watched until the cluster is back in service with

@@ -292,7 +292,7 @@ impl Stages for Catalog {
                 if feature.key == features::AUTOSCALING {
                     // Enabling: role → cluster setting → node class and pool; disabling: reverse.
                     let mut chain: Vec<Arc<dyn Step>> = vec![
-                        Arc::new(features::AutoscalingRoleStep),
+                        Arc::new(features::OwnRoleStep),
                         Arc::new(features::AutoscalingConfigStep),
                         Arc::new(features::NodeClassStep),
                     ];
