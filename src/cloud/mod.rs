@@ -213,7 +213,8 @@ pub trait Network: Send + Sync {
     async fn associate_route_table(&self, route_table_id: &str, subnet_id: &str)
         -> CloudResult<()>;
     async fn create_security_group(&self, req: &CreateSecurityGroup) -> CloudResult<String>;
-    /// Allows all traffic from the group to itself; already allowed is success.
+    /// Allows all traffic from the group to itself, as ingress and as egress; already allowed
+    /// is success.
     async fn ensure_self_referencing(&self, group_id: &str) -> CloudResult<()>;
     /// Gateway endpoint for S3 on the given route tables.
     async fn create_s3_endpoint(
@@ -301,6 +302,9 @@ pub struct Addon {
     pub arn: String,
     pub status: AddonStatus,
     pub version: Option<String>,
+    /// The health issues EKS reports (`code: message`, joined), when there are any.
+    #[serde(default)]
+    pub health: Option<String>,
 }
 
 #[async_trait]
@@ -698,6 +702,9 @@ pub struct NodeState {
     pub capacity_type: Option<String>,
     /// The `Ready` condition is `True`.
     pub ready: bool,
+    /// Why the node is not ready (the `Ready` condition's reason and message), when it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_ready_reason: Option<String>,
     /// Cordoned (`spec.unschedulable`).
     pub unschedulable: bool,
     pub gpus: GpuUsage,

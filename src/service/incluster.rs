@@ -591,9 +591,15 @@ pub async fn plan_features(
                     .map_err(|e| ApiError::Cloud(Box::new(e)))?
                     .is_some_and(|a| a.status == crate::cloud::AddonStatus::Active);
                 if !ready {
+                    // An add-on that is itself a feature is enabled as one; the others come with
+                    // the dependency stage.
+                    let how = match f::FEATURES.iter().find(|other| other.addon == *req) {
+                        Some(other) => format!("enable {} first", other.key),
+                        None => "run the dependencies stage (dependencies_install)".to_string(),
+                    };
                     return Err(ApiError::Conflict {
                         slug: "feature-prerequisite",
-                        detail: format!("{key} needs the {req} add-on to be ACTIVE first: run the dependencies stage (dependencies_install)"),
+                        detail: format!("{key} needs the {req} add-on to be ACTIVE first: {how}"),
                         field: Some(key.to_string()),
                         operation_id: None,
                     });

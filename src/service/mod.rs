@@ -274,6 +274,7 @@ pub async fn hyperpod_params(
         deep_health_checks: req.deep_health_checks.unwrap_or(false),
         volume_size_gb,
         network_interface,
+        verify_dependencies: None,
     })
 }
 

@@ -199,19 +199,31 @@ async fn the_pipeline_runs_network_eks_and_hyperpod_against_moto() {
         associated.contains(&res["computeSubnetId"].as_str().unwrap()),
         "compute subnet routes through the NAT"
     );
+    // One group for the control plane and the nodes: all traffic within it, in and out.
+    let group = res["clusterSecurityGroupId"].as_str().unwrap();
     let sg = ec2
         .describe_security_groups()
-        .group_ids(res["efaSecurityGroupId"].as_str().unwrap())
+        .group_ids(group)
         .send()
         .await
         .unwrap();
-    let ingress = sg.security_groups()[0].ip_permissions();
+    let g = &sg.security_groups()[0];
+    let self_rule = |rules: &[aws_sdk_ec2::types::IpPermission]| {
+        rules.iter().any(|p| {
+            p.ip_protocol() == Some("-1")
+                && p.user_id_group_pairs()
+                    .iter()
+                    .any(|pair| pair.group_id() == Some(group))
+        })
+    };
+    assert!(self_rule(g.ip_permissions()), "self-referencing ingress");
     assert!(
-        ingress.iter().any(|p| p.ip_protocol() == Some("-1")
-            && p.user_id_group_pairs()
-                .iter()
-                .any(|g| g.group_id() == res["efaSecurityGroupId"].as_str())),
-        "EFA group is self-referencing"
+        self_rule(g.ip_permissions_egress()),
+        "self-referencing egress (EFA)"
+    );
+    assert!(
+        res.get("efaSecurityGroupId").is_none(),
+        "no second group that nodes and control plane would not share"
     );
     let endpoints = ec2
         .describe_vpc_endpoints()
@@ -231,6 +243,16 @@ async fn the_pipeline_runs_network_eks_and_hyperpod_against_moto() {
         .await
         .unwrap();
     assert_eq!(eks.cluster().unwrap().arn(), res["eksClusterArn"].as_str());
+    let plane_groups = eks
+        .cluster()
+        .and_then(|c| c.resources_vpc_config())
+        .map(|v| v.security_group_ids().to_vec())
+        .unwrap_or_default();
+    assert_eq!(
+        plane_groups,
+        vec![group.to_string()],
+        "the control plane's group"
+    );
     let iam = aws_sdk_iam::Client::new(&aws.config);
     let policy = iam
         .get_role_policy()
@@ -244,7 +266,9 @@ async fn the_pipeline_runs_network_eks_and_hyperpod_against_moto() {
         .to_string();
     assert!(
         doc.contains("arn:aws:s3:::sagemaker-instantstart-demo-123456789012/*")
-            && !doc.contains("\"s3:*\""),
+            && !doc.contains("\"s3:*\"")
+            && doc.contains("ecr:GetAuthorizationToken")
+            && doc.contains("eks-auth:AssumeRoleForPodIdentity"),
         "{doc}"
     );
     let providers = iam.list_open_id_connect_providers().send().await.unwrap();
@@ -256,9 +280,18 @@ async fn the_pipeline_runs_network_eks_and_hyperpod_against_moto() {
         .send()
         .await
         .unwrap();
-    let group = &sm.instance_groups()[0];
-    assert_eq!(group.threads_per_core(), Some(1));
-    assert_eq!(group.current_count(), Some(2));
+    let ig = &sm.instance_groups()[0];
+    assert_eq!(ig.threads_per_core(), Some(1));
+    assert_eq!(ig.current_count(), Some(2));
+    assert_eq!(
+        sm.vpc_config()
+            .map(|v| v.security_group_ids().to_vec())
+            .or_else(|| ig
+                .override_vpc_config()
+                .map(|v| v.security_group_ids().to_vec())),
+        Some(vec![group.to_string()]),
+        "the nodes share the control plane's group"
+    );
     let nodes = instantstart::cloud::HyperPod::list_cluster_nodes(&*aws, "demo-hp", None)
         .await
         .unwrap();
@@ -442,6 +475,19 @@ async fn a_known_eks_token_is_reproduced_exactly() {
         url.contains("X-Amz-SignedHeaders=host%3Bx-k8s-aws-id"),
         "{url}"
     );
+    // China regions sign for their own partition's STS host.
+    let cn = eks_token("demo", "cn-north-1", &creds, at).unwrap();
+    let cn = base64::Engine::decode(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        cn.trim_start_matches("k8s-aws-v1."),
+    )
+    .unwrap();
+    let cn = String::from_utf8(cn).unwrap();
+    assert!(
+        cn.starts_with("https://sts.cn-north-1.amazonaws.com.cn/?Action=GetCallerIdentity"),
+        "{cn}"
+    );
+    assert!(cn.contains("cn-north-1%2Fsts%2Faws4_request"), "{cn}");
 }
 
 /// Computed independently with botocore's SigV4 query presigner for the same inputs.

@@ -310,6 +310,10 @@ fn the_policy_grants_exactly_what_the_adapter_calls() {
         "iam:TagRole",
         "iam:TagOpenIDConnectProvider",
         "iam:PassRole",
+        // A fresh account's first cluster creates the EKS and HyperPod service-linked roles,
+        // and HyperPod manages access entries on the caller's behalf.
+        "iam:CreateServiceLinkedRole",
+        "eks:DeleteAccessEntry",
         // cfn-init and cfn-hup on the instance read its settings (upgrades by stack update).
         "cloudformation:DescribeStackResource",
     ];
@@ -343,4 +347,106 @@ fn the_template_deploys_into_moto_cloudformation() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("DEPLOYED"), "{stdout}");
+}
+
+/// The resource types of each action, from the table kept beside the template (its rows cite
+/// the Service Authorization Reference); `None` for actions without resource-level permissions.
+fn resource_types() -> std::collections::BTreeMap<String, Option<Vec<String>>> {
+    let text =
+        std::fs::read_to_string(root().join("cloudformation/iam-resource-types.tsv")).unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let cols: Vec<&str> = l.split('\t').collect();
+            assert_eq!(cols.len(), 3, "action, resource types, source: {l}");
+            assert!(cols[2].starts_with("https://docs.aws.amazon.com/"), "{l}");
+            let types = (cols[1] != "-").then(|| cols[1].split(',').map(str::to_string).collect());
+            (cols[0].to_string(), types)
+        })
+        .collect()
+}
+
+/// The resource part of a policy resource (what follows the ARN's fifth colon), with the
+/// template's intrinsics resolved far enough to classify it; `None` for the bare `*`.
+fn resource_part(t: &Value, r: &Value) -> Option<String> {
+    let arn = match r {
+        Value::String(s) => s.clone(),
+        Value::Object(m) if m.contains_key("Fn::Sub") => m["Fn::Sub"]
+            .as_str()
+            .unwrap()
+            .replace("${SharedBucket.Arn}", "arn:aws:s3:::bucket")
+            .replace("${AWS::Partition}", "aws")
+            .replace("${AWS::Region}", "us-west-2")
+            .replace("${AWS::AccountId}", "123456789012"),
+        Value::Object(m) if m.contains_key("Fn::GetAtt") => {
+            let name = m["Fn::GetAtt"][0].as_str().unwrap();
+            assert_eq!(t["Resources"][name]["Type"], "AWS::S3::Bucket", "{r}");
+            "arn:aws:s3:::bucket".into()
+        }
+        Value::Object(m) if m.get("Ref") == Some(&Value::from("AWS::StackId")) => {
+            "arn:aws:cloudformation:r:a:stack/name/id".into()
+        }
+        other => panic!("unclassified resource {other}"),
+    };
+    if arn == "*" {
+        return None;
+    }
+    Some(arn.splitn(6, ':').nth(5).unwrap_or_default().to_string())
+}
+
+fn part_is_of_type(part: &str, ty: &str) -> bool {
+    match ty {
+        _ if part == "*" => true,
+        "bucket" => !part.contains('/'),
+        "object" => part.contains('/'),
+        prefix => part.starts_with(prefix),
+    }
+}
+
+#[test]
+fn every_grant_matches_the_resource_types_its_action_supports() {
+    let t = template();
+    let table = resource_types();
+    for action in adapter_actions() {
+        assert!(
+            table.contains_key(&action),
+            "{action} is called by the adapter but not in cloudformation/iam-resource-types.tsv"
+        );
+    }
+    for s in statements(&t)
+        .into_iter()
+        .filter(|s| s["Effect"] == "Allow")
+    {
+        let parts: Vec<Option<String>> = list(&s["Resource"])
+            .iter()
+            .map(|r| resource_part(&t, r))
+            .collect();
+        for a in list(&s["Action"]) {
+            let a = a.as_str().unwrap();
+            let Some(types) = table.get(a) else {
+                panic!("{a} is granted but not in cloudformation/iam-resource-types.tsv")
+            };
+            match types {
+                // IAM grants such an action only on "*": any ARN makes the grant a no-op.
+                None => assert_eq!(
+                    parts,
+                    [None],
+                    "{a} has no resource-level permissions: grant it on \"*\" alone: {s}"
+                ),
+                Some(types) => {
+                    assert!(
+                        parts.iter().all(Option::is_some),
+                        "{a} supports resource-level permissions; grant it on ARNs: {s}"
+                    );
+                    assert!(
+                        parts
+                            .iter()
+                            .flatten()
+                            .any(|p| types.iter().any(|ty| part_is_of_type(p, ty))),
+                        "{a} is granted on {parts:?}, none of which is of its types {types:?}"
+                    );
+                }
+            }
+        }
+    }
 }

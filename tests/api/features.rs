@@ -110,8 +110,8 @@ async fn features_follow_the_diff_contract() {
     let names = phase_names(&op);
     assert_eq!(
         names,
-        ["pod-identity", "addon"],
-        "identity removed before the add-on"
+        ["pod-identity", "addon", "role"],
+        "identity removed before the add-on, its own role last"
     );
     let view = app.json("/api/clusters/demo/features").await;
     assert_eq!(
@@ -169,7 +169,7 @@ async fn a_feature_waits_for_its_prerequisites() {
         "{body}"
     );
     // Features without prerequisites still go.
-    let (status, body) = patch(&app, json!({"containerInsights": true})).await;
+    let (status, body) = patch(&app, json!({"fsxCsi": true})).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
 }
 
@@ -416,6 +416,15 @@ async fn the_inference_operator_is_diffed_and_brings_and_removes_its_own_role() 
     let app = spawn_app().await;
     let id = app.start("/api/pipelines", &pipeline_body()).await;
     assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    // AWS names the FSx CSI driver among the add-ons the operator requires.
+    let (status, body) = patch(&app, json!({"inferenceOperator": true})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(
+        body["detail"].as_str().unwrap().contains("fsxCsi"),
+        "{body}"
+    );
+    let (_, body) = patch(&app, json!({"fsxCsi": true})).await;
+    assert_eq!(started(&app, &body, "fsxCsi").await["state"], "succeeded");
     let (status, body) = patch(&app, json!({"inferenceOperator": true})).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     let op = started(&app, &body, "inferenceOperator").await;
@@ -440,8 +449,8 @@ async fn the_inference_operator_is_diffed_and_brings_and_removes_its_own_role() 
     assert_eq!(phase_names(&op), ["pod-identity", "addon", "role"]);
     assert_eq!(
         accepted_count(&app.calls().await, "iam:DeleteRole"),
-        roles_deleted + 1,
-        "exactly its own role"
+        roles_deleted + 3,
+        "exactly its own roles: execution, KEDA, load balancer controller"
     );
     let view = app.json("/api/clusters/demo/features").await;
     assert_eq!(feature(&view, "inferenceOperator")["state"], "disabled");

@@ -200,7 +200,9 @@ async fn aws_server(moto: &Moto, emu: &KubeEmulator, dir: &std::path::Path) -> S
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emulator() {
     let moto = Moto::start().await;
-    let emu = KubeEmulator::start(&[]).await;
+    // The emulator has no kubelets: the nodes that would register once HyperPod's instances
+    // join are there from the start, so the dependencies can be verified as serving.
+    let emu = KubeEmulator::start(&["--seed-nodes", "2"]).await;
     let (_guard, dir) = temp_dir();
     let server = aws_server(&moto, &emu, &dir).await;
     let (client, base) = (Client::new(), server.base.clone());

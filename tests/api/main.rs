@@ -11,6 +11,7 @@ mod kube;
 mod mcp;
 mod operations;
 mod pipeline;
+mod refusals;
 mod security;
 mod ui;
 mod validation;

@@ -253,6 +253,22 @@ async fn nodes_are_listed_and_rebooted_replaced_and_deleted_as_watched_operation
         .wait_terminal(body["operationId"].as_str().unwrap())
         .await;
     assert_eq!(op["state"], "succeeded", "{op}");
+    // New hardware, new instance id: the watch followed the replacement, not the old id.
+    let replacement = op["phases"][0]["outputs"]["replacementId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no replacement recorded: {op}"))
+        .to_string();
+    assert_ne!(replacement, node);
+    let ids: Vec<String> = app.json("/api/clusters/demo/nodes").await["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["instanceId"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        ids.contains(&replacement) && !ids.contains(&node),
+        "{ids:?}"
+    );
 
     let other = app.json("/api/clusters/demo/nodes").await["nodes"][1]["instanceId"]
         .as_str()

@@ -20,6 +20,14 @@ from werkzeug.serving import run_simple
 
 ADDON_PATH = re.compile(r"^/clusters/([^/]+)/addons(?:/([^/]+))?(/update)?/?$")
 ACCESS_PATH = re.compile(r"^/clusters/([^/]+)/access-entries(?:/([^/]+))?(/access-policies)?/?$")
+# The version EKS picks for an add-on created without one (its default for Kubernetes 1.32);
+# HyperPod requires at least v1.18.3 of the VPC CNI.
+DEFAULT_VERSIONS = {
+    "vpc-cni": "v1.19.2-eksbuild.1",
+    "kube-proxy": "v1.32.0-eksbuild.2",
+    "coredns": "v1.11.4-eksbuild.2",
+    "eks-pod-identity-agent": "v1.3.4-eksbuild.1",
+}
 ADDONS = {}
 ACCESS = {}
 LOCK = threading.Lock()
@@ -49,7 +57,7 @@ def addons(environ, start_response, cluster, name, update):
                 return reply(start_response, "409 Conflict", {"message": f"Addon already exists: {name}"}, "ResourceInUseException")
             ADDONS[(cluster, name)] = {
                 "addonName": name, "clusterName": cluster, "status": "CREATING",
-                "addonVersion": body.get("addonVersion") or "v1.0.0-eksbuild.1",
+                "addonVersion": body.get("addonVersion") or DEFAULT_VERSIONS.get(name, "v1.0.0-eksbuild.1"),
                 "addonArn": f"arn:aws:eks:us-west-2:123456789012:addon/{cluster}/{name}/0",
                 "serviceAccountRoleArn": body.get("serviceAccountRoleArn"),
                 "configurationValues": body.get("configurationValues"),

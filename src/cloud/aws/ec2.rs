@@ -595,7 +595,7 @@ impl Network for Aws {
             .ip_protocol("-1")
             .user_id_group_pairs(UserIdGroupPair::builder().group_id(group_id).build())
             .build();
-        let result = idempotent(S, "AuthorizeSecurityGroupIngress", || {
+        let ingress = idempotent(S, "AuthorizeSecurityGroupIngress", || {
             self.ec2
                 .authorize_security_group_ingress()
                 .group_id(group_id)
@@ -603,7 +603,21 @@ impl Network for Aws {
                 .send()
         })
         .await;
-        match result {
+        match ingress {
+            Err(e) if e.code == "InvalidPermission.Duplicate" => {}
+            other => other.map(|_| ())?,
+        }
+        // EFA needs the group in its egress rules too: the default egress to 0.0.0.0/0 does
+        // not carry EFA traffic.
+        let egress = idempotent(S, "AuthorizeSecurityGroupEgress", || {
+            self.ec2
+                .authorize_security_group_egress()
+                .group_id(group_id)
+                .ip_permissions(rule.clone())
+                .send()
+        })
+        .await;
+        match egress {
             Err(e) if e.code == "InvalidPermission.Duplicate" => Ok(()),
             other => other.map(|_| ()),
         }

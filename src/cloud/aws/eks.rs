@@ -56,6 +56,22 @@ fn addon_of(a: &aws_sdk_eks::types::Addon) -> Addon {
             _ => AddonStatus::Creating,
         },
         version: a.addon_version().map(str::to_string),
+        health: a
+            .health()
+            .map(|h| {
+                h.issues()
+                    .iter()
+                    .map(|i| {
+                        format!(
+                            "{}: {}",
+                            i.code().map(|c| c.as_str()).unwrap_or("Unknown"),
+                            i.message().unwrap_or_default()
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            })
+            .filter(|s| !s.is_empty()),
     }
 }
 

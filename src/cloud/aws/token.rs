@@ -28,6 +28,17 @@ const QUERY: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'.')
     .remove(b'~');
 
+/// The regional STS endpoint the token is presigned for; its DNS suffix follows the partition
+/// (China regions are under `amazonaws.com.cn`), or EKS rejects the token.
+pub fn sts_host(region: &str) -> String {
+    let suffix = if region.starts_with("cn-") {
+        "amazonaws.com.cn"
+    } else {
+        "amazonaws.com"
+    };
+    format!("sts.{region}.{suffix}")
+}
+
 /// Builds the token for `cluster` from fixed inputs (pure: the known-answer test calls it).
 pub fn eks_token(
     cluster: &str,
@@ -35,7 +46,7 @@ pub fn eks_token(
     creds: &Credentials,
     now: SystemTime,
 ) -> anyhow::Result<String> {
-    let host = format!("sts.{region}.amazonaws.com");
+    let host = sts_host(region);
     let base = format!("https://{host}/?Action=GetCallerIdentity&Version=2011-06-15");
     let mut settings = SigningSettings::default();
     settings.signature_location = SignatureLocation::QueryParams;

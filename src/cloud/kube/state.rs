@@ -213,11 +213,20 @@ pub fn summarize(nodes: &[Arc<Node>], pods: &[Arc<Pod>], age_ms: u64) -> Cluster
             let total = gpus(status.and_then(|s| s.capacity.as_ref()?.get(GPU)));
             let allocatable = gpus(status.and_then(|s| s.allocatable.as_ref()?.get(GPU)));
             let used = requested.get(name.as_str()).copied().unwrap_or(0);
-            let ready = status
+            let ready_condition = status
                 .and_then(|s| s.conditions.as_ref())
                 .into_iter()
                 .flatten()
-                .any(|c| c.type_ == "Ready" && c.status == "True");
+                .find(|c| c.type_ == "Ready");
+            let ready = ready_condition.is_some_and(|c| c.status == "True");
+            let not_ready_reason = (!ready).then(|| match ready_condition {
+                None => "the node has not reported a Ready condition".to_string(),
+                Some(c) => [c.reason.as_deref(), c.message.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+                    .join(": "),
+            });
             let instance_id = name
                 .strip_prefix("hyperpod-")
                 .map(str::to_string)
@@ -243,6 +252,7 @@ pub fn summarize(nodes: &[Arc<Node>], pods: &[Arc<Pod>], age_ms: u64) -> Cluster
                 instance_group: label(labels, &["sagemaker.amazonaws.com/instance-group-name"]),
                 capacity_type: capacity_type(labels),
                 ready,
+                not_ready_reason,
                 unschedulable: n
                     .spec
                     .as_ref()

@@ -317,12 +317,11 @@ impl Network for Sandbox {
         self.require("vpc", &req.vpc_id, api, "InvalidVpcID.NotFound")
             .await?;
         let id = new_id("sg");
-        let rules = if req.self_referencing {
-            json!([{"protocol": "-1", "source": id.clone(), "direction": "ingress"},
-                   {"protocol": "-1", "source": id.clone(), "direction": "egress"}])
-        } else {
-            json!([])
-        };
+        // A new group allows all egress and no ingress, as in EC2.
+        let mut rules = vec![json!({"protocol": "-1", "cidr": "0.0.0.0/0", "direction": "egress"})];
+        if req.self_referencing {
+            rules.extend(self_rules(&id));
+        }
         let data =
             json!({"vpcId": req.vpc_id, "groupName": req.name, "rules": rules, "tags": req.tags});
         self.create(api, "security-group", &id, None, &data).await?;
@@ -335,11 +334,17 @@ impl Network for Sandbox {
         let sg = self
             .require("security-group", group_id, api, "InvalidGroup.NotFound")
             .await?;
-        if sg.data["rules"].as_array().is_some_and(|r| !r.is_empty()) {
+        let mut rules = sg.data["rules"].as_array().cloned().unwrap_or_default();
+        let missing: Vec<Value> = self_rules(group_id)
+            .into_iter()
+            .filter(|r| !rules.contains(r))
+            .collect();
+        if missing.is_empty() {
             return Ok(());
         }
+        rules.extend(missing);
         let mut data = sg.data.clone();
-        data["rules"] = json!([{"protocol": "-1", "source": group_id, "direction": "ingress"}]);
+        data["rules"] = Value::Array(rules);
         self.update(api, "security-group", group_id, &data).await
     }
 
@@ -379,6 +384,14 @@ impl Network for Sandbox {
             _ => Ok(()),
         }
     }
+}
+
+/// All traffic from a group to itself, in and out (what EFA and node ↔ control plane need).
+fn self_rules(group_id: &str) -> [Value; 2] {
+    [
+        json!({"protocol": "-1", "source": group_id, "direction": "ingress"}),
+        json!({"protocol": "-1", "source": group_id, "direction": "egress"}),
+    ]
 }
 
 fn eks_arn(name: &str) -> String {
@@ -524,12 +537,23 @@ impl Eks for Sandbox {
         else {
             return Ok(None);
         };
-        let status = match self.life(&res, d::ADDON_CREATE, d::ADDON_CREATE / 3.0) {
+        let mut status = match self.life(&res, d::ADDON_CREATE, d::ADDON_CREATE / 3.0) {
             Life::Creating(_) => AddonStatus::Creating,
             Life::Ready => AddonStatus::Active,
             Life::Deleting => AddonStatus::Deleting,
             Life::Gone => return Ok(None),
         };
+        let mut health = None;
+        if status == AddonStatus::Active {
+            if let Some((s, issue)) = self.addon_health(cluster, name).await? {
+                status = s;
+                health = Some(issue);
+            }
+        }
+        let version = res.data["version"]
+            .as_str()
+            .map(str::to_string)
+            .or_else(|| super::default_addon_version(name).map(str::to_string));
         Ok(Some(Addon {
             name: name.to_string(),
             arn: format!(
@@ -537,7 +561,8 @@ impl Eks for Sandbox {
                 &res.id[6..]
             ),
             status,
-            version: res.data["version"].as_str().map(str::to_string),
+            version,
+            health,
         }))
     }
 
@@ -646,26 +671,51 @@ fn node_join_secs(i: u32, n: u32) -> f64 {
     d::HYPERPOD_CREATE * (0.5 + 0.5 * frac)
 }
 
+/// A fresh EC2-style instance id (for replacement hardware).
+fn new_instance_id() -> String {
+    format!("i-0{:016x}", rand::random::<u64>())
+}
+
 /// Simulated seconds a node spends out of service after an action.
 const NODE_REBOOT_SECS: f64 = 120.0;
 const NODE_REPLACE_SECS: f64 = 600.0;
 const NODE_DELETE_SECS: f64 = 60.0;
 
 impl Sandbox {
-    /// A node's status given the actions taken on it; `None` once it is deleted.
-    fn node_status(&self, res: &Res, instance_id: &str) -> Option<&'static str> {
-        let Some(action) = res.data.pointer(&format!("/nodeActions/{instance_id}")) else {
-            return Some("Running");
-        };
-        let at = action["atMs"].as_i64().unwrap_or(0);
-        let since = self.simulated_secs(at, super::now_ms());
-        match action["action"].as_str() {
-            Some("reboot") if since < NODE_REBOOT_SECS => Some("Pending"),
-            Some("replace") if since < NODE_REPLACE_SECS => Some("Pending"),
-            Some("delete") if since < NODE_DELETE_SECS => Some("ShuttingDown"),
-            Some("delete") => None,
-            _ => Some("Running"),
+    /// A node slot's current instance, status and launch time given the actions taken on it;
+    /// `None` once it is deleted. A replaced node is new hardware: the slot continues under the
+    /// replacement's instance id, as BatchReplaceClusterNodes does.
+    fn node_status(&self, res: &Res, instance_id: &str) -> Option<(String, &'static str, i64)> {
+        let mut id = instance_id.to_string();
+        let mut launched = res.created_ms;
+        // Bounded: each replacement names a fresh id.
+        for _ in 0..64 {
+            let Some(action) = res.data.pointer(&format!("/nodeActions/{id}")) else {
+                return Some((id, "Running", launched));
+            };
+            let at = action["atMs"].as_i64().unwrap_or(0);
+            let since = self.simulated_secs(at, super::now_ms());
+            return match action["action"].as_str() {
+                Some("reboot") if since < NODE_REBOOT_SECS => Some((id, "Pending", launched)),
+                Some("replace") => match action["newId"].as_str() {
+                    Some(new) if since < NODE_REPLACE_SECS => {
+                        Some((new.to_string(), "Pending", at))
+                    }
+                    Some(new) => {
+                        id = new.to_string();
+                        launched = at;
+                        continue;
+                    }
+                    // Recorded before replacements got new ids.
+                    None if since < NODE_REPLACE_SECS => Some((id, "Pending", launched)),
+                    None => Some((id, "Running", launched)),
+                },
+                Some("delete") if since < NODE_DELETE_SECS => Some((id, "ShuttingDown", launched)),
+                Some("delete") => None,
+                _ => Some((id, "Running", launched)),
+            };
         }
+        Some((id, "Running", launched))
     }
 
     fn hyperpod_view(&self, name: &str, res: &Res) -> Option<(HyperPodCluster, Vec<ClusterNode>)> {
@@ -692,7 +742,7 @@ impl Sandbox {
                 let instance_id = format!("i-0{:016x}", (res.created_ms as u64) ^ u64::from(index));
                 index += 1;
                 // A node that has not joined yet, or was deleted, is not listed.
-                let Some(status) = joined
+                let Some((instance_id, status, launched)) = joined
                     .then(|| self.node_status(res, &instance_id))
                     .flatten()
                 else {
@@ -704,7 +754,7 @@ impl Sandbox {
                     instance_group: g.name.clone(),
                     instance_type: g.instance_type.clone(),
                     status: status.into(),
-                    launch_time: crate::store::rfc3339_ms(res.created_ms),
+                    launch_time: crate::store::rfc3339_ms(launched),
                 });
             }
             groups.push(InstanceGroupStatus {
@@ -955,6 +1005,9 @@ impl HyperPod for Sandbox {
                     NodeAction::Delete => "delete",
                 };
                 data["nodeActions"][id] = json!({"action": verb, "atMs": super::now_ms()});
+                if action == NodeAction::Replace {
+                    data["nodeActions"][id]["newId"] = json!(new_instance_id());
+                }
                 out.successful.push(id.clone());
             } else {
                 out.failed.push((
@@ -1281,7 +1334,7 @@ impl Kube for Sandbox {
         else {
             return Ok(None);
         };
-        let schedule = if gpu_request(&r.data) > 0 {
+        let schedule = if scheduled_kind(&r.data) {
             Some(self.schedule(target).await?)
         } else {
             None
@@ -1298,7 +1351,7 @@ impl Kube for Sandbox {
         labels: Option<&str>,
     ) -> CloudResult<Vec<Value>> {
         self.gate("k8s:List", false).await?;
-        let schedule = if kind == "Deployment" {
+        let schedule = if matches!(kind, "Deployment" | "DaemonSet") {
             Some(self.schedule(target).await?)
         } else {
             None
@@ -1363,14 +1416,30 @@ impl Kube for Sandbox {
 }
 
 /// The simulated scheduler's view of one cluster.
-struct Schedule {
+pub(crate) struct Schedule {
     /// The HyperPod nodes, with the GPUs placed replicas request.
-    nodes: Vec<NodeState>,
+    pub nodes: Vec<NodeState>,
     /// Deployment resource id → replicas that found a node.
     placed: std::collections::HashMap<String, u64>,
     pending_pods: u32,
     pending_gpus: u32,
     pods: usize,
+    /// The role the nodes run as (the first instance group's execution role).
+    pub node_role: Option<String>,
+}
+
+/// Kinds whose status depends on the nodes (their pods must be placed to become ready).
+fn scheduled_kind(obj: &Value) -> bool {
+    matches!(obj["kind"].as_str(), Some("Deployment" | "DaemonSet"))
+}
+
+/// The instance types a DaemonSet's node affinity limits it to, if it names any.
+fn affinity_types(obj: &Value) -> Option<Vec<String>> {
+    obj.pointer("/spec/template/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0/matchExpressions")?
+        .as_array()?
+        .iter()
+        .find(|e| e["key"] == "node.kubernetes.io/instance-type" && e["operator"] == "In")
+        .and_then(|e| serde_json::from_value(e["values"].clone()).ok())
 }
 
 /// GPUs one replica of a workload asks for (`nvidia.com/gpu` limits of its containers).
@@ -1394,8 +1463,22 @@ impl Sandbox {
     /// Places every Deployment's replicas, oldest first, on ready nodes with enough free GPUs
     /// (and the instance type its node selector names): first come, first served, as the
     /// scheduler would with nothing preempted.
-    async fn schedule(&self, target: &KubeTarget) -> CloudResult<Schedule> {
+    pub(crate) async fn schedule(&self, target: &KubeTarget) -> CloudResult<Schedule> {
         let hp = crate::service::steps::hyperpod::hyperpod_name(&target.cluster);
+        let record = self
+            .by_name("hyperpod-cluster", &hp)
+            .await?
+            .filter(|r| r.deleted_ms.is_none());
+        let verdicts = match &record {
+            Some(r) => self.group_verdicts(r).await?,
+            None => Default::default(),
+        };
+        let node_role = record.as_ref().and_then(|r| {
+            r.data
+                .pointer("/instanceGroups/0/executionRoleArn")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        });
         let mut nodes = Vec::new();
         let mut token = None;
         loop {
@@ -1414,7 +1497,13 @@ impl Sandbox {
             .into_iter()
             .map(|n| {
                 let gpus = gpus_per_instance(&n.instance_type);
-                let running = n.status == "Running";
+                let blocked = verdicts.get(&n.instance_group).cloned().flatten();
+                let running = n.status == "Running" && blocked.is_none();
+                let not_ready_reason = match (&blocked, n.status.as_str()) {
+                    (Some(why), _) => Some(why.clone()),
+                    (None, "Running") => None,
+                    (None, status) => Some(format!("instance {status}")),
+                };
                 NodeState {
                     name: format!("hyperpod-{}", n.instance_id),
                     instance_id: Some(n.instance_id),
@@ -1422,6 +1511,7 @@ impl Sandbox {
                     instance_group: Some(n.instance_group),
                     capacity_type: Some("on-demand".into()),
                     ready: running,
+                    not_ready_reason,
                     unschedulable: !running,
                     gpus: GpuUsage {
                         total: gpus,
@@ -1480,10 +1570,11 @@ impl Sandbox {
                         n.gpus.free -= g;
                         fits += 1;
                     }
-                    None => {
+                    None if g > 0 => {
                         pending_pods += 1;
                         pending_gpus += g;
                     }
+                    None => {}
                 }
             }
             pods += usize::try_from(fits).unwrap_or(usize::MAX);
@@ -1495,6 +1586,7 @@ impl Sandbox {
             pending_pods,
             pending_gpus,
             pods,
+            node_role,
         })
     }
 
@@ -1527,19 +1619,39 @@ impl Sandbox {
                     .and_then(Value::as_f64)
                     .unwrap_or(600.0);
                 if placed < want && age > deadline {
-                    o["status"]["conditions"] = json!([{"type": "Progressing", "status": "False",
-                        "reason": "ProgressDeadlineExceeded",
-                        "message": format!("{} of {want} replicas cannot be scheduled: no node has {} free nvidia.com/gpu{}",
-                            want - placed, gpu_request(&o),
+                    let gpus = gpu_request(&o);
+                    let why = if gpus == 0 {
+                        "no node is ready".to_string()
+                    } else {
+                        format!(
+                            "no node has {gpus} free nvidia.com/gpu{}",
                             o.pointer("/spec/template/spec/nodeSelector/node.kubernetes.io~1instance-type")
                                 .and_then(Value::as_str)
                                 .map(|t| format!(" on {t}"))
-                                .unwrap_or_default())}]);
+                                .unwrap_or_default()
+                        )
+                    };
+                    o["status"]["conditions"] = json!([{"type": "Progressing", "status": "False",
+                        "reason": "ProgressDeadlineExceeded",
+                        "message": format!("{} of {want} replicas cannot be scheduled: {why}", want - placed)}]);
                 }
             }
             Some("DaemonSet") => {
-                o["status"] = json!({"desiredNumberScheduled": 1, "numberReady": n,
-                                     "numberAvailable": n});
+                // One pod per ready node the DaemonSet's affinity admits.
+                let types = affinity_types(&o);
+                let desired = schedule.map_or(1, |s| {
+                    s.nodes
+                        .iter()
+                        .filter(|node| node.ready)
+                        .filter(|node| {
+                            types.as_ref().is_none_or(|t| {
+                                node.instance_type.as_ref().is_some_and(|it| t.contains(it))
+                            })
+                        })
+                        .count() as u64
+                });
+                o["status"] = json!({"desiredNumberScheduled": desired, "numberReady": desired * n,
+                                     "numberAvailable": desired * n});
             }
             Some("Job") => {
                 o["status"] = if ready {

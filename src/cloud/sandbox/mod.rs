@@ -10,6 +10,8 @@
 
 mod faults;
 mod impls;
+mod rules;
+mod verdicts;
 
 pub use faults::Faults;
 
@@ -32,6 +34,17 @@ pub mod durations {
     pub const HYPERPOD_DELETE: f64 = 300.0;
     /// Applied Deployments and DaemonSets report ready after this long.
     pub const K8S_WORKLOAD_READY: f64 = 45.0;
+}
+
+/// The version EKS picks for an add-on created without one (its default for Kubernetes 1.32).
+pub fn default_addon_version(addon: &str) -> Option<&'static str> {
+    Some(match addon {
+        "vpc-cni" => "v1.19.2-eksbuild.1",
+        "kube-proxy" => "v1.32.0-eksbuild.2",
+        "coredns" => "v1.11.4-eksbuild.2",
+        "eks-pod-identity-agent" => "v1.3.4-eksbuild.1",
+        _ => return None,
+    })
 }
 
 /// The simulated account id.

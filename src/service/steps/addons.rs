@@ -65,30 +65,45 @@ impl IrsaRole<'_> {
     /// The role's ARN: created when missing (with the OIDC provider, for imported clusters that
     /// have none); its policy is put either way.
     pub async fn ensure(&self, cx: &StepCx<'_>, policy: &serde_json::Value) -> StepResult<String> {
-        ensure_role(cx, &self.name, self.tag_role, self.policy_name, policy, || async {
-            let issuer = cx.resource("oidcIssuer")?;
-            let provider = match cx.resource("oidcProviderArn") {
-                Ok(arn) => arn,
-                Err(_) => match cx.cloud.iam.find_oidc_provider(&issuer).await? {
-                    Some(arn) => arn,
-                    None => {
-                        cx.cloud
-                            .iam
-                            .create_oidc_provider(&issuer, &net_tags(cx, "oidc-provider"))
-                            .await?
-                    }
-                },
-            };
-            let host = issuer.trim_start_matches("https://");
-            Ok(json!({"Version": "2012-10-17", "Statement": [{
-                "Effect": "Allow", "Principal": {"Federated": provider},
-                "Action": "sts:AssumeRoleWithWebIdentity",
-                "Condition": {"StringEquals": {
-                    format!("{host}:sub"): format!("system:serviceaccount:{}:{}", self.namespace, self.service_account),
-                    format!("{host}:aud"): "sts.amazonaws.com"}}}]}))
-        })
+        ensure_role(
+            cx,
+            &self.name,
+            self.tag_role,
+            self.policy_name,
+            policy,
+            || irsa_trust(cx, self.namespace, self.service_account),
+        )
         .await
     }
+}
+
+/// Trust for exactly `system:serviceaccount:<namespace>:<service_account>` through the cluster's
+/// OIDC provider (made here for imported clusters that have none).
+pub async fn irsa_trust(
+    cx: &StepCx<'_>,
+    namespace: &str,
+    service_account: &str,
+) -> StepResult<serde_json::Value> {
+    let issuer = cx.resource("oidcIssuer")?;
+    let provider = match cx.resource("oidcProviderArn") {
+        Ok(arn) => arn,
+        Err(_) => match cx.cloud.iam.find_oidc_provider(&issuer).await? {
+            Some(arn) => arn,
+            None => {
+                cx.cloud
+                    .iam
+                    .create_oidc_provider(&issuer, &net_tags(cx, "oidc-provider"))
+                    .await?
+            }
+        },
+    };
+    let host = issuer.trim_start_matches("https://");
+    Ok(json!({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"Federated": provider},
+        "Action": "sts:AssumeRoleWithWebIdentity",
+        "Condition": {"StringEquals": {
+            format!("{host}:sub"): format!("system:serviceaccount:{namespace}:{service_account}"),
+            format!("{host}:aud"): "sts.amazonaws.com"}}}]}))
 }
 
 /// A role with one inline policy: created with the trust `trust` builds (only when the role is

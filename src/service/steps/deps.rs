@@ -20,6 +20,8 @@ pub enum Install {
     Addon {
         configuration: Option<&'static str>,
         s3_csi_role: bool,
+        /// The lowest version HyperPod supports (`v1.18.3`), when it names one.
+        min_version: Option<&'static str>,
     },
     /// Kubernetes objects, applied in order.
     Manifests(fn() -> Vec<Value>),
@@ -60,6 +62,49 @@ pub struct ComponentStatus {
 
 /// The declared graph, in install order.
 pub static COMPONENTS: &[Component] = &[
+    // The cluster's own networking and DNS as managed add-ons, as AWS's HyperPod templates make
+    // them. HyperPod's prerequisites name the lowest VPC CNI version it supports.
+    Component {
+        name: "vpc-cni",
+        requires: &[],
+        install: Install::Addon {
+            configuration: None,
+            s3_csi_role: false,
+            min_version: Some(MIN_VPC_CNI),
+        },
+        crds: &[],
+    },
+    Component {
+        name: "kube-proxy",
+        requires: &[],
+        install: Install::Addon {
+            configuration: None,
+            s3_csi_role: false,
+            min_version: None,
+        },
+        crds: &[],
+    },
+    Component {
+        name: "coredns",
+        requires: &[],
+        install: Install::Addon {
+            configuration: None,
+            s3_csi_role: false,
+            min_version: None,
+        },
+        crds: &[],
+    },
+    // Resource metrics for autoscaling; the inference operator requires it.
+    Component {
+        name: "metrics-server",
+        requires: &[],
+        install: Install::Addon {
+            configuration: None,
+            s3_csi_role: false,
+            min_version: None,
+        },
+        crds: &[],
+    },
     Component {
         name: "hyperpod-namespaces",
         requires: &[],
@@ -72,6 +117,7 @@ pub static COMPONENTS: &[Component] = &[
         install: Install::Addon {
             configuration: None,
             s3_csi_role: false,
+            min_version: None,
         },
         crds: &[],
     },
@@ -83,6 +129,7 @@ pub static COMPONENTS: &[Component] = &[
                 r#"{"replicaCount":1,"cainjector":{"replicaCount":1},"webhook":{"replicaCount":1}}"#,
             ),
             s3_csi_role: false,
+            min_version: None,
         },
         crds: &[],
     },
@@ -92,6 +139,7 @@ pub static COMPONENTS: &[Component] = &[
         install: Install::Addon {
             configuration: None,
             s3_csi_role: true,
+            min_version: None,
         },
         crds: &[],
     },
@@ -120,6 +168,23 @@ pub static COMPONENTS: &[Component] = &[
         crds: &["scaledobjects.keda.sh", "triggerauthentications.keda.sh"],
     },
 ];
+
+/// The lowest VPC CNI add-on version HyperPod on EKS supports (its prerequisites page).
+pub const MIN_VPC_CNI: &str = "v1.18.3";
+
+/// Whether an add-on version (`v1.19.2-eksbuild.1`) is at least `min` (`v1.18.3`).
+pub fn version_at_least(version: &str, min: &str) -> bool {
+    let parse = |v: &str| -> Vec<u64> {
+        v.trim_start_matches('v')
+            .split(['-', '+'])
+            .next()
+            .unwrap_or_default()
+            .split('.')
+            .map(|p| p.parse().unwrap_or(0))
+            .collect()
+    };
+    parse(version) >= parse(min)
+}
 
 fn managed_labels() -> Value {
     json!({ MANAGED_BY.0: MANAGED_BY.1 })
@@ -466,6 +531,138 @@ pub async fn component_status(
     })
 }
 
+/// Whether an installed component is serving.
+pub enum Readiness {
+    Ready,
+    /// Still coming up (or waiting for a node to run on): why.
+    Waiting(String),
+    Failed(String),
+}
+
+/// Whether any node of the cluster is `Ready`.
+pub async fn any_node_ready(cloud: &Cloud, target: &KubeTarget) -> CloudResult<bool> {
+    Ok(cloud
+        .kube
+        .cluster_state(target)
+        .await?
+        .nodes
+        .iter()
+        .any(|n| n.ready))
+}
+
+/// Reads whether an installed component is serving: an add-on ACTIVE (at a supported version),
+/// every object of a manifest component present and ready.
+pub async fn readiness(
+    cloud: &Cloud,
+    cluster: &str,
+    target: &KubeTarget,
+    c: &Component,
+) -> CloudResult<Readiness> {
+    match &c.install {
+        Install::Addon { min_version, .. } => {
+            let Some(a) = cloud.eks.describe_addon(cluster, c.name).await? else {
+                return Ok(Readiness::Failed(format!(
+                    "add-on {} disappeared while it was being installed",
+                    c.name
+                )));
+            };
+            if let (Some(min), Some(v)) = (min_version, a.version.as_deref()) {
+                if !version_at_least(v, min) {
+                    return Ok(Readiness::Failed(format!(
+                        "{} is at {v}; HyperPod requires {min} or later: update the add-on (UpdateAddon) and reconcile",
+                        c.name
+                    )));
+                }
+            }
+            let health = a.health.map(|h| format!(" ({h})")).unwrap_or_default();
+            Ok(match addon_state(a.status) {
+                (ComponentState::Ready, _) => Readiness::Ready,
+                (ComponentState::Installing, why) => {
+                    Readiness::Waiting(format!("{}: {why}{health}", c.name))
+                }
+                // DEGRADED is what EKS reports for an add-on with no node to run on.
+                (ComponentState::Degraded, why) => {
+                    Readiness::Waiting(format!("{}: {why}{health}", c.name))
+                }
+                (_, why) => Readiness::Failed(format!("{}: {why}{health}", c.name)),
+            })
+        }
+        Install::Manifests(f) => {
+            for m in f() {
+                let Some(r) = ObjectRef::of(&m) else { continue };
+                let Some(actual) = cloud.kube.get(target, &r).await? else {
+                    return Ok(Readiness::Waiting(format!(
+                        "waiting for {}/{}",
+                        r.kind, r.name
+                    )));
+                };
+                if let Err(why) = object_ready(&actual) {
+                    return Ok(Readiness::Waiting(why));
+                }
+            }
+            Ok(Readiness::Ready)
+        }
+    }
+}
+
+/// The last phase of the HyperPod stage: once nodes have joined, every installed dependency
+/// must be serving (the dependency stage, which ran before any node existed, could only apply).
+/// Components that are not installed are not waited for.
+pub struct DependenciesReadyStep;
+
+#[async_trait]
+impl crate::ops::Reconcile for DependenciesReadyStep {
+    fn phase(&self) -> &'static str {
+        "dependencies-ready"
+    }
+    async fn reconcile(&self, _cx: &StepCx<'_>) -> StepResult<Value> {
+        Ok(json!({}))
+    }
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        let p: super::HyperPodParams = cx.param()?;
+        if p.verify_dependencies == Some(false) {
+            return Ok(Poll::Ready(
+                json!({"skipped": "no dependency stage in this pipeline"}),
+            ));
+        }
+        let target = kube_target(cx)?;
+        let state = cx.cloud.kube.cluster_state(&target).await?;
+        if !state.nodes.iter().any(|n| n.ready) {
+            let why = state
+                .nodes
+                .iter()
+                .find_map(|n| {
+                    n.not_ready_reason
+                        .as_ref()
+                        .map(|r| format!("node {} is NotReady: {r}", n.name))
+                })
+                .unwrap_or_else(|| "waiting for the first node to register".into());
+            return Ok(Poll::Pending(why));
+        }
+        let mut serving = Vec::new();
+        for c in COMPONENTS {
+            if left_alone(cx, c.name) {
+                continue;
+            }
+            if component_status(cx.cloud, &cx.op.cluster, &target, c)
+                .await?
+                .state
+                == ComponentState::Pending
+            {
+                continue;
+            }
+            match readiness(cx.cloud, &cx.op.cluster, &target, c).await? {
+                Readiness::Ready => serving.push(c.name),
+                Readiness::Waiting(why) => return Ok(Poll::Pending(why)),
+                Readiness::Failed(why) => return Err(StepError::fatal("dependency-failed", why)),
+            }
+        }
+        let mut out = out.clone();
+        out["serving"] = json!(serving);
+        Ok(Poll::Ready(out))
+    }
+}
+
 /// Parameters of a `dependencies` operation.
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -507,6 +704,7 @@ impl Step for ComponentStep {
             Install::Addon {
                 configuration,
                 s3_csi_role,
+                ..
             } => {
                 if let Some(a) = cx.cloud.eks.describe_addon(&cx.op.cluster, c.name).await? {
                     return Ok(json!({"addonArn": a.arn, "changed": false}));
@@ -558,38 +756,21 @@ impl Step for ComponentStep {
         if out["preexisting"] == json!(true) {
             return Ok(Poll::Ready(out.clone()));
         }
-        match &c.install {
-            Install::Addon { .. } => {
-                let Some(a) = cx.cloud.eks.describe_addon(&cx.op.cluster, c.name).await? else {
-                    return Err(StepError::fatal(
-                        "addon-missing",
-                        format!("add-on {} disappeared while it was being installed", c.name),
-                    ));
-                };
-                match addon_state(a.status) {
-                    (ComponentState::Ready, _) => Ok(Poll::Ready(out.clone())),
-                    (ComponentState::Installing, why) => {
-                        Ok(Poll::Pending(format!("{}: {why}", c.name)))
-                    }
-                    (_, why) => Err(StepError::fatal(
-                        "addon-failed",
-                        format!("{}: {why}", c.name),
-                    )),
+        match readiness(cx.cloud, &cx.op.cluster, &kube_target(cx)?, c).await? {
+            Readiness::Ready => Ok(Poll::Ready(out.clone())),
+            Readiness::Waiting(why) => {
+                // This stage runs before the HyperPod nodes exist: what waits only for a node
+                // is applied now and verified by the HyperPod stage once nodes have joined.
+                if any_node_ready(cx.cloud, &kube_target(cx)?).await? {
+                    Ok(Poll::Pending(why))
+                } else {
+                    let mut out = out.clone();
+                    out["awaitingNodes"] = json!(true);
+                    out["waitingFor"] = json!(why);
+                    Ok(Poll::Ready(out))
                 }
             }
-            Install::Manifests(f) => {
-                let target = kube_target(cx)?;
-                for m in f() {
-                    let Some(r) = ObjectRef::of(&m) else { continue };
-                    let Some(actual) = cx.cloud.kube.get(&target, &r).await? else {
-                        return Ok(Poll::Pending(format!("waiting for {}/{}", r.kind, r.name)));
-                    };
-                    if let Err(why) = object_ready(&actual) {
-                        return Ok(Poll::Pending(why));
-                    }
-                }
-                Ok(Poll::Ready(out.clone()))
-            }
+            Readiness::Failed(why) => Err(StepError::fatal("addon-failed", why)),
         }
     }
 
@@ -632,6 +813,27 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn add_on_versions_compare_numerically() {
+        assert!(version_at_least("v1.19.2-eksbuild.1", MIN_VPC_CNI));
+        assert!(version_at_least("v1.18.3-eksbuild.2", MIN_VPC_CNI));
+        assert!(!version_at_least("v1.18.1-eksbuild.3", MIN_VPC_CNI));
+        assert!(!version_at_least("v1.9.10", MIN_VPC_CNI));
+    }
+
+    #[test]
+    fn networking_and_dns_are_managed_add_ons() {
+        for name in ["vpc-cni", "kube-proxy", "coredns"] {
+            assert!(
+                matches!(
+                    component(name).map(|c| &c.install),
+                    Some(Install::Addon { .. })
+                ),
+                "{name}"
+            );
         }
     }
 

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::addons::{ensure_role, kube_target, IrsaRole};
+use super::addons::{irsa_trust, kube_target, IrsaRole};
 use super::hyperpod::{execution_role_name, hyperpod_name};
 use crate::cloud::{
     AddonStatus, Cloud, CloudResult, CreateAddon, KubeTarget, ObjectRef, TieredStorage, MANAGED_BY,
@@ -28,33 +28,73 @@ pub struct Feature {
     pub addon: &'static str,
     /// EKS add-ons that must be ACTIVE before enabling.
     pub requires: &'static [&'static str],
-    /// `(namespace, service account)` bound by pod identity to the feature's own role when it
-    /// has one, else to the HyperPod execution role.
+    /// `(namespace, service account)` bound by pod identity to the feature's first own role.
     pub pod_identity: Option<(&'static str, &'static str)>,
-    /// A role of the feature's own (`<cluster>-<suffix>`), trusted by EKS pod identity, with
-    /// a policy scoped to this cluster.
-    pub own_role: Option<OwnRole>,
+    /// Roles of the feature's own (`<cluster>-<suffix>`), never the cluster's execution role:
+    /// each with the trust and the policies AWS documents for it.
+    pub own_roles: &'static [OwnRole],
+    /// The add-on's configuration values, built from its roles, bucket and cluster.
+    pub configuration: Option<fn(&AddonInputs) -> Value>,
     pub description: &'static str,
 }
 
-/// A feature's own role: name suffix, trust, and its policy for (bucket, HyperPod cluster ARN).
-pub struct OwnRole {
-    pub suffix: &'static str,
-    pub trust: fn() -> Value,
-    pub policy: fn(&str, &str) -> Value,
+/// How a feature's own role is trusted.
+pub enum Trust {
+    /// EKS pod identity (the role is bound to a service account by an association).
+    PodIdentity,
+    /// One AWS service principal.
+    Service(&'static str),
+    /// IRSA: exactly one service account through the cluster's OIDC provider; with `sagemaker`
+    /// SageMaker may assume it too (the inference operator's execution role).
+    Irsa {
+        namespace: &'static str,
+        service_account: &'static str,
+        sagemaker: bool,
+    },
 }
 
-/// Trusted by EKS pod identity (bound to a service account by an association).
-fn pod_identity_trust() -> Value {
-    service_trust(
-        "pods.eks.amazonaws.com",
-        &["sts:AssumeRole", "sts:TagSession"],
-    )
+/// A feature's own role: name suffix, trust, an inline policy for (bucket, HyperPod cluster
+/// ARN) and the AWS-managed policies attached to it.
+pub struct OwnRole {
+    pub suffix: &'static str,
+    pub trust: Trust,
+    pub policy: Option<fn(&str, &str) -> Value>,
+    /// Names under `arn:<partition>:iam::aws:policy/`.
+    pub managed: &'static [&'static str],
+}
+
+/// What an add-on's configuration values are built from.
+pub struct AddonInputs {
+    /// Own role ARNs by suffix.
+    pub roles: std::collections::BTreeMap<&'static str, String>,
+    pub bucket: String,
+    pub hyperpod_cluster_arn: String,
 }
 
 fn autoscaling_role_policy(_bucket: &str, cluster_arn: &str) -> Value {
     autoscaling_policy(cluster_arn)
 }
+
+/// The inference operator's add-on configuration, field by field as AWS documents it for
+/// `amazon-sagemaker-hyperpod-inference`: its execution role, the bucket for its TLS
+/// certificates, the HyperPod cluster, and the roles of its load balancer controller and KEDA.
+pub fn inference_configuration(i: &AddonInputs) -> Value {
+    let role = |s: &str| i.roles.get(s).cloned().unwrap_or_default();
+    json!({
+        "executionRoleArn": role(INFERENCE_EXEC),
+        "tlsCertificateS3Bucket": i.bucket,
+        "hyperpodClusterArn": i.hyperpod_cluster_arn,
+        "alb": {"serviceAccount": {"create": true, "roleArn": role(INFERENCE_ALB)}},
+        "keda": {"auth": {"aws": {"irsa": {"roleArn": role(INFERENCE_KEDA)}}}}
+    })
+}
+
+/// Suffixes of the inference operator's roles.
+pub const INFERENCE_EXEC: &str = "inference";
+pub const INFERENCE_KEDA: &str = "inference-keda";
+pub const INFERENCE_ALB: &str = "inference-alb";
+/// Where the inference operator writes its TLS certificates in the cluster's bucket.
+pub const TLS_PREFIX: &str = "inference-tls/";
 
 impl OwnRole {
     pub fn name(&self, cluster: &str) -> String {
@@ -62,20 +102,69 @@ impl OwnRole {
     }
 }
 
-/// The inference operator's execution role: reads models from the cluster's bucket, reads
-/// this HyperPod cluster, pulls images. Nothing account-wide beyond ECR's token call.
+/// The inference operator's execution role, next to AWS's `AmazonSageMakerHyperPodInferenceAccess`:
+/// reads models from the cluster's bucket and keeps its TLS certificates under one prefix of it,
+/// reads this HyperPod cluster. Models are never written.
 fn inference_policy(bucket: &str, cluster_arn: &str) -> Value {
     json!({"Version": "2012-10-17", "Statement": [
         {"Sid": "ModelsList", "Effect": "Allow", "Action": ["s3:ListBucket"],
          "Resource": [format!("arn:aws:s3:::{bucket}")]},
         {"Sid": "ModelsRead", "Effect": "Allow", "Action": ["s3:GetObject"],
          "Resource": [format!("arn:aws:s3:::{bucket}/*")]},
+        {"Sid": "TlsCertificates", "Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"],
+         "Resource": [format!("arn:aws:s3:::{bucket}/{TLS_PREFIX}*")]},
         {"Sid": "ThisCluster", "Effect": "Allow",
          "Action": ["sagemaker:DescribeCluster", "sagemaker:ListClusterNodes"],
-         "Resource": [cluster_arn]},
-        {"Sid": "PullImages", "Effect": "Allow",
-         "Action": ["ecr:GetAuthorizationToken", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+         "Resource": [cluster_arn]}]})
+}
+
+/// KEDA's role inside the inference operator: reads metrics (CloudWatch, Amazon Managed
+/// Service for Prometheus) to scale endpoints; nothing else.
+fn inference_keda_policy(_bucket: &str, _cluster_arn: &str) -> Value {
+    json!({"Version": "2012-10-17", "Statement": [
+        {"Sid": "ReadMetrics", "Effect": "Allow",
+         "Action": ["cloudwatch:GetMetricData", "cloudwatch:GetMetricStatistics", "cloudwatch:ListMetrics",
+                    "aps:QueryMetrics", "aps:GetLabels", "aps:GetSeries", "aps:GetMetricMetadata"],
          "Resource": "*"}]})
+}
+
+/// The load balancer controller's role inside the inference operator: the AWS Load Balancer
+/// Controller's documented permissions, with writes limited to load balancers it tagged.
+fn inference_alb_policy(_bucket: &str, _cluster_arn: &str) -> Value {
+    json!({"Version": "2012-10-17", "Statement": [
+        {"Sid": "ServiceLinkedRole", "Effect": "Allow", "Action": ["iam:CreateServiceLinkedRole"],
+         "Resource": "*",
+         "Condition": {"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}}},
+        {"Sid": "Describe", "Effect": "Allow",
+         "Action": ["ec2:DescribeAccountAttributes", "ec2:DescribeAddresses", "ec2:DescribeAvailabilityZones",
+                    "ec2:DescribeInternetGateways", "ec2:DescribeVpcs", "ec2:DescribeVpcPeeringConnections",
+                    "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeInstances",
+                    "ec2:DescribeNetworkInterfaces", "ec2:DescribeTags", "ec2:GetCoipPoolUsage",
+                    "ec2:DescribeCoipPools", "ec2:GetSecurityGroupsForVpc", "ec2:DescribeIpamPools",
+                    "elasticloadbalancing:Describe*", "acm:ListCertificates", "acm:DescribeCertificate",
+                    "wafv2:GetWebACL", "wafv2:GetWebACLForResource", "shield:GetSubscriptionState"],
+         "Resource": "*"},
+        {"Sid": "SecurityGroups", "Effect": "Allow",
+         "Action": ["ec2:CreateSecurityGroup", "ec2:CreateTags", "ec2:AuthorizeSecurityGroupIngress",
+                    "ec2:RevokeSecurityGroupIngress", "ec2:DeleteSecurityGroup"],
+         "Resource": "*",
+         "Condition": {"Null": {"aws:ResourceTag/elbv2.k8s.aws/cluster": "false"}}},
+        {"Sid": "CreateLoadBalancers", "Effect": "Allow",
+         "Action": ["elasticloadbalancing:CreateLoadBalancer", "elasticloadbalancing:CreateTargetGroup"],
+         "Resource": "*",
+         "Condition": {"Null": {"aws:RequestTag/elbv2.k8s.aws/cluster": "false"}}},
+        {"Sid": "ChangeOwnLoadBalancers", "Effect": "Allow",
+         "Action": ["elasticloadbalancing:CreateListener", "elasticloadbalancing:DeleteListener",
+                    "elasticloadbalancing:CreateRule", "elasticloadbalancing:DeleteRule",
+                    "elasticloadbalancing:AddTags", "elasticloadbalancing:RemoveTags",
+                    "elasticloadbalancing:ModifyLoadBalancerAttributes", "elasticloadbalancing:SetIpAddressType",
+                    "elasticloadbalancing:SetSecurityGroups", "elasticloadbalancing:SetSubnets",
+                    "elasticloadbalancing:DeleteLoadBalancer", "elasticloadbalancing:ModifyTargetGroup",
+                    "elasticloadbalancing:ModifyTargetGroupAttributes", "elasticloadbalancing:DeleteTargetGroup",
+                    "elasticloadbalancing:RegisterTargets", "elasticloadbalancing:DeregisterTargets",
+                    "elasticloadbalancing:ModifyListener", "elasticloadbalancing:ModifyRule"],
+         "Resource": "*",
+         "Condition": {"Null": {"aws:ResourceTag/elbv2.k8s.aws/cluster": "false"}}}]})
 }
 
 /// Key of the managed tiered checkpointing feature (not an add-on).
@@ -156,17 +245,29 @@ pub static FEATURES: &[Feature] = &[
         addon: "amazon-sagemaker-hyperpod-training-operator",
         requires: &["cert-manager", "eks-pod-identity-agent"],
         pod_identity: Some(("aws-hyperpod", "hp-training-operator-controller-manager")),
-        own_role: None,
-        description: "HyperPod training operator (HyperPodPyTorchJob), with its pod identity association to the cluster's execution role",
+        own_roles: &[OwnRole {
+            suffix: "training-operator",
+            trust: Trust::PodIdentity,
+            policy: None,
+            managed: &["AmazonSageMakerHyperPodTrainingOperatorAccess"],
+        }],
+        configuration: None,
+        description: "HyperPod training operator (HyperPodPyTorchJob), with its own role <cluster>-training-operator (AWS's AmazonSageMakerHyperPodTrainingOperatorAccess) bound by pod identity",
     },
     Feature {
         key: "containerInsights",
         kind: "feature-container-insights",
         addon: "amazon-cloudwatch-observability",
-        requires: &[],
-        pod_identity: None,
-        own_role: None,
-        description: "CloudWatch Container Insights (the amazon-cloudwatch-observability add-on)",
+        requires: &["eks-pod-identity-agent"],
+        pod_identity: Some(("amazon-cloudwatch", "cloudwatch-agent")),
+        own_roles: &[OwnRole {
+            suffix: "cloudwatch-agent",
+            trust: Trust::PodIdentity,
+            policy: None,
+            managed: &["CloudWatchAgentServerPolicy"],
+        }],
+        configuration: None,
+        description: "CloudWatch Container Insights (the amazon-cloudwatch-observability add-on), with its own role <cluster>-cloudwatch-agent (AWS's CloudWatchAgentServerPolicy) bound by pod identity to the CloudWatch agent",
     },
     Feature {
         key: TIERED,
@@ -174,21 +275,51 @@ pub static FEATURES: &[Feature] = &[
         addon: "",
         requires: &[],
         pod_identity: None,
-        own_role: None,
+        own_roles: &[],
+        configuration: None,
         description: "Managed tiered checkpointing: TieredStorageConfig on the HyperPod cluster, plus the service account default/hyperpod-checkpointing with an IRSA role limited to checkpoints/ in the cluster's bucket",
     },
     Feature {
         key: "inferenceOperator",
         kind: "feature-inference-operator",
         addon: "amazon-sagemaker-hyperpod-inference",
-        requires: &["cert-manager", "aws-mountpoint-s3-csi-driver", "eks-pod-identity-agent"],
-        pod_identity: Some(("hyperpod-inference-system", "hyperpod-inference-operator-controller-manager")),
-        own_role: Some(OwnRole {
-            suffix: "inference",
-            trust: pod_identity_trust,
-            policy: inference_policy,
-        }),
-        description: "HyperPod inference operator (InferenceEndpointConfig), with its own execution role <cluster>-inference scoped to this cluster and its bucket, bound by pod identity",
+        // The add-ons AWS names as required before the inference operator installs.
+        requires: &["cert-manager", "aws-mountpoint-s3-csi-driver", "aws-fsx-csi-driver", "metrics-server"],
+        pod_identity: None,
+        own_roles: &[
+            OwnRole {
+                suffix: INFERENCE_EXEC,
+                trust: Trust::Irsa {
+                    namespace: "hyperpod-inference-system",
+                    service_account: "hyperpod-inference-controller-manager",
+                    sagemaker: true,
+                },
+                policy: Some(inference_policy),
+                managed: &["AmazonSageMakerHyperPodInferenceAccess"],
+            },
+            OwnRole {
+                suffix: INFERENCE_KEDA,
+                trust: Trust::Irsa {
+                    namespace: "hyperpod-inference-system",
+                    service_account: "keda-operator",
+                    sagemaker: false,
+                },
+                policy: Some(inference_keda_policy),
+                managed: &[],
+            },
+            OwnRole {
+                suffix: INFERENCE_ALB,
+                trust: Trust::Irsa {
+                    namespace: "hyperpod-inference-system",
+                    service_account: "aws-load-balancer-controller",
+                    sagemaker: false,
+                },
+                policy: Some(inference_alb_policy),
+                managed: &[],
+            },
+        ],
+        configuration: Some(inference_configuration),
+        description: "HyperPod inference operator (InferenceEndpointConfig): the add-on with the configuration AWS documents, its execution role <cluster>-inference (AWS's AmazonSageMakerHyperPodInferenceAccess, trusted by SageMaker and its controller's service account) and the roles of its load balancer controller and KEDA",
     },
     Feature {
         key: AUTOSCALING,
@@ -197,11 +328,13 @@ pub static FEATURES: &[Feature] = &[
         requires: &[],
         pod_identity: None,
         // The role HyperPod assumes to add and remove this cluster's nodes.
-        own_role: Some(OwnRole {
+        own_roles: &[OwnRole {
             suffix: "autoscaling",
-            trust: autoscaling_trust,
-            policy: autoscaling_role_policy,
-        }),
+            trust: Trust::Service("hyperpod.sagemaker.amazonaws.com"),
+            policy: Some(autoscaling_role_policy),
+            managed: &[],
+        }],
+        configuration: None,
         description: "Managed autoscaling (HyperPod-managed Karpenter): scales the chosen HyperPod instance groups (on-demand, without deep health checks) from zero with pending pods. It governs HyperPod instance groups only, not general EC2 capacity.",
     },
     Feature {
@@ -210,7 +343,8 @@ pub static FEATURES: &[Feature] = &[
         addon: "aws-fsx-csi-driver",
         requires: &[],
         pod_identity: None,
-        own_role: None,
+        own_roles: &[],
+        configuration: None,
         description: "FSx for Lustre CSI driver, for FSx storage claims (static volumes need no IAM role)",
     },
 ];
@@ -446,6 +580,10 @@ impl Reconcile for FeatureAddonStep {
         match (p.enable, existing) {
             (true, Some(a)) => Ok(json!({"addonArn": a.arn, "changed": false})),
             (true, None) => {
+                let configuration_values = match f.configuration {
+                    Some(build) => Some(build(&addon_inputs(cx, f).await?).to_string()),
+                    None => None,
+                };
                 let a = cx
                     .cloud
                     .eks
@@ -454,7 +592,7 @@ impl Reconcile for FeatureAddonStep {
                         name: f.addon.into(),
                         version: None,
                         service_account_role_arn: None,
-                        configuration_values: None,
+                        configuration_values,
                         resolve_conflicts: "OVERWRITE".into(),
                     })
                     .await?;
@@ -490,7 +628,30 @@ impl Reconcile for FeatureAddonStep {
     }
 }
 
-/// Binds (or unbinds) the feature's service account to the HyperPod execution role.
+/// What the feature's add-on configuration is built from: its own roles (which the role phase
+/// made first), the cluster's bucket and the HyperPod cluster.
+async fn addon_inputs(cx: &StepCx<'_>, f: &Feature) -> StepResult<AddonInputs> {
+    let mut roles = std::collections::BTreeMap::new();
+    for own in f.own_roles {
+        let name = own.name(&cx.op.cluster);
+        let Some(r) = cx.cloud.iam.get_role(&name).await? else {
+            return Err(StepError::fatal(
+                "missing-prerequisite",
+                format!("the role {name} is missing"),
+            ));
+        };
+        roles.insert(own.suffix, r.arn);
+    }
+    Ok(AddonInputs {
+        roles,
+        bucket: bucket_of(cx).await?,
+        hyperpod_cluster_arn: super::hyperpod::described(cx).await?.arn,
+    })
+}
+
+/// Binds (or unbinds) the feature's service account to its own role, then watches the add-on
+/// get credentials through it (a node role without `eks-auth:AssumeRoleForPodIdentity` leaves
+/// it degraded with AccessDenied).
 pub struct FeatureIdentityStep;
 
 #[async_trait]
@@ -512,7 +673,7 @@ impl Reconcile for FeatureIdentityStep {
         match (p.enable, existing) {
             (true, Some(id)) => Ok(json!({"associationId": id, "changed": false})),
             (true, None) => {
-                let role = match &f.own_role {
+                let role = match f.own_roles.first() {
                     Some(own) => own.name(&cx.op.cluster),
                     None => execution_role_name(&cx.op.cluster),
                 };
@@ -540,6 +701,39 @@ impl Reconcile for FeatureIdentityStep {
                 Ok(json!({"changed": true}))
             }
             (false, None) => Ok(json!({"changed": false})),
+        }
+    }
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        let f = feature_of(cx)?;
+        let p: FeatureParams = cx.param()?;
+        if !p.enable || f.pod_identity.is_none() {
+            return Ok(Poll::Ready(out.clone()));
+        }
+        match cx.cloud.eks.describe_addon(&cx.op.cluster, f.addon).await? {
+            Some(a) if a.status == AddonStatus::Active => Ok(Poll::Ready(out.clone())),
+            Some(a)
+                if a.health
+                    .as_deref()
+                    .is_some_and(|h| h.contains("AccessDenied")) =>
+            {
+                Err(StepError::fatal(
+                    "pod-identity-denied",
+                    format!(
+                        "{} cannot get credentials through pod identity: {}",
+                        f.addon,
+                        a.health.unwrap_or_default()
+                    ),
+                ))
+            }
+            Some(a) => Ok(Poll::Pending(format!(
+                "add-on {:?}{}",
+                a.status,
+                a.health.map(|h| format!(": {h}")).unwrap_or_default()
+            ))),
+            None => Err(StepError::fatal(
+                "addon-missing",
+                format!("add-on {} disappeared", f.addon),
+            )),
         }
     }
 }
@@ -656,38 +850,6 @@ impl Reconcile for TieredConfigStep {
     }
 }
 
-/// A role trusted by one AWS service principal, with one inline policy: created when missing,
-/// its policy put either way; or deleted (with its policies) when disabling.
-struct ServiceRole<'a> {
-    name: String,
-    trust: Value,
-    tag_role: &'a str,
-    policy_name: &'a str,
-}
-
-impl ServiceRole<'_> {
-    async fn ensure(&self, cx: &StepCx<'_>, policy: &Value) -> StepResult<String> {
-        let trust = self.trust.clone();
-        ensure_role(
-            cx,
-            &self.name,
-            self.tag_role,
-            self.policy_name,
-            policy,
-            || async { Ok(trust) },
-        )
-        .await
-    }
-
-    async fn remove(&self, cx: &StepCx<'_>) -> StepResult<bool> {
-        let existed = cx.cloud.iam.get_role(&self.name).await?.is_some();
-        if existed {
-            cx.cloud.iam.delete_role(&self.name).await?;
-        }
-        Ok(existed)
-    }
-}
-
 /// The autoscaling role's trust: HyperPod alone.
 pub fn autoscaling_trust() -> Value {
     service_trust("hyperpod.sagemaker.amazonaws.com", &["sts:AssumeRole"])
@@ -704,8 +866,71 @@ async fn bucket_of(cx: &StepCx<'_>) -> StepResult<String> {
     Ok(super::hyperpod::bucket_name(&cx.op.cluster, &account))
 }
 
-/// A feature's own role (the inference operator's execution role, the autoscaling role).
+/// A feature's own roles (the training operator's, the CloudWatch agent's, the inference
+/// operator's three, the autoscaling role): each created with its documented trust when
+/// missing, its inline policy put and its AWS-managed policies attached either way; or deleted.
 pub struct OwnRoleStep;
+
+impl OwnRoleStep {
+    async fn trust(cx: &StepCx<'_>, trust: &Trust) -> StepResult<Value> {
+        Ok(match trust {
+            Trust::PodIdentity => service_trust(
+                "pods.eks.amazonaws.com",
+                &["sts:AssumeRole", "sts:TagSession"],
+            ),
+            Trust::Service(principal) => service_trust(principal, &["sts:AssumeRole"]),
+            Trust::Irsa {
+                namespace,
+                service_account,
+                sagemaker,
+            } => {
+                let mut doc = irsa_trust(cx, namespace, service_account).await?;
+                if *sagemaker {
+                    if let Some(list) = doc["Statement"].as_array_mut() {
+                        list.push(json!({"Effect": "Allow",
+                            "Principal": {"Service": "sagemaker.amazonaws.com"},
+                            "Action": "sts:AssumeRole"}));
+                    }
+                }
+                doc
+            }
+        })
+    }
+
+    async fn ensure(
+        cx: &StepCx<'_>,
+        own: &OwnRole,
+        bucket: &str,
+        cluster_arn: &str,
+    ) -> StepResult<String> {
+        let name = own.name(&cx.op.cluster);
+        let arn = match cx.cloud.iam.get_role(&name).await? {
+            Some(role) => role.arn,
+            None => {
+                let trust = Self::trust(cx, &own.trust).await?;
+                cx.cloud
+                    .iam
+                    .create_role(&name, &trust, &super::net_tags(cx, own.suffix))
+                    .await?
+                    .arn
+            }
+        };
+        if let Some(policy) = own.policy {
+            cx.cloud
+                .iam
+                .put_role_policy(&name, "instantstart-feature", &policy(bucket, cluster_arn))
+                .await?;
+        }
+        let partition = cluster_arn.split(':').nth(1).unwrap_or("aws");
+        for managed in own.managed {
+            cx.cloud
+                .iam
+                .attach_role_policy(&name, &format!("arn:{partition}:iam::aws:policy/{managed}"))
+                .await?;
+        }
+        Ok(arn)
+    }
+}
 
 #[async_trait]
 impl Reconcile for OwnRoleStep {
@@ -715,21 +940,25 @@ impl Reconcile for OwnRoleStep {
     async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let f = feature_of(cx)?;
         let p: FeatureParams = cx.param()?;
-        let Some(own) = &f.own_role else {
-            return Ok(json!({"changed": false}));
-        };
-        let role = ServiceRole {
-            name: own.name(&cx.op.cluster),
-            trust: (own.trust)(),
-            tag_role: own.suffix,
-            policy_name: "instantstart-feature",
-        };
         if !p.enable {
-            return Ok(json!({"changed": role.remove(cx).await?}));
+            let mut removed = 0;
+            for own in f.own_roles {
+                let name = own.name(&cx.op.cluster);
+                if cx.cloud.iam.get_role(&name).await?.is_some() {
+                    cx.cloud.iam.delete_role(&name).await?;
+                    removed += 1;
+                }
+            }
+            return Ok(json!({"changed": removed > 0}));
         }
         let cluster_arn = super::hyperpod::described(cx).await?.arn;
-        let doc = (own.policy)(&bucket_of(cx).await?, &cluster_arn);
-        Ok(json!({"roleArn": role.ensure(cx, &doc).await?}))
+        let bucket = bucket_of(cx).await?;
+        let mut arns = serde_json::Map::new();
+        for own in f.own_roles {
+            let arn = Self::ensure(cx, own, &bucket, &cluster_arn).await?;
+            arns.insert(own.suffix.to_string(), json!(arn));
+        }
+        Ok(json!({"roleArns": arns}))
     }
 }
 
@@ -847,6 +1076,99 @@ mod tests {
                 "Principal": {"Service": "hyperpod.sagemaker.amazonaws.com"},
                 "Action": ["sts:AssumeRole"]}]})
         );
+        let own = &feature(AUTOSCALING).unwrap().own_roles[0];
+        assert!(matches!(
+            own.trust,
+            Trust::Service("hyperpod.sagemaker.amazonaws.com")
+        ));
+    }
+
+    /// The add-on's configuration, field by field as AWS documents it for
+    /// `amazon-sagemaker-hyperpod-inference`, and the roles it passes.
+    #[test]
+    fn the_inference_add_on_gets_the_documented_configuration_and_roles() {
+        let f = feature("inferenceOperator").unwrap();
+        let suffixes: Vec<&str> = f.own_roles.iter().map(|r| r.suffix).collect();
+        assert_eq!(suffixes, [INFERENCE_EXEC, INFERENCE_KEDA, INFERENCE_ALB]);
+        let inputs = AddonInputs {
+            roles: f
+                .own_roles
+                .iter()
+                .map(|r| (r.suffix, format!("arn:aws:iam::1:role/demo-{}", r.suffix)))
+                .collect(),
+            bucket: "sagemaker-instantstart-demo-1".into(),
+            hyperpod_cluster_arn: "arn:aws:sagemaker:us-west-2:1:cluster/abc".into(),
+        };
+        let config = (f.configuration.unwrap())(&inputs);
+        assert_eq!(
+            config,
+            json!({
+                "executionRoleArn": "arn:aws:iam::1:role/demo-inference",
+                "tlsCertificateS3Bucket": "sagemaker-instantstart-demo-1",
+                "hyperpodClusterArn": "arn:aws:sagemaker:us-west-2:1:cluster/abc",
+                "alb": {"serviceAccount": {"create": true, "roleArn": "arn:aws:iam::1:role/demo-inference-alb"}},
+                "keda": {"auth": {"aws": {"irsa": {"roleArn": "arn:aws:iam::1:role/demo-inference-keda"}}}}
+            })
+        );
+        // The execution role: trusted by SageMaker and exactly the controller's service
+        // account, with AWS's managed policy for the operator.
+        let exec = &f.own_roles[0];
+        assert!(matches!(
+            exec.trust,
+            Trust::Irsa {
+                namespace: "hyperpod-inference-system",
+                service_account: "hyperpod-inference-controller-manager",
+                sagemaker: true
+            }
+        ));
+        assert_eq!(exec.managed, ["AmazonSageMakerHyperPodInferenceAccess"]);
+        for (role, sa) in [
+            (&f.own_roles[1], "keda-operator"),
+            (&f.own_roles[2], "aws-load-balancer-controller"),
+        ] {
+            assert!(matches!(
+                role.trust,
+                Trust::Irsa { namespace: "hyperpod-inference-system", service_account, sagemaker: false }
+                    if service_account == sa
+            ));
+        }
+        assert!(f.pod_identity.is_none(), "the inference operator uses IRSA");
+        for req in [
+            "cert-manager",
+            "aws-mountpoint-s3-csi-driver",
+            "aws-fsx-csi-driver",
+            "metrics-server",
+        ] {
+            assert!(f.requires.contains(&req), "{req}");
+        }
+    }
+
+    /// The training operator and the CloudWatch agent each get a role of their own with AWS's
+    /// managed policy for them, bound by pod identity, never the cluster's execution role.
+    #[test]
+    fn operators_get_their_own_roles_with_aws_managed_policies() {
+        for (key, suffix, managed, sa) in [
+            (
+                "trainingOperator",
+                "training-operator",
+                "AmazonSageMakerHyperPodTrainingOperatorAccess",
+                ("aws-hyperpod", "hp-training-operator-controller-manager"),
+            ),
+            (
+                "containerInsights",
+                "cloudwatch-agent",
+                "CloudWatchAgentServerPolicy",
+                ("amazon-cloudwatch", "cloudwatch-agent"),
+            ),
+        ] {
+            let f = feature(key).unwrap();
+            let own = &f.own_roles[0];
+            assert_eq!(own.suffix, suffix);
+            assert!(matches!(own.trust, Trust::PodIdentity));
+            assert_eq!(own.managed, [managed]);
+            assert_eq!(f.pod_identity, Some(sa));
+            assert_ne!(own.name("demo"), execution_role_name("demo"));
+        }
     }
 
     #[test]
@@ -861,15 +1183,19 @@ mod tests {
                 .map(|a| a.as_str().unwrap())
                 .collect();
             assert!(actions.iter().all(|a| !a.contains('*')), "{s}");
-            assert!(
-                !actions
-                    .iter()
-                    .any(|a| a.starts_with("s3:Put") || a.starts_with("s3:Delete")),
-                "models are read, never written: {s}"
-            );
-            if s["Resource"] == "*" {
-                assert!(actions.iter().all(|a| a.starts_with("ecr:")), "{s}");
+            if actions
+                .iter()
+                .any(|a| a.starts_with("s3:Put") || a.starts_with("s3:Delete"))
+            {
+                assert_eq!(
+                    s["Resource"],
+                    json!([format!(
+                        "arn:aws:s3:::sagemaker-instantstart-demo/{TLS_PREFIX}*"
+                    )]),
+                    "models are read, never written; only TLS certificates are: {s}"
+                );
             }
+            assert_ne!(s["Resource"], "*", "{s}");
             if actions.iter().any(|a| a.starts_with("sagemaker:")) {
                 assert_eq!(s["Resource"], json!([arn]));
             }

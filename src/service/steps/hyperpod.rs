@@ -125,32 +125,57 @@ impl ExecutionRoleStep {
         Ok(bucket_name(&cx.op.cluster, &account))
     }
 
-    /// Least privilege: the cluster's bucket only, ENI management inside the VPC, and the
-    /// AWS-managed instance policy. No `s3:*`, no `*` resources for data.
-    fn policy(bucket: &str) -> Value {
+    /// Least privilege: the cluster's bucket only, what the VPC CNI needs for the nodes' network
+    /// interfaces, image pulls and pod identity on this cluster, next to the AWS-managed instance
+    /// policy (which grants logs, metrics, `sagemaker-*` reads and SSM messages only — AWS's own
+    /// HyperPod templates add the same statements). No `s3:*`, no `*` resources for data.
+    fn policy(bucket: &str, eks_cluster_arn: &str) -> Value {
+        let eni_arns = |p: &str| {
+            // arn:aws:eks:region:account:cluster/name → the same partition, region and account.
+            let parts: Vec<&str> = eks_cluster_arn.splitn(6, ':').collect();
+            match parts.as_slice() {
+                [_, partition, _, region, account, _] => {
+                    format!("arn:{partition}:ec2:{region}:{account}:{p}")
+                }
+                _ => format!("arn:aws:ec2:*:*:{p}"),
+            }
+        };
         json!({"Version": "2012-10-17", "Statement": [
             {"Sid": "SharedBucketList", "Effect": "Allow",
              "Action": ["s3:ListBucket"], "Resource": [format!("arn:aws:s3:::{bucket}")]},
             {"Sid": "SharedBucketObjects", "Effect": "Allow",
              "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
              "Resource": [format!("arn:aws:s3:::{bucket}/*")]},
-            {"Sid": "VpcNetworkInterfaces", "Effect": "Allow",
-             "Action": ["ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission",
+            {"Sid": "VpcCniNetworkInterfaces", "Effect": "Allow",
+             "Action": ["ec2:AssignPrivateIpAddresses", "ec2:AttachNetworkInterface",
+                        "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission",
                         "ec2:DeleteNetworkInterface", "ec2:DeleteNetworkInterfacePermission",
-                        "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions",
-                        "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DetachNetworkInterface",
-                        "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"],
+                        "ec2:DetachNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute",
+                        "ec2:UnassignPrivateIpAddresses"],
+             "Resource": [eni_arns("instance/*"), eni_arns("network-interface/*"),
+                          eni_arns("subnet/*"), eni_arns("security-group/*")]},
+            {"Sid": "VpcCniDescribe", "Effect": "Allow",
+             "Action": ["ec2:DescribeInstances", "ec2:DescribeTags", "ec2:DescribeNetworkInterfaces",
+                        "ec2:DescribeInstanceTypes", "ec2:DescribeSubnets", "ec2:DescribeVpcs",
+                        "ec2:DescribeDhcpOptions", "ec2:DescribeSecurityGroups"],
              "Resource": "*"},
             {"Sid": "TagOwnInterfaces", "Effect": "Allow", "Action": ["ec2:CreateTags"],
-             "Resource": "arn:aws:ec2:*:*:network-interface/*"}
+             "Resource": eni_arns("network-interface/*")},
+            {"Sid": "PullImages", "Effect": "Allow",
+             "Action": ["ecr:GetAuthorizationToken", "ecr:BatchGetImage",
+                        "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+             "Resource": "*"},
+            {"Sid": "PodIdentityOnThisCluster", "Effect": "Allow",
+             "Action": ["eks-auth:AssumeRoleForPodIdentity"], "Resource": [eks_cluster_arn]}
         ]})
     }
 
     async fn ensure_policies(cx: &StepCx<'_>, name: &str) -> StepResult<()> {
         let bucket = Self::bucket(cx).await?;
+        let eks = cx.resource("eksClusterArn")?;
         cx.cloud
             .iam
-            .put_role_policy(name, "instantstart-hyperpod", &Self::policy(&bucket))
+            .put_role_policy(name, "instantstart-hyperpod", &Self::policy(&bucket, &eks))
             .await?;
         cx.cloud
             .iam
@@ -252,7 +277,7 @@ impl HyperPodClusterStep {
                 deep_health_checks: super::groups::deep_health_checks(p.deep_health_checks),
                 capacity: p.capacity.clone(),
                 subnet_ids: vec![cx.resource("computeSubnetId")?],
-                security_group_ids: vec![cx.resource("efaSecurityGroupId")?],
+                security_group_ids: vec![cx.resource("clusterSecurityGroupId")?],
                 network_interface: p.network_interface.clone(),
             }],
             tags: net_tags(cx, "hyperpod"),
@@ -338,8 +363,55 @@ mod tests {
 
     #[test]
     fn the_execution_policy_never_grants_s3_on_everything() {
-        let doc = ExecutionRoleStep::policy("b").to_string();
+        let doc = ExecutionRoleStep::policy("b", "arn:aws:eks:us-west-2:1:cluster/c").to_string();
         assert!(!doc.contains("\"s3:*\""));
         assert!(doc.contains("arn:aws:s3:::b/*"));
+    }
+
+    /// What AWS's HyperPod templates grant the execution role beyond the managed policy,
+    /// statement by statement: image pulls, pod identity on this cluster only, and the VPC CNI's
+    /// network-interface actions inside this account and region.
+    #[test]
+    fn the_execution_policy_grants_image_pulls_pod_identity_and_the_cni() {
+        let eks = "arn:aws-cn:eks:cn-north-1:111122223333:cluster/demo";
+        let doc = ExecutionRoleStep::policy("b", eks);
+        let find = |action: &str| {
+            doc["Statement"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["Action"].as_array().unwrap().iter().any(|a| a == action))
+                .unwrap_or_else(|| panic!("{action} is not granted"))
+                .clone()
+        };
+        for a in [
+            "ecr:GetAuthorizationToken",
+            "ecr:BatchGetImage",
+            "ecr:GetDownloadUrlForLayer",
+            "ecr:BatchCheckLayerAvailability",
+        ] {
+            assert_eq!(
+                find(a)["Resource"],
+                "*",
+                "{a} has no resource-level permissions"
+            );
+        }
+        assert_eq!(
+            find("eks-auth:AssumeRoleForPodIdentity")["Resource"],
+            json!([eks])
+        );
+        let eni = find("ec2:CreateNetworkInterface");
+        assert!(eni["Resource"].as_array().unwrap().iter().all(|r| r
+            .as_str()
+            .unwrap()
+            .starts_with("arn:aws-cn:ec2:cn-north-1:111122223333:")));
+        for a in [
+            "ec2:AttachNetworkInterface",
+            "ec2:ModifyNetworkInterfaceAttribute",
+            "ec2:DescribeInstances",
+            "ec2:DescribeInstanceTypes",
+        ] {
+            find(a);
+        }
     }
 }

@@ -4,9 +4,11 @@
 //! cluster       vpc → subnets → internet-gateway → nat-gateway → route-tables → security-groups
 //!               → s3-endpoint → eks-role → eks-cluster → oidc-provider
 //! dependencies  one phase per component of deps::COMPONENTS (read actual → apply what differs
-//!               → wait for ready): namespaces, pod identity, cert-manager, S3 CSI (+ its role),
+//!               → wait for ready, or only for nodes): VPC CNI, kube-proxy, CoreDNS, namespaces,
+//!               pod identity, cert-manager, S3 CSI (+ its role),
 //!               NVIDIA and EFA device plugins, KubeRay, KEDA
 //! hyperpod      compute-subnet → execution-role → shared-bucket → lifecycle-script → hyperpod-cluster
+//!               → dependencies-ready (what the dependency stage applied before nodes existed)
 //! storage       [shared-bucket →] volume (PV + PVC: S3 bucket or FSx for Lustre)
 //! storage-delete  delete-volume
 //! import        eks-cluster → hyperpod-cluster → access-entry → detect-dependencies
@@ -73,6 +75,11 @@ pub struct HyperPodParams {
     /// `efa`, `efa-only`, or `None` for a standard interface.
     #[serde(default)]
     pub network_interface: Option<String>,
+    /// Whether the stage ends by verifying the dependencies (which the dependency stage could
+    /// only apply before nodes existed). `None` (a stage run on its own) verifies; a pipeline
+    /// without a dependency stage has nothing to verify.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_dependencies: Option<bool>,
 }
 
 /// Parameters of a pipeline: the stages to run and their parameters.
@@ -101,7 +108,11 @@ impl PipelineParams {
     fn params_for(&self, stage: &str) -> Value {
         match stage {
             "cluster" => serde_json::to_value(&self.cluster).unwrap_or_default(),
-            "hyperpod" => serde_json::to_value(&self.hyperpod).unwrap_or_default(),
+            "hyperpod" => serde_json::to_value(HyperPodParams {
+                verify_dependencies: Some(self.dependencies),
+                ..self.hyperpod.clone()
+            })
+            .unwrap_or_default(),
             _ => json!({}),
         }
     }
@@ -263,6 +274,7 @@ impl Stages for Catalog {
                 Arc::new(SharedBucketStep),
                 Arc::new(LifecycleScriptStep),
                 Arc::new(HyperPodClusterStep),
+                Arc::new(deps::DependenciesReadyStep),
             ],
             "storage" => {
                 let p: storage::StorageParams = serde_json::from_value(params.clone()).ok()?;
@@ -304,7 +316,7 @@ impl Stages for Catalog {
                 // Enabling: its own role (if any), the add-on, then its identity; disabling:
                 // the reverse.
                 let mut chain: Vec<Arc<dyn Step>> = Vec::new();
-                if feature.own_role.is_some() {
+                if !feature.own_roles.is_empty() {
                     chain.push(Arc::new(features::OwnRoleStep));
                 }
                 chain.push(Arc::new(features::FeatureAddonStep));

@@ -243,6 +243,11 @@ impl Step for RouteTablesStep {
     }
 }
 
+/// One security group for the EKS control plane and every HyperPod node, as AWS's templates
+/// make it: all traffic within the group in and out (kubelet → API server on 443, API server →
+/// kubelets and webhooks, and EFA, which needs self-referencing egress as well as ingress), plus
+/// EC2's default egress to anywhere. Two groups that each reference only themselves would leave
+/// nodes unable to join.
 pub struct SecurityGroupsStep;
 
 #[async_trait]
@@ -251,39 +256,24 @@ impl Step for SecurityGroupsStep {
         "security-groups"
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let vpc_id = cx.resource("vpcId")?;
-        let mut out = json!({});
-        for (role, description, out_key) in [
-            (
-                "cluster-sg",
-                "EKS control plane and nodes",
-                "clusterSecurityGroupId",
-            ),
-            (
-                "efa-sg",
-                "EFA: all traffic within the group",
-                "efaSecurityGroupId",
-            ),
-        ] {
-            let id = match find_tagged(cx, NetKind::SecurityGroup, role).await? {
-                Some(id) => {
-                    cx.cloud.network.ensure_self_referencing(&id).await?;
-                    id
-                }
-                None => {
-                    let req = CreateSecurityGroup {
-                        vpc_id: vpc_id.clone(),
-                        name: format!("{}-{role}", cx.op.cluster),
-                        description: description.into(),
-                        self_referencing: true,
-                        tags: net_tags(cx, role),
-                    };
-                    cx.cloud.network.create_security_group(&req).await?
-                }
-            };
-            out[out_key] = json!(id);
-        }
-        Ok(out)
+        let role = "cluster-sg";
+        let id = match find_tagged(cx, NetKind::SecurityGroup, role).await? {
+            Some(id) => {
+                cx.cloud.network.ensure_self_referencing(&id).await?;
+                id
+            }
+            None => {
+                let req = CreateSecurityGroup {
+                    vpc_id: cx.resource("vpcId")?,
+                    name: format!("{}-{role}", cx.op.cluster),
+                    description: "EKS control plane and HyperPod nodes: all traffic within the group (API, kubelet, EFA)".into(),
+                    self_referencing: true,
+                    tags: net_tags(cx, role),
+                };
+                cx.cloud.network.create_security_group(&req).await?
+            }
+        };
+        Ok(json!({"clusterSecurityGroupId": id}))
     }
 }
 

@@ -31,6 +31,42 @@ pub async fn all_nodes(cloud: &Cloud, hyperpod: &str) -> CloudResult<Vec<Cluster
     }
 }
 
+/// Watches a replacement: the old instance leaves the group and a new one (an id that was not
+/// there before the call) runs in its place. Done when the replacement is `Running`.
+fn watch_replacement(old: &str, nodes: &[ClusterNode], out: &Value) -> StepResult<Poll> {
+    let group = out["instanceGroup"].as_str();
+    let before: Vec<&str> = out["nodesBefore"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let replacement = nodes.iter().find(|n| {
+        group.is_none_or(|g| n.instance_group == g) && !before.contains(&n.instance_id.as_str())
+    });
+    match replacement {
+        Some(n) if n.status == "Running" => {
+            let mut out = out.clone();
+            out["replacementId"] = json!(n.instance_id);
+            Ok(Poll::Ready(out))
+        }
+        Some(n) if n.status == "Failure" => Err(StepError::fatal(
+            "node-failed",
+            format!("the replacement {} for {old} is in Failure", n.instance_id),
+        )),
+        Some(n) => Ok(Poll::Pending(format!(
+            "replacement {} {}",
+            n.instance_id, n.status
+        ))),
+        None => match nodes.iter().find(|n| n.instance_id == old) {
+            Some(n) => Ok(Poll::Pending(format!("node {old} {}", n.status))),
+            None => Ok(Poll::Pending(format!(
+                "{old} is gone; waiting for its replacement to be listed"
+            ))),
+        },
+    }
+}
+
 pub struct NodeActionStep;
 
 #[async_trait]
@@ -40,14 +76,19 @@ impl Step for NodeActionStep {
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let p: NodeParams = cx.param()?;
+        let hp = hyperpod_name(&cx.op.cluster);
+        // A replacement is new hardware with a new instance id: remember who was there, so the
+        // watch can tell the replacement from the rest of the group.
+        let nodes = all_nodes(cx.cloud, &hp).await?;
+        let group = nodes
+            .iter()
+            .find(|n| n.instance_id == p.node_id)
+            .map(|n| n.instance_group.clone());
+        let before: Vec<&str> = nodes.iter().map(|n| n.instance_id.as_str()).collect();
         let result = cx
             .cloud
             .hyperpod
-            .node_action(
-                &hyperpod_name(&cx.op.cluster),
-                p.action,
-                std::slice::from_ref(&p.node_id),
-            )
+            .node_action(&hp, p.action, std::slice::from_ref(&p.node_id))
             .await?;
         if let Some((id, code, message)) = result.failed.first() {
             return Err(StepError::fatal(
@@ -55,11 +96,14 @@ impl Step for NodeActionStep {
                 format!("{id}: {code}: {message}"),
             ));
         }
-        Ok(json!({"nodeId": p.node_id}))
+        Ok(json!({"nodeId": p.node_id, "instanceGroup": group, "nodesBefore": before}))
     }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
         let p: NodeParams = cx.param()?;
         let nodes = all_nodes(cx.cloud, &hyperpod_name(&cx.op.cluster)).await?;
+        if p.action == NodeAction::Replace {
+            return watch_replacement(&p.node_id, &nodes, out);
+        }
         let node = nodes.iter().find(|n| n.instance_id == p.node_id);
         match (p.action, node) {
             (NodeAction::Delete, None) => Ok(Poll::Ready(out.clone())),
@@ -70,8 +114,6 @@ impl Step for NodeActionStep {
                 format!("node {} is in Failure", p.node_id),
             )),
             (_, Some(n)) => Ok(Poll::Pending(format!("node {}", n.status))),
-            // A replaced node may come back under a new id in some regions; its slot is what
-            // matters, and the group's count is watched by the cluster view.
             (_, None) => Ok(Poll::Pending("node not listed yet".into())),
         }
     }

@@ -139,11 +139,19 @@ impl Step for DeleteRolesStep {
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let c = &cx.op.cluster;
-        for role in [
+        // Every role the cluster's stages and features make (absent is fine).
+        let mut roles = vec![
             eks_role_name(c),
             execution_role_name(c),
             super::addons::s3_csi_role_name(c),
-        ] {
+            super::features::checkpoint_role_name(c),
+        ];
+        for f in super::features::FEATURES {
+            for own in f.own_roles {
+                roles.push(own.name(c));
+            }
+        }
+        for role in roles {
             cx.cloud.iam.delete_role(&role).await?;
         }
         Ok(json!({}))

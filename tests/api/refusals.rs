@@ -1,0 +1,335 @@
+//! The sandbox refuses what a real account refuses: nodes that cannot reach the control plane or
+//! pull images stay `NotReady` with the reason a kubelet would log, add-ons and Deployments are
+//! not ready without a node, pod identity needs `eks-auth:AssumeRoleForPodIdentity` on the node
+//! role. Driven through the ports, the way the domain drives them.
+
+use std::sync::Arc;
+
+use instantstart::cloud::sandbox::{Faults, Sandbox, SandboxConfig};
+use instantstart::cloud::*;
+use serde_json::{json, Value};
+
+/// A simulated account whose lifecycles complete at once (a 15-minute HyperPod creation takes
+/// under a microsecond).
+async fn account() -> (tempfile::TempDir, Cloud) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = instantstart::store::Store::open(dir.path()).await.unwrap();
+    let sandbox: Arc<Sandbox> = Sandbox::new(
+        store.pool.clone(),
+        SandboxConfig {
+            time_scale: 1e12,
+            faults: Faults::default(),
+        },
+    )
+    .await
+    .unwrap();
+    (dir, sandbox.cloud())
+}
+
+const CLUSTER: &str = "c";
+
+/// Lifecycles are computed from millisecond timestamps: a resource made in this millisecond is
+/// still being created. Waits (bounded) until the next millisecond has begun.
+async fn next_tick() {
+    let start = std::time::SystemTime::now();
+    while start.elapsed().unwrap_or_default() < std::time::Duration::from_millis(2) {
+        tokio::task::yield_now().await;
+    }
+}
+
+fn target() -> KubeTarget {
+    KubeTarget {
+        cluster: CLUSTER.into(),
+        endpoint: "https://sandbox".into(),
+        certificate_authority: String::new(),
+    }
+}
+
+/// What the refusals are tested on: a VPC with two subnets, an EKS cluster whose control plane
+/// is in `plane`, and a node role with `policy` next to AWS's managed instance policy.
+struct Setup {
+    cloud: Cloud,
+    vpc: String,
+    subnets: Vec<String>,
+    plane: String,
+    role_arn: String,
+}
+
+async fn setup(cloud: Cloud, policy: Value) -> Setup {
+    let tags = cluster_tags(CLUSTER, "t");
+    let vpc = cloud
+        .network
+        .create_vpc("10.1.0.0/16".parse().unwrap(), &tags)
+        .await
+        .unwrap()
+        .id;
+    let zones = cloud.network.describe_availability_zones().await.unwrap();
+    let mut subnets = Vec::new();
+    for (i, z) in zones.iter().take(2).enumerate() {
+        let req = CreateSubnet {
+            vpc_id: vpc.clone(),
+            cidr: format!("10.1.{i}.0/24").parse().unwrap(),
+            zone_id: z.id.clone(),
+            map_public_ip: false,
+            tags: tags.clone(),
+        };
+        subnets.push(cloud.network.create_subnet(&req).await.unwrap().id);
+    }
+    let plane = group(&cloud, &vpc, "plane").await;
+    let trust = json!({"Version": "2012-10-17", "Statement": []});
+    let role = cloud
+        .iam
+        .create_role("c-exec", &trust, &tags)
+        .await
+        .unwrap();
+    cloud
+        .iam
+        .attach_role_policy(
+            "c-exec",
+            "arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy",
+        )
+        .await
+        .unwrap();
+    cloud
+        .iam
+        .put_role_policy("c-exec", "extra", &policy)
+        .await
+        .unwrap();
+    let eks = CreateEksCluster {
+        name: CLUSTER.into(),
+        version: "1.32".into(),
+        role_arn: "arn:aws:iam::123456789012:role/c-eks".into(),
+        subnet_ids: subnets.clone(),
+        security_group_ids: vec![plane.clone()],
+        authentication_mode: "API_AND_CONFIG_MAP".into(),
+        bootstrap_creator_admin: true,
+        tags,
+    };
+    cloud.eks.create_cluster(&eks).await.unwrap();
+    next_tick().await;
+    Setup {
+        cloud,
+        vpc,
+        subnets,
+        plane,
+        role_arn: role.arn,
+    }
+}
+
+/// A group that references itself for all traffic, in and out.
+async fn group(cloud: &Cloud, vpc: &str, name: &str) -> String {
+    let req = CreateSecurityGroup {
+        vpc_id: vpc.into(),
+        name: name.into(),
+        description: name.into(),
+        self_referencing: true,
+        tags: cluster_tags(CLUSTER, name),
+    };
+    cloud.network.create_security_group(&req).await.unwrap()
+}
+
+/// What AWS's templates give the execution role beyond the managed policy.
+fn full_policy() -> Value {
+    json!({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": ["ecr:GetAuthorizationToken", "ecr:BatchGetImage",
+            "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"], "Resource": "*"},
+        {"Effect": "Allow", "Action": ["eks-auth:AssumeRoleForPodIdentity"],
+         "Resource": "arn:aws:eks:us-west-2:123456789012:cluster/c"}]})
+}
+
+impl Setup {
+    async fn hyperpod(&self, node_groups: Vec<String>) {
+        let req = CreateHyperPodCluster {
+            name: format!("{CLUSTER}-hp"),
+            eks_cluster_arn: format!("arn:aws:eks:us-west-2:123456789012:cluster/{CLUSTER}"),
+            node_recovery: "Automatic".into(),
+            instance_groups: vec![InstanceGroupSpec {
+                name: "workers".into(),
+                instance_type: "ml.g5.8xlarge".into(),
+                instance_count: 2,
+                execution_role_arn: self.role_arn.clone(),
+                lifecycle_source_s3_uri: "s3://sagemaker-b/lifecycle/".into(),
+                lifecycle_on_create: "on_create.sh".into(),
+                threads_per_core: 1,
+                ebs_volume_gb: 500,
+                deep_health_checks: vec![],
+                capacity: Capacity::OnDemand,
+                subnet_ids: vec![self.subnets[0].clone()],
+                security_group_ids: node_groups,
+                network_interface: None,
+            }],
+            tags: cluster_tags(CLUSTER, "hp"),
+        };
+        self.cloud.hyperpod.create_cluster(&req).await.unwrap();
+        next_tick().await;
+    }
+
+    async fn nodes(&self) -> Vec<NodeState> {
+        self.cloud
+            .kube
+            .cluster_state(&target())
+            .await
+            .unwrap()
+            .nodes
+    }
+}
+
+#[tokio::test]
+async fn nodes_in_a_group_the_control_plane_does_not_allow_stay_not_ready() {
+    let (_dir, cloud) = account().await;
+    let s = setup(cloud, full_policy()).await;
+    // Two groups that each reference only themselves: what the first pipeline did.
+    let nodes_group = group(&s.cloud, &s.vpc, "nodes").await;
+    s.hyperpod(vec![nodes_group]).await;
+    let nodes = s.nodes().await;
+    assert_eq!(nodes.len(), 2);
+    for n in &nodes {
+        assert!(!n.ready, "{n:?}");
+        let why = n.not_ready_reason.as_deref().unwrap_or_default();
+        assert!(why.contains("443"), "{why}");
+    }
+}
+
+#[tokio::test]
+async fn nodes_sharing_the_control_planes_group_join() {
+    let (_dir, cloud) = account().await;
+    let s = setup(cloud, full_policy()).await;
+    s.hyperpod(vec![s.plane.clone()]).await;
+    let nodes = s.nodes().await;
+    assert_eq!(nodes.len(), 2);
+    assert!(
+        nodes
+            .iter()
+            .all(|n| n.ready && n.not_ready_reason.is_none()),
+        "{nodes:?}"
+    );
+}
+
+#[tokio::test]
+async fn nodes_whose_role_cannot_pull_from_ecr_fail_to_bootstrap() {
+    let (_dir, cloud) = account().await;
+    // The managed instance policy alone, as the first pipeline left the role.
+    let s = setup(cloud, json!({"Version": "2012-10-17", "Statement": []})).await;
+    s.hyperpod(vec![s.plane.clone()]).await;
+    for n in s.nodes().await {
+        assert!(!n.ready);
+        let why = n.not_ready_reason.unwrap_or_default();
+        assert!(
+            why.contains("NetworkPluginNotReady") && why.contains("ecr:GetAuthorizationToken"),
+            "{why}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn add_ons_and_deployments_wait_for_a_node_to_run_on() {
+    let (_dir, cloud) = account().await;
+    let s = setup(cloud, full_policy()).await;
+    let addon = |name: &str| CreateAddon {
+        cluster: CLUSTER.into(),
+        name: name.into(),
+        version: None,
+        service_account_role_arn: None,
+        configuration_values: None,
+        resolve_conflicts: "OVERWRITE".into(),
+    };
+    s.cloud.eks.create_addon(&addon("coredns")).await.unwrap();
+    s.cloud.eks.create_addon(&addon("vpc-cni")).await.unwrap();
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "op", "namespace": "ops"},
+        "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "op", "image": "x"}]}}}});
+    s.cloud.kube.apply(&target(), &deployment).await.unwrap();
+    let op = ObjectRef::of(&deployment).unwrap();
+    next_tick().await;
+
+    let coredns = s
+        .cloud
+        .eks
+        .describe_addon(CLUSTER, "coredns")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(coredns.status, AddonStatus::Degraded);
+    assert!(coredns
+        .health
+        .unwrap()
+        .contains("InsufficientNumberOfReplicas"));
+    // A DaemonSet-only add-on has nothing to be unhealthy about without nodes.
+    let cni = s
+        .cloud
+        .eks
+        .describe_addon(CLUSTER, "vpc-cni")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(cni.status, AddonStatus::Active);
+    assert!(cni.version.is_some(), "EKS reports the version it picked");
+    let d = s.cloud.kube.get(&target(), &op).await.unwrap().unwrap();
+    assert_eq!(d["status"]["readyReplicas"], 0, "{d}");
+
+    s.hyperpod(vec![s.plane.clone()]).await;
+    let coredns = s
+        .cloud
+        .eks
+        .describe_addon(CLUSTER, "coredns")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(coredns.status, AddonStatus::Active, "{coredns:?}");
+    let d = s.cloud.kube.get(&target(), &op).await.unwrap().unwrap();
+    assert_eq!(d["status"]["readyReplicas"], 1, "{d}");
+}
+
+#[tokio::test]
+async fn pod_identity_needs_assume_role_for_pod_identity_on_the_node_role() {
+    for (policy, allowed) in [
+        (
+            json!({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": "ecr:*", "Resource": "*"}]}),
+            false,
+        ),
+        (full_policy(), true),
+    ] {
+        let (_dir, cloud) = account().await;
+        let s = setup(cloud, policy).await;
+        s.hyperpod(vec![s.plane.clone()]).await;
+        let req = CreateAddon {
+            cluster: CLUSTER.into(),
+            name: "amazon-sagemaker-hyperpod-training-operator".into(),
+            version: None,
+            service_account_role_arn: None,
+            configuration_values: None,
+            resolve_conflicts: "OVERWRITE".into(),
+        };
+        s.cloud.eks.create_addon(&req).await.unwrap();
+        s.cloud
+            .eks
+            .create_pod_identity(
+                CLUSTER,
+                "aws-hyperpod",
+                "hp-training-operator-controller-manager",
+                "arn:aws:iam::123456789012:role/c-training-operator",
+            )
+            .await
+            .unwrap();
+        next_tick().await;
+        let a = s
+            .cloud
+            .eks
+            .describe_addon(CLUSTER, &req.name)
+            .await
+            .unwrap()
+            .unwrap();
+        if allowed {
+            assert_eq!(a.status, AddonStatus::Active, "{a:?}");
+        } else {
+            assert_eq!(a.status, AddonStatus::Degraded, "{a:?}");
+            let health = a.health.unwrap_or_default();
+            assert!(
+                health.contains("AccessDenied")
+                    && health.contains("eks-auth:AssumeRoleForPodIdentity"),
+                "{health}"
+            );
+        }
+    }
+}
