@@ -315,8 +315,14 @@ function nodesTable(status) {
     h('p', { class: 'muted' }, `${s.readyNodes} ready of ${s.nodes.length} · GPUs free ${s.gpusFree} of ${s.gpusTotal} · pending GPU demand ${s.pendingGpus} · cache age ${s.cache.ageMs} ms`),
     table(['Node', 'Instance type', 'Group', 'Capacity', 'GPUs (requested/allocatable)', 'Ready', 'Health'],
       s.nodes.map((n) => [n.name, n.instanceType || '', n.instanceGroup || '', n.capacityType || '',
-        `${n.gpus.requested}/${n.gpus.allocatable}`, n.ready ? 'yes' : 'no',
+        `${n.gpus.requested}/${n.gpus.allocatable}`, readyCell(n),
         Object.values(n.health).join(', ')]), 'No nodes have joined yet.'));
+}
+
+/** Ready, or not with the reason the node gives (what its kubelet would log). */
+function readyCell(n) {
+  if (n.ready) return 'yes';
+  return n.notReadyReason ? h('span', { title: n.notReadyReason }, `no — ${n.notReadyReason}`) : 'no';
 }
 
 function claimsTable(claims) {
@@ -350,7 +356,7 @@ export async function nodes() {
       list.ok ? h('div', {}, h('p', { class: 'muted' }, list.body.hint),
         table(['Instance', 'Group', 'Type', 'HyperPod status', 'Kubernetes ready', 'GPUs free', 'Actions'],
           list.body.nodes.map((n) => [n.instanceId, n.instanceGroup, n.instanceType, n.status,
-            n.kubernetes ? (n.kubernetes.ready ? 'yes' : 'no') : 'not joined',
+            n.kubernetes ? readyCell(n.kubernetes) : 'not joined',
             n.kubernetes ? `${n.kubernetes.gpus.free}/${n.kubernetes.gpus.allocatable}` : '',
             h('span', {}, NODE_ACTIONS.map(([action, question]) => h('button', {
               type: 'button', class: 'secondary', 'aria-label': `${action} ${n.instanceId}`,

@@ -121,7 +121,7 @@ fn every_custom_resource_the_product_generates_conforms() {
     let generated = instantstart::service::steps::deps::COMPONENTS
         .iter()
         .filter_map(|c| match c.install {
-            instantstart::service::steps::deps::Install::Manifests(f) => Some(f()),
+            instantstart::service::steps::deps::Install::Manifests(f) => Some(f("us-west-2")),
             _ => None,
         })
         .flatten()

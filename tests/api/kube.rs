@@ -241,6 +241,24 @@ async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emul
         .get("/apis/apps/v1/namespaces/kuberay-operator/deployments/kuberay-operator")
         .await
         .is_some());
+    // AWS's HyperPod dependencies: the health-monitoring agent and the roles HyperPod's
+    // service-linked role acts with.
+    let agent = emu
+        .get("/apis/apps/v1/namespaces/aws-hyperpod/daemonsets/health-monitoring-agent")
+        .await
+        .expect("health-monitoring agent");
+    assert!(agent["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap()
+        .contains(".dkr.ecr.us-west-2.amazonaws.com/hyperpod-health-monitoring-agent:"));
+    let restart = emu
+        .get("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/job-auto-restart")
+        .await
+        .expect("job auto-restart binding");
+    assert_eq!(
+        restart["subjects"][0]["name"],
+        "hyperpod-service-linked-role"
+    );
     assert!(emu
         .get("/apis/apps/v1/namespaces/keda/deployments/keda-operator")
         .await

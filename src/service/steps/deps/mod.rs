@@ -8,9 +8,16 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+pub mod manifests;
+
+use manifests::{
+    efa_device_plugin, hyperpod_dependencies, keda, kuberay_operator, namespaces,
+    nvidia_device_plugin,
+};
+
 use super::addons::{kube_target, S3CsiRoleStep};
 use crate::cloud::{
-    json_contains, AddonStatus, Cloud, CloudResult, CreateAddon, KubeTarget, ObjectRef, MANAGED_BY,
+    json_contains, AddonStatus, Cloud, CloudResult, CreateAddon, KubeTarget, ObjectRef,
 };
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
 
@@ -23,8 +30,8 @@ pub enum Install {
         /// The lowest version HyperPod supports (`v1.18.3`), when it names one.
         min_version: Option<&'static str>,
     },
-    /// Kubernetes objects, applied in order.
-    Manifests(fn() -> Vec<Value>),
+    /// Kubernetes objects for a region, applied in order.
+    Manifests(fn(&str) -> Vec<Value>),
 }
 
 /// One dependency.
@@ -111,6 +118,13 @@ pub static COMPONENTS: &[Component] = &[
         install: Install::Manifests(namespaces),
         crds: &[],
     },
+    // AWS's HyperPod dependencies chart: required when the cluster is made through the APIs.
+    Component {
+        name: "hyperpod-dependencies",
+        requires: &["hyperpod-namespaces"],
+        install: Install::Manifests(hyperpod_dependencies),
+        crds: &[],
+    },
     Component {
         name: "eks-pod-identity-agent",
         requires: &[],
@@ -184,181 +198,6 @@ pub fn version_at_least(version: &str, min: &str) -> bool {
             .collect()
     };
     parse(version) >= parse(min)
-}
-
-fn managed_labels() -> Value {
-    json!({ MANAGED_BY.0: MANAGED_BY.1 })
-}
-
-fn namespace(name: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "Namespace",
-           "metadata": {"name": name, "labels": managed_labels()}})
-}
-
-fn namespaces() -> Vec<Value> {
-    vec![namespace("aws-hyperpod"), namespace("kubeflow")]
-}
-
-/// Accelerated instance types (HyperPod `ml.` names and plain EC2 names) the plugins run on.
-const GPU_TYPES: &[&str] = &[
-    "p4d.24xlarge",
-    "p4de.24xlarge",
-    "p5.48xlarge",
-    "p5e.48xlarge",
-    "p5en.48xlarge",
-    "p6-b200.48xlarge",
-    "g5.xlarge",
-    "g5.2xlarge",
-    "g5.4xlarge",
-    "g5.8xlarge",
-    "g5.12xlarge",
-    "g5.16xlarge",
-    "g5.24xlarge",
-    "g5.48xlarge",
-    "g6e.12xlarge",
-    "g6e.24xlarge",
-    "g6e.48xlarge",
-];
-const EFA_TYPES: &[&str] = &[
-    "p4d.24xlarge",
-    "p4de.24xlarge",
-    "p5.48xlarge",
-    "p5e.48xlarge",
-    "p5en.48xlarge",
-    "p6-b200.48xlarge",
-    "g5.48xlarge",
-    "g6e.48xlarge",
-    "trn1.32xlarge",
-];
-
-fn with_ml(types: &[&str]) -> Vec<String> {
-    types
-        .iter()
-        .flat_map(|t| [t.to_string(), format!("ml.{t}")])
-        .collect()
-}
-
-/// A device-plugin DaemonSet on the given instance types. Nodes labelled
-/// `<opt_out>=false` (the NVIDIA GPU operator's convention) are skipped, so HyperPod nodes whose
-/// own stack already runs a plugin can opt out instead of getting a second one.
-fn device_plugin(name: &str, image: &str, types: &[&str], opt_out: &str) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": name, "namespace": "kube-system", "labels": managed_labels()},
-        "spec": {
-            "selector": {"matchLabels": {"name": name}},
-            "updateStrategy": {"type": "RollingUpdate"},
-            "template": {
-                "metadata": {"labels": {"name": name}},
-                "spec": {
-                    "priorityClassName": "system-node-critical",
-                    "tolerations": [{"operator": "Exists"}],
-                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [{"matchExpressions": [
-                            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": with_ml(types)},
-                            {"key": opt_out, "operator": "NotIn", "values": ["false"]}]}]}}},
-                    "containers": [{
-                        "name": name, "image": image,
-                        "securityContext": {"allowPrivilegeEscalation": false,
-                                            "capabilities": {"drop": ["ALL"]}},
-                        "volumeMounts": [{"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"}]
-                    }],
-                    "volumes": [{"name": "device-plugin", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}]
-                }
-            }
-        }
-    })
-}
-
-fn nvidia_device_plugin() -> Vec<Value> {
-    vec![device_plugin(
-        "nvidia-device-plugin",
-        "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
-        GPU_TYPES,
-        "nvidia.com/gpu.deploy.device-plugin",
-    )]
-}
-
-fn efa_device_plugin() -> Vec<Value> {
-    vec![device_plugin(
-        "aws-efa-k8s-device-plugin",
-        "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.13",
-        EFA_TYPES,
-        "vpc.amazonaws.com/efa.deploy.device-plugin",
-    )]
-}
-
-/// An operator: namespace, service account, cluster role and binding, one-replica Deployment
-/// running as non-root with a read-only root filesystem.
-fn operator(ns: &str, name: &str, image: &str, args: &[&str], rules: Value) -> Vec<Value> {
-    vec![
-        namespace(ns),
-        json!({"apiVersion": "v1", "kind": "ServiceAccount",
-               "metadata": {"name": name, "namespace": ns, "labels": managed_labels()}}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-               "metadata": {"name": name, "labels": managed_labels()}, "rules": rules}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-               "metadata": {"name": name, "labels": managed_labels()},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]}),
-        json!({"apiVersion": "apps/v1", "kind": "Deployment",
-               "metadata": {"name": name, "namespace": ns, "labels": managed_labels()},
-               "spec": {"replicas": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
-                        "template": {"metadata": {"labels": {"app.kubernetes.io/name": name}},
-                                     "spec": {"serviceAccountName": name,
-                                              "securityContext": {"runAsNonRoot": true},
-                                              "containers": [{"name": name, "image": image, "args": args,
-                                                  "securityContext": {"allowPrivilegeEscalation": false,
-                                                      "readOnlyRootFilesystem": true,
-                                                      "capabilities": {"drop": ["ALL"]}}}]}}}}),
-    ]
-}
-
-fn kuberay_operator() -> Vec<Value> {
-    operator(
-        "kuberay-operator",
-        "kuberay-operator",
-        "quay.io/kuberay/operator:v1.4.2",
-        &[],
-        json!([
-            {"apiGroups": ["ray.io"], "resources": ["rayclusters", "rayjobs", "rayservices",
-                "rayclusters/status", "rayjobs/status", "rayservices/status",
-                "rayclusters/finalizers", "rayjobs/finalizers", "rayservices/finalizers"],
-             "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-            {"apiGroups": [""], "resources": ["pods", "services", "serviceaccounts", "events", "endpoints"],
-             "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-            {"apiGroups": ["batch"], "resources": ["jobs"],
-             "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
-             "verbs": ["get", "list", "watch", "create", "update", "delete"]},
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-             "verbs": ["get", "list", "watch", "create", "update", "patch"]}
-        ]),
-    )
-}
-
-fn keda() -> Vec<Value> {
-    operator(
-        "keda",
-        "keda-operator",
-        "ghcr.io/kedacore/keda:2.16.1",
-        &["--leader-elect"],
-        json!([
-            {"apiGroups": ["keda.sh"], "resources": ["scaledobjects", "scaledjobs", "triggerauthentications",
-                "clustertriggerauthentications", "scaledobjects/status", "scaledjobs/status",
-                "triggerauthentications/status", "clustertriggerauthentications/status",
-                "scaledobjects/finalizers", "scaledjobs/finalizers"],
-             "verbs": ["get", "list", "watch", "update", "patch"]},
-            {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"],
-             "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-            {"apiGroups": ["*"], "resources": ["*/scale"], "verbs": ["get", "list", "watch", "update", "patch"]},
-            {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
-            {"apiGroups": [""], "resources": ["pods", "services", "configmaps", "secrets"],
-             "verbs": ["get", "list", "watch"]},
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-             "verbs": ["get", "list", "watch", "create", "update", "patch"]}
-        ]),
-    )
 }
 
 pub fn component(name: &str) -> Option<&'static Component> {
@@ -483,7 +322,7 @@ pub async fn component_status(
             },
         ),
         Install::Manifests(f) => {
-            let manifests = f();
+            let manifests = f(&cloud.network.region());
             let (actual, found) = read_manifests(cloud, target, &manifests).await?;
             let unready: Vec<String> = found.iter().filter_map(|o| object_ready(o).err()).collect();
             (
@@ -588,7 +427,7 @@ pub async fn readiness(
             })
         }
         Install::Manifests(f) => {
-            for m in f() {
+            for m in f(&cloud.network.region()) {
                 let Some(r) = ObjectRef::of(&m) else { continue };
                 let Some(actual) = cloud.kube.get(target, &r).await? else {
                     return Ok(Readiness::Waiting(format!(
@@ -728,7 +567,7 @@ impl Step for ComponentStep {
             Install::Manifests(f) => {
                 let target = kube_target(cx)?;
                 let mut applied = Vec::new();
-                for m in f() {
+                for m in f(&cx.cloud.network.region()) {
                     let Some(r) = ObjectRef::of(&m) else { continue };
                     let same = cx
                         .cloud
@@ -801,7 +640,7 @@ mod tests {
     fn every_manifest_is_named_and_labelled_as_ours() {
         for c in COMPONENTS {
             if let Install::Manifests(f) = c.install {
-                for m in f() {
+                for m in f("us-west-2") {
                     let r = ObjectRef::of(&m).expect("apiVersion, kind and name");
                     assert_eq!(
                         m.pointer("/metadata/labels/app.kubernetes.io~1managed-by"),
