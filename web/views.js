@@ -648,7 +648,7 @@ export async function features() {
     const groupBoxes = groups.ok ? groups.body.map((g) => ({ g, input: h('input', {
       type: 'checkbox', id: `autoscale-${g.name}`, checked: current.has(g.name),
       disabled: g.capacityType !== 'on-demand' || g.deepHealthChecks.length > 0 }) })) : [];
-    const groupPicker = h('div', { class: 'field-hint' }, 'Groups it governs (on-demand, without deep health checks; none chosen = every eligible group): ',
+    const groupPicker = h('div', { class: 'field-hint' }, 'Groups it governs (on-demand or Spot, without deep health checks; none chosen = every eligible group): ',
       groupBoxes.map(({ g, input }) => h('label', { for: input.id }, input, ` ${g.name} `)));
     const result = h('div', { id: 'features-result', role: 'status' });
     const form = h('form', { class: 'grid', 'aria-label': 'Advanced features' },

@@ -198,6 +198,9 @@ pub trait Network: Send + Sync {
     /// Ids of resources of `kind` whose tags include every pair of `tags`.
     async fn find_tagged(&self, kind: NetKind, tags: &Tags) -> CloudResult<Vec<String>>;
     async fn create_vpc(&self, cidr: Ipv4Net, tags: &Tags) -> CloudResult<Vpc>;
+    /// Associates a secondary IPv4 block with the VPC (it is listed by `describe_vpcs` once
+    /// associated).
+    async fn associate_vpc_cidr(&self, vpc_id: &str, cidr: Ipv4Net) -> CloudResult<()>;
     async fn create_subnet(&self, req: &CreateSubnet) -> CloudResult<Subnet>;
     /// Creates and attaches an internet gateway.
     async fn create_internet_gateway(&self, vpc_id: &str, tags: &Tags) -> CloudResult<String>;
@@ -393,6 +396,16 @@ pub struct CreateHyperPodCluster {
     pub node_recovery: String,
     pub instance_groups: Vec<InstanceGroupSpec>,
     pub tags: Tags,
+    /// `NodeProvisioningMode` `Continuous` (see [`continuous_provisioning`]).
+    #[serde(default)]
+    pub continuous_provisioning: bool,
+}
+
+/// Whether a cluster with these groups must run under continuous node provisioning: AWS runs
+/// Spot capacity on HyperPod through it (desired counts provisioned in the background, retried
+/// until reached).
+pub fn continuous_provisioning(groups: &[InstanceGroupSpec]) -> bool {
+    groups.iter().any(|g| g.capacity == Capacity::Spot)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -524,7 +537,13 @@ pub trait HyperPod: Send + Sync {
     async fn delete_cluster(&self, name: &str) -> CloudResult<()>;
     /// Replaces the cluster's instance groups. Every group must be sent, in the accepted shape:
     /// a group left out of the request is not kept as it was.
-    async fn update_cluster(&self, name: &str, groups: &[InstanceGroupSpec]) -> CloudResult<()>;
+    /// `continuous` also sets `NodeProvisioningMode` `Continuous` (needed once a group is Spot).
+    async fn update_cluster(
+        &self,
+        name: &str,
+        groups: &[InstanceGroupSpec],
+        continuous: bool,
+    ) -> CloudResult<()>;
     async fn update_cluster_software(&self, name: &str) -> CloudResult<()>;
     /// Removes whole instance groups (their nodes are terminated).
     async fn delete_instance_groups(&self, name: &str, groups: &[String]) -> CloudResult<()>;

@@ -66,6 +66,9 @@ impl Network for Unavailable {
     async fn create_vpc(&self, _cidr: Ipv4Net, _tags: &Tags) -> CloudResult<Vpc> {
         Err(self.refuse("create_vpc"))
     }
+    async fn associate_vpc_cidr(&self, _vpc_id: &str, _cidr: Ipv4Net) -> CloudResult<()> {
+        Err(self.refuse("associate_vpc_cidr"))
+    }
     async fn create_subnet(&self, _req: &CreateSubnet) -> CloudResult<Subnet> {
         Err(self.refuse("create_subnet"))
     }
@@ -166,7 +169,12 @@ impl HyperPod for Unavailable {
     async fn set_autoscaling(&self, _name: &str, _role: Option<&str>) -> CloudResult<()> {
         Err(self.refuse("set_autoscaling"))
     }
-    async fn update_cluster(&self, _name: &str, _groups: &[InstanceGroupSpec]) -> CloudResult<()> {
+    async fn update_cluster(
+        &self,
+        _name: &str,
+        _groups: &[InstanceGroupSpec],
+        _continuous: bool,
+    ) -> CloudResult<()> {
         Err(self.refuse("update_cluster"))
     }
     async fn update_cluster_software(&self, _name: &str) -> CloudResult<()> {

@@ -398,7 +398,7 @@ pub struct FeaturesPatch {
     /// HyperPod-managed Karpenter. It governs HyperPod instance groups only, not general EC2
     /// capacity.
     pub managed_autoscaling: Option<bool>,
-    /// The instance groups it governs (1–10; on-demand, without deep health checks); default:
+    /// The instance groups it governs (1–10; on-demand or Spot, without deep health checks); default:
     /// every such group. Alone, changes the set while enabled.
     pub managed_autoscaling_instance_groups: Option<Vec<String>>,
 }
@@ -438,8 +438,18 @@ pub enum FeatureChange {
     },
 }
 
+/// Whether Karpenter on HyperPod may govern a group: on-demand or Spot capacity (AWS runs Spot
+/// with Karpenter-based autoscaling, falling back to on-demand), never a training plan's
+/// reserved capacity, and no deep health checks.
+pub fn autoscaling_eligible(g: &crate::cloud::InstanceGroupSpec) -> bool {
+    matches!(
+        g.capacity,
+        crate::cloud::Capacity::OnDemand | crate::cloud::Capacity::Spot
+    ) && g.deep_health_checks.is_empty()
+}
+
 /// The instance groups managed autoscaling should govern: those asked for, or every eligible
-/// one. Karpenter on HyperPod takes only on-demand groups without deep health checks.
+/// one ([`autoscaling_eligible`]).
 async fn autoscaling_groups(
     engine: &Engine,
     name: &str,
@@ -448,9 +458,7 @@ async fn autoscaling_groups(
     use super::steps::features::MAX_AUTOSCALED_GROUPS;
     const FIELD: &str = "managedAutoscalingInstanceGroups";
     let groups = super::recorded_groups(engine, name).await?;
-    let eligible = |g: &crate::cloud::InstanceGroupSpec| {
-        g.capacity == crate::cloud::Capacity::OnDemand && g.deep_health_checks.is_empty()
-    };
+    let eligible = autoscaling_eligible;
     let eligible_names: Vec<&String> = groups
         .iter()
         .filter(|g| eligible(g))
@@ -471,7 +479,7 @@ async fn autoscaling_groups(
                     Some(s) if !eligible(s) => {
                         return Err(ApiError::validation_hint(
                             FIELD,
-                            format!("instance group `{g}` uses Spot, a training plan or deep health checks, which HyperPod autoscaling does not support"),
+                            format!("instance group `{g}` uses a training plan or deep health checks, which HyperPod autoscaling does not support"),
                             json!(eligible_names),
                         ))
                     }
@@ -488,7 +496,7 @@ async fn autoscaling_groups(
         return Err(ApiError::validation_hint(
             FIELD,
             if chosen.is_empty() {
-                "managed autoscaling needs at least one on-demand instance group without deep health checks; add one first (instance_group_add)".to_string()
+                "managed autoscaling needs at least one on-demand or Spot instance group without deep health checks; add one first (instance_group_add)".to_string()
             } else {
                 format!("at most {MAX_AUTOSCALED_GROUPS} instance groups in one node class")
             },
@@ -625,6 +633,36 @@ pub async fn plan_features(
 mod tests {
     use super::*;
     use crate::store::{OpState, Operation};
+
+    #[test]
+    fn karpenter_governs_on_demand_and_spot_groups_without_deep_health_checks() {
+        use crate::cloud::{Capacity, InstanceGroupSpec};
+        let group = |capacity: Capacity, checks: &[&str]| InstanceGroupSpec {
+            name: "g".into(),
+            instance_type: "ml.g5.8xlarge".into(),
+            instance_count: 1,
+            execution_role_arn: "arn:aws:iam::1:role/x".into(),
+            lifecycle_source_s3_uri: "s3://b/l/".into(),
+            lifecycle_on_create: "on_create.sh".into(),
+            threads_per_core: 1,
+            ebs_volume_gb: 500,
+            deep_health_checks: checks.iter().map(|c| c.to_string()).collect(),
+            capacity,
+            subnet_ids: vec![],
+            security_group_ids: vec![],
+            network_interface: None,
+        };
+        assert!(autoscaling_eligible(&group(Capacity::OnDemand, &[])));
+        assert!(autoscaling_eligible(&group(Capacity::Spot, &[])));
+        assert!(!autoscaling_eligible(&group(
+            Capacity::Spot,
+            &["InstanceStress"]
+        )));
+        let plan = Capacity::TrainingPlan {
+            arn: "arn:plan".into(),
+        };
+        assert!(!autoscaling_eligible(&group(plan, &[])));
+    }
 
     fn op(state: OpState, enable: bool) -> Operation {
         Operation {

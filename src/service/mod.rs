@@ -42,6 +42,9 @@ pub struct CreateClusterRequest {
     pub vpc_cidr: Option<String>,
     /// `1.31`, `1.32` (default) or `1.33`.
     pub kubernetes_version: Option<String>,
+    /// A second VPC block (/16–/19) for the compute subnets of large fleets, as AWS's templates
+    /// add one: in the VPC block's RFC 1918 range or in 100.64.0.0/10, overlapping nothing.
+    pub secondary_cidr: Option<String>,
 }
 
 /// `POST /api/clusters/{name}/hyperpod`.
@@ -67,6 +70,10 @@ pub struct CreateHyperPodRequest {
     /// `standard` (default: EFA with ENA where the instance type supports EFA) or `efa-only`
     /// (EFA-capable types only). Fixed for the group's life.
     pub network_interface: Option<String>,
+    /// Prefix length (16–24, default 20) of the zone's compute subnet when this request creates
+    /// it. A /20 holds roughly 30–40 p5-class nodes once the VPC CNI's warm IP pools are
+    /// counted; larger fleets need a wider subnet, usually in a `secondaryCidr`.
+    pub compute_subnet_size: Option<i64>,
 }
 
 /// `POST /api/pipelines`: the whole cluster in one request.
@@ -92,6 +99,10 @@ pub struct PipelineRequest {
     pub kubernetes_version: Option<String>,
     /// `standard` (default) or `efa-only`.
     pub network_interface: Option<String>,
+    /// A second VPC block for large fleets (see `POST /api/clusters`).
+    pub secondary_cidr: Option<String>,
+    /// Prefix length of the compute subnet, 16–24 (default 20).
+    pub compute_subnet_size: Option<i64>,
 }
 
 /// Body of `POST /api/clusters/{name}/dependencies`; may be omitted.
@@ -201,11 +212,16 @@ pub async fn cluster_params(
         Some(c) => Some(validate::vpc_cidr("vpcCidr", c, cloud).await?),
         None => None,
     };
+    let secondary_cidr = match &req.secondary_cidr {
+        Some(c) => Some(validate::secondary_cidr("secondaryCidr", c, vpc_cidr, cloud).await?),
+        None => None,
+    };
     Ok(ClusterParams {
         region,
         zones,
         vpc_cidr,
         kubernetes_version,
+        secondary_cidr,
     })
 }
 
@@ -275,6 +291,10 @@ pub async fn hyperpod_params(
         volume_size_gb,
         network_interface,
         verify_dependencies: None,
+        compute_subnet_size: validate::compute_subnet_size(
+            "computeSubnetSize",
+            req.compute_subnet_size,
+        )?,
     })
 }
 
@@ -329,6 +349,7 @@ pub async fn pipeline_params(engine: &Engine, req: &PipelineRequest) -> ApiResul
         zones: None,
         vpc_cidr: req.vpc_cidr.clone(),
         kubernetes_version: req.kubernetes_version.clone(),
+        secondary_cidr: req.secondary_cidr.clone(),
     };
     let hp_req = CreateHyperPodRequest {
         instance_type: req.instance_type.clone(),
@@ -340,11 +361,18 @@ pub async fn pipeline_params(engine: &Engine, req: &PipelineRequest) -> ApiResul
         volume_size_gb: req.volume_size_gb,
         instance_group_name: req.instance_group_name.clone(),
         network_interface: req.network_interface.clone(),
+        compute_subnet_size: req.compute_subnet_size,
     };
     // Name first, so the most basic mistake is the one reported.
     validate::cluster_name("name", &req.name)?;
     let hyperpod = hyperpod_params(engine, &hp_req).await?;
     let cluster = cluster_params(engine, &cluster_req, Some(&hyperpod.zone)).await?;
+    validate::compute_subnet_fits(
+        "computeSubnetSize",
+        hyperpod.compute_subnet_size,
+        cluster.vpc_cidr,
+        cluster.secondary_cidr,
+    )?;
     Ok(PipelineParams {
         cluster,
         hyperpod,

@@ -112,7 +112,16 @@ pub async fn ensure_compute_subnet(
                 CloudError::new("ec2", "DescribeVpcs", "InvalidVpcID.NotFound", req.vpc_id)
             })?;
         let taken: Vec<Ipv4Net> = existing.iter().map(|s| s.cidr).collect();
-        let cidr = choose_block(&vpc.cidrs, &taken, req.prefix).ok_or_else(|| {
+        // Secondary blocks first: they exist for the compute fleet (the primary holds the
+        // public and private subnets).
+        let within: Vec<Ipv4Net> = vpc
+            .cidrs
+            .iter()
+            .skip(1)
+            .chain(vpc.cidrs.first())
+            .copied()
+            .collect();
+        let cidr = choose_block(&within, &taken, req.prefix).ok_or_else(|| {
             CloudError::new(
                 "ec2",
                 "CreateSubnet",

@@ -376,6 +376,21 @@ async fn the_compute_subnet_function_is_idempotent_and_skips_overlaps_on_moto() 
     assert!(!created);
     assert_eq!(again.id, a.id);
     assert_eq!(aws.describe_subnets(&vpc.id).await.unwrap().len(), 3);
+
+    // Large fleets: a secondary block, associated through the adapter, takes the big compute
+    // subnets first (what AWS's templates do).
+    let secondary: ipnet::Ipv4Net = "100.64.0.0/16".parse().unwrap();
+    aws.associate_vpc_cidr(&vpc.id, secondary).await.unwrap();
+    let listed = aws.describe_vpcs().await.unwrap();
+    let cidrs = &listed.iter().find(|v| v.id == vpc.id).unwrap().cidrs;
+    assert!(cidrs.contains(&secondary), "{cidrs:?}");
+    let z2 = zones[2].clone();
+    let big = ComputeSubnetRequest {
+        prefix: 17,
+        ..place(&vpc.id, &z2, &rt)
+    };
+    let (c, _) = ensure_compute_subnet(&cloud, &locks, &big).await.unwrap();
+    assert_eq!(c.cidr.to_string(), "100.64.0.0/17");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -772,6 +787,9 @@ mod mocked {
                         .iter()
                         .all(|g| g.capacity_requirements().and_then(|c| c.spot()).is_some())
                     && groups[1].instance_count() == Some(4)
+                    // Spot capacity runs under continuous provisioning.
+                    && r.node_provisioning_mode()
+                        == Some(&aws_sdk_sagemaker::types::ClusterNodeProvisioningMode::Continuous)
                     && groups[0].network_interface().is_none()
                     && groups[1]
                         .network_interface()
@@ -782,7 +800,10 @@ mod mocked {
             .then_output(|| UpdateClusterOutput::builder().cluster_arn("arn:hp").build());
         let mut aws = base_aws().await;
         aws.sagemaker = mock_client!(aws_sdk_sagemaker, RuleMode::MatchAny, [&update]);
-        aws.update_cluster("demo-hp", &[group("workers", 2), group("more", 4)])
+        let groups = [group("workers", 2), group("more", 4)];
+        let continuous = instantstart::cloud::continuous_provisioning(&groups);
+        assert!(continuous, "spot groups");
+        aws.update_cluster("demo-hp", &groups, continuous)
             .await
             .unwrap();
         assert_eq!(update.num_calls(), 1);

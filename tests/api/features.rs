@@ -296,8 +296,9 @@ async fn managed_autoscaling_governs_chosen_groups_which_then_scale_to_zero_and_
     let app = spawn_app().await;
     let id = app.start("/api/pipelines", &pipeline_body()).await;
     assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    // Spot is eligible (AWS runs it with Karpenter), deep health checks are not.
     let spot = json!({"instanceGroupName": "spot", "instanceType": "ml.g5.8xlarge", "instanceCount": 1,
-                      "zone": "us-west-2a", "capacityType": "spot"});
+                      "zone": "us-west-2a", "capacityType": "spot", "deepHealthChecks": true});
     let op = app
         .wait_terminal(&app.start("/api/clusters/demo/instance-groups", &spot).await)
         .await;
@@ -322,7 +323,7 @@ async fn managed_autoscaling_governs_chosen_groups_which_then_scale_to_zero_and_
         "{body}"
     );
 
-    // Only on-demand groups without deep health checks, named, at most ten.
+    // Only groups without deep health checks (nor training plans), named, at most ten.
     for groups in [json!(["nope"]), json!(["spot"]), json!([])] {
         let (status, body) = patch(
             &app,

@@ -209,6 +209,62 @@ async fn stages_can_run_one_by_one_and_the_cluster_can_be_deleted() {
     assert_eq!(op["state"], "succeeded", "{op}");
 }
 
+/// Large fleets: a secondary VPC block (what AWS's templates add) holds a compute subnet sized
+/// by the request, and the pipeline's first nodes join through the shared security group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_fleet_gets_a_secondary_block_and_a_wider_compute_subnet() {
+    let app = spawn_app().await;
+    let mut body = pipeline_body();
+    body["secondaryCidr"] = serde_json::json!("100.64.0.0/16");
+    body["computeSubnetSize"] = serde_json::json!(17);
+    let id = app.start("/api/pipelines", &body).await;
+    let op = app.wait_terminal(&id).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let cluster = app.json("/api/clusters/demo").await;
+    let res = &cluster["resources"];
+    assert_eq!(res["secondaryCidr"], "100.64.0.0/16");
+    assert_eq!(res["computeSubnetCidr"], "100.64.0.0/17", "{res}");
+    let phases: Vec<&str> = cluster["stages"]["cluster"]["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(&phases[..3], ["vpc", "secondary-cidr", "subnets"]);
+    // The dependency stage applied before any node; the HyperPod stage verified it serving.
+    let hp = &cluster["stages"]["hyperpod"];
+    let verify = hp["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "dependencies-ready")
+        .unwrap_or_else(|| panic!("{hp}"));
+    assert_eq!(verify["state"], "succeeded", "{verify}");
+    assert!(
+        verify["outputs"]["serving"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|c| c == "coredns")),
+        "{verify}"
+    );
+    let deps = &cluster["stages"]["dependencies"]["phases"];
+    let coredns = deps
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "coredns")
+        .unwrap();
+    assert_eq!(coredns["outputs"]["awaitingNodes"], true, "{coredns}");
+    let status = app.json("/api/clusters/demo/status").await;
+    assert!(
+        status["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["ready"] == true),
+        "{status}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_are_listed_and_rebooted_replaced_and_deleted_as_watched_operations() {
     let app = spawn_app().await;

@@ -159,6 +159,7 @@ impl Setup {
                 network_interface: None,
             }],
             tags: cluster_tags(CLUSTER, "hp"),
+            continuous_provisioning: false,
         };
         self.cloud.hyperpod.create_cluster(&req).await.unwrap();
         next_tick().await;
@@ -332,4 +333,38 @@ async fn pod_identity_needs_assume_role_for_pod_identity_on_the_node_role() {
             );
         }
     }
+}
+
+#[tokio::test]
+async fn spot_capacity_needs_continuous_node_provisioning() {
+    let (_dir, cloud) = account().await;
+    let s = setup(cloud, full_policy()).await;
+    let spot = InstanceGroupSpec {
+        name: "spot".into(),
+        instance_type: "ml.g5.8xlarge".into(),
+        instance_count: 1,
+        execution_role_arn: s.role_arn.clone(),
+        lifecycle_source_s3_uri: "s3://sagemaker-b/lifecycle/".into(),
+        lifecycle_on_create: "on_create.sh".into(),
+        threads_per_core: 1,
+        ebs_volume_gb: 500,
+        deep_health_checks: vec![],
+        capacity: Capacity::Spot,
+        subnet_ids: vec![s.subnets[0].clone()],
+        security_group_ids: vec![s.plane.clone()],
+        network_interface: None,
+    };
+    let mut req = CreateHyperPodCluster {
+        name: format!("{CLUSTER}-hp"),
+        eks_cluster_arn: format!("arn:aws:eks:us-west-2:123456789012:cluster/{CLUSTER}"),
+        node_recovery: "Automatic".into(),
+        instance_groups: vec![spot],
+        tags: cluster_tags(CLUSTER, "hp"),
+        continuous_provisioning: false,
+    };
+    let e = s.cloud.hyperpod.create_cluster(&req).await.unwrap_err();
+    assert_eq!(e.code, "ValidationException");
+    assert!(e.message.contains("Continuous"), "{e}");
+    req.continuous_provisioning = continuous_provisioning(&req.instance_groups);
+    s.cloud.hyperpod.create_cluster(&req).await.unwrap();
 }

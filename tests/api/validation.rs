@@ -26,6 +26,30 @@ async fn bad_pipeline_inputs_are_refused_with_the_field_and_nothing_is_persisted
         ),
         ("unknown AZ", with("zone", json!("us-west-2z")), 422, "zone"),
         (
+            "compute subnet size out of range",
+            with("computeSubnetSize", json!(26)),
+            422,
+            "computeSubnetSize",
+        ),
+        (
+            "a /16 compute subnet without a secondary block",
+            with("computeSubnetSize", json!(16)),
+            422,
+            "computeSubnetSize",
+        ),
+        (
+            "secondary block in a private range EC2 refuses beside 10.0.0.0/8",
+            with("secondaryCidr", json!("192.168.0.0/16")),
+            422,
+            "secondaryCidr",
+        ),
+        (
+            "secondary block of the wrong size",
+            with("secondaryCidr", json!("100.64.0.0/24")),
+            422,
+            "secondaryCidr",
+        ),
+        (
             "type not offered in the AZ",
             with("instanceType", json!("ml.p5.48xlarge")),
             422,

@@ -312,6 +312,20 @@ impl Network for Aws {
         Ok(ids)
     }
 
+    async fn associate_vpc_cidr(&self, vpc_id: &str, cidr: Ipv4Net) -> CloudResult<()> {
+        once(
+            S,
+            "AssociateVpcCidrBlock",
+            self.ec2
+                .associate_vpc_cidr_block()
+                .vpc_id(vpc_id)
+                .cidr_block(cidr.to_string())
+                .send(),
+        )
+        .await
+        .map(|_| ())
+    }
+
     async fn create_vpc(&self, cidr: Ipv4Net, tags: &Tags) -> CloudResult<Vpc> {
         let out = once(
             S,

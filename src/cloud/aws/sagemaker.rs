@@ -94,28 +94,32 @@ impl HyperPod for Aws {
             .iter()
             .map(|(k, v)| Tag::builder().key(k).value(v).build())
             .collect();
-        let out = once(
-            S,
-            "CreateCluster",
-            self.sagemaker
-                .create_cluster()
-                .cluster_name(&req.name)
-                .orchestrator(
-                    ClusterOrchestrator::builder()
-                        .eks(
-                            ClusterOrchestratorEksConfig::builder()
-                                .cluster_arn(&req.eks_cluster_arn)
-                                .build(),
-                        )
-                        .build(),
-                )
-                .node_recovery(ClusterNodeRecovery::from(req.node_recovery.as_str()))
-                .vpc_config(vpc(&first.subnet_ids, &first.security_group_ids))
-                .set_instance_groups(Some(req.instance_groups.iter().map(group_spec).collect()))
-                .set_tags(Some(tags))
-                .send(),
-        )
-        .await?;
+        let out =
+            once(
+                S,
+                "CreateCluster",
+                self.sagemaker
+                    .create_cluster()
+                    .cluster_name(&req.name)
+                    .orchestrator(
+                        ClusterOrchestrator::builder()
+                            .eks(
+                                ClusterOrchestratorEksConfig::builder()
+                                    .cluster_arn(&req.eks_cluster_arn)
+                                    .build(),
+                            )
+                            .build(),
+                    )
+                    .node_recovery(ClusterNodeRecovery::from(req.node_recovery.as_str()))
+                    .set_node_provisioning_mode(req.continuous_provisioning.then_some(
+                        aws_sdk_sagemaker::types::ClusterNodeProvisioningMode::Continuous,
+                    ))
+                    .vpc_config(vpc(&first.subnet_ids, &first.security_group_ids))
+                    .set_instance_groups(Some(req.instance_groups.iter().map(group_spec).collect()))
+                    .set_tags(Some(tags))
+                    .send(),
+            )
+            .await?;
         Ok(out.cluster_arn().unwrap_or_default().to_string())
     }
 
@@ -224,7 +228,12 @@ impl HyperPod for Aws {
         .map(|_| ())
     }
 
-    async fn update_cluster(&self, name: &str, groups: &[InstanceGroupSpec]) -> CloudResult<()> {
+    async fn update_cluster(
+        &self,
+        name: &str,
+        groups: &[InstanceGroupSpec],
+        continuous: bool,
+    ) -> CloudResult<()> {
         // Not idempotent in general (a scale racing another change): sent once.
         once(
             S,
@@ -233,6 +242,11 @@ impl HyperPod for Aws {
                 .update_cluster()
                 .cluster_name(name)
                 .set_instance_groups(Some(groups.iter().map(group_spec).collect()))
+                .set_node_provisioning_mode(
+                    continuous.then_some(
+                        aws_sdk_sagemaker::types::ClusterNodeProvisioningMode::Continuous,
+                    ),
+                )
                 .send(),
         )
         .await

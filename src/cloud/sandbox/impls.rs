@@ -115,6 +115,29 @@ impl Network for Sandbox {
         })
     }
 
+    async fn associate_vpc_cidr(&self, vpc_id: &str, cidr: Ipv4Net) -> CloudResult<()> {
+        let api = "ec2:AssociateVpcCidrBlock";
+        self.gate(api, true).await?;
+        let mut vpc = self
+            .require("vpc", vpc_id, api, "InvalidVpcID.NotFound")
+            .await?;
+        let mut cidrs = vpc_of(&vpc).cidrs;
+        if let Some(other) = cidrs
+            .iter()
+            .find(|c| crate::service::subnets::overlaps(c, &cidr))
+        {
+            return Err(CloudError::new(
+                "ec2",
+                "AssociateVpcCidrBlock",
+                "InvalidVpc.Range",
+                format!("{cidr} overlaps {other}, already associated with {vpc_id}"),
+            ));
+        }
+        cidrs.push(cidr);
+        vpc.data["cidrs"] = json!(cidrs);
+        self.update(api, "vpc", vpc_id, &vpc.data).await
+    }
+
     async fn create_subnet(&self, req: &CreateSubnet) -> CloudResult<Subnet> {
         let api = "ec2:CreateSubnet";
         self.gate(api, true).await?;
@@ -671,6 +694,26 @@ fn node_join_secs(i: u32, n: u32) -> f64 {
     d::HYPERPOD_CREATE * (0.5 + 0.5 * frac)
 }
 
+/// HyperPod runs Spot capacity only under continuous node provisioning.
+fn spot_needs_continuous(
+    op: &str,
+    groups: &[InstanceGroupSpec],
+    continuous: bool,
+) -> CloudResult<()> {
+    match groups.iter().find(|g| g.capacity == Capacity::Spot) {
+        Some(g) if !continuous => Err(CloudError::new(
+            "sagemaker",
+            op,
+            "ValidationException",
+            format!(
+                "Instance group {} uses Spot capacity, which requires NodeProvisioningMode Continuous",
+                g.name
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// A fresh EC2-style instance id (for replacement hardware).
 fn new_instance_id() -> String {
     format!("i-0{:016x}", rand::random::<u64>())
@@ -790,6 +833,11 @@ impl HyperPod for Sandbox {
                 e.code = "ValidationException".into();
                 e
             })?;
+        spot_needs_continuous(
+            "CreateCluster",
+            &req.instance_groups,
+            req.continuous_provisioning,
+        )?;
         for g in &req.instance_groups {
             if !g.subnet_ids.iter().all(|s| !s.is_empty()) || g.instance_count == 0 {
                 return Err(CloudError::new(
@@ -855,10 +903,18 @@ impl HyperPod for Sandbox {
             )),
         }
     }
-    async fn update_cluster(&self, name: &str, groups: &[InstanceGroupSpec]) -> CloudResult<()> {
+    async fn update_cluster(
+        &self,
+        name: &str,
+        groups: &[InstanceGroupSpec],
+        continuous: bool,
+    ) -> CloudResult<()> {
         let api = "sagemaker:UpdateCluster";
         self.gate(api, true).await?;
         let mut res = self.live_hyperpod(name, "UpdateCluster").await?;
+        let continuous = continuous || res.data["continuousProvisioning"] == true;
+        spot_needs_continuous("UpdateCluster", groups, continuous)?;
+        res.data["continuousProvisioning"] = json!(continuous);
         if groups.is_empty() {
             return Err(CloudError::new(
                 "sagemaker",

@@ -335,7 +335,7 @@ pub static FEATURES: &[Feature] = &[
             managed: &[],
         }],
         configuration: None,
-        description: "Managed autoscaling (HyperPod-managed Karpenter): scales the chosen HyperPod instance groups (on-demand, without deep health checks) from zero with pending pods. It governs HyperPod instance groups only, not general EC2 capacity.",
+        description: "Managed autoscaling (HyperPod-managed Karpenter): scales the chosen HyperPod instance groups (on-demand or Spot, without deep health checks) from zero with pending pods. It governs HyperPod instance groups only, not general EC2 capacity.",
     },
     Feature {
         key: "fsxCsi",

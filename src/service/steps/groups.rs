@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::hyperpod::{hyperpod_name, threads_per_core};
 use super::HyperPodParams;
-use crate::cloud::{HyperPodStatus, InstanceGroupSpec};
+use crate::cloud::{HyperPodStatus, InstanceGroupSpec, InstanceGroupStatus};
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
 
 /// The recorded specs of every group of the cluster.
@@ -64,6 +64,22 @@ pub fn deep_health_checks(on: bool) -> Vec<String> {
     } else {
         vec![]
     }
+}
+
+/// The groups UpdateCluster must resend: the changed group as wanted, every other group at the
+/// count HyperPod targets right now. For a group Karpenter governs that count is Karpenter's
+/// (it moves with demand, from zero up): a count recorded earlier must not overwrite it.
+pub fn with_current_counts(
+    mut groups: Vec<InstanceGroupSpec>,
+    changed: &str,
+    described: &[InstanceGroupStatus],
+) -> Vec<InstanceGroupSpec> {
+    for g in groups.iter_mut().filter(|g| g.name != changed) {
+        if let Some(now) = described.iter().find(|d| d.name == g.name) {
+            g.instance_count = now.target_count;
+        }
+    }
+    groups
 }
 
 /// Sends UpdateCluster with every group (the changed one included) and watches the group
@@ -153,10 +169,13 @@ impl Step for UpdateGroupsStep {
         Ok(applied.then(|| json!({"instanceGroups": groups})))
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let (groups, _, _) = self.desired(cx)?;
+        let (groups, name, _) = self.desired(cx)?;
+        let described = super::hyperpod::described(cx).await?;
+        let groups = with_current_counts(groups, &name, &described.instance_groups);
+        let continuous = crate::cloud::continuous_provisioning(&groups);
         cx.cloud
             .hyperpod
-            .update_cluster(&hyperpod_name(&cx.op.cluster), &groups)
+            .update_cluster(&hyperpod_name(&cx.op.cluster), &groups, continuous)
             .await?;
         Ok(json!({"instanceGroups": groups}))
     }
@@ -249,5 +268,57 @@ impl Step for DeleteGroupStep {
                 g.current_count
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cloud::Capacity;
+
+    fn spec(name: &str, count: u32) -> InstanceGroupSpec {
+        InstanceGroupSpec {
+            name: name.into(),
+            instance_type: "ml.g5.8xlarge".into(),
+            instance_count: count,
+            execution_role_arn: "arn:aws:iam::1:role/x".into(),
+            lifecycle_source_s3_uri: "s3://b/l/".into(),
+            lifecycle_on_create: "on_create.sh".into(),
+            threads_per_core: 1,
+            ebs_volume_gb: 500,
+            deep_health_checks: vec![],
+            capacity: Capacity::OnDemand,
+            subnet_ids: vec!["subnet-1".into()],
+            security_group_ids: vec!["sg-1".into()],
+            network_interface: None,
+        }
+    }
+
+    #[test]
+    fn other_groups_are_resent_at_the_count_hyperpod_targets_now() {
+        // `burst` is governed by Karpenter, which scaled it from 0 to 3 since we recorded it.
+        let recorded = vec![spec("workers", 2), spec("burst", 0)];
+        let described = vec![
+            InstanceGroupStatus {
+                name: "workers".into(),
+                instance_type: "ml.g5.8xlarge".into(),
+                target_count: 2,
+                current_count: 2,
+            },
+            InstanceGroupStatus {
+                name: "burst".into(),
+                instance_type: "ml.g5.8xlarge".into(),
+                target_count: 3,
+                current_count: 1,
+            },
+        ];
+        let mut wanted = recorded.clone();
+        wanted[0].instance_count = 4;
+        let sent = with_current_counts(wanted, "workers", &described);
+        assert_eq!(sent[0].instance_count, 4, "the changed group as asked");
+        assert_eq!(
+            sent[1].instance_count, 3,
+            "Karpenter's count, not the recorded 0"
+        );
     }
 }

@@ -98,7 +98,7 @@ pub async fn zone_compute_subnet(cx: &StepCx<'_>) -> StepResult<crate::cloud::Su
         vpc_id: &vpc_id,
         zone: &zone,
         route_table_id: &rt,
-        prefix: COMPUTE_PREFIX,
+        prefix: p.compute_subnet_size.unwrap_or(COMPUTE_PREFIX),
     };
     let (subnet, _) = ensure_compute_subnet(cx.cloud, &PROCESS_SUBNET_LOCKS, &req).await?;
     Ok(subnet)
@@ -261,25 +261,27 @@ pub struct HyperPodClusterStep;
 
 impl HyperPodClusterStep {
     fn request(cx: &StepCx<'_>, p: &HyperPodParams) -> StepResult<CreateHyperPodCluster> {
+        let instance_groups = vec![InstanceGroupSpec {
+            name: p.instance_group_name.clone(),
+            instance_type: p.instance_type.clone(),
+            instance_count: p.instance_count,
+            execution_role_arn: cx.resource("executionRoleArn")?,
+            lifecycle_source_s3_uri: cx.resource("lifecycleS3Uri")?,
+            lifecycle_on_create: "on_create.sh".into(),
+            threads_per_core: threads_per_core(&p.instance_type, &p.capacity),
+            ebs_volume_gb: p.volume_size_gb,
+            deep_health_checks: super::groups::deep_health_checks(p.deep_health_checks),
+            capacity: p.capacity.clone(),
+            subnet_ids: vec![cx.resource("computeSubnetId")?],
+            security_group_ids: vec![cx.resource("clusterSecurityGroupId")?],
+            network_interface: p.network_interface.clone(),
+        }];
         Ok(CreateHyperPodCluster {
             name: hyperpod_name(&cx.op.cluster),
             eks_cluster_arn: cx.resource("eksClusterArn")?,
             node_recovery: "Automatic".into(),
-            instance_groups: vec![InstanceGroupSpec {
-                name: p.instance_group_name.clone(),
-                instance_type: p.instance_type.clone(),
-                instance_count: p.instance_count,
-                execution_role_arn: cx.resource("executionRoleArn")?,
-                lifecycle_source_s3_uri: cx.resource("lifecycleS3Uri")?,
-                lifecycle_on_create: "on_create.sh".into(),
-                threads_per_core: threads_per_core(&p.instance_type, &p.capacity),
-                ebs_volume_gb: p.volume_size_gb,
-                deep_health_checks: super::groups::deep_health_checks(p.deep_health_checks),
-                capacity: p.capacity.clone(),
-                subnet_ids: vec![cx.resource("computeSubnetId")?],
-                security_group_ids: vec![cx.resource("clusterSecurityGroupId")?],
-                network_interface: p.network_interface.clone(),
-            }],
+            continuous_provisioning: crate::cloud::continuous_provisioning(&instance_groups),
+            instance_groups,
             tags: net_tags(cx, "hyperpod"),
         })
     }

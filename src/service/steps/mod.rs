@@ -1,7 +1,7 @@
 //! The catalogue of operation kinds: which phases each stage runs, in which order.
 //!
 //! ```text
-//! cluster       vpc → subnets → internet-gateway → nat-gateway → route-tables → security-groups
+//! cluster       vpc [→ secondary-cidr] → subnets → internet-gateway → nat-gateway → route-tables → security-groups
 //!               → s3-endpoint → eks-role → eks-cluster → oidc-provider
 //! dependencies  one phase per component of deps::COMPONENTS (read actual → apply what differs
 //!               → wait for ready, or only for nodes): VPC CNI, kube-proxy, CoreDNS, namespaces,
@@ -58,6 +58,9 @@ pub struct ClusterParams {
     pub zones: Vec<Zone>,
     pub vpc_cidr: Option<Ipv4Net>,
     pub kubernetes_version: String,
+    /// A second VPC block for the compute subnets of large fleets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secondary_cidr: Option<Ipv4Net>,
 }
 
 /// Parameters of the `hyperpod` stage (validated).
@@ -80,6 +83,9 @@ pub struct HyperPodParams {
     /// without a dependency stage has nothing to verify.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify_dependencies: Option<bool>,
+    /// Prefix length of the zone's compute subnet, when this stage creates it (default /20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_subnet_size: Option<u8>,
 }
 
 /// Parameters of a pipeline: the stages to run and their parameters.
@@ -231,6 +237,22 @@ impl Step for StageStep {
     }
 }
 
+/// The phases of the `cluster` stage after the VPC (and its secondary block).
+fn network_steps() -> Vec<Arc<dyn Step>> {
+    use network::*;
+    vec![
+        Arc::new(SubnetsStep),
+        Arc::new(InternetGatewayStep),
+        Arc::new(NatGatewayStep),
+        Arc::new(RouteTablesStep),
+        Arc::new(SecurityGroupsStep),
+        Arc::new(S3EndpointStep),
+        Arc::new(EksRoleStep),
+        Arc::new(EksClusterStep),
+        Arc::new(OidcProviderStep),
+    ]
+}
+
 /// The domain's [`Stages`].
 pub struct Catalog;
 
@@ -252,18 +274,15 @@ impl Stages for Catalog {
         use network::*;
         use teardown::*;
         let steps: Vec<Arc<dyn Step>> = match kind {
-            "cluster" => vec![
-                Arc::new(VpcStep),
-                Arc::new(SubnetsStep),
-                Arc::new(InternetGatewayStep),
-                Arc::new(NatGatewayStep),
-                Arc::new(RouteTablesStep),
-                Arc::new(SecurityGroupsStep),
-                Arc::new(S3EndpointStep),
-                Arc::new(EksRoleStep),
-                Arc::new(EksClusterStep),
-                Arc::new(OidcProviderStep),
-            ],
+            "cluster" => {
+                let p: ClusterParams = serde_json::from_value(params.clone()).ok()?;
+                let mut steps: Vec<Arc<dyn Step>> = vec![Arc::new(VpcStep)];
+                if p.secondary_cidr.is_some() {
+                    steps.push(Arc::new(SecondaryCidrStep));
+                }
+                steps.extend(network_steps());
+                steps
+            }
             "dependencies" => deps::COMPONENTS
                 .iter()
                 .map(|c| Arc::new(deps::ComponentStep(c)) as Arc<dyn Step>)

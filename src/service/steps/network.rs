@@ -53,6 +53,57 @@ impl Step for VpcStep {
     }
 }
 
+/// A second block for the VPC (what AWS's templates add for large fleets): compute subnets are
+/// placed in it first, so a big compute subnet does not compete with the first /20.
+pub struct SecondaryCidrStep;
+
+impl SecondaryCidrStep {
+    async fn associated(cx: &StepCx<'_>, cidr: ipnet::Ipv4Net) -> StepResult<bool> {
+        let vpc_id = cx.resource("vpcId")?;
+        Ok(cx
+            .cloud
+            .network
+            .describe_vpcs()
+            .await?
+            .iter()
+            .any(|v| v.id == vpc_id && v.cidrs.contains(&cidr)))
+    }
+
+    fn wanted(cx: &StepCx<'_>) -> StepResult<ipnet::Ipv4Net> {
+        let p: ClusterParams = cx.param()?;
+        p.secondary_cidr
+            .ok_or_else(|| StepError::fatal("bad-params", "no secondaryCidr in the parameters"))
+    }
+}
+
+#[async_trait]
+impl Step for SecondaryCidrStep {
+    fn name(&self) -> &'static str {
+        "secondary-cidr"
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        let cidr = Self::wanted(cx)?;
+        Ok(Self::associated(cx, cidr)
+            .await?
+            .then(|| json!({"secondaryCidr": cidr})))
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let cidr = Self::wanted(cx)?;
+        cx.cloud
+            .network
+            .associate_vpc_cidr(&cx.resource("vpcId")?, cidr)
+            .await?;
+        Ok(json!({"secondaryCidr": cidr}))
+    }
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        if Self::associated(cx, Self::wanted(cx)?).await? {
+            Ok(Poll::Ready(out.clone()))
+        } else {
+            Ok(Poll::Pending("secondary CIDR associating".into()))
+        }
+    }
+}
+
 /// The four subnets of the network stage: a public and a private /24 in each of two AZs, in the
 /// first /20 of the VPC (the compute subnets take the /20s after it).
 pub struct SubnetsStep;
