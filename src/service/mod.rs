@@ -53,6 +53,8 @@ pub struct CreateClusterRequest {
 pub struct CreateHyperPodRequest {
     /// e.g. `ml.g5.8xlarge`; must be offered in `zone`.
     pub instance_type: String,
+    /// 1–1000 within the account's quota; a new group added under managed autoscaling may start
+    /// at 0 (Karpenter provisions it once it is in the governed set).
     pub instance_count: i64,
     /// Availability Zone of the instance group (its compute subnet goes there). May be omitted
     /// with `training-plan`: the plan's reservation decides it.
@@ -1139,7 +1141,45 @@ pub async fn add_group_params(
             json!({"existing": existing.iter().map(|g| &g.name).collect::<Vec<_>>()}),
         ));
     }
-    hyperpod_params(engine, req).await
+    if req.instance_count != 0 {
+        return hyperpod_params(engine, req).await;
+    }
+    // A group Karpenter is to govern starts at zero: HyperPod provisions it from pending pods.
+    let autoscaling = engine
+        .cloud()
+        .hyperpod
+        .describe_cluster(&steps::hyperpod::hyperpod_name(name))
+        .await?
+        .and_then(|c| c.autoscaling)
+        .is_some_and(|a| a.enabled);
+    if !autoscaling {
+        return Err(ApiError::validation_hint(
+            "instanceCount",
+            "a new instance group starts at zero only under managed autoscaling",
+            json!(
+                "enable managedAutoscaling first (features_update), or give a count of at least 1"
+            ),
+        ));
+    }
+    let mut params = hyperpod_params(
+        engine,
+        &CreateHyperPodRequest {
+            instance_count: 1,
+            ..req.clone()
+        },
+    )
+    .await?;
+    if params.deep_health_checks
+        || matches!(params.capacity, crate::cloud::Capacity::TrainingPlan { .. })
+    {
+        return Err(ApiError::validation_hint(
+            "instanceCount",
+            "only a group managed autoscaling can govern starts at zero: on-demand or Spot, without deep health checks",
+            json!("give a count of at least 1"),
+        ));
+    }
+    params.instance_count = 0;
+    Ok(params)
 }
 
 /// What a PATCH means: nothing to do, or a new count. Immutable fields are refused.

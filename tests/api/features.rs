@@ -314,6 +314,20 @@ async fn managed_autoscaling_governs_chosen_groups_which_then_scale_to_zero_and_
         "{auto}"
     );
 
+    // Without autoscaling no group starts at zero either.
+    let zero = json!({"instanceGroupName": "burst", "instanceType": "ml.g5.8xlarge", "instanceCount": 0,
+                      "zone": "us-west-2a", "capacityType": "on-demand"});
+    let r = app.post("/api/clusters/demo/instance-groups", &zero).await;
+    let body = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert_eq!(body["field"], "instanceCount");
+    assert!(
+        body["hint"]
+            .as_str()
+            .unwrap()
+            .contains("managedAutoscaling"),
+        "{body}"
+    );
+
     // Without autoscaling a group cannot go to zero; the hint says how it can.
     let (status, body) = patch_group(&app, "workers", json!({"instanceCount": 0})).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
@@ -355,11 +369,43 @@ async fn managed_autoscaling_governs_chosen_groups_which_then_scale_to_zero_and_
     assert_eq!(auto["state"], "enabled", "{auto}");
     assert_eq!(auto["instanceGroups"], json!(["workers"]));
 
+    // A group for Karpenter starts at zero (only under autoscaling) and joins the governed set.
+    let burst = json!({"instanceGroupName": "burst", "instanceType": "ml.g5.8xlarge", "instanceCount": 0,
+                       "zone": "us-west-2a", "capacityType": "spot"});
+    let op = app
+        .wait_terminal(
+            &app.start("/api/clusters/demo/instance-groups", &burst)
+                .await,
+        )
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let groups = app.json("/api/clusters/demo/instance-groups").await;
+    let b = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "burst")
+        .unwrap_or_else(|| panic!("{groups}"));
+    assert_eq!(b["targetCount"], 0, "{b}");
+    let (status, body) = patch(
+        &app,
+        json!({"managedAutoscalingInstanceGroups": ["workers", "burst"]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let op = started(&app, &body, "managedAutoscaling").await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let view = app.json("/api/clusters/demo/features").await;
+    assert_eq!(
+        feature(&view, "managedAutoscaling")["instanceGroups"],
+        json!(["burst", "workers"])
+    );
+
     // The same request, with the groups spelled out: unchanged, no mutating call.
     let before = mutating_calls(&app.calls().await);
     let (status, body) = patch(
         &app,
-        json!({"managedAutoscaling": true, "managedAutoscalingInstanceGroups": ["workers"]}),
+        json!({"managedAutoscaling": true, "managedAutoscalingInstanceGroups": ["workers", "burst"]}),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
