@@ -102,12 +102,13 @@ pub fn zone(field: &str, name: &str, zones: &[Zone]) -> ApiResult<Zone> {
 
 /// A VPC CIDR override: RFC 1918, /16–/19 (room for the /20 compute subnets), and not
 /// overlapping any VPC of the region.
-pub async fn vpc_cidr(field: &str, cidr: &str, cloud: &Cloud) -> ApiResult<Ipv4Net> {
+/// An IPv4 block written as its network address (no host bits).
+fn cidr_block(field: &str, cidr: &str, example: &str) -> ApiResult<Ipv4Net> {
     let net: Ipv4Net = cidr.parse().map_err(|_| {
         ApiError::validation_hint(
             field,
             format!("`{}` is not an IPv4 CIDR block", truncate(cidr)),
-            json!("e.g. 10.90.0.0/16"),
+            json!(format!("e.g. {example}")),
         )
     })?;
     if net.network() != net.addr() {
@@ -117,6 +118,11 @@ pub async fn vpc_cidr(field: &str, cidr: &str, cloud: &Cloud) -> ApiResult<Ipv4N
             json!(net.trunc().to_string()),
         ));
     }
+    Ok(net)
+}
+
+pub async fn vpc_cidr(field: &str, cidr: &str, cloud: &Cloud) -> ApiResult<Ipv4Net> {
+    let net = cidr_block(field, cidr, "10.90.0.0/16")?;
     let private: [Ipv4Net; 3] = [
         "10.0.0.0/8".parse().unwrap_or_default(),
         "172.16.0.0/12".parse().unwrap_or_default(),
@@ -191,20 +197,7 @@ pub async fn secondary_cidr(
     primary: Option<Ipv4Net>,
     cloud: &Cloud,
 ) -> ApiResult<Ipv4Net> {
-    let net: Ipv4Net = cidr.parse().map_err(|_| {
-        ApiError::validation_hint(
-            field,
-            format!("`{}` is not an IPv4 CIDR block", truncate(cidr)),
-            json!("e.g. 100.64.0.0/16"),
-        )
-    })?;
-    if net.network() != net.addr() {
-        return Err(ApiError::validation_hint(
-            field,
-            format!("`{cidr}` has host bits set"),
-            json!(net.trunc().to_string()),
-        ));
-    }
+    let net = cidr_block(field, cidr, "100.64.0.0/16")?;
     let block = |s: &str| s.parse::<Ipv4Net>().unwrap_or_default();
     let ranges = [
         block("10.0.0.0/8"),

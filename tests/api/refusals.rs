@@ -116,6 +116,18 @@ async fn setup(cloud: Cloud, policy: Value) -> Setup {
     }
 }
 
+/// An add-on at the version EKS picks.
+fn addon(name: &str) -> CreateAddon {
+    CreateAddon {
+        cluster: CLUSTER.into(),
+        name: name.into(),
+        version: None,
+        service_account_role_arn: None,
+        configuration_values: None,
+        resolve_conflicts: "OVERWRITE".into(),
+    }
+}
+
 /// A group that references itself for all traffic, in and out.
 async fn group(cloud: &Cloud, vpc: &str, name: &str) -> String {
     let req = CreateSecurityGroup {
@@ -163,6 +175,15 @@ impl Setup {
         };
         self.cloud.hyperpod.create_cluster(&req).await.unwrap();
         next_tick().await;
+    }
+
+    async fn addon(&self, name: &str) -> Addon {
+        self.cloud
+            .eks
+            .describe_addon(CLUSTER, name)
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("no add-on {name}"))
     }
 
     async fn nodes(&self) -> Vec<NodeState> {
@@ -226,14 +247,6 @@ async fn nodes_whose_role_cannot_pull_from_ecr_fail_to_bootstrap() {
 async fn add_ons_and_deployments_wait_for_a_node_to_run_on() {
     let (_dir, cloud) = account().await;
     let s = setup(cloud, full_policy()).await;
-    let addon = |name: &str| CreateAddon {
-        cluster: CLUSTER.into(),
-        name: name.into(),
-        version: None,
-        service_account_role_arn: None,
-        configuration_values: None,
-        resolve_conflicts: "OVERWRITE".into(),
-    };
     s.cloud.eks.create_addon(&addon("coredns")).await.unwrap();
     s.cloud.eks.create_addon(&addon("vpc-cni")).await.unwrap();
     let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
@@ -243,39 +256,21 @@ async fn add_ons_and_deployments_wait_for_a_node_to_run_on() {
     let op = ObjectRef::of(&deployment).unwrap();
     next_tick().await;
 
-    let coredns = s
-        .cloud
-        .eks
-        .describe_addon(CLUSTER, "coredns")
-        .await
-        .unwrap()
-        .unwrap();
+    let coredns = s.addon("coredns").await;
     assert_eq!(coredns.status, AddonStatus::Degraded);
     assert!(coredns
         .health
         .unwrap()
         .contains("InsufficientNumberOfReplicas"));
     // A DaemonSet-only add-on has nothing to be unhealthy about without nodes.
-    let cni = s
-        .cloud
-        .eks
-        .describe_addon(CLUSTER, "vpc-cni")
-        .await
-        .unwrap()
-        .unwrap();
+    let cni = s.addon("vpc-cni").await;
     assert_eq!(cni.status, AddonStatus::Active);
     assert!(cni.version.is_some(), "EKS reports the version it picked");
     let d = s.cloud.kube.get(&target(), &op).await.unwrap().unwrap();
     assert_eq!(d["status"]["readyReplicas"], 0, "{d}");
 
     s.hyperpod(vec![s.plane.clone()]).await;
-    let coredns = s
-        .cloud
-        .eks
-        .describe_addon(CLUSTER, "coredns")
-        .await
-        .unwrap()
-        .unwrap();
+    let coredns = s.addon("coredns").await;
     assert_eq!(coredns.status, AddonStatus::Active, "{coredns:?}");
     let d = s.cloud.kube.get(&target(), &op).await.unwrap().unwrap();
     assert_eq!(d["status"]["readyReplicas"], 1, "{d}");
@@ -294,14 +289,7 @@ async fn pod_identity_needs_assume_role_for_pod_identity_on_the_node_role() {
         let (_dir, cloud) = account().await;
         let s = setup(cloud, policy).await;
         s.hyperpod(vec![s.plane.clone()]).await;
-        let req = CreateAddon {
-            cluster: CLUSTER.into(),
-            name: "amazon-sagemaker-hyperpod-training-operator".into(),
-            version: None,
-            service_account_role_arn: None,
-            configuration_values: None,
-            resolve_conflicts: "OVERWRITE".into(),
-        };
+        let req = addon("amazon-sagemaker-hyperpod-training-operator");
         s.cloud.eks.create_addon(&req).await.unwrap();
         s.cloud
             .eks
@@ -314,13 +302,7 @@ async fn pod_identity_needs_assume_role_for_pod_identity_on_the_node_role() {
             .await
             .unwrap();
         next_tick().await;
-        let a = s
-            .cloud
-            .eks
-            .describe_addon(CLUSTER, &req.name)
-            .await
-            .unwrap()
-            .unwrap();
+        let a = s.addon(&req.name).await;
         if allowed {
             assert_eq!(a.status, AddonStatus::Active, "{a:?}");
         } else {

@@ -67,6 +67,20 @@ pub struct ComponentStatus {
     pub reason: String,
 }
 
+/// An EKS add-on at the version EKS picks, with no configuration and no role of its own.
+const fn addon(name: &'static str) -> Component {
+    Component {
+        name,
+        requires: &[],
+        install: Install::Addon {
+            configuration: None,
+            s3_csi_role: false,
+            min_version: None,
+        },
+        crds: &[],
+    }
+}
+
 /// The declared graph, in install order.
 pub static COMPONENTS: &[Component] = &[
     // The cluster's own networking and DNS as managed add-ons, as AWS's HyperPod templates make
@@ -81,37 +95,10 @@ pub static COMPONENTS: &[Component] = &[
         },
         crds: &[],
     },
-    Component {
-        name: "kube-proxy",
-        requires: &[],
-        install: Install::Addon {
-            configuration: None,
-            s3_csi_role: false,
-            min_version: None,
-        },
-        crds: &[],
-    },
-    Component {
-        name: "coredns",
-        requires: &[],
-        install: Install::Addon {
-            configuration: None,
-            s3_csi_role: false,
-            min_version: None,
-        },
-        crds: &[],
-    },
+    addon("kube-proxy"),
+    addon("coredns"),
     // Resource metrics for autoscaling; the inference operator requires it.
-    Component {
-        name: "metrics-server",
-        requires: &[],
-        install: Install::Addon {
-            configuration: None,
-            s3_csi_role: false,
-            min_version: None,
-        },
-        crds: &[],
-    },
+    addon("metrics-server"),
     Component {
         name: "hyperpod-namespaces",
         requires: &[],
@@ -125,16 +112,7 @@ pub static COMPONENTS: &[Component] = &[
         install: Install::Manifests(hyperpod_dependencies),
         crds: &[],
     },
-    Component {
-        name: "eks-pod-identity-agent",
-        requires: &[],
-        install: Install::Addon {
-            configuration: None,
-            s3_csi_role: false,
-            min_version: None,
-        },
-        crds: &[],
-    },
+    addon("eks-pod-identity-agent"),
     Component {
         name: "cert-manager",
         requires: &[],
