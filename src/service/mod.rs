@@ -781,11 +781,6 @@ pub struct Preflight {
     pub advice: Vec<String>,
 }
 
-/// Instance families whose on-demand capacity is scarce enough to plan for.
-const HIGH_END: &[&str] = &[
-    "ml.p4d.", "ml.p4de.", "ml.p5.", "ml.p5e.", "ml.p5en.", "ml.p6",
-];
-
 pub async fn preflight(
     engine: &Engine,
     instance_type: Option<&str>,
@@ -868,7 +863,7 @@ pub async fn preflight(
                     "No HyperPod cluster-usage quota was found for {t}: request one in Service Quotas (Amazon SageMaker › '{t} for cluster usage')."
                 )),
             }
-            if HIGH_END.iter().any(|p| t.starts_with(p))
+            if crate::cloud::high_end(t)
                 && !training_plans
                     .iter()
                     .any(|p| p.status == "Active" && p.available_instance_count >= requested)

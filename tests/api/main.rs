@@ -8,6 +8,7 @@ mod deploy;
 mod features;
 mod helpers;
 mod kube;
+mod layout;
 mod mcp;
 mod operations;
 mod pipeline;

@@ -8,9 +8,16 @@
 //! in the same transaction as its effect (`GET /api/sandbox/calls`), which lets tests prove that
 //! no mutation was ever replayed.
 
+mod eks;
 mod faults;
-mod impls;
+mod hyperpod;
+mod iam;
+mod kube;
+mod network;
+mod objects;
 mod rules;
+mod scheduler;
+mod shared;
 mod verdicts;
 
 pub use faults::Faults;

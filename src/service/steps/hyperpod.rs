@@ -61,10 +61,7 @@ pub fn bucket_name(cluster: &str, account: &str) -> String {
 /// 2 threads per core for p4/p5/p6 and for training-plan capacity, else 1 — always sent
 /// explicitly so the API default never decides.
 pub fn threads_per_core(instance_type: &str, capacity: &Capacity) -> u8 {
-    let hpc = ["ml.p4", "ml.p5", "ml.p6"]
-        .iter()
-        .any(|p| instance_type.starts_with(p));
-    if hpc || matches!(capacity, Capacity::TrainingPlan { .. }) {
+    if crate::cloud::high_end(instance_type) || matches!(capacity, Capacity::TrainingPlan { .. }) {
         2
     } else {
         1

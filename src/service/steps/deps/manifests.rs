@@ -20,38 +20,7 @@ pub fn namespaces(_region: &str) -> Vec<Value> {
     vec![namespace("aws-hyperpod"), namespace("kubeflow")]
 }
 
-/// Accelerated instance types (HyperPod `ml.` names and plain EC2 names) the plugins run on.
-const GPU_TYPES: &[&str] = &[
-    "p4d.24xlarge",
-    "p4de.24xlarge",
-    "p5.48xlarge",
-    "p5e.48xlarge",
-    "p5en.48xlarge",
-    "p6-b200.48xlarge",
-    "g5.xlarge",
-    "g5.2xlarge",
-    "g5.4xlarge",
-    "g5.8xlarge",
-    "g5.12xlarge",
-    "g5.16xlarge",
-    "g5.24xlarge",
-    "g5.48xlarge",
-    "g6e.12xlarge",
-    "g6e.24xlarge",
-    "g6e.48xlarge",
-];
-const EFA_TYPES: &[&str] = &[
-    "p4d.24xlarge",
-    "p4de.24xlarge",
-    "p5.48xlarge",
-    "p5e.48xlarge",
-    "p5en.48xlarge",
-    "p6-b200.48xlarge",
-    "g5.48xlarge",
-    "g6e.48xlarge",
-    "trn1.32xlarge",
-];
-
+/// Types (EC2 names) with their HyperPod `ml.` names beside them: node labels carry either.
 fn with_ml(types: &[&str]) -> Vec<String> {
     types
         .iter()
@@ -95,7 +64,7 @@ pub fn nvidia_device_plugin(_region: &str) -> Vec<Value> {
     vec![device_plugin(
         "nvidia-device-plugin",
         "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
-        GPU_TYPES,
+        &crate::cloud::types_where(|t| t.gpus > 0),
         "nvidia.com/gpu.deploy.device-plugin",
     )]
 }
@@ -107,7 +76,7 @@ pub fn efa_device_plugin(region: &str) -> Vec<Value> {
             "{}/eks/aws-efa-k8s-device-plugin:v0.5.13",
             eks_registry(region)
         ),
-        EFA_TYPES,
+        &crate::cloud::types_where(|t| t.efa),
         "vpc.amazonaws.com/efa.deploy.device-plugin",
     )]
 }

@@ -1,0 +1,177 @@
+//! The Kubernetes API of one cluster: objects, the node and pod cache, the service proxy.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::cloud::*;
+
+/// How to reach one cluster's API server.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeTarget {
+    /// EKS cluster name (used to mint the bearer token).
+    pub cluster: String,
+    pub endpoint: String,
+    pub certificate_authority: String,
+}
+
+/// Identifies one object.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjectRef {
+    /// The reference of a manifest about to be applied; a manifest without one is refused.
+    pub fn to_apply(manifest: &Value) -> CloudResult<Self> {
+        Self::of(manifest).ok_or_else(|| {
+            CloudError::new(
+                "k8s",
+                "Apply",
+                "Invalid",
+                "manifest lacks apiVersion, kind or name",
+            )
+        })
+    }
+
+    /// Reads the reference out of a manifest.
+    pub fn of(manifest: &Value) -> Option<Self> {
+        Some(Self {
+            api_version: manifest.get("apiVersion")?.as_str()?.to_string(),
+            kind: manifest.get("kind")?.as_str()?.to_string(),
+            namespace: manifest
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            name: manifest.pointer("/metadata/name")?.as_str()?.to_string(),
+        })
+    }
+}
+
+/// Label the control plane puts on every object it owns.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "instantstart");
+
+/// One Kubernetes node as the status routes show it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeState {
+    /// Kubernetes node name (`hyperpod-i-…` on HyperPod).
+    pub name: String,
+    /// EC2 instance id, when the node name or provider id carries one.
+    pub instance_id: Option<String>,
+    pub instance_type: Option<String>,
+    /// HyperPod instance group (`sagemaker.amazonaws.com/instance-group-name`).
+    pub instance_group: Option<String>,
+    /// `on-demand` | `spot` | `training-plan` when a label says so.
+    pub capacity_type: Option<String>,
+    /// The `Ready` condition is `True`.
+    pub ready: bool,
+    /// Why the node is not ready (the `Ready` condition's reason and message), when it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_ready_reason: Option<String>,
+    /// Cordoned (`spec.unschedulable`).
+    pub unschedulable: bool,
+    pub gpus: GpuUsage,
+    /// HyperPod health labels (`…/node-health-status`, `…/deep-health-check-status`).
+    pub health: BTreeMap<String, String>,
+}
+
+/// GPU accounting for one node, from `nvidia.com/gpu` capacity, allocatable and pod requests.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuUsage {
+    pub total: u32,
+    pub allocatable: u32,
+    /// Requested by pods bound to the node that have not finished.
+    pub requested: u32,
+    /// `allocatable - requested`, never negative.
+    pub free: u32,
+}
+
+/// Where a [`ClusterState`] came from and how fresh it is.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheInfo {
+    /// `watch` (kube-runtime reflectors) or `sandbox` (the simulated cluster).
+    pub source: String,
+    /// Milliseconds since the cache last heard from the API server (an event or the initial list).
+    pub age_ms: u64,
+    pub nodes: usize,
+    pub pods: usize,
+}
+
+/// One call through the service proxy.
+#[derive(Debug, Clone, Copy)]
+pub struct ServiceCall<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub port: u16,
+    /// Path on the service, without the leading slash.
+    pub path: &'a str,
+}
+
+/// Nodes and GPU demand of one cluster.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterState {
+    pub nodes: Vec<NodeState>,
+    /// Pods not yet bound to a node that request GPUs.
+    pub pending_gpu_pods: u32,
+    /// GPUs those pods request in total.
+    pub pending_gpus: u32,
+    pub cache: CacheInfo,
+}
+
+#[async_trait]
+pub trait Kube: Send + Sync {
+    /// Server-side apply with field manager `instantstart`.
+    async fn apply(&self, target: &KubeTarget, manifest: &Value) -> CloudResult<()>;
+    async fn get(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<Option<Value>>;
+    async fn delete(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<()>;
+    /// Objects of one kind, optionally in one namespace and matching a label selector.
+    async fn list(
+        &self,
+        target: &KubeTarget,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        labels: Option<&str>,
+    ) -> CloudResult<Vec<Value>>;
+    /// Nodes and GPU demand, from a watch-backed cache (started on first use, kept live after).
+    async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<ClusterState>;
+    /// POSTs JSON to a Service through the API server's service proxy
+    /// (`/api/v1/namespaces/{ns}/services/{name}:{port}/proxy/{path}`): the only way the
+    /// control plane talks to a workload, so it never dials an address a request names.
+    async fn service_post(
+        &self,
+        target: &KubeTarget,
+        service: &ServiceCall<'_>,
+        body: &Value,
+    ) -> CloudResult<Value>;
+    /// Drops the client, discovered kinds and caches of a cluster that no longer exists (a new
+    /// cluster of the same name has another endpoint and CA).
+    async fn forget(&self, _cluster: &str) {}
+}
+
+/// Whether every field `desired` sets has the same value in `actual` (fields the server adds are
+/// ignored). Lists must match element by element. This is how reconciliation decides that an
+/// object is already as wanted and no apply is needed.
+pub fn json_contains(actual: &Value, desired: &Value) -> bool {
+    match (actual, desired) {
+        (Value::Object(a), Value::Object(d)) => d
+            .iter()
+            .all(|(k, dv)| a.get(k).is_some_and(|av| json_contains(av, dv))),
+        (Value::Array(a), Value::Array(d)) => {
+            a.len() == d.len() && a.iter().zip(d).all(|(av, dv)| json_contains(av, dv))
+        }
+        (Value::Number(a), Value::Number(d)) => a.as_f64() == d.as_f64(),
+        (a, d) => a == d,
+    }
+}

@@ -1,0 +1,16 @@
+//! The ports, one file per port: what the domain asks of AWS and Kubernetes, in shapes that
+//! follow the real APIs.
+
+mod eks;
+mod hyperpod;
+mod iam;
+mod kube;
+mod network;
+mod objects;
+
+pub use eks::*;
+pub use hyperpod::*;
+pub use iam::*;
+pub use kube::*;
+pub use network::*;
+pub use objects::*;

@@ -1,0 +1,182 @@
+//! The simulated Kubernetes API: objects kept as applied, with the status controllers would write.
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::scheduler::*;
+use super::shared::*;
+use super::{new_id, Sandbox};
+use crate::cloud::*;
+
+pub(super) fn object_key(target: &KubeTarget, obj: &ObjectRef) -> String {
+    format!(
+        "{}/{}/{}/{}/{}",
+        target.cluster,
+        obj.api_version,
+        obj.kind,
+        obj.namespace.as_deref().unwrap_or(""),
+        obj.name
+    )
+}
+
+#[async_trait]
+impl Kube for Sandbox {
+    /// The simulated model server answers an OpenAI-style chat request by echoing the last
+    /// message, once the Deployment behind the Service of the same name is ready.
+    async fn service_post(
+        &self,
+        target: &KubeTarget,
+        call: &ServiceCall<'_>,
+        body: &Value,
+    ) -> CloudResult<Value> {
+        self.gate("k8s:ServiceProxy", false).await?;
+        let object = |api_version: &str, kind: &str| ObjectRef {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: Some(call.namespace.into()),
+            name: call.name.into(),
+        };
+        if Kube::get(self, target, &object("v1", "Service"))
+            .await?
+            .is_none()
+        {
+            return Err(not_found("k8s", "ServiceProxy", "NotFound", call.name));
+        }
+        let ready = Kube::get(self, target, &object("apps/v1", "Deployment"))
+            .await?
+            .and_then(|d| d.pointer("/status/readyReplicas").and_then(Value::as_u64))
+            .unwrap_or(0);
+        if ready == 0 {
+            return Err(CloudError::new(
+                "k8s",
+                "ServiceProxy",
+                "ServiceUnavailable",
+                format!("no endpoints available for service {}", call.name),
+            ));
+        }
+        let prompt = body
+            .pointer("/messages")
+            .and_then(Value::as_array)
+            .and_then(|m| m.last())
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default();
+        Ok(json!({"object": "chat.completion", "model": call.name,
+                  "choices": [{"index": 0, "finish_reason": "stop",
+                               "message": {"role": "assistant", "content": format!("(sandbox) {prompt}")}}]}))
+    }
+
+    async fn apply(&self, target: &KubeTarget, manifest: &Value) -> CloudResult<()> {
+        let api = "k8s:Apply";
+        self.gate(api, true).await?;
+        self.active_cluster(&target.cluster, "Apply")
+            .await
+            .map_err(|mut e| {
+                e.service = "k8s".into();
+                e
+            })?;
+        let obj = ObjectRef::to_apply(manifest)?;
+        let key = object_key(target, &obj);
+        match self.by_name("k8s-object", &key).await? {
+            Some(r) if r.deleted_ms.is_none() => {
+                let mut data = manifest.clone();
+                data["__key"] = Value::String(key.clone());
+                self.update(api, "k8s-object", &r.id, &data).await
+            }
+            _ => {
+                let mut data = manifest.clone();
+                data["__key"] = Value::String(key.clone());
+                self.create(api, "k8s-object", &new_id("uid"), Some(&key), &data)
+                    .await
+            }
+        }
+    }
+
+    async fn get(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<Option<Value>> {
+        self.gate("k8s:Get", false).await?;
+        let Some(r) = self
+            .by_name("k8s-object", &object_key(target, obj))
+            .await?
+            .filter(|r| r.deleted_ms.is_none())
+        else {
+            return Ok(None);
+        };
+        let schedule = if scheduled_kind(&r.data) {
+            Some(self.schedule(target).await?)
+        } else {
+            None
+        };
+        Ok(Some(self.k8s_status(r, schedule.as_ref())))
+    }
+
+    async fn list(
+        &self,
+        target: &KubeTarget,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        labels: Option<&str>,
+    ) -> CloudResult<Vec<Value>> {
+        self.gate("k8s:List", false).await?;
+        let schedule = if matches!(kind, "Deployment" | "DaemonSet") {
+            Some(self.schedule(target).await?)
+        } else {
+            None
+        };
+        let prefix = format!("{}/{api_version}/{kind}/", target.cluster);
+        let want: Vec<(&str, &str)> = labels
+            .unwrap_or("")
+            .split(',')
+            .filter_map(|kv| kv.split_once('='))
+            .collect();
+        Ok(self
+            .list("k8s-object")
+            .await?
+            .into_iter()
+            .filter(|r| {
+                r.data
+                    .get("__key")
+                    .and_then(Value::as_str)
+                    .is_some_and(|k| k.starts_with(&prefix))
+            })
+            .map(|r| self.k8s_status(r, schedule.as_ref()))
+            .filter(|o| {
+                namespace.is_none_or(|ns| {
+                    o.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns)
+                })
+            })
+            .filter(|o| {
+                want.iter().all(|(k, v)| {
+                    o.pointer("/metadata/labels")
+                        .and_then(|l| l.get(*k))
+                        .and_then(Value::as_str)
+                        == Some(*v)
+                })
+            })
+            .collect())
+    }
+
+    async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<ClusterState> {
+        self.gate("k8s:Watch", false).await?;
+        let s = self.schedule(target).await?;
+        Ok(ClusterState {
+            cache: CacheInfo {
+                source: "sandbox".into(),
+                age_ms: 0,
+                nodes: s.nodes.len(),
+                pods: s.pods,
+            },
+            nodes: s.nodes,
+            pending_gpu_pods: s.pending_pods,
+            pending_gpus: s.pending_gpus,
+        })
+    }
+
+    async fn delete(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<()> {
+        let api = "k8s:Delete";
+        self.gate(api, true).await?;
+        match self.by_name("k8s-object", &object_key(target, obj)).await? {
+            Some(r) if r.deleted_ms.is_none() => self.remove(api, "k8s-object", &r.id).await,
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! The simulated scheduler: places replicas on ready nodes with free GPUs, and writes the
+//! status a workload then reports.
+
+use serde_json::{json, Value};
+
+use super::eks::*;
+use super::{durations as d, Life, Res, Sandbox, REGION};
+use crate::cloud::*;
+
+/// The simulated scheduler's view of one cluster.
+pub(crate) struct Schedule {
+    /// The HyperPod nodes, with the GPUs placed replicas request.
+    pub nodes: Vec<NodeState>,
+    /// Deployment resource id → replicas that found a node.
+    pub placed: std::collections::HashMap<String, u64>,
+    pub pending_pods: u32,
+    pub pending_gpus: u32,
+    pub pods: usize,
+    /// The role the nodes run as (the first instance group's execution role).
+    pub node_role: Option<String>,
+}
+
+/// Kinds whose status depends on the nodes (their pods must be placed to become ready).
+pub(super) fn scheduled_kind(obj: &Value) -> bool {
+    matches!(obj["kind"].as_str(), Some("Deployment" | "DaemonSet"))
+}
+
+/// The instance types a DaemonSet's node affinity limits it to, if it names any.
+pub(super) fn affinity_types(obj: &Value) -> Option<Vec<String>> {
+    obj.pointer("/spec/template/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0/matchExpressions")?
+        .as_array()?
+        .iter()
+        .find(|e| e["key"] == "node.kubernetes.io/instance-type" && e["operator"] == "In")
+        .and_then(|e| serde_json::from_value(e["values"].clone()).ok())
+}
+
+/// GPUs one replica of a workload asks for (`nvidia.com/gpu` limits of its containers).
+pub(super) fn gpu_request(workload: &Value) -> u32 {
+    workload
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.pointer("/resources/limits/nvidia.com~1gpu"))
+        .map(|g| match g {
+            Value::Number(n) => n.as_u64().unwrap_or(0),
+            Value::String(s) => s.parse().unwrap_or(0),
+            _ => 0,
+        })
+        .map(|g| u32::try_from(g).unwrap_or(u32::MAX))
+        .sum()
+}
+
+impl Sandbox {
+    /// Places every Deployment's replicas, oldest first, on ready nodes with enough free GPUs
+    /// (and the instance type its node selector names): first come, first served, as the
+    /// scheduler would with nothing preempted.
+    pub(crate) async fn schedule(&self, target: &KubeTarget) -> CloudResult<Schedule> {
+        // The HyperPod cluster orchestrated by this EKS cluster, as EKS and SageMaker know it.
+        let eks_arn = eks_arn(&target.cluster);
+        let record = self
+            .list("hyperpod-cluster")
+            .await?
+            .into_iter()
+            .find(|r| r.deleted_ms.is_none() && r.data["eksClusterArn"] == eks_arn.as_str());
+        let hp = record
+            .as_ref()
+            .and_then(|r| r.data["name"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        let verdicts = match &record {
+            Some(r) => self.group_verdicts(r).await?,
+            None => Default::default(),
+        };
+        let node_role = record.as_ref().and_then(|r| {
+            r.data
+                .pointer("/instanceGroups/0/executionRoleArn")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        });
+        let mut nodes = Vec::new();
+        let mut token = None;
+        loop {
+            let page = match HyperPod::list_cluster_nodes(self, &hp, token).await {
+                Ok(p) => p,
+                Err(e) if e.code == "ResourceNotFound" => break,
+                Err(e) => return Err(e),
+            };
+            nodes.extend(page.nodes);
+            token = page.next_token;
+            if token.is_none() {
+                break;
+            }
+        }
+        let mut nodes: Vec<NodeState> = nodes
+            .into_iter()
+            .map(|n| {
+                let gpus = gpus_per_instance(&n.instance_type);
+                let blocked = verdicts.get(&n.instance_group).cloned().flatten();
+                let running = n.status == "Running" && blocked.is_none();
+                let not_ready_reason = match (&blocked, n.status.as_str()) {
+                    (Some(why), _) => Some(why.clone()),
+                    (None, "Running") => None,
+                    (None, status) => Some(format!("instance {status}")),
+                };
+                NodeState {
+                    name: format!("hyperpod-{}", n.instance_id),
+                    instance_id: Some(n.instance_id),
+                    instance_type: Some(n.instance_type),
+                    instance_group: Some(n.instance_group),
+                    capacity_type: Some("on-demand".into()),
+                    ready: running,
+                    not_ready_reason,
+                    unschedulable: !running,
+                    gpus: GpuUsage {
+                        total: gpus,
+                        allocatable: gpus,
+                        requested: 0,
+                        free: gpus,
+                    },
+                    health: BTreeMap::from([(
+                        "sagemaker.amazonaws.com/node-health-status".to_string(),
+                        if running {
+                            "Schedulable"
+                        } else {
+                            "Unschedulable"
+                        }
+                        .to_string(),
+                    )]),
+                }
+            })
+            .collect();
+        let prefix = format!("{}/apps/v1/Deployment/", target.cluster);
+        let mut deployments: Vec<Res> = self
+            .list("k8s-object")
+            .await?
+            .into_iter()
+            .filter(|r| r.deleted_ms.is_none())
+            .filter(|r| {
+                r.data["__key"]
+                    .as_str()
+                    .is_some_and(|k| k.starts_with(&prefix))
+            })
+            .collect();
+        deployments.sort_by_key(|r| r.created_ms);
+        let (mut placed, mut pending_pods, mut pending_gpus, mut pods) =
+            (std::collections::HashMap::new(), 0, 0, 0);
+        for r in &deployments {
+            let want = r
+                .data
+                .pointer("/spec/replicas")
+                .and_then(Value::as_u64)
+                .unwrap_or(1);
+            let g = gpu_request(&r.data);
+            let selector = r
+                .data
+                .pointer("/spec/template/spec/nodeSelector/node.kubernetes.io~1instance-type")
+                .and_then(Value::as_str);
+            let mut fits = 0;
+            for _ in 0..want {
+                let node = nodes.iter_mut().find(|n| {
+                    n.ready
+                        && selector.is_none_or(|t| n.instance_type.as_deref() == Some(t))
+                        && n.gpus.free >= g
+                });
+                match node {
+                    Some(n) => {
+                        n.gpus.requested += g;
+                        n.gpus.free -= g;
+                        fits += 1;
+                    }
+                    None if g > 0 => {
+                        pending_pods += 1;
+                        pending_gpus += g;
+                    }
+                    None => {}
+                }
+            }
+            pods += usize::try_from(fits).unwrap_or(usize::MAX);
+            placed.insert(r.id.clone(), fits);
+        }
+        Ok(Schedule {
+            nodes,
+            placed,
+            pending_pods,
+            pending_gpus,
+            pods,
+            node_role,
+        })
+    }
+
+    /// A stored object as the API server would return it: without the sandbox's key, with
+    /// `creationTimestamp`, and — for workloads — a status that turns
+    /// ready a little (simulated) time after the object was applied.
+    pub(super) fn k8s_status(&self, res: Res, schedule: Option<&Schedule>) -> Value {
+        let ready = self.life(&res, d::K8S_WORKLOAD_READY, 1.0) == Life::Ready;
+        let age = self.simulated_secs(res.created_ms, super::now_ms());
+        let placed = schedule.and_then(|s| s.placed.get(&res.id).copied());
+        let mut o = res.data;
+        if let Some(m) = o.as_object_mut() {
+            m.remove("__key");
+        }
+        o["metadata"]["creationTimestamp"] = json!(crate::store::rfc3339_ms(res.created_ms));
+        let n = u64::from(ready);
+        match o["kind"].as_str() {
+            Some("Deployment") => {
+                let want = o
+                    .pointer("/spec/replicas")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(1);
+                // Replicas the scheduler found no GPUs for never become ready; past the
+                // progress deadline the Deployment says so, as the real controller does.
+                let placed = placed.unwrap_or(want).min(want);
+                o["status"] = json!({"replicas": want, "readyReplicas": placed * n,
+                                     "availableReplicas": placed * n});
+                let deadline = o
+                    .pointer("/spec/progressDeadlineSeconds")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(600.0);
+                if placed < want && age > deadline {
+                    let gpus = gpu_request(&o);
+                    let why = if gpus == 0 {
+                        "no node is ready".to_string()
+                    } else {
+                        format!(
+                            "no node has {gpus} free nvidia.com/gpu{}",
+                            o.pointer("/spec/template/spec/nodeSelector/node.kubernetes.io~1instance-type")
+                                .and_then(Value::as_str)
+                                .map(|t| format!(" on {t}"))
+                                .unwrap_or_default()
+                        )
+                    };
+                    o["status"]["conditions"] = json!([{"type": "Progressing", "status": "False",
+                        "reason": "ProgressDeadlineExceeded",
+                        "message": format!("{} of {want} replicas cannot be scheduled: {why}", want - placed)}]);
+                }
+            }
+            Some("DaemonSet") => {
+                // One pod per ready node the DaemonSet's affinity admits.
+                let types = affinity_types(&o);
+                let desired = schedule.map_or(1, |s| {
+                    s.nodes
+                        .iter()
+                        .filter(|node| node.ready)
+                        .filter(|node| {
+                            types.as_ref().is_none_or(|t| {
+                                node.instance_type.as_ref().is_some_and(|it| t.contains(it))
+                            })
+                        })
+                        .count() as u64
+                });
+                o["status"] = json!({"desiredNumberScheduled": desired, "numberReady": desired * n,
+                                     "numberAvailable": desired * n});
+            }
+            Some("Job") => {
+                o["status"] = if ready {
+                    json!({"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]})
+                } else {
+                    json!({"active": 1})
+                };
+            }
+            Some("Service") => {
+                // What the service controllers would fill in: an address, and for a load
+                // balancer its (internal) DNS name once provisioned.
+                let octet = res.created_ms.rem_euclid(250) + 2;
+                o["spec"]["clusterIP"] = json!(format!("10.100.0.{octet}"));
+                if o.pointer("/spec/type") == Some(&json!("LoadBalancer")) && ready {
+                    let name = o["metadata"]["name"].as_str().unwrap_or("svc").to_string();
+                    o["status"] = json!({"loadBalancer": {"ingress": [
+                        {"hostname": format!("internal-{name}-sandbox.{REGION}.elb.amazonaws.com")}]}});
+                }
+            }
+            Some("PersistentVolumeClaim") => o["status"] = json!({"phase": "Bound"}),
+            Some("PersistentVolume") => o["status"] = json!({"phase": "Bound"}),
+            _ => {}
+        }
+        o
+    }
+}
