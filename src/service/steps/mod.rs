@@ -306,44 +306,8 @@ impl Stages for Catalog {
             }
             "storage-delete" => vec![Arc::new(storage::DeleteVolumeStep)],
             kind if kind.starts_with("feature-") => {
-                let feature = features::by_kind(kind)?;
                 let p: features::FeatureParams = serde_json::from_value(params.clone()).ok()?;
-                if feature.key == features::TIERED {
-                    // Enabling: role → service account → cluster setting; disabling: reverse.
-                    let mut chain: Vec<Arc<dyn Step>> = vec![
-                        Arc::new(features::CheckpointRoleStep),
-                        Arc::new(features::CheckpointServiceAccountStep),
-                        Arc::new(features::TieredConfigStep),
-                    ];
-                    if !p.enable {
-                        chain.reverse();
-                    }
-                    return Some(chain);
-                }
-                if feature.key == features::AUTOSCALING {
-                    // Enabling: role → cluster setting → node class and pool; disabling: reverse.
-                    let mut chain: Vec<Arc<dyn Step>> = vec![
-                        Arc::new(features::OwnRoleStep),
-                        Arc::new(features::AutoscalingConfigStep),
-                        Arc::new(features::NodeClassStep),
-                    ];
-                    if !p.enable {
-                        chain.reverse();
-                    }
-                    return Some(chain);
-                }
-                // Enabling: its own role (if any), the add-on, then its identity; disabling:
-                // the reverse.
-                let mut chain: Vec<Arc<dyn Step>> = Vec::new();
-                if !feature.own_roles.is_empty() {
-                    chain.push(Arc::new(features::OwnRoleStep));
-                }
-                chain.push(Arc::new(features::FeatureAddonStep));
-                chain.push(Arc::new(features::FeatureIdentityStep));
-                if !p.enable {
-                    chain.reverse();
-                }
-                chain
+                features::by_kind(kind)?.steps(p.enable)
             }
             "model-download" | "inference-deploy" => vec![Arc::new(workloads::ApplyStep)],
             "workload-delete" => vec![Arc::new(workloads::DeleteObjectsStep)],

@@ -1,0 +1,292 @@
+//! The add-on family (training operator, inference operator, Container Insights, FSx): its own
+//! roles, the add-on with its configuration, and the pod identity binding, as one chain.
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::*;
+use crate::cloud::{AddonStatus, CreateAddon};
+use crate::ops::{Poll, Reconcile, StepCx, StepError, StepResult};
+use crate::service::steps::addons::irsa_trust;
+use crate::service::steps::hyperpod::execution_role_name;
+
+/// Enables or disables the add-on, watched to ACTIVE or gone.
+pub struct FeatureAddonStep;
+
+#[async_trait]
+impl Reconcile for FeatureAddonStep {
+    fn phase(&self) -> &'static str {
+        "addon"
+    }
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let f = feature_of(cx)?;
+        let p: FeatureParams = cx.param()?;
+        let existing = cx.cloud.eks.describe_addon(&cx.op.cluster, f.addon).await?;
+        match (p.enable, existing) {
+            (true, Some(a)) => Ok(json!({"addonArn": a.arn, "changed": false})),
+            (true, None) => {
+                let configuration_values = match f.configuration {
+                    Some(build) => Some(build(&addon_inputs(cx, f).await?).to_string()),
+                    None => None,
+                };
+                let a = cx
+                    .cloud
+                    .eks
+                    .create_addon(&CreateAddon {
+                        cluster: cx.op.cluster.clone(),
+                        name: f.addon.into(),
+                        version: None,
+                        service_account_role_arn: None,
+                        configuration_values,
+                        resolve_conflicts: "OVERWRITE".into(),
+                    })
+                    .await?;
+                Ok(json!({"addonArn": a.arn, "changed": true}))
+            }
+            (false, Some(_)) => {
+                cx.cloud.eks.delete_addon(&cx.op.cluster, f.addon).await?;
+                Ok(json!({"changed": true}))
+            }
+            (false, None) => Ok(json!({"changed": false})),
+        }
+    }
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        let f = feature_of(cx)?;
+        let p: FeatureParams = cx.param()?;
+        let a = cx.cloud.eks.describe_addon(&cx.op.cluster, f.addon).await?;
+        match (p.enable, a.map(|a| a.status)) {
+            (true, Some(AddonStatus::Active)) | (false, None) => Ok(Poll::Ready(out.clone())),
+            (true, Some(AddonStatus::Creating | AddonStatus::Updating))
+            | (false, Some(AddonStatus::Deleting)) => Ok(Poll::Pending(format!(
+                "add-on {}",
+                if p.enable { "creating" } else { "deleting" }
+            ))),
+            (true, None) => Err(StepError::fatal(
+                "addon-missing",
+                format!("add-on {} disappeared while it was being created", f.addon),
+            )),
+            (_, Some(other)) => Err(StepError::fatal(
+                "addon-failed",
+                format!("add-on {} is {other:?}", f.addon),
+            )),
+        }
+    }
+}
+
+/// What the feature's add-on configuration is built from: its own roles (which the role phase
+/// made first), the cluster's bucket and the HyperPod cluster.
+pub(super) async fn addon_inputs(cx: &StepCx<'_>, f: &Feature) -> StepResult<AddonInputs> {
+    let mut roles = std::collections::BTreeMap::new();
+    for own in f.own_roles {
+        let name = own.name(&cx.op.cluster);
+        let Some(r) = cx.cloud.iam.get_role(&name).await? else {
+            return Err(StepError::fatal(
+                "missing-prerequisite",
+                format!("the role {name} is missing"),
+            ));
+        };
+        roles.insert(own.suffix, r.arn);
+    }
+    Ok(AddonInputs {
+        roles,
+        bucket: bucket_of(cx).await?,
+        hyperpod_cluster_arn: crate::service::steps::hyperpod::described(cx).await?.arn,
+    })
+}
+
+/// Binds (or unbinds) the feature's service account to its own role, then watches the add-on
+/// get credentials through it (a node role without `eks-auth:AssumeRoleForPodIdentity` leaves
+/// it degraded with AccessDenied).
+pub struct FeatureIdentityStep;
+
+#[async_trait]
+impl Reconcile for FeatureIdentityStep {
+    fn phase(&self) -> &'static str {
+        "pod-identity"
+    }
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let f = feature_of(cx)?;
+        let p: FeatureParams = cx.param()?;
+        let Some((ns, sa)) = f.pod_identity else {
+            return Ok(json!({"changed": false}));
+        };
+        let existing = cx
+            .cloud
+            .eks
+            .find_pod_identity(&cx.op.cluster, ns, sa)
+            .await?;
+        match (p.enable, existing) {
+            (true, Some(id)) => Ok(json!({"associationId": id, "changed": false})),
+            (true, None) => {
+                let role = match f.own_roles.first() {
+                    Some(own) => own.name(&cx.op.cluster),
+                    None => execution_role_name(&cx.op.cluster),
+                };
+                let Some(r) = cx.cloud.iam.get_role(&role).await? else {
+                    return Err(StepError::fatal(
+                        "missing-prerequisite",
+                        format!("the role {role} does not exist: create the HyperPod cluster (or enable the feature) first"),
+                    ));
+                };
+                let trust = json!({"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
+                                   "Action": ["sts:AssumeRole", "sts:TagSession"]});
+                cx.cloud.iam.add_trust_statement(&role, &trust).await?;
+                let id = cx
+                    .cloud
+                    .eks
+                    .create_pod_identity(&cx.op.cluster, ns, sa, &r.arn)
+                    .await?;
+                Ok(json!({"associationId": id, "changed": true}))
+            }
+            (false, Some(id)) => {
+                cx.cloud
+                    .eks
+                    .delete_pod_identity(&cx.op.cluster, &id)
+                    .await?;
+                Ok(json!({"changed": true}))
+            }
+            (false, None) => Ok(json!({"changed": false})),
+        }
+    }
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        let f = feature_of(cx)?;
+        let p: FeatureParams = cx.param()?;
+        if !p.enable || f.pod_identity.is_none() {
+            return Ok(Poll::Ready(out.clone()));
+        }
+        match cx.cloud.eks.describe_addon(&cx.op.cluster, f.addon).await? {
+            Some(a) if a.status == AddonStatus::Active => Ok(Poll::Ready(out.clone())),
+            Some(a)
+                if a.health
+                    .as_deref()
+                    .is_some_and(|h| h.contains("AccessDenied")) =>
+            {
+                Err(StepError::fatal(
+                    "pod-identity-denied",
+                    format!(
+                        "{} cannot get credentials through pod identity: {}",
+                        f.addon,
+                        a.health.unwrap_or_default()
+                    ),
+                ))
+            }
+            Some(a) => Ok(Poll::Pending(format!(
+                "add-on {:?}{}",
+                a.status,
+                a.health.map(|h| format!(": {h}")).unwrap_or_default()
+            ))),
+            None => Err(StepError::fatal(
+                "addon-missing",
+                format!("add-on {} disappeared", f.addon),
+            )),
+        }
+    }
+}
+
+pub(super) async fn bucket_of(cx: &StepCx<'_>) -> StepResult<String> {
+    let account = cx.cloud.iam.caller_identity().await?.account;
+    Ok(crate::service::steps::hyperpod::bucket_name(
+        &cx.op.cluster,
+        &account,
+    ))
+}
+
+/// A feature's own roles (the training operator's, the CloudWatch agent's, the inference
+/// operator's three, the autoscaling role): each created with its documented trust when
+/// missing, its inline policy put and its AWS-managed policies attached either way; or deleted.
+pub struct OwnRoleStep;
+
+impl OwnRoleStep {
+    async fn trust(cx: &StepCx<'_>, trust: &Trust) -> StepResult<Value> {
+        Ok(match trust {
+            Trust::PodIdentity => service_trust(
+                "pods.eks.amazonaws.com",
+                &["sts:AssumeRole", "sts:TagSession"],
+            ),
+            Trust::Service(principal) => service_trust(principal, &["sts:AssumeRole"]),
+            Trust::Irsa {
+                namespace,
+                service_account,
+                sagemaker,
+            } => {
+                let mut doc = irsa_trust(cx, namespace, service_account).await?;
+                if *sagemaker {
+                    if let Some(list) = doc["Statement"].as_array_mut() {
+                        list.push(json!({"Effect": "Allow",
+                            "Principal": {"Service": "sagemaker.amazonaws.com"},
+                            "Action": "sts:AssumeRole"}));
+                    }
+                }
+                doc
+            }
+        })
+    }
+
+    async fn ensure(
+        cx: &StepCx<'_>,
+        own: &OwnRole,
+        bucket: &str,
+        cluster_arn: &str,
+    ) -> StepResult<String> {
+        let name = own.name(&cx.op.cluster);
+        let arn = match cx.cloud.iam.get_role(&name).await? {
+            Some(role) => role.arn,
+            None => {
+                let trust = Self::trust(cx, &own.trust).await?;
+                cx.cloud
+                    .iam
+                    .create_role(
+                        &name,
+                        &trust,
+                        &crate::service::steps::net_tags(cx, own.suffix),
+                    )
+                    .await?
+                    .arn
+            }
+        };
+        if let Some(policy) = own.policy {
+            cx.cloud
+                .iam
+                .put_role_policy(&name, "instantstart-feature", &policy(bucket, cluster_arn))
+                .await?;
+        }
+        let partition = cluster_arn.split(':').nth(1).unwrap_or("aws");
+        for managed in own.managed {
+            cx.cloud
+                .iam
+                .attach_role_policy(&name, &format!("arn:{partition}:iam::aws:policy/{managed}"))
+                .await?;
+        }
+        Ok(arn)
+    }
+}
+
+#[async_trait]
+impl Reconcile for OwnRoleStep {
+    fn phase(&self) -> &'static str {
+        "role"
+    }
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let f = feature_of(cx)?;
+        let p: FeatureParams = cx.param()?;
+        if !p.enable {
+            let mut removed = 0;
+            for own in f.own_roles {
+                let name = own.name(&cx.op.cluster);
+                if cx.cloud.iam.get_role(&name).await?.is_some() {
+                    cx.cloud.iam.delete_role(&name).await?;
+                    removed += 1;
+                }
+            }
+            return Ok(json!({"changed": removed > 0}));
+        }
+        let cluster_arn = crate::service::steps::hyperpod::described(cx).await?.arn;
+        let bucket = bucket_of(cx).await?;
+        let mut arns = serde_json::Map::new();
+        for own in f.own_roles {
+            let arn = Self::ensure(cx, own, &bucket, &cluster_arn).await?;
+            arns.insert(own.suffix.to_string(), json!(arn));
+        }
+        Ok(json!({"roleArns": arns}))
+    }
+}

@@ -1,0 +1,515 @@
+//! Managed capabilities as reconciled state: each feature's actual state is read from its
+//! sources of truth (EKS add-ons and pod identity; for tiered checkpointing the HyperPod
+//! cluster's `TieredStorageConfig`, the IAM role and the Kubernetes service account); a change is
+//! one operation per feature (`feature-<key>`), enabling or disabling exactly that chain.
+//!
+//! Managed autoscaling (HyperPod-managed Karpenter) is the cluster's `AutoScaling` setting, a
+//! role HyperPod assumes to add and remove nodes of this cluster only, and the
+//! `HyperpodNodeClass` + `NodePool` naming the instance groups it governs.
+
+mod addon;
+mod autoscaling;
+mod policies;
+mod tiered;
+
+pub use addon::*;
+pub use autoscaling::*;
+pub use policies::*;
+pub use tiered::*;
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::cloud::{AddonStatus, Cloud, CloudResult, KubeTarget};
+use crate::ops::{Step, StepCx, StepError, StepResult};
+
+/// One feature.
+pub struct Feature {
+    /// Field name in the API (camelCase).
+    pub key: &'static str,
+    /// Operation kind that changes it.
+    pub kind: &'static str,
+    /// The EKS add-on, for add-on features; empty for tiered checkpointing.
+    pub addon: &'static str,
+    /// EKS add-ons that must be ACTIVE before enabling.
+    pub requires: &'static [&'static str],
+    /// `(namespace, service account)` bound by pod identity to the feature's first own role.
+    pub pod_identity: Option<(&'static str, &'static str)>,
+    /// Roles of the feature's own (`<cluster>-<suffix>`), never the cluster's execution role:
+    /// each with the trust and the policies AWS documents for it.
+    pub own_roles: &'static [OwnRole],
+    /// The add-on's configuration values, built from its roles, bucket and cluster.
+    pub configuration: Option<fn(&AddonInputs) -> Value>,
+    pub description: &'static str,
+}
+
+/// How a feature's own role is trusted.
+pub enum Trust {
+    /// EKS pod identity (the role is bound to a service account by an association).
+    PodIdentity,
+    /// One AWS service principal.
+    Service(&'static str),
+    /// IRSA: exactly one service account through the cluster's OIDC provider; with `sagemaker`
+    /// SageMaker may assume it too (the inference operator's execution role).
+    Irsa {
+        namespace: &'static str,
+        service_account: &'static str,
+        sagemaker: bool,
+    },
+}
+
+/// A feature's own role: name suffix, trust, an inline policy for (bucket, HyperPod cluster
+/// ARN) and the AWS-managed policies attached to it.
+pub struct OwnRole {
+    pub suffix: &'static str,
+    pub trust: Trust,
+    pub policy: Option<fn(&str, &str) -> Value>,
+    /// Names under `arn:<partition>:iam::aws:policy/`.
+    pub managed: &'static [&'static str],
+}
+
+/// What an add-on's configuration values are built from.
+pub struct AddonInputs {
+    /// Own role ARNs by suffix.
+    pub roles: std::collections::BTreeMap<&'static str, String>,
+    pub bucket: String,
+    pub hyperpod_cluster_arn: String,
+}
+
+impl OwnRole {
+    pub fn name(&self, cluster: &str) -> String {
+        format!("{cluster}-{}", self.suffix)
+    }
+}
+
+pub static FEATURES: &[Feature] = &[
+    Feature {
+        key: "trainingOperator",
+        kind: "feature-training-operator",
+        addon: "amazon-sagemaker-hyperpod-training-operator",
+        requires: &["cert-manager", "eks-pod-identity-agent"],
+        pod_identity: Some(("aws-hyperpod", "hp-training-operator-controller-manager")),
+        own_roles: &[OwnRole {
+            suffix: "training-operator",
+            trust: Trust::PodIdentity,
+            policy: None,
+            managed: &["AmazonSageMakerHyperPodTrainingOperatorAccess"],
+        }],
+        configuration: None,
+        description: "HyperPod training operator (HyperPodPyTorchJob), with its own role <cluster>-training-operator (AWS's AmazonSageMakerHyperPodTrainingOperatorAccess) bound by pod identity",
+    },
+    Feature {
+        key: "containerInsights",
+        kind: "feature-container-insights",
+        addon: "amazon-cloudwatch-observability",
+        requires: &["eks-pod-identity-agent"],
+        pod_identity: Some(("amazon-cloudwatch", "cloudwatch-agent")),
+        own_roles: &[OwnRole {
+            suffix: "cloudwatch-agent",
+            trust: Trust::PodIdentity,
+            policy: None,
+            managed: &["CloudWatchAgentServerPolicy"],
+        }],
+        configuration: None,
+        description: "CloudWatch Container Insights (the amazon-cloudwatch-observability add-on), with its own role <cluster>-cloudwatch-agent (AWS's CloudWatchAgentServerPolicy) bound by pod identity to the CloudWatch agent",
+    },
+    Feature {
+        key: TIERED,
+        kind: "feature-tiered-checkpointing",
+        addon: "",
+        requires: &[],
+        pod_identity: None,
+        own_roles: &[],
+        configuration: None,
+        description: "Managed tiered checkpointing: TieredStorageConfig on the HyperPod cluster, plus the service account default/hyperpod-checkpointing with an IRSA role limited to checkpoints/ in the cluster's bucket",
+    },
+    Feature {
+        key: "inferenceOperator",
+        kind: "feature-inference-operator",
+        addon: "amazon-sagemaker-hyperpod-inference",
+        // The add-ons AWS names as required before the inference operator installs.
+        requires: &["cert-manager", "aws-mountpoint-s3-csi-driver", "aws-fsx-csi-driver", "metrics-server"],
+        pod_identity: None,
+        own_roles: &[
+            OwnRole {
+                suffix: INFERENCE_EXEC,
+                trust: Trust::Irsa {
+                    namespace: "hyperpod-inference-system",
+                    service_account: "hyperpod-inference-controller-manager",
+                    sagemaker: true,
+                },
+                policy: Some(inference_policy),
+                managed: &["AmazonSageMakerHyperPodInferenceAccess"],
+            },
+            OwnRole {
+                suffix: INFERENCE_KEDA,
+                trust: Trust::Irsa {
+                    namespace: "hyperpod-inference-system",
+                    service_account: "keda-operator",
+                    sagemaker: false,
+                },
+                policy: Some(inference_keda_policy),
+                managed: &[],
+            },
+            OwnRole {
+                suffix: INFERENCE_ALB,
+                trust: Trust::Irsa {
+                    namespace: "hyperpod-inference-system",
+                    service_account: "aws-load-balancer-controller",
+                    sagemaker: false,
+                },
+                policy: Some(inference_alb_policy),
+                managed: &[],
+            },
+        ],
+        configuration: Some(inference_configuration),
+        description: "HyperPod inference operator (InferenceEndpointConfig): the add-on with the configuration AWS documents, its execution role <cluster>-inference (AWS's AmazonSageMakerHyperPodInferenceAccess, trusted by SageMaker and its controller's service account) and the roles of its load balancer controller and KEDA",
+    },
+    Feature {
+        key: AUTOSCALING,
+        kind: "feature-managed-autoscaling",
+        addon: "",
+        requires: &[],
+        pod_identity: None,
+        // The role HyperPod assumes to add and remove this cluster's nodes.
+        own_roles: &[OwnRole {
+            suffix: "autoscaling",
+            trust: Trust::Service("hyperpod.sagemaker.amazonaws.com"),
+            policy: Some(autoscaling_role_policy),
+            managed: &[],
+        }],
+        configuration: None,
+        description: "Managed autoscaling (HyperPod-managed Karpenter): scales the chosen HyperPod instance groups (on-demand or Spot, without deep health checks) from zero with pending pods. It governs HyperPod instance groups only, not general EC2 capacity.",
+    },
+    Feature {
+        key: "fsxCsi",
+        kind: "feature-fsx-csi",
+        addon: "aws-fsx-csi-driver",
+        requires: &[],
+        pod_identity: None,
+        own_roles: &[],
+        configuration: None,
+        description: "FSx for Lustre CSI driver, for FSx storage claims (static volumes need no IAM role)",
+    },
+];
+
+pub fn feature(key: &str) -> Option<&'static Feature> {
+    FEATURES.iter().find(|f| f.key == key)
+}
+
+pub fn by_kind(kind: &str) -> Option<&'static Feature> {
+    FEATURES.iter().find(|f| f.kind == kind)
+}
+
+/// A feature's actual state.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FeatureState {
+    pub key: String,
+    pub enabled: bool,
+    /// `disabled`, `enabling`, `enabled`, `degraded`, `failed`, `disabling`.
+    pub state: String,
+    pub addon: String,
+    pub description: String,
+    /// Pod identity association id, when the feature uses one.
+    pub pod_identity_association: Option<String>,
+    /// Tiered checkpointing: share of instance memory for checkpoints.
+    pub memory_percent: Option<u32>,
+    /// Managed autoscaling: the instance groups it governs.
+    pub instance_groups: Option<Vec<String>>,
+    /// Why the state is `degraded` or `failed`, when known.
+    pub reason: Option<String>,
+    /// The operation changing it right now (its state is then `enabling` or `disabling`).
+    pub operation_id: Option<String>,
+}
+
+/// Reads a feature from its sources of truth.
+pub async fn actual(
+    cloud: &Cloud,
+    cluster: &str,
+    target: &KubeTarget,
+    f: &Feature,
+) -> CloudResult<FeatureState> {
+    if f.key == TIERED {
+        return tiered_actual(cloud, cluster, target, f).await;
+    }
+    if f.key == AUTOSCALING {
+        return autoscaling_actual(cloud, cluster, target, f).await;
+    }
+    let addon = cloud.eks.describe_addon(cluster, f.addon).await?;
+    let association = match f.pod_identity {
+        Some((ns, sa)) => cloud.eks.find_pod_identity(cluster, ns, sa).await?,
+        None => None,
+    };
+    let state = match addon.as_ref().map(|a| a.status) {
+        None => "disabled",
+        Some(AddonStatus::Creating | AddonStatus::Updating) => "enabling",
+        Some(AddonStatus::Active) if f.pod_identity.is_some() && association.is_none() => {
+            "degraded"
+        }
+        Some(AddonStatus::Active) => "enabled",
+        Some(AddonStatus::Degraded) => "degraded",
+        Some(AddonStatus::Deleting) => "disabling",
+        Some(_) => "failed",
+    };
+    Ok(FeatureState {
+        key: f.key.into(),
+        enabled: !matches!(state, "disabled" | "disabling"),
+        state: state.into(),
+        addon: f.addon.into(),
+        description: f.description.into(),
+        reason: (state == "degraded" && association.is_none() && f.pod_identity.is_some())
+            .then(|| "the add-on is active but its pod identity association is missing".into()),
+        pod_identity_association: association,
+        memory_percent: None,
+        instance_groups: None,
+        operation_id: None,
+    })
+}
+
+/// Parameters of a `feature-*` operation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FeatureParams {
+    pub enable: bool,
+    /// Tiered checkpointing only.
+    #[serde(default)]
+    pub memory_percent: Option<u32>,
+    /// Managed autoscaling only: the instance groups it governs.
+    #[serde(default)]
+    pub instance_groups: Option<Vec<String>>,
+}
+
+pub(super) fn feature_of(cx: &StepCx<'_>) -> StepResult<&'static Feature> {
+    by_kind(&cx.op.kind)
+        .ok_or_else(|| StepError::fatal("bad-params", format!("no feature for {}", cx.op.kind)))
+}
+
+/// Which chain of steps a feature runs.
+pub enum Family {
+    /// Its own roles (if any) → the EKS add-on → its pod identity binding.
+    Addon,
+    /// Role → service account → the cluster's `TieredStorageConfig`.
+    Tiered,
+    /// Role → the cluster's `AutoScaling` → node class and pool.
+    Autoscaling,
+}
+
+impl Feature {
+    pub fn family(&self) -> Family {
+        match self.key {
+            TIERED => Family::Tiered,
+            AUTOSCALING => Family::Autoscaling,
+            _ => Family::Addon,
+        }
+    }
+
+    /// The phases that enable this feature, in order; disabling runs them in reverse.
+    pub fn steps(&self, enable: bool) -> Vec<Arc<dyn Step>> {
+        let mut chain: Vec<Arc<dyn Step>> = match self.family() {
+            Family::Tiered => vec![
+                Arc::new(CheckpointRoleStep),
+                Arc::new(CheckpointServiceAccountStep),
+                Arc::new(TieredConfigStep),
+            ],
+            Family::Autoscaling => vec![
+                Arc::new(OwnRoleStep),
+                Arc::new(AutoscalingConfigStep),
+                Arc::new(NodeClassStep),
+            ],
+            Family::Addon => {
+                let mut chain: Vec<Arc<dyn Step>> = Vec::new();
+                if !self.own_roles.is_empty() {
+                    chain.push(Arc::new(OwnRoleStep));
+                }
+                chain.push(Arc::new(FeatureAddonStep));
+                chain.push(Arc::new(FeatureIdentityStep));
+                chain
+            }
+        };
+        if !enable {
+            chain.reverse();
+        }
+        chain
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_autoscaling_role_may_only_add_and_delete_nodes_of_its_cluster() {
+        let arn = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abc123def456";
+        let doc = autoscaling_policy(arn);
+        let statements = doc["Statement"].as_array().unwrap();
+        assert_eq!(statements.len(), 1);
+        let s = &statements[0];
+        assert_eq!(s["Effect"], "Allow");
+        assert_eq!(
+            s["Action"],
+            json!([
+                "sagemaker:BatchAddClusterNodes",
+                "sagemaker:BatchDeleteClusterNodes"
+            ])
+        );
+        assert_eq!(s["Resource"], json!([arn]));
+        assert!(s.get("Condition").is_none());
+    }
+
+    #[test]
+    fn the_autoscaling_role_is_trusted_by_hyperpod_alone() {
+        assert_eq!(
+            autoscaling_trust(),
+            json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+                "Principal": {"Service": "hyperpod.sagemaker.amazonaws.com"},
+                "Action": ["sts:AssumeRole"]}]})
+        );
+        let own = &feature(AUTOSCALING).unwrap().own_roles[0];
+        assert!(matches!(
+            own.trust,
+            Trust::Service("hyperpod.sagemaker.amazonaws.com")
+        ));
+    }
+
+    /// The add-on's configuration, field by field as AWS documents it for
+    /// `amazon-sagemaker-hyperpod-inference`, and the roles it passes.
+    #[test]
+    fn the_inference_add_on_gets_the_documented_configuration_and_roles() {
+        let f = feature("inferenceOperator").unwrap();
+        let suffixes: Vec<&str> = f.own_roles.iter().map(|r| r.suffix).collect();
+        assert_eq!(suffixes, [INFERENCE_EXEC, INFERENCE_KEDA, INFERENCE_ALB]);
+        let inputs = AddonInputs {
+            roles: f
+                .own_roles
+                .iter()
+                .map(|r| (r.suffix, format!("arn:aws:iam::1:role/demo-{}", r.suffix)))
+                .collect(),
+            bucket: "sagemaker-instantstart-demo-1".into(),
+            hyperpod_cluster_arn: "arn:aws:sagemaker:us-west-2:1:cluster/abc".into(),
+        };
+        let config = (f.configuration.unwrap())(&inputs);
+        assert_eq!(
+            config,
+            json!({
+                "executionRoleArn": "arn:aws:iam::1:role/demo-inference",
+                "tlsCertificateS3Bucket": "sagemaker-instantstart-demo-1",
+                "hyperpodClusterArn": "arn:aws:sagemaker:us-west-2:1:cluster/abc",
+                "alb": {"serviceAccount": {"create": true, "roleArn": "arn:aws:iam::1:role/demo-inference-alb"}},
+                "keda": {"auth": {"aws": {"irsa": {"roleArn": "arn:aws:iam::1:role/demo-inference-keda"}}}}
+            })
+        );
+        // The execution role: trusted by SageMaker and exactly the controller's service
+        // account, with AWS's managed policy for the operator.
+        let exec = &f.own_roles[0];
+        assert!(matches!(
+            exec.trust,
+            Trust::Irsa {
+                namespace: "hyperpod-inference-system",
+                service_account: "hyperpod-inference-controller-manager",
+                sagemaker: true
+            }
+        ));
+        assert_eq!(exec.managed, ["AmazonSageMakerHyperPodInferenceAccess"]);
+        for (role, sa) in [
+            (&f.own_roles[1], "keda-operator"),
+            (&f.own_roles[2], "aws-load-balancer-controller"),
+        ] {
+            assert!(matches!(
+                role.trust,
+                Trust::Irsa { namespace: "hyperpod-inference-system", service_account, sagemaker: false }
+                    if service_account == sa
+            ));
+        }
+        assert!(f.pod_identity.is_none(), "the inference operator uses IRSA");
+        for req in [
+            "cert-manager",
+            "aws-mountpoint-s3-csi-driver",
+            "aws-fsx-csi-driver",
+            "metrics-server",
+        ] {
+            assert!(f.requires.contains(&req), "{req}");
+        }
+    }
+
+    /// The training operator and the CloudWatch agent each get a role of their own with AWS's
+    /// managed policy for them, bound by pod identity, never the cluster's execution role.
+    #[test]
+    fn operators_get_their_own_roles_with_aws_managed_policies() {
+        for (key, suffix, managed, sa) in [
+            (
+                "trainingOperator",
+                "training-operator",
+                "AmazonSageMakerHyperPodTrainingOperatorAccess",
+                ("aws-hyperpod", "hp-training-operator-controller-manager"),
+            ),
+            (
+                "containerInsights",
+                "cloudwatch-agent",
+                "CloudWatchAgentServerPolicy",
+                ("amazon-cloudwatch", "cloudwatch-agent"),
+            ),
+        ] {
+            let f = feature(key).unwrap();
+            let own = &f.own_roles[0];
+            assert_eq!(own.suffix, suffix);
+            assert!(matches!(own.trust, Trust::PodIdentity));
+            assert_eq!(own.managed, [managed]);
+            assert_eq!(f.pod_identity, Some(sa));
+            assert_ne!(
+                own.name("demo"),
+                crate::service::steps::hyperpod::execution_role_name("demo")
+            );
+        }
+    }
+
+    #[test]
+    fn the_inference_role_reads_only_its_bucket_and_its_cluster() {
+        let arn = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abc123def456";
+        let doc = inference_policy("sagemaker-instantstart-demo", arn);
+        for s in doc["Statement"].as_array().unwrap() {
+            let actions: Vec<&str> = s["Action"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap())
+                .collect();
+            assert!(actions.iter().all(|a| !a.contains('*')), "{s}");
+            if actions
+                .iter()
+                .any(|a| a.starts_with("s3:Put") || a.starts_with("s3:Delete"))
+            {
+                assert_eq!(
+                    s["Resource"],
+                    json!([format!(
+                        "arn:aws:s3:::sagemaker-instantstart-demo/{TLS_PREFIX}*"
+                    )]),
+                    "models are read, never written; only TLS certificates are: {s}"
+                );
+            }
+            assert_ne!(s["Resource"], "*", "{s}");
+            if actions.iter().any(|a| a.starts_with("sagemaker:")) {
+                assert_eq!(s["Resource"], json!([arn]));
+            }
+        }
+    }
+
+    #[test]
+    fn the_node_class_names_the_groups_and_the_pool_references_it() {
+        let nc = node_class(&["workers".into()]);
+        assert_eq!(nc["spec"]["instanceGroups"], json!(["workers"]));
+        let pool = node_pool();
+        let r = &pool["spec"]["template"]["spec"]["nodeClassRef"];
+        assert_eq!(
+            (r["group"].as_str(), r["kind"].as_str(), r["name"].as_str()),
+            (
+                Some(NODE_CLASS_GROUP),
+                nc["kind"].as_str(),
+                nc["metadata"]["name"].as_str()
+            )
+        );
+    }
+}
