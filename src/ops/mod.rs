@@ -595,3 +595,6 @@ enum PhaseEnd {
     Succeeded,
     Cancelled,
 }
+
+#[cfg(test)]
+mod tests;

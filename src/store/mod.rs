@@ -619,3 +619,6 @@ fn cluster_of(row: &sqlx::sqlite::SqliteRow) -> anyhow::Result<ClusterRecord> {
         updated_at: row.try_get("updated_at")?,
     })
 }
+
+#[cfg(test)]
+mod tests;

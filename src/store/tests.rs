@@ -1,0 +1,137 @@
+//! The store on a real SQLite file: what the engine relies on for durability.
+
+use serde_json::json;
+
+use super::*;
+
+async fn store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path()).await.unwrap();
+    (dir, s)
+}
+
+fn new_op(id: &str, key: Option<&str>) -> NewOperation {
+    NewOperation {
+        id: id.into(),
+        kind: "cluster".into(),
+        cluster: "demo".into(),
+        params: json!({"a": 1}),
+        idempotency_key: key.map(str::to_string),
+        request_hash: Some("h".into()),
+        actor: "api".into(),
+        parent_id: None,
+        phases: vec!["vpc".into(), "subnets".into()],
+    }
+}
+
+async fn insert(s: &Store, op: &NewOperation) -> sqlx::Result<()> {
+    let mut tx = s.pool.begin().await?;
+    Store::insert_operation(&mut tx, op).await?;
+    tx.commit().await
+}
+
+#[tokio::test]
+async fn an_operation_is_stored_with_its_phases_pending_in_order() {
+    let (_d, s) = store().await;
+    insert(&s, &new_op("op-1", None)).await.unwrap();
+    let op = s.get_operation("op-1").await.unwrap().unwrap();
+    assert_eq!(op.state, OpState::Pending);
+    assert_eq!(op.params, json!({"a": 1}));
+    let names: Vec<&str> = op.phases.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["vpc", "subnets"]);
+    assert!(op
+        .phases
+        .iter()
+        .all(|p| p.state == PhaseState::Pending && p.attempt == 0));
+    assert_eq!(s.unfinished().await.unwrap(), ["op-1"]);
+}
+
+#[tokio::test]
+async fn an_idempotency_key_holds_one_operation_only() {
+    let (_d, s) = store().await;
+    insert(&s, &new_op("op-1", Some("k"))).await.unwrap();
+    assert!(
+        insert(&s, &new_op("op-2", Some("k"))).await.is_err(),
+        "a second insert with the key is refused"
+    );
+    assert_eq!(
+        s.find_by_key("k").await.unwrap(),
+        Some(("op-1".to_string(), Some("h".to_string())))
+    );
+    // Nothing of the refused insert is left (its transaction rolled back).
+    assert!(s.get_operation("op-2").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn phase_updates_change_only_what_they_name() {
+    let (_d, s) = store().await;
+    insert(&s, &new_op("op-1", None)).await.unwrap();
+    let update = |u: PhaseUpdate| s.update_phase("op-1", 0, u);
+    update(PhaseUpdate {
+        state: Some(PhaseState::Submitting),
+        bump_attempt: true,
+        started: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    update(PhaseUpdate {
+        state: Some(PhaseState::Submitted),
+        outputs: Some(json!({"vpcId": "vpc-1"})),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    update(PhaseUpdate {
+        progress: Some("waiting".into()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let p = &s.get_operation("op-1").await.unwrap().unwrap().phases[0];
+    assert_eq!(p.state, PhaseState::Submitted);
+    assert_eq!(p.attempt, 1);
+    assert_eq!(p.outputs, Some(json!({"vpcId": "vpc-1"})));
+    assert_eq!(p.progress.as_deref(), Some("waiting"));
+    assert!(p.started_at.is_some() && p.finished_at.is_none());
+    // The other phase is untouched.
+    let q = &s.get_operation("op-1").await.unwrap().unwrap().phases[1];
+    assert_eq!((q.state, q.attempt), (PhaseState::Pending, 0));
+}
+
+#[tokio::test]
+async fn terminal_operations_are_not_resumed() {
+    let (_d, s) = store().await;
+    insert(&s, &new_op("op-1", None)).await.unwrap();
+    insert(&s, &new_op("op-2", None)).await.unwrap();
+    s.set_state("op-1", OpState::Succeeded, None).await.unwrap();
+    s.set_state("op-2", OpState::Running, None).await.unwrap();
+    assert_eq!(s.unfinished().await.unwrap(), ["op-2"]);
+}
+
+#[tokio::test]
+async fn recorded_resources_merge_key_by_key_and_survive_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = Store::open(dir.path()).await.unwrap();
+        let mut tx = s.pool.begin().await.unwrap();
+        Store::insert_cluster(&mut tx, "demo", "us-west-2", &json!({}))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        s.merge_resources("demo", &json!({"vpcId": "vpc-1", "subnets": ["a"]}))
+            .await
+            .unwrap();
+        s.merge_resources("demo", &json!({"subnets": ["a", "b"]}))
+            .await
+            .unwrap();
+        // Not an object: ignored, nothing lost.
+        s.merge_resources("demo", &json!("x")).await.unwrap();
+    }
+    let s = Store::open(dir.path()).await.unwrap();
+    let c = s.get_cluster("demo").await.unwrap().unwrap();
+    assert_eq!(
+        c.resources,
+        json!({"vpcId": "vpc-1", "subnets": ["a", "b"]})
+    );
+}
