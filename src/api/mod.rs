@@ -1,9 +1,19 @@
-//! The REST face (axum): the router, the edge middleware (Host/Origin guard, bearer token,
-//! actor, sandbox header, body limit) and the JSON extractor that turns every malformed body
-//! into the problem shape. Handlers live in [`routes`] and only validate and call `service/`.
+//! The REST face (axum): the routers of each resource merged in one place, the edge middleware
+//! (Host/Origin guard, bearer token, actor, sandbox header, body limit) and the JSON extractor
+//! that turns every malformed body into the problem shape. A handler extracts, makes one
+//! `service/` call and responds.
 
+pub mod agent;
+pub mod aws;
+pub mod clusters;
 pub mod events;
-pub mod routes;
+pub mod extract;
+pub mod features;
+pub mod groups;
+pub mod openapi;
+pub mod operations;
+pub mod stages;
+pub mod ui;
 pub mod workloads;
 
 use axum::body::Bytes;
@@ -326,6 +336,20 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJ
     }
 }
 
+/// Every documented REST operation, each declared once in its resource's router.
+pub fn rest() -> utoipa_axum::router::OpenApiRouter<AppState> {
+    use utoipa::OpenApi;
+    utoipa_axum::router::OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .merge(aws::router())
+        .merge(agent::router())
+        .merge(clusters::router())
+        .merge(stages::router())
+        .merge(features::router())
+        .merge(groups::router())
+        .merge(operations::router())
+        .merge(workloads::router())
+}
+
 /// The whole HTTP surface: REST, UI and the MCP endpoint, behind one edge layer.
 pub fn router<M>(state: AppState, mcp: M) -> axum::Router
 where
@@ -333,7 +357,11 @@ where
     M::Response: axum::response::IntoResponse,
     M::Future: Send + 'static,
 {
-    let api = routes::routes()
+    let (rest, _) = rest().split_for_parts();
+    let api = rest
+        .merge(ui::router())
+        .route("/api/events", axum::routing::get(events::events))
+        .route("/api/openapi.json", axum::routing::get(openapi::serve))
         .nest_service("/mcp", mcp)
         .fallback(|| async { ApiError::not_found("route") })
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT));

@@ -402,7 +402,7 @@ mod tests {
     ];
 
     fn openapi() -> Value {
-        serde_json::to_value(<crate::api::routes::ApiDoc as utoipa::OpenApi>::openapi()).unwrap()
+        serde_json::to_value(crate::api::openapi::document()).unwrap()
     }
 
     #[test]

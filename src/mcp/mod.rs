@@ -41,8 +41,7 @@ pub struct McpContext {
 
 impl McpContext {
     pub fn new(host: String, token: Option<String>) -> Arc<Self> {
-        let doc = serde_json::to_value(<crate::api::routes::ApiDoc as utoipa::OpenApi>::openapi())
-            .unwrap_or_default();
+        let doc = serde_json::to_value(crate::api::openapi::document()).unwrap_or_default();
         let tools = CATALOG.iter().map(|spec| tool_of(spec, &doc)).collect();
         Arc::new(Self {
             router: OnceLock::new(),

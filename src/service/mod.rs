@@ -3,6 +3,7 @@
 //! calls the engine and, for validation reads, the cloud ports.
 
 pub mod incluster;
+pub mod start;
 pub mod steps;
 pub mod subnets;
 pub mod validate;
@@ -686,6 +687,82 @@ pub async fn cluster_view(engine: &Engine, name: &str) -> ApiResult<ClusterView>
         stages: Value::Object(stages),
         active,
     })
+}
+
+/// Every cluster that is not deleted, as its view.
+pub async fn list_clusters(engine: &Engine) -> ApiResult<Vec<ClusterView>> {
+    let mut views = Vec::new();
+    for c in engine.store().list_clusters().await? {
+        views.push(cluster_view(engine, &c.name).await?);
+    }
+    Ok(views)
+}
+
+/// The cluster used when a request names none.
+pub async fn active_cluster(engine: &Engine) -> ApiResult<Option<String>> {
+    Ok(engine.store().setting(ACTIVE_CLUSTER).await?)
+}
+
+/// Chooses the active cluster (it must exist).
+pub async fn set_active_cluster(engine: &Engine, name: &str) -> ApiResult<String> {
+    validate::cluster_name("name", name)?;
+    let store = engine.store();
+    store
+        .get_cluster(name)
+        .await?
+        .filter(|c| c.status != "deleted")
+        .ok_or_else(|| cluster_not_found(name))?;
+    store.set_setting(ACTIVE_CLUSTER, Some(name)).await?;
+    Ok(name.to_string())
+}
+
+/// Operations, newest first, optionally of one cluster and in one state.
+pub async fn list_operations(
+    engine: &Engine,
+    cluster: Option<&str>,
+    state: Option<&str>,
+    limit: Option<i64>,
+) -> ApiResult<Vec<Operation>> {
+    let state = state
+        .map(|s| {
+            s.parse::<crate::store::OpState>().map_err(|_| {
+                ApiError::validation_hint(
+                    "state",
+                    format!("`{s}` is not an operation state"),
+                    json!(["pending", "running", "succeeded", "failed", "cancelled"]),
+                )
+            })
+        })
+        .transpose()?;
+    let limit = limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::validation_hint(
+            "limit",
+            format!("{limit} is out of range"),
+            json!("1 to 1000"),
+        ));
+    }
+    Ok(engine
+        .store()
+        .list_operations(cluster, state, limit)
+        .await?)
+}
+
+/// The accelerated SageMaker instance types offered in a zone (validated), sorted.
+pub async fn instance_types(engine: &Engine, zone: &str) -> ApiResult<(String, Vec<String>)> {
+    let cloud = engine.cloud();
+    let zones = cloud.network.describe_availability_zones().await?;
+    let zone = validate::zone("zone", zone, &zones)?;
+    let mut types: Vec<String> = cloud
+        .network
+        .describe_instance_type_offerings(&zone.name)
+        .await?
+        .into_iter()
+        .filter(|t| ["p", "g", "trn", "inf"].iter().any(|f| t.starts_with(f)))
+        .map(|t| format!("ml.{t}"))
+        .collect();
+    types.sort();
+    Ok((zone.name, types))
 }
 
 pub fn cluster_not_found(name: &str) -> ApiError {

@@ -7,12 +7,37 @@ use reqwest::{Client, StatusCode};
 
 use crate::helpers::*;
 
-const UI_FILES: &[&str] = &["/", "/ui/app.js", "/ui/views.js", "/ui/app.css"];
+/// The page and every embedded file, from the one list the server serves.
+fn ui_files() -> Vec<String> {
+    std::iter::once("/".to_string())
+        .chain(
+            instantstart::api::ui::ASSETS
+                .iter()
+                .map(|(name, _, _)| format!("/ui/{name}")),
+        )
+        .collect()
+}
+
+#[test]
+fn every_file_of_the_web_folder_is_embedded() {
+    let web = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("web");
+    for entry in std::fs::read_dir(web).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        assert!(
+            name == "index.html"
+                || instantstart::api::ui::ASSETS
+                    .iter()
+                    .any(|(file, _, _)| *file == name),
+            "web/{name} is not in api::ui::ASSETS"
+        );
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ui_is_embedded_served_under_a_strict_csp_and_names_no_other_host() {
     let app = spawn_app().await;
-    for path in UI_FILES {
+    for path in ui_files() {
+        let path = path.as_str();
         let r = app.get(path).await;
         assert_eq!(r.status(), StatusCode::OK, "{path}");
         let csp = r.headers()["content-security-policy"]
@@ -29,7 +54,7 @@ async fn the_ui_is_embedded_served_under_a_strict_csp_and_names_no_other_host() 
             !body.contains("http://") && !body.contains("https://") && !body.contains("//cdn"),
             "{path} names another host"
         );
-        if *path == "/" {
+        if path == "/" {
             // Every script is a file of this origin: none inline, no inline handlers or styles.
             assert!(body.contains(r#"<script type="module" src="/ui/app.js"></script>"#));
             assert_eq!(body.matches("<script").count(), 1);
@@ -52,7 +77,7 @@ async fn with_a_token_the_ui_files_load_but_the_api_still_needs_it() {
     );
     let client = Client::new();
     server.ready(&client).await;
-    for path in UI_FILES {
+    for path in ui_files() {
         let r = client
             .get(format!("{}{path}", server.base))
             .send()

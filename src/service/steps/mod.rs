@@ -176,16 +176,12 @@ impl Step for StageStep {
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let p: PipelineParams = cx.param()?;
-        let sub = crate::service::Submission {
-            kind: self.stage,
-            cluster: cx.op.cluster.clone(),
-            params: p.params_for(self.stage),
-            actor: cx.op.actor.clone(),
-            idempotency_key: Some(Self::key(cx, self.stage)),
-            request_hash: None,
-            parent_id: Some(cx.op.id.clone()),
-            new_cluster: None,
-        };
+        let sub = crate::service::Submission::stage_of(
+            self.stage,
+            &cx.op.cluster,
+            p.params_for(self.stage),
+            cx.op,
+        );
         match crate::service::submit(cx.engine, sub).await {
             Ok(accepted) => Ok(json!({"operationId": accepted.operation.id})),
             Err(e) => Err(StepError::fatal(

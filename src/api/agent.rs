@@ -1,0 +1,44 @@
+//! The agent kit: the Kiro CLI agent, its prompt, a generic MCP client configuration, the skills.
+
+use axum::Json;
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use crate::error::ApiResult;
+use crate::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(agent_config))
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentConfig {
+    /// `hypd-inst-agent` for Kiro CLI (save as `.kiro/agents/hypd-inst-agent.json`).
+    #[schema(value_type = Object)]
+    pub agent: Value,
+    pub prompt: String,
+    /// For other MCP clients (`mcpServers` with the HTTP URL).
+    #[schema(value_type = Object)]
+    pub mcp_client: Value,
+    /// Skill name → SKILL.md text.
+    #[schema(value_type = Object)]
+    pub skills: Value,
+}
+
+#[utoipa::path(get, path = "/api/agent/config", responses((status = 200, body = AgentConfig)))]
+async fn agent_config() -> ApiResult<Json<AgentConfig>> {
+    let parse = |text: &str| serde_json::from_str::<Value>(text).map_err(anyhow::Error::from);
+    let skills: serde_json::Map<String, Value> = crate::mcp::skills::SKILLS
+        .iter()
+        .map(|(name, text)| (name.to_string(), Value::String(text.to_string())))
+        .collect();
+    Ok(Json(AgentConfig {
+        agent: parse(include_str!("../../skills/hypd-inst-agent/agent.json"))?,
+        prompt: include_str!("../../skills/hypd-inst-agent/prompt.md").to_string(),
+        mcp_client: parse(include_str!("../../skills/hypd-inst-agent/mcp.json"))?,
+        skills: Value::Object(skills),
+    }))
+}

@@ -1,0 +1,158 @@
+//! The account and the region: identity, health, zones, instance types, preflight, and the
+//! sandbox's call counts.
+
+use axum::extract::{Query, State};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use crate::cloud::Zone;
+use crate::error::{ApiError, ApiResult, Problem};
+use crate::service;
+use crate::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(healthz))
+        .routes(routes!(identity))
+        .routes(routes!(zones))
+        .routes(routes!(instance_types))
+        .routes(routes!(preflight))
+        .routes(routes!(sandbox_calls))
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Identity {
+    pub account: String,
+    /// The IAM principal the control plane acts as.
+    pub arn: String,
+    pub region: String,
+    /// `aws` or `sandbox`.
+    pub cloud: String,
+}
+
+#[utoipa::path(get, path = "/api/aws/identity", responses((status = 200, body = Identity), (status = 502, body = Problem)))]
+async fn identity(State(state): State<AppState>) -> ApiResult<Json<Identity>> {
+    let cloud = state.engine.cloud();
+    let me = cloud.iam.caller_identity().await?;
+    Ok(Json(Identity {
+        account: me.account,
+        arn: me.arn,
+        region: cloud.network.region(),
+        cloud: cloud.mode.as_str().into(),
+    }))
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Health {
+    /// `ok` when the cloud answers, `degraded` otherwise.
+    pub status: String,
+    /// `aws` or `sandbox`.
+    pub cloud: String,
+    pub region: String,
+    /// Why the cloud cannot be used, and what to do.
+    pub warning: Option<String>,
+    pub version: String,
+}
+
+#[utoipa::path(get, path = "/healthz", responses((status = 200, body = Health)))]
+async fn healthz(State(state): State<AppState>) -> Json<Health> {
+    let warning = state.cloud_warning.clone();
+    Json(Health {
+        status: if warning.is_some() { "degraded" } else { "ok" }.into(),
+        cloud: state.engine.cloud().mode.as_str().into(),
+        region: state.engine.cloud().network.region(),
+        warning,
+        version: env!("CARGO_PKG_VERSION").into(),
+    })
+}
+
+#[utoipa::path(get, path = "/api/aws/zones", responses((status = 200, body = [Zone]), (status = 502, body = Problem)))]
+async fn zones(State(state): State<AppState>) -> ApiResult<Json<Vec<Zone>>> {
+    Ok(Json(
+        state
+            .engine
+            .cloud()
+            .network
+            .describe_availability_zones()
+            .await?,
+    ))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct ZoneQuery {
+    /// Availability Zone name, e.g. `us-west-2a`.
+    zone: String,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceTypes {
+    pub zone: String,
+    /// Accelerated SageMaker instance types offered in the zone.
+    pub instance_types: Vec<String>,
+}
+
+#[utoipa::path(get, path = "/api/aws/instance-types", params(ZoneQuery),
+    responses((status = 200, body = InstanceTypes), (status = 422, body = Problem)))]
+async fn instance_types(
+    State(state): State<AppState>,
+    query: Result<Query<ZoneQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<InstanceTypes>> {
+    let Query(q) = query.map_err(|e| ApiError::validation("zone", e.body_text()))?;
+    let (zone, instance_types) = service::instance_types(&state.engine, &q.zone).await?;
+    Ok(Json(InstanceTypes {
+        zone,
+        instance_types,
+    }))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PreflightQuery {
+    /// e.g. `ml.p5.48xlarge`: check its HyperPod cluster-usage quota.
+    instance_type: Option<String>,
+    /// How many instances you plan (default 1).
+    count: Option<i64>,
+    /// `on-demand`, `spot` or `training-plan`: adds the caveats of that capacity.
+    capacity_type: Option<String>,
+}
+
+#[utoipa::path(get, path = "/api/aws/preflight", params(PreflightQuery),
+    responses((status = 200, body = service::Preflight), (status = 422, body = Problem)))]
+async fn preflight(
+    State(state): State<AppState>,
+    query: Result<Query<PreflightQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<service::Preflight>> {
+    let Query(q) = query.map_err(|e| ApiError::validation("query", e.body_text()))?;
+    Ok(Json(
+        service::preflight(
+            &state.engine,
+            q.instance_type.as_deref(),
+            q.count,
+            q.capacity_type.as_deref(),
+        )
+        .await?,
+    ))
+}
+
+#[utoipa::path(get, path = "/api/sandbox/calls",
+    responses((status = 200, body = crate::cloud::sandbox::CallCounts), (status = 404, body = Problem)))]
+async fn sandbox_calls(
+    State(state): State<AppState>,
+) -> ApiResult<Json<crate::cloud::sandbox::CallCounts>> {
+    let Some(sandbox) = &state.sandbox else {
+        return Err(ApiError::NotFound {
+            what: "sandbox call counts".into(),
+            hint: Some(Box::new(json!("only available with --cloud sandbox"))),
+        });
+    };
+    Ok(Json(sandbox.call_counts().await?))
+}

@@ -1,0 +1,111 @@
+//! Clusters: list, create (network + EKS), import, view, delete, live status, and the active
+//! cluster.
+
+use axum::extract::State;
+use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::extract::{ClusterName, Started};
+use super::ApiJson;
+use crate::error::{ApiResult, Problem};
+use crate::service::start::{self, Caller};
+use crate::service::{self, Accepted, ActiveClusterRequest, ClusterView, CreateClusterRequest};
+use crate::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_clusters, create_cluster))
+        .routes(routes!(import_cluster))
+        .routes(routes!(get_cluster, delete_cluster))
+        .routes(routes!(cluster_status))
+        .routes(routes!(get_active, put_active))
+}
+
+#[utoipa::path(get, path = "/api/clusters", responses((status = 200, body = [ClusterView])))]
+async fn list_clusters(State(state): State<AppState>) -> ApiResult<Json<Vec<ClusterView>>> {
+    Ok(Json(service::list_clusters(&state.engine).await?))
+}
+
+#[utoipa::path(post, path = "/api/clusters", request_body = CreateClusterRequest,
+    params(("Idempotency-Key" = Option<String>, Header, description = "Deduplicates retries of the same request")),
+    responses((status = 202, body = Accepted), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn create_cluster(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<CreateClusterRequest>,
+) -> ApiResult<Started> {
+    Ok(Started(
+        start::create_cluster(&state.engine, &req, &caller).await?,
+    ))
+}
+
+#[utoipa::path(post, path = "/api/clusters/import", request_body = service::ImportRequest,
+    responses((status = 202, body = Accepted), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn import_cluster(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<service::ImportRequest>,
+) -> ApiResult<Started> {
+    Ok(Started(
+        start::import_cluster(&state.engine, &req, &caller).await?,
+    ))
+}
+
+#[utoipa::path(get, path = "/api/clusters/{name}", params(("name" = String, Path)),
+    responses((status = 200, body = ClusterView), (status = 404, body = Problem)))]
+async fn get_cluster(
+    State(state): State<AppState>,
+    ClusterName(name): ClusterName,
+) -> ApiResult<Json<ClusterView>> {
+    Ok(Json(service::cluster_view(&state.engine, &name).await?))
+}
+
+#[utoipa::path(delete, path = "/api/clusters/{name}", params(("name" = String, Path)),
+    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn delete_cluster(
+    State(state): State<AppState>,
+    caller: Caller,
+    ClusterName(name): ClusterName,
+) -> ApiResult<Started> {
+    Ok(Started(
+        start::delete_cluster(&state.engine, &name, &caller).await?,
+    ))
+}
+
+#[utoipa::path(get, path = "/api/clusters/{name}/status", params(("name" = String, Path)),
+    responses((status = 200, body = service::incluster::ClusterStatus), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn cluster_status(
+    State(state): State<AppState>,
+    ClusterName(name): ClusterName,
+) -> ApiResult<Json<service::incluster::ClusterStatus>> {
+    Ok(Json(
+        service::incluster::status(&state.engine, &name).await?,
+    ))
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ActiveCluster {
+    /// The cluster used when a request names none; null when none is chosen.
+    pub name: Option<String>,
+}
+
+#[utoipa::path(get, path = "/api/active-cluster", responses((status = 200, body = ActiveCluster)))]
+async fn get_active(State(state): State<AppState>) -> ApiResult<Json<ActiveCluster>> {
+    Ok(Json(ActiveCluster {
+        name: service::active_cluster(&state.engine).await?,
+    }))
+}
+
+#[utoipa::path(put, path = "/api/active-cluster", request_body = ActiveClusterRequest,
+    responses((status = 200, body = ActiveCluster), (status = 404, body = Problem)))]
+async fn put_active(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<ActiveClusterRequest>,
+) -> ApiResult<Json<ActiveCluster>> {
+    Ok(Json(ActiveCluster {
+        name: Some(service::set_active_cluster(&state.engine, &req.name).await?),
+    }))
+}

@@ -1,0 +1,66 @@
+//! Managed features: read them as they are, change only the fields that differ.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::extract::ClusterName;
+use super::ApiJson;
+use crate::error::{ApiResult, Problem};
+use crate::service;
+use crate::service::start::{self, Caller};
+use crate::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(get_features, patch_features))
+}
+
+#[utoipa::path(get, path = "/api/clusters/{name}/features", params(("name" = String, Path)),
+    responses((status = 200, body = service::incluster::FeaturesView), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn get_features(
+    State(state): State<AppState>,
+    ClusterName(name): ClusterName,
+) -> ApiResult<Json<service::incluster::FeaturesView>> {
+    Ok(Json(
+        service::incluster::features(&state.engine, &name, &state.allowed_features).await?,
+    ))
+}
+
+/// Per feature: `{"result": "unchanged"}` or `{"result": "started", "operationId", "statusUrl"}`.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FeaturesPatched {
+    pub cluster: String,
+    #[schema(value_type = Object)]
+    pub features: Value,
+}
+
+#[utoipa::path(patch, path = "/api/clusters/{name}/features", params(("name" = String, Path)),
+    request_body = service::incluster::FeaturesPatch,
+    responses((status = 200, body = FeaturesPatched, description = "nothing to change"),
+              (status = 202, body = FeaturesPatched, description = "at least one operation started"),
+              (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn patch_features(
+    State(state): State<AppState>,
+    caller: Caller,
+    ClusterName(name): ClusterName,
+    ApiJson(req): ApiJson<service::incluster::FeaturesPatch>,
+) -> ApiResult<Response> {
+    let (started, features) =
+        start::features(&state.engine, &name, &req, &state.allowed_features, &caller).await?;
+    let status = if started {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    let body = FeaturesPatched {
+        cluster: name,
+        features,
+    };
+    Ok((status, Json(body)).into_response())
+}

@@ -1,0 +1,152 @@
+//! Instance groups (add, scale, change, remove) and their nodes (list, reboot, replace, delete).
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::extract::{ClusterName, Started};
+use super::ApiJson;
+use crate::cloud::NodeAction;
+use crate::error::{ApiResult, Problem};
+use crate::service::start::{self, Caller};
+use crate::service::{self, Accepted, CreateHyperPodRequest};
+use crate::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_groups, add_group))
+        .routes(routes!(update_group, delete_group))
+        .routes(routes!(list_nodes))
+        .routes(routes!(reboot_node))
+        .routes(routes!(replace_node))
+        .routes(routes!(delete_node))
+}
+
+#[utoipa::path(get, path = "/api/clusters/{name}/instance-groups", params(("name" = String, Path)),
+    responses((status = 200, body = [service::GroupView]), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn list_groups(
+    State(state): State<AppState>,
+    ClusterName(name): ClusterName,
+) -> ApiResult<Json<Vec<service::GroupView>>> {
+    Ok(Json(service::list_groups(&state.engine, &name).await?))
+}
+
+#[utoipa::path(post, path = "/api/clusters/{name}/instance-groups", params(("name" = String, Path)),
+    request_body = CreateHyperPodRequest,
+    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn add_group(
+    State(state): State<AppState>,
+    caller: Caller,
+    ClusterName(name): ClusterName,
+    ApiJson(req): ApiJson<CreateHyperPodRequest>,
+) -> ApiResult<Started> {
+    Ok(Started(
+        start::group_add(&state.engine, &name, &req, &caller).await?,
+    ))
+}
+
+/// The answer to a PATCH that matches the current state: nothing was called.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Unchanged {
+    pub unchanged: bool,
+    pub group: String,
+}
+
+#[utoipa::path(patch, path = "/api/clusters/{name}/instance-groups/{group}", params(("name" = String, Path), ("group" = String, Path)),
+    request_body = service::UpdateGroupRequest,
+    responses((status = 202, body = Accepted), (status = 200, body = Unchanged), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn update_group(
+    State(state): State<AppState>,
+    caller: Caller,
+    ClusterName(name): ClusterName,
+    Path(path): Path<(String, String)>,
+    ApiJson(req): ApiJson<service::UpdateGroupRequest>,
+) -> ApiResult<Response> {
+    let group = path.1;
+    Ok(
+        match start::group_update(&state.engine, &name, &group, &req, &caller).await? {
+            Some(accepted) => Started(accepted).into_response(),
+            None => Json(Unchanged {
+                unchanged: true,
+                group,
+            })
+            .into_response(),
+        },
+    )
+}
+
+#[utoipa::path(delete, path = "/api/clusters/{name}/instance-groups/{group}", params(("name" = String, Path), ("group" = String, Path)),
+    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn delete_group(
+    State(state): State<AppState>,
+    caller: Caller,
+    ClusterName(name): ClusterName,
+    Path(path): Path<(String, String)>,
+) -> ApiResult<Started> {
+    let group = path.1;
+    Ok(Started(
+        start::group_delete(&state.engine, &name, &group, &caller).await?,
+    ))
+}
+
+#[utoipa::path(get, path = "/api/clusters/{name}/nodes", params(("name" = String, Path)),
+    responses((status = 200, body = service::NodeList), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn list_nodes(
+    State(state): State<AppState>,
+    ClusterName(name): ClusterName,
+) -> ApiResult<Json<service::NodeList>> {
+    Ok(Json(service::list_nodes(&state.engine, &name).await?))
+}
+
+/// The three node actions differ only in the action.
+async fn node_action(
+    state: &AppState,
+    caller: &Caller,
+    name: &str,
+    node: &str,
+    action: NodeAction,
+) -> ApiResult<Started> {
+    Ok(Started(
+        start::node_action(&state.engine, name, node, action, caller).await?,
+    ))
+}
+
+#[utoipa::path(post, path = "/api/clusters/{name}/nodes/{id}/reboot", params(("name" = String, Path), ("id" = String, Path)),
+    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn reboot_node(
+    State(state): State<AppState>,
+    caller: Caller,
+    ClusterName(name): ClusterName,
+    Path(path): Path<(String, String)>,
+) -> ApiResult<Started> {
+    let id = path.1;
+    node_action(&state, &caller, &name, &id, NodeAction::Reboot).await
+}
+
+#[utoipa::path(post, path = "/api/clusters/{name}/nodes/{id}/replace", params(("name" = String, Path), ("id" = String, Path)),
+    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn replace_node(
+    State(state): State<AppState>,
+    caller: Caller,
+    ClusterName(name): ClusterName,
+    Path(path): Path<(String, String)>,
+) -> ApiResult<Started> {
+    let id = path.1;
+    node_action(&state, &caller, &name, &id, NodeAction::Replace).await
+}
+
+#[utoipa::path(post, path = "/api/clusters/{name}/nodes/{id}/delete", params(("name" = String, Path), ("id" = String, Path)),
+    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn delete_node(
+    State(state): State<AppState>,
+    caller: Caller,
+    ClusterName(name): ClusterName,
+    Path(path): Path<(String, String)>,
+) -> ApiResult<Started> {
+    let id = path.1;
+    node_action(&state, &caller, &name, &id, NodeAction::Delete).await
+}

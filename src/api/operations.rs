@@ -1,0 +1,107 @@
+//! Operations: list, read (long-poll), retry, cancel.
+
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::json;
+use utoipa::IntoParams;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::extract::OperationId;
+use crate::error::{ApiError, ApiResult, Problem};
+use crate::service;
+use crate::store::Operation;
+use crate::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_operations))
+        .routes(routes!(get_operation))
+        .routes(routes!(retry_operation))
+        .routes(routes!(cancel_operation))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct OperationsQuery {
+    cluster: Option<String>,
+    /// `pending`, `running`, `succeeded`, `failed` or `cancelled`.
+    state: Option<String>,
+    /// At most this many, newest first (default 100, max 1000).
+    limit: Option<i64>,
+}
+
+#[utoipa::path(get, path = "/api/operations", params(OperationsQuery),
+    responses((status = 200, body = [Operation]), (status = 422, body = Problem)))]
+async fn list_operations(
+    State(state): State<AppState>,
+    query: Result<Query<OperationsQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<Vec<Operation>>> {
+    let Query(q) = query.map_err(|e| ApiError::validation("query", e.body_text()))?;
+    Ok(Json(
+        service::list_operations(
+            &state.engine,
+            q.cluster.as_deref(),
+            q.state.as_deref(),
+            q.limit,
+        )
+        .await?,
+    ))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct WaitQuery {
+    /// Long-poll: seconds to wait for a change (0–60) before answering.
+    wait: Option<u64>,
+}
+
+#[utoipa::path(get, path = "/api/operations/{id}", params(("id" = String, Path), WaitQuery),
+    responses((status = 200, body = Operation), (status = 404, body = Problem)))]
+async fn get_operation(
+    State(state): State<AppState>,
+    OperationId(id): OperationId,
+    query: Result<Query<WaitQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<Operation>> {
+    let Query(q) = query.map_err(|e| ApiError::validation("wait", e.body_text()))?;
+    let wait = q.wait.unwrap_or(0);
+    if wait > 60 {
+        return Err(ApiError::validation_hint(
+            "wait",
+            format!("{wait} s is too long"),
+            json!("0 to 60"),
+        ));
+    }
+    state
+        .engine
+        .wait_for_change(&id, Duration::from_secs(wait))
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("operation {id}")))
+}
+
+#[utoipa::path(post, path = "/api/operations/{id}/retry", params(("id" = String, Path)),
+    responses((status = 202, body = Operation), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn retry_operation(
+    State(state): State<AppState>,
+    OperationId(id): OperationId,
+) -> ApiResult<Response> {
+    let op = service::retry(&state.engine, &id).await?;
+    Ok((StatusCode::ACCEPTED, Json(op)).into_response())
+}
+
+#[utoipa::path(post, path = "/api/operations/{id}/cancel", params(("id" = String, Path)),
+    responses((status = 202, body = Operation), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn cancel_operation(
+    State(state): State<AppState>,
+    OperationId(id): OperationId,
+) -> ApiResult<Response> {
+    let op = service::cancel(&state.engine, &id).await?;
+    Ok((StatusCode::ACCEPTED, Json(op)).into_response())
+}

@@ -1,0 +1,325 @@
+//! Starting operations from requests: the one place a validated request becomes a
+//! [`Submission`] (kind, cluster, typed parameters, who asked, idempotency key) and is handed to
+//! [`submit`]. Handlers call one function here; nothing else builds a submission.
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::incluster::{self, FeatureChange, FeaturesPatch, StorageRequest};
+use super::{
+    add_group_params, delete_group_params, hyperpod_params, import_params, node_params,
+    pipeline_params, request_hash, scale_params, submit, Accepted, CreateClusterRequest,
+    CreateHyperPodRequest, DependenciesRequest, ImportRequest, PipelineRequest, Submission,
+    UpdateGroupRequest,
+};
+use crate::cloud::NodeAction;
+use crate::error::ApiResult;
+use crate::ops::Engine;
+
+/// Who asked, and the key that makes a repeat of the same request return the same operation.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub actor: String,
+    pub idempotency_key: Option<String>,
+}
+
+fn json_of(v: &impl Serialize) -> ApiResult<Value> {
+    Ok(serde_json::to_value(v).map_err(anyhow::Error::from)?)
+}
+
+impl Submission {
+    /// An operation on a cluster that exists; the request is identified by its parameters.
+    pub fn on(kind: &'static str, cluster: &str, params: Value, caller: &Caller) -> Self {
+        Self {
+            kind,
+            request_hash: Some(request_hash(kind, cluster, &params)),
+            cluster: cluster.to_string(),
+            params,
+            actor: caller.actor.clone(),
+            idempotency_key: caller.idempotency_key.clone(),
+            parent_id: None,
+            new_cluster: None,
+        }
+    }
+
+    /// An operation that creates the cluster record (`region`, `spec`); the request is
+    /// identified by its body.
+    fn creating(
+        kind: &'static str,
+        cluster: &str,
+        body: &Value,
+        params: Value,
+        record: (String, Value),
+        caller: &Caller,
+    ) -> Self {
+        Self {
+            request_hash: Some(request_hash(kind, cluster, body)),
+            new_cluster: Some(record),
+            ..Self::on(kind, cluster, params, caller)
+        }
+    }
+
+    /// A stage of a running pipeline, keyed by the pipeline so a resumed pipeline finds it.
+    pub fn stage_of(
+        kind: &'static str,
+        cluster: &str,
+        params: Value,
+        parent: &crate::store::Operation,
+    ) -> Self {
+        Self {
+            kind,
+            cluster: cluster.to_string(),
+            params,
+            actor: parent.actor.clone(),
+            idempotency_key: Some(format!("{}/{kind}", parent.id)),
+            request_hash: None,
+            parent_id: Some(parent.id.clone()),
+            new_cluster: None,
+        }
+    }
+}
+
+/// Starts `kind` on an existing cluster with `params`.
+pub async fn start(
+    engine: &Engine,
+    kind: &'static str,
+    cluster: &str,
+    params: &impl Serialize,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    submit(
+        engine,
+        Submission::on(kind, cluster, json_of(params)?, caller),
+    )
+    .await
+}
+
+pub async fn create_cluster(
+    engine: &Engine,
+    req: &CreateClusterRequest,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = super::cluster_params(engine, req, None).await?;
+    let spec = json_of(&params)?;
+    let record = (params.region.clone(), spec.clone());
+    let sub = Submission::creating("cluster", &req.name, &json_of(req)?, spec, record, caller);
+    submit(engine, sub).await
+}
+
+pub async fn create_pipeline(
+    engine: &Engine,
+    req: &PipelineRequest,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = pipeline_params(engine, req).await?;
+    let record = (params.cluster.region.clone(), json_of(&params.cluster)?);
+    let sub = Submission::creating(
+        "pipeline",
+        &req.name,
+        &json_of(req)?,
+        json_of(&params)?,
+        record,
+        caller,
+    );
+    submit(engine, sub).await
+}
+
+pub async fn import_cluster(
+    engine: &Engine,
+    req: &ImportRequest,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let (region, params) = import_params(engine, req)?;
+    let name = &req.eks_cluster_name;
+    let sub = Submission::creating(
+        "import",
+        name,
+        &params,
+        params.clone(),
+        (region, params.clone()),
+        caller,
+    );
+    submit(engine, sub).await
+}
+
+pub async fn delete_cluster(engine: &Engine, name: &str, caller: &Caller) -> ApiResult<Accepted> {
+    start(engine, "delete-cluster", name, &json!({}), caller).await
+}
+
+pub async fn dependencies(
+    engine: &Engine,
+    name: &str,
+    req: &DependenciesRequest,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = json!({"manageExisting": req.manage_existing.unwrap_or(false)});
+    start(engine, "dependencies", name, &params, caller).await
+}
+
+pub async fn hyperpod(
+    engine: &Engine,
+    name: &str,
+    req: &CreateHyperPodRequest,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = hyperpod_params(engine, req).await?;
+    start(engine, "hyperpod", name, &params, caller).await
+}
+
+pub async fn storage(
+    engine: &Engine,
+    name: &str,
+    req: &StorageRequest,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = incluster::storage_params(engine, name, req).await?;
+    start(engine, "storage", name, &params, caller).await
+}
+
+pub async fn storage_delete(
+    engine: &Engine,
+    name: &str,
+    claim: &str,
+    namespace: Option<&str>,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = incluster::storage_delete_params(engine, name, claim, namespace).await?;
+    start(engine, "storage-delete", name, &params, caller).await
+}
+
+pub async fn group_add(
+    engine: &Engine,
+    name: &str,
+    req: &CreateHyperPodRequest,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = add_group_params(engine, name, req).await?;
+    start(engine, "instance-group-add", name, &params, caller).await
+}
+
+/// `None` when the PATCH matches the group as it is: nothing is started.
+pub async fn group_update(
+    engine: &Engine,
+    name: &str,
+    group: &str,
+    req: &UpdateGroupRequest,
+    caller: &Caller,
+) -> ApiResult<Option<Accepted>> {
+    super::validate::instance_group_name("group", group)?;
+    match scale_params(engine, name, group, req).await? {
+        None => Ok(None),
+        Some(params) => Ok(Some(
+            start(engine, "instance-group-scale", name, &params, caller).await?,
+        )),
+    }
+}
+
+pub async fn group_delete(
+    engine: &Engine,
+    name: &str,
+    group: &str,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    super::validate::instance_group_name("group", group)?;
+    let params = delete_group_params(engine, name, group).await?;
+    start(engine, "instance-group-delete", name, &params, caller).await
+}
+
+pub async fn node_action(
+    engine: &Engine,
+    name: &str,
+    node: &str,
+    action: NodeAction,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = node_params(engine, name, node, action).await?;
+    let mut accepted = start(engine, "node-action", name, &params, caller).await?;
+    if action == NodeAction::Replace {
+        accepted.warning = Some("replacing a node loses its instance volumes (local NVMe and the EBS volume under /opt/sagemaker); data in /s3 and FSx is kept".into());
+    }
+    Ok(accepted)
+}
+
+/// One operation per feature that differs from its actual state. Per feature:
+/// `{"result": "unchanged"}` or `{"result": "started", "enable", "operationId", "statusUrl"}`;
+/// the flag says whether anything started.
+pub async fn features(
+    engine: &Engine,
+    name: &str,
+    req: &FeaturesPatch,
+    allowed: &[String],
+    caller: &Caller,
+) -> ApiResult<(bool, Value)> {
+    let plan = incluster::plan_features(engine, name, req, allowed).await?;
+    let mut out = serde_json::Map::new();
+    let mut started = false;
+    for (field, change) in plan {
+        let FeatureChange::Change { kind, params } = change else {
+            out.insert(field.into(), json!({"result": "unchanged"}));
+            continue;
+        };
+        // One key per field, so a repeated PATCH finds each of its operations again.
+        let caller = Caller {
+            idempotency_key: caller
+                .idempotency_key
+                .as_ref()
+                .map(|k| format!("{k}:{field}")),
+            ..caller.clone()
+        };
+        let accepted = start(engine, kind, name, &params, &caller).await?;
+        started = true;
+        out.insert(
+            field.into(),
+            json!({"result": "started", "enable": params.enable,
+                   "operationId": accepted.operation_id, "statusUrl": accepted.status_url}),
+        );
+    }
+    Ok((started, Value::Object(out)))
+}
+
+pub async fn model_download(
+    engine: &Engine,
+    name: &str,
+    req: &super::workloads::ModelDownloadRequest,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = super::workloads::model_params(engine, name, req).await?;
+    start(engine, "model-download", name, &params, caller).await
+}
+
+pub async fn job_delete(
+    engine: &Engine,
+    name: &str,
+    job: &str,
+    kind: Option<&str>,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = super::workloads::job_delete_params(engine, name, job, kind).await?;
+    start(engine, "workload-delete", name, &params, caller).await
+}
+
+pub async fn deployment(
+    engine: &Engine,
+    name: &str,
+    req: &super::workloads::DeploymentRequest,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = super::workloads::deployment_params(engine, name, req).await?;
+    start(engine, "inference-deploy", name, &params, caller).await
+}
+
+pub async fn deployment_delete(
+    engine: &Engine,
+    name: &str,
+    deployment: &str,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = super::workloads::deployment_delete_params(engine, name, deployment).await?;
+    start(engine, "workload-delete", name, &params, caller).await
+}
+
+pub async fn software_update(engine: &Engine, name: &str, caller: &Caller) -> ApiResult<Accepted> {
+    // The cluster must have a HyperPod cluster: the same lookup the group routes use.
+    super::list_groups(engine, name).await?;
+    start(engine, "hyperpod-software-update", name, &json!({}), caller).await
+}
