@@ -1,0 +1,123 @@
+//! The nodes of a HyperPod cluster and the parameters of a node action.
+
+use serde::Serialize;
+use serde_json::{json, Value};
+use utoipa::ToSchema;
+
+use super::*;
+use crate::error::{ApiError, ApiResult};
+use crate::ops::Engine;
+
+/// The nodes of a cluster's HyperPod cluster, with the escalation order for unhealthy ones.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeList {
+    pub cluster: String,
+    pub hyperpod_cluster: String,
+    pub count: usize,
+    pub nodes: Vec<NodeView>,
+    /// Why the Kubernetes side of the nodes is missing, when it is.
+    pub kubernetes_error: Option<String>,
+    /// investigate → reboot → replace.
+    pub hint: String,
+}
+
+/// A HyperPod node joined with its Kubernetes node (readiness, GPUs, health labels).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeView {
+    #[serde(flatten)]
+    pub node: crate::cloud::ClusterNode,
+    /// The node as Kubernetes sees it; absent until the instance has joined the cluster.
+    pub kubernetes: Option<crate::cloud::NodeState>,
+}
+
+/// The cluster's record, unless it does not exist or was deleted (404).
+pub async fn live_cluster(engine: &Engine, name: &str) -> ApiResult<crate::store::ClusterRecord> {
+    engine
+        .store()
+        .get_cluster(name)
+        .await?
+        .filter(|c| c.status != "deleted")
+        .ok_or_else(|| cluster_not_found(name))
+}
+
+pub(super) async fn hyperpod_of(engine: &Engine, name: &str) -> ApiResult<String> {
+    let record = live_cluster(engine, name).await?;
+    record
+        .resources
+        .get("hyperPodClusterName")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| ApiError::Conflict {
+            slug: "stage-not-ready",
+            detail: format!("`{name}` has no HyperPod cluster yet"),
+            field: None,
+            operation_id: None,
+        })
+}
+
+pub async fn list_nodes(engine: &Engine, name: &str) -> ApiResult<NodeList> {
+    let hyperpod = hyperpod_of(engine, name).await?;
+    let nodes = steps::nodes::all_nodes(engine.cloud(), &hyperpod).await?;
+    let (mut k8s, kubernetes_error) = match incluster::status(engine, name).await {
+        Ok(s) => (s.state.nodes, None),
+        Err(e) => (Vec::new(), Some(e.to_string())),
+    };
+    let nodes: Vec<NodeView> = nodes
+        .into_iter()
+        .map(|node| {
+            let at = k8s
+                .iter()
+                .position(|k| k.instance_id.as_deref() == Some(node.instance_id.as_str()));
+            NodeView {
+                kubernetes: at.map(|i| k8s.swap_remove(i)),
+                node,
+            }
+        })
+        .collect();
+    Ok(NodeList {
+        cluster: name.to_string(),
+        hyperpod_cluster: hyperpod,
+        count: nodes.len(),
+        nodes,
+        kubernetes_error,
+        hint: "For an unhealthy node: investigate first (status, logs), then reboot; replace only if a reboot does not help, since replacing loses the instance's local volumes.".into(),
+    })
+}
+
+/// Validates a node operation: the id's shape, and that the node is in this cluster.
+pub async fn node_params(
+    engine: &Engine,
+    name: &str,
+    node_id: &str,
+    action: crate::cloud::NodeAction,
+) -> ApiResult<steps::nodes::NodeParams> {
+    let valid = node_id.strip_prefix("i-").is_some_and(|hex| {
+        (8..=17).contains(&hex.len()) && hex.chars().all(|c| c.is_ascii_hexdigit())
+    });
+    if !valid {
+        return Err(ApiError::validation_hint(
+            "id",
+            format!(
+                "`{}` is not an instance id",
+                node_id.chars().take(64).collect::<String>()
+            ),
+            json!("i- followed by 8 to 17 hex digits"),
+        ));
+    }
+    let hyperpod = hyperpod_of(engine, name).await?;
+    let nodes = steps::nodes::all_nodes(engine.cloud(), &hyperpod).await?;
+    if !nodes.iter().any(|n| n.instance_id == node_id) {
+        return Err(ApiError::NotFound {
+            what: format!("node {node_id} in `{name}`"),
+            hint: Some(Box::new(
+                json!({"nodes": nodes.iter().map(|n| &n.instance_id).collect::<Vec<_>>()}),
+            )),
+        });
+    }
+    Ok(steps::nodes::NodeParams {
+        node_id: node_id.to_string(),
+        action,
+    })
+}

@@ -1,0 +1,365 @@
+//! Submission: the idempotency key, the conflict rules and the one transaction that inserts an
+//! operation (and its cluster record), all under the store's write lock.
+
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::*;
+use crate::error::{ApiError, ApiResult};
+use crate::ops::Engine;
+use crate::store::{NewOperation, Operation, Store};
+
+/// A request to start an operation.
+pub struct Submission {
+    pub kind: &'static str,
+    pub cluster: String,
+    pub params: Value,
+    pub actor: String,
+    pub idempotency_key: Option<String>,
+    /// Hash of the request body, to refuse a reused key with another body.
+    pub request_hash: Option<String>,
+    pub parent_id: Option<String>,
+    /// `Some((region, spec))` when the operation creates the cluster record.
+    pub new_cluster: Option<(String, Value)>,
+}
+
+/// The answer to an accepted submission.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Accepted {
+    pub operation_id: String,
+    /// `GET` it (with `?wait=30` to long-poll) until `state` is terminal.
+    pub status_url: String,
+    /// The cluster the operation acts on.
+    pub cluster: String,
+    pub kind: String,
+    /// False when an earlier submission with the same `Idempotency-Key` is returned.
+    pub created: bool,
+    /// What the caller should know before relying on the result (e.g. data lost by a replace).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+    #[serde(skip)]
+    pub operation: Operation,
+}
+
+pub fn request_hash(kind: &str, cluster: &str, body: &Value) -> String {
+    let digest = Sha256::digest(format!("{kind}\n{cluster}\n{body}").as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Starts an operation: idempotency key first, then conflict rules, then one transaction that
+/// inserts the operation (and the cluster record) — all under the store's write lock, so two
+/// concurrent identical submissions can never both insert.
+pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
+    let store = engine.store();
+    let phases = Catalog
+        .phase_names(sub.kind, &sub.params)
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("unknown kind {}", sub.kind)))?;
+    let guard = store.write_lock.lock().await;
+    if let Some(key) = &sub.idempotency_key {
+        if let Some((id, hash)) = store.find_by_key(key).await? {
+            if sub.request_hash.is_some() && hash != sub.request_hash {
+                return Err(ApiError::Conflict {
+                    slug: "idempotency-key-reused",
+                    detail: "this Idempotency-Key was used with a different request".into(),
+                    field: Some("Idempotency-Key".into()),
+                    operation_id: Some(id),
+                });
+            }
+            let op = load(store, &id).await?;
+            return Ok(accepted(op, false));
+        }
+    }
+    check_conflicts(store, &sub).await?;
+    let id = uuid::Uuid::now_v7().to_string();
+    let new = NewOperation {
+        id: id.clone(),
+        kind: sub.kind.to_string(),
+        cluster: sub.cluster.clone(),
+        params: sub.params.clone(),
+        idempotency_key: sub.idempotency_key.clone(),
+        request_hash: sub.request_hash.clone(),
+        actor: sub.actor.clone(),
+        parent_id: sub.parent_id.clone(),
+        phases,
+    };
+    let mut tx = store.pool.begin().await?;
+    if let Some((region, spec)) = &sub.new_cluster {
+        Store::forget_cluster(&mut tx, &sub.cluster).await?;
+        Store::insert_cluster(&mut tx, &sub.cluster, region, spec).await?;
+    }
+    Store::insert_operation(&mut tx, &new).await?;
+    tx.commit().await?;
+    drop(guard);
+    tracing::info!(operation_id = %id, kind = sub.kind, cluster = %sub.cluster, actor = %sub.actor, "operation submitted");
+    engine.changed();
+    engine.spawn(id.clone());
+    Ok(accepted(load(store, &id).await?, true))
+}
+
+pub(super) async fn load(store: &Store, id: &str) -> ApiResult<Operation> {
+    store
+        .get_operation(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("operation {id}")))
+}
+
+pub(super) fn accepted(op: Operation, created: bool) -> Accepted {
+    Accepted {
+        operation_id: op.id.clone(),
+        status_url: op.status_url.clone(),
+        cluster: op.cluster.clone(),
+        kind: op.kind.clone(),
+        created,
+        warning: None,
+        operation: op,
+    }
+}
+
+/// 409 naming the operation that is in the way.
+pub(super) fn still_running(busy: &Operation, cluster: &str, advice: &str) -> ApiError {
+    ApiError::conflict(
+        format!(
+            "operation {} ({}) is still running on `{cluster}`: {advice}",
+            busy.id, busy.kind
+        ),
+        Some(busy.id.clone()),
+    )
+}
+
+/// Operations of a cluster that have not finished.
+pub(super) async fn active_operations(store: &Store, cluster: &str) -> ApiResult<Vec<Operation>> {
+    let mut ops = store
+        .list_operations(Some(cluster), Some(crate::store::OpState::Running), 1000)
+        .await?;
+    ops.extend(
+        store
+            .list_operations(Some(cluster), Some(crate::store::OpState::Pending), 1000)
+            .await?,
+    );
+    Ok(ops)
+}
+
+pub(super) async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResult<()> {
+    let existing = store.get_cluster(&sub.cluster).await?;
+    let latest = store.latest_per_kind(&sub.cluster).await?;
+    let running = |kind: &str| {
+        latest
+            .iter()
+            .find(|o| o.kind == kind && !o.state.is_terminal())
+    };
+    if sub.new_cluster.is_some() {
+        if let Some(c) = existing.filter(|c| c.status != "deleted") {
+            let op = latest
+                .iter()
+                .find(|o| o.kind == "pipeline")
+                .or_else(|| latest.iter().find(|o| o.kind == "cluster"))
+                .or(latest.first());
+            return Err(ApiError::Conflict {
+                slug: "cluster-exists",
+                detail: format!("cluster `{}` already exists", c.name),
+                field: Some("name".into()),
+                operation_id: op.map(|o| o.id.clone()),
+            });
+        }
+        return Ok(());
+    }
+    let Some(cluster) = existing.filter(|c| c.status != "deleted") else {
+        return Err(ApiError::not_found(format!("cluster `{}`", sub.cluster)));
+    };
+    if let Some(del) = running("delete-cluster") {
+        return Err(ApiError::conflict(
+            format!("cluster `{}` is being deleted", cluster.name),
+            Some(del.id.clone()),
+        ));
+    }
+    if sub.kind == "delete-cluster" {
+        if let Some(busy) = latest
+            .iter()
+            .find(|o| !o.state.is_terminal() && o.parent_id.is_none())
+        {
+            return Err(still_running(busy, &cluster.name, "cancel it first"));
+        }
+        return Ok(());
+    }
+    let has = |key: &str| cluster.resources.get(key).is_some_and(|v| !v.is_null());
+    // HyperPod takes one update at a time: group changes and the software update queue up.
+    let updates_hyperpod =
+        |k: &str| k.starts_with("instance-group-") || k == "hyperpod-software-update";
+    if updates_hyperpod(sub.kind) {
+        if let Some(busy) = latest
+            .iter()
+            .find(|o| !o.state.is_terminal() && (updates_hyperpod(&o.kind) || o.kind == "hyperpod"))
+        {
+            return Err(still_running(
+                busy,
+                &cluster.name,
+                "HyperPod takes one update at a time",
+            ));
+        }
+        return Ok(());
+    }
+    if sub.kind == "node-action" {
+        if !has("hyperPodClusterName") {
+            return Err(ApiError::Conflict {
+                slug: "stage-not-ready",
+                detail: format!("`{}` has no HyperPod cluster yet", cluster.name),
+                field: None,
+                operation_id: latest
+                    .iter()
+                    .find(|o| o.kind == "hyperpod")
+                    .map(|o| o.id.clone()),
+            });
+        }
+        let node = sub.params["nodeId"].as_str().unwrap_or_default();
+        let busy = active_operations(store, &cluster.name)
+            .await?
+            .into_iter()
+            .find(|o| o.kind == "node-action" && o.params["nodeId"] == node);
+        if let Some(busy) = busy {
+            return Err(ApiError::conflict(
+                format!("node {node} already has an operation running"),
+                Some(busy.id),
+            ));
+        }
+        return Ok(());
+    }
+    // Workloads conflict only with an operation on the same object; other kinds run one at a
+    // time per cluster.
+    if let Some(w) = sub.params.get("workload").and_then(Value::as_str) {
+        let busy = active_operations(store, &cluster.name)
+            .await?
+            .into_iter()
+            .find(|o| o.params["workload"] == w);
+        if let Some(busy) = busy {
+            return Err(ApiError::conflict(
+                format!("{w} already has an operation running"),
+                Some(busy.id),
+            ));
+        }
+    } else if let Some(busy) = running(sub.kind) {
+        return Err(ApiError::conflict(
+            format!(
+                "a {} operation is already running on `{}`",
+                sub.kind, cluster.name
+            ),
+            Some(busy.id.clone()),
+        ));
+    }
+    if sub.kind != "cluster" && !(has("eksEndpoint") && has("eksCertificateAuthority")) {
+        let op = latest
+            .iter()
+            .find(|o| o.kind == "cluster")
+            .map(|o| o.id.clone());
+        return Err(ApiError::Conflict {
+            slug: "stage-not-ready",
+            detail: format!(
+                "the EKS cluster of `{}` is not ready yet: the cluster stage must succeed first",
+                cluster.name
+            ),
+            field: None,
+            operation_id: op,
+        });
+    }
+    if sub.kind == "hyperpod" && has("hyperPodClusterArn") {
+        return Err(ApiError::Conflict {
+            slug: "hyperpod-exists",
+            detail: format!("`{}` already has a HyperPod cluster", cluster.name),
+            field: None,
+            operation_id: latest
+                .iter()
+                .find(|o| o.kind == "hyperpod")
+                .map(|o| o.id.clone()),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::NewOperation;
+    use serde_json::json;
+
+    async fn store_with(cluster: &str, running: &[(&str, Value)]) -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).await.unwrap();
+        let mut tx = store.pool.begin().await.unwrap();
+        Store::insert_cluster(&mut tx, cluster, "us-west-2", &json!({}))
+            .await
+            .unwrap();
+        for (i, (kind, params)) in running.iter().enumerate() {
+            let op = NewOperation {
+                id: format!("op-{i}"),
+                kind: kind.to_string(),
+                cluster: cluster.into(),
+                params: params.clone(),
+                idempotency_key: None,
+                request_hash: None,
+                actor: "api".into(),
+                parent_id: None,
+                phases: vec!["x".into()],
+            };
+            Store::insert_operation(&mut tx, &op).await.unwrap();
+        }
+        tx.commit().await.unwrap();
+        store
+            .merge_resources(
+                cluster,
+                &json!({"eksEndpoint": "https://e", "eksCertificateAuthority": "ca"}),
+            )
+            .await
+            .unwrap();
+        (dir, store)
+    }
+
+    fn sub(kind: &'static str, params: Value) -> Submission {
+        Submission {
+            kind,
+            cluster: "demo".into(),
+            params,
+            actor: "api".into(),
+            idempotency_key: None,
+            request_hash: None,
+            parent_id: None,
+            new_cluster: None,
+        }
+    }
+
+    fn conflicting_op(r: ApiResult<()>) -> Option<String> {
+        match r {
+            Err(ApiError::Conflict { operation_id, .. }) => operation_id,
+            _ => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn hyperpod_updates_queue_behind_each_other() {
+        let (_d, store) = store_with("demo", &[("instance-group-scale", json!({}))]).await;
+        let r = check_conflicts(&store, &sub("hyperpod-software-update", json!({}))).await;
+        assert_eq!(conflicting_op(r).as_deref(), Some("op-0"));
+        let (_d, store) = store_with("demo", &[("hyperpod-software-update", json!({}))]).await;
+        let r = check_conflicts(&store, &sub("instance-group-add", json!({}))).await;
+        assert_eq!(conflicting_op(r).as_deref(), Some("op-0"));
+    }
+
+    #[tokio::test]
+    async fn workloads_conflict_only_on_the_same_object() {
+        let (_d, store) = store_with(
+            "demo",
+            &[("model-download", json!({"workload": "model/hf-download-a"}))],
+        )
+        .await;
+        let other = sub("model-download", json!({"workload": "model/hf-download-b"}));
+        assert!(check_conflicts(&store, &other).await.is_ok());
+        let same = sub(
+            "workload-delete",
+            json!({"workload": "model/hf-download-a"}),
+        );
+        assert_eq!(
+            conflicting_op(check_conflicts(&store, &same).await).as_deref(),
+            Some("op-0")
+        );
+    }
+}
