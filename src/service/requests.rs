@@ -3,7 +3,6 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-
 /// `POST /api/clusters`: network + EKS control plane.
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
