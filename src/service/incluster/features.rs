@@ -1,344 +1,20 @@
-//! What the REST edge asks of a cluster's Kubernetes side: the dependencies report, storage
-//! claims (validated requests, listing), and live node/GPU state from the watch-backed cache.
+//! Managed features as the REST edge sees them: their actual state, and a PATCH planned field
+//! by field against it.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::json;
 use utoipa::ToSchema;
 
-use super::steps::deps::{self, ComponentState, ComponentStatus};
-use super::steps::storage::{claim_view, ClaimView, StorageParams, VolumeSource, CLAIM_LABEL};
-use super::validate;
-use crate::cloud::{ClusterState, KubeTarget, MANAGED_BY};
+use super::*;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
-use crate::store::{OpState, PhaseState};
-
-/// Where the cluster's API server is, from what the `cluster` stage recorded.
-pub async fn kube_target(engine: &Engine, name: &str) -> ApiResult<KubeTarget> {
-    let record = super::live_cluster(engine, name).await?;
-    let get = |k: &str| {
-        record
-            .resources
-            .get(k)
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    match (get("eksEndpoint"), get("eksCertificateAuthority")) {
-        (Some(endpoint), Some(ca)) => Ok(KubeTarget {
-            cluster: name.to_string(),
-            endpoint,
-            certificate_authority: ca,
-        }),
-        _ => Err(ApiError::Conflict {
-            slug: "stage-not-ready",
-            detail: format!("`{name}` has no EKS cluster yet: run the cluster stage first"),
-            field: None,
-            operation_id: None,
-        }),
-    }
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DependencyReport {
-    pub cluster: String,
-    /// In install order.
-    pub components: Vec<ComponentStatus>,
-    /// The latest `dependencies` operation, if any.
-    pub operation_id: Option<String>,
-    /// Every component is ready.
-    pub ready: bool,
-}
-
-/// Each component's live state, with what the latest `dependencies` operation says layered on
-/// top (a component whose phase failed is `failed` with the phase's reason until it is ready).
-pub async fn dependencies(engine: &Engine, name: &str) -> ApiResult<DependencyReport> {
-    let target = kube_target(engine, name).await?;
-    let latest = engine
-        .store()
-        .list_operations(Some(name), None, 50)
-        .await?
-        .into_iter()
-        .find(|o| o.kind == "dependencies");
-    let mut components = Vec::new();
-    for c in deps::COMPONENTS {
-        let mut status = deps::component_status(engine.cloud(), name, &target, c)
-            .await
-            .map_err(|e| ApiError::Cloud(Box::new(e)))?;
-        let phase = latest
-            .as_ref()
-            .and_then(|o| o.phases.iter().find(|p| p.name == c.name));
-        if let (Some(op), Some(phase)) = (&latest, phase) {
-            let running = matches!(op.state, OpState::Running | OpState::Pending);
-            if status.state != ComponentState::Ready {
-                if phase.state == PhaseState::Failed {
-                    status.state = ComponentState::Failed;
-                    if let Some(msg) = phase.error.as_ref().and_then(|e| e["message"].as_str()) {
-                        status.reason = msg.to_string();
-                    }
-                } else if running && status.state == ComponentState::Pending {
-                    status.state = ComponentState::Installing;
-                    status.reason = phase
-                        .progress
-                        .clone()
-                        .unwrap_or_else(|| "queued in the running reconciliation".into());
-                }
-            }
-        }
-        components.push(status);
-    }
-    Ok(DependencyReport {
-        cluster: name.to_string(),
-        ready: components.iter().all(|c| c.state == ComponentState::Ready),
-        components,
-        operation_id: latest.map(|o| o.id),
-    })
-}
-
-/// Body of `POST /api/clusters/{name}/storage`. Omitted: the shared bucket as `s3-claim`.
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct StorageRequest {
-    /// Claim name (default `s3-claim`).
-    pub claim_name: Option<String>,
-    /// Namespace of the claim (default `default`).
-    pub namespace: Option<String>,
-    /// `s3` (default) or `fsx`.
-    pub kind: Option<String>,
-    /// S3: bucket to mount (default: the cluster's shared bucket).
-    pub bucket: Option<String>,
-    /// S3: the bucket's region (default: the control plane's region).
-    pub region: Option<String>,
-    /// FSx for Lustre: file system id (`fs-…`).
-    pub file_system_id: Option<String>,
-    /// FSx for Lustre: DNS name of the file system.
-    pub dns_name: Option<String>,
-    /// FSx for Lustre: mount name.
-    pub mount_name: Option<String>,
-    /// FSx for Lustre: storage capacity in GiB (default 1200).
-    pub capacity_gib: Option<i64>,
-}
-
-fn required<'a>(field: &str, v: &'a Option<String>) -> ApiResult<&'a str> {
-    v.as_deref().filter(|s| !s.is_empty()).ok_or_else(|| {
-        ApiError::validation(field, format!("`{field}` is required for an FSx claim"))
-    })
-}
-
-/// Validates a storage request and refuses a claim name that is already taken.
-pub async fn storage_params(
-    engine: &Engine,
-    name: &str,
-    req: &StorageRequest,
-) -> ApiResult<StorageParams> {
-    let claim_name = req.claim_name.clone().unwrap_or_else(|| "s3-claim".into());
-    validate::dns_label("claimName", "claim name", &claim_name)?;
-    let namespace = req.namespace.clone().unwrap_or_else(|| "default".into());
-    validate::dns_label("namespace", "namespace", &namespace)?;
-    let source = match req.kind.as_deref().unwrap_or("s3") {
-        "s3" => {
-            for f in [
-                ("fileSystemId", &req.file_system_id),
-                ("dnsName", &req.dns_name),
-                ("mountName", &req.mount_name),
-            ] {
-                if f.1.is_some() {
-                    return Err(ApiError::validation(
-                        f.0,
-                        format!("`{}` applies to FSx claims only", f.0),
-                    ));
-                }
-            }
-            if let Some(b) = &req.bucket {
-                validate::bucket_name("bucket", b)?;
-            }
-            if let Some(r) = &req.region {
-                validate::region_code("region", r)?;
-            }
-            VolumeSource::S3 {
-                bucket: req.bucket.clone(),
-                region: req.region.clone(),
-            }
-        }
-        "fsx" => {
-            if req.bucket.is_some() || req.region.is_some() {
-                return Err(ApiError::validation(
-                    "bucket",
-                    "`bucket` and `region` apply to S3 claims only",
-                ));
-            }
-            let id = required("fileSystemId", &req.file_system_id)?;
-            validate::fsx_file_system_id("fileSystemId", id)?;
-            let dns = required("dnsName", &req.dns_name)?;
-            let dns_ok = dns.len() <= 253
-                && dns.split('.').count() >= 3
-                && dns.split('.').all(|l| {
-                    !l.is_empty()
-                        && l.len() <= 63
-                        && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-                });
-            if !dns_ok {
-                return Err(ApiError::validation_hint(
-                    "dnsName",
-                    format!("`{dns}` is not a DNS name"),
-                    json!("e.g. fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com"),
-                ));
-            }
-            let mount = required("mountName", &req.mount_name)?;
-            if !(1..=8).contains(&mount.len())
-                || !mount
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-            {
-                return Err(ApiError::validation_hint("mountName", format!("`{mount}` is not an FSx for Lustre mount name"), json!("up to 8 lowercase letters and digits, as DescribeFileSystems reports it (LustreConfiguration.MountName)")));
-            }
-            let capacity = req.capacity_gib.unwrap_or(1200);
-            if !(1200..=1_000_000).contains(&capacity) {
-                return Err(ApiError::validation_hint(
-                    "capacityGib",
-                    format!("{capacity} GiB is outside what FSx for Lustre offers"),
-                    json!("1200 to 1000000"),
-                ));
-            }
-            VolumeSource::Fsx {
-                file_system_id: id.to_string(),
-                dns_name: dns.to_string(),
-                mount_name: mount.to_string(),
-                capacity_gib: capacity as u32,
-            }
-        }
-        other => {
-            return Err(ApiError::validation_hint(
-                "kind",
-                format!("`{other}` is not a storage kind"),
-                json!(["s3", "fsx"]),
-            ))
-        }
-    };
-    let params = StorageParams {
-        claim_name,
-        namespace,
-        source,
-    };
-    // A claim name is used once per namespace; the same request again is an idempotent re-apply.
-    if let Ok(existing) = list_storage(engine, name).await {
-        if existing.iter().any(|c| {
-            c.claim_name == params.claim_name
-                && c.namespace == params.namespace
-                && !same_source(c, &params)
-        }) {
-            return Err(ApiError::Conflict {
-                slug: "claim-exists",
-                detail: format!(
-                    "claim `{}` already exists in namespace `{}` with a different source; delete it first or choose another name",
-                    params.claim_name, params.namespace
-                ),
-                field: Some("claimName".into()),
-                operation_id: None,
-            });
-        }
-    }
-    Ok(params)
-}
-
-fn same_source(c: &ClaimView, p: &StorageParams) -> bool {
-    match &p.source {
-        VolumeSource::S3 {
-            bucket: Some(b), ..
-        } => c.bucket.as_deref() == Some(b),
-        VolumeSource::S3 { bucket: None, .. } => c.kind == "s3",
-        VolumeSource::Fsx { file_system_id, .. } => {
-            c.file_system_id.as_deref() == Some(file_system_id)
-        }
-    }
-}
-
-/// The claims InstantStart made on this cluster.
-pub async fn list_storage(engine: &Engine, name: &str) -> ApiResult<Vec<ClaimView>> {
-    let target = kube_target(engine, name).await?;
-    let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
-    let pvs = engine
-        .cloud()
-        .kube
-        .list(&target, "v1", "PersistentVolume", None, Some(&selector))
-        .await
-        .map_err(|e| ApiError::Cloud(Box::new(e)))?;
-    let mut claims: Vec<ClaimView> = pvs
-        .iter()
-        .filter(|pv| {
-            pv.pointer(&format!(
-                "/metadata/labels/{}",
-                CLAIM_LABEL.replace('/', "~1")
-            ))
-            .is_some()
-        })
-        .filter_map(claim_view)
-        .collect();
-    claims.sort_by(|a, b| (&a.namespace, &a.claim_name).cmp(&(&b.namespace, &b.claim_name)));
-    Ok(claims)
-}
-
-/// Checks that the claim exists (and is ours) before deleting it.
-pub async fn storage_delete_params(
-    engine: &Engine,
-    name: &str,
-    claim: &str,
-    namespace: Option<&str>,
-) -> ApiResult<Value> {
-    validate::dns_label("claim", "claim name", claim)?;
-    let namespace = namespace.unwrap_or("default");
-    validate::dns_label("namespace", "namespace", namespace)?;
-    let claims = list_storage(engine, name).await?;
-    if !claims
-        .iter()
-        .any(|c| c.claim_name == claim && c.namespace == namespace)
-    {
-        return Err(ApiError::NotFound {
-            what: format!("claim `{claim}` in namespace `{namespace}` of cluster `{name}`"),
-            hint: Some(Box::new(json!(claims
-                .iter()
-                .map(|c| format!("{}/{}", c.namespace, c.claim_name))
-                .collect::<Vec<_>>()))),
-        });
-    }
-    Ok(json!({"claimName": claim, "namespace": namespace}))
-}
-
-/// Live node and GPU state, served from the watch-backed cache.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterStatus {
-    pub cluster: String,
-    pub ready_nodes: usize,
-    pub gpus_total: u32,
-    pub gpus_free: u32,
-    #[serde(flatten)]
-    pub state: ClusterState,
-}
-
-pub async fn status(engine: &Engine, name: &str) -> ApiResult<ClusterStatus> {
-    let target = kube_target(engine, name).await?;
-    let state = engine
-        .cloud()
-        .kube
-        .cluster_state(&target)
-        .await
-        .map_err(|e| ApiError::Cloud(Box::new(e)))?;
-    Ok(ClusterStatus {
-        cluster: name.to_string(),
-        ready_nodes: state.nodes.iter().filter(|n| n.ready).count(),
-        gpus_total: state.nodes.iter().map(|n| n.gpus.total).sum(),
-        gpus_free: state.nodes.iter().map(|n| n.gpus.free).sum(),
-        state,
-    })
-}
 
 /// `GET /api/clusters/{name}/features`: every managed feature's actual state.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FeaturesView {
     pub cluster: String,
-    pub features: Vec<super::steps::features::FeatureState>,
+    pub features: Vec<crate::service::steps::features::FeatureState>,
     /// Features that may be enabled here (INSTANTSTART_ALLOWED_FEATURES; every one when unset).
     pub allowed: Vec<String>,
 }
@@ -347,8 +23,8 @@ pub async fn features(engine: &Engine, name: &str, allowed: &[String]) -> ApiRes
     let target = kube_target(engine, name).await?;
     let latest = engine.store().latest_per_kind(name).await?;
     let mut out = Vec::new();
-    for f in super::steps::features::FEATURES {
-        let mut state = super::steps::features::actual(engine.cloud(), name, &target, f)
+    for f in crate::service::steps::features::FEATURES {
+        let mut state = crate::service::steps::features::actual(engine.cloud(), name, &target, f)
             .await
             .map_err(|e| ApiError::Cloud(Box::new(e)))?;
         in_progress(&mut state, latest.iter().find(|o| o.kind == f.kind));
@@ -358,7 +34,7 @@ pub async fn features(engine: &Engine, name: &str, allowed: &[String]) -> ApiRes
         cluster: name.to_string(),
         features: out,
         allowed: if allowed.is_empty() {
-            super::steps::features::FEATURES
+            crate::service::steps::features::FEATURES
                 .iter()
                 .map(|f| f.key.to_string())
                 .collect()
@@ -370,8 +46,8 @@ pub async fn features(engine: &Engine, name: &str, allowed: &[String]) -> ApiRes
 
 /// Mid-change a feature's chain is partly there: while its operation runs, say what is
 /// happening (and which operation) rather than "degraded".
-fn in_progress(
-    state: &mut super::steps::features::FeatureState,
+pub(super) fn in_progress(
+    state: &mut crate::service::steps::features::FeatureState,
     latest: Option<&crate::store::Operation>,
 ) {
     let Some(op) = latest.filter(|o| !o.state.is_terminal()) else {
@@ -434,7 +110,7 @@ pub enum FeatureChange {
     Unchanged,
     Change {
         kind: &'static str,
-        params: super::steps::features::FeatureParams,
+        params: crate::service::steps::features::FeatureParams,
     },
 }
 
@@ -450,14 +126,14 @@ pub fn autoscaling_eligible(g: &crate::cloud::InstanceGroupSpec) -> bool {
 
 /// The instance groups managed autoscaling should govern: those asked for, or every eligible
 /// one ([`autoscaling_eligible`]).
-async fn autoscaling_groups(
+pub(super) async fn autoscaling_groups(
     engine: &Engine,
     name: &str,
     asked: Option<&[String]>,
 ) -> ApiResult<Vec<String>> {
-    use super::steps::features::MAX_AUTOSCALED_GROUPS;
+    use crate::service::steps::features::MAX_AUTOSCALED_GROUPS;
     const FIELD: &str = "managedAutoscalingInstanceGroups";
-    let groups = super::recorded_groups(engine, name).await?;
+    let groups = crate::service::recorded_groups(engine, name).await?;
     let eligible = autoscaling_eligible;
     let eligible_names: Vec<&String> = groups
         .iter()
@@ -472,7 +148,7 @@ async fn autoscaling_groups(
                     None => {
                         return Err(ApiError::validation_hint(
                             FIELD,
-                            format!("`{}` is not an instance group of `{name}`", super::validate::truncate(g)),
+                            format!("`{}` is not an instance group of `{name}`", crate::service::validate::truncate(g)),
                             json!(eligible_names),
                         ))
                     }
@@ -514,7 +190,7 @@ pub async fn plan_features(
     patch: &FeaturesPatch,
     allowed: &[String],
 ) -> ApiResult<Vec<(&'static str, FeatureChange)>> {
-    use super::steps::features as f;
+    use crate::service::steps::features as f;
     let target = kube_target(engine, name).await?;
     if let Some(p) = patch.tiered_checkpointing_memory_percent {
         if patch.tiered_checkpointing == Some(false) || !(1..=100).contains(&p) {

@@ -1,0 +1,130 @@
+//! What the REST edge asks of a cluster's Kubernetes side: the dependencies report, storage
+//! claims, managed features, and live node/GPU state from the watch-backed cache.
+
+mod features;
+mod storage;
+
+pub use features::*;
+pub use storage::*;
+
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::steps::deps::{self, ComponentState, ComponentStatus};
+use super::validate;
+use crate::cloud::{ClusterState, KubeTarget, MANAGED_BY};
+use crate::error::{ApiError, ApiResult};
+use crate::ops::Engine;
+use crate::store::{OpState, PhaseState};
+
+/// Where the cluster's API server is, from what the `cluster` stage recorded.
+pub async fn kube_target(engine: &Engine, name: &str) -> ApiResult<KubeTarget> {
+    let record = super::live_cluster(engine, name).await?;
+    let get = |k: &str| {
+        record
+            .resources
+            .get(k)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    match (get("eksEndpoint"), get("eksCertificateAuthority")) {
+        (Some(endpoint), Some(ca)) => Ok(KubeTarget {
+            cluster: name.to_string(),
+            endpoint,
+            certificate_authority: ca,
+        }),
+        _ => Err(ApiError::Conflict {
+            slug: "stage-not-ready",
+            detail: format!("`{name}` has no EKS cluster yet: run the cluster stage first"),
+            field: None,
+            operation_id: None,
+        }),
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DependencyReport {
+    pub cluster: String,
+    /// In install order.
+    pub components: Vec<ComponentStatus>,
+    /// The latest `dependencies` operation, if any.
+    pub operation_id: Option<String>,
+    /// Every component is ready.
+    pub ready: bool,
+}
+
+/// Each component's live state, with what the latest `dependencies` operation says layered on
+/// top (a component whose phase failed is `failed` with the phase's reason until it is ready).
+pub async fn dependencies(engine: &Engine, name: &str) -> ApiResult<DependencyReport> {
+    let target = kube_target(engine, name).await?;
+    let latest = engine
+        .store()
+        .list_operations(Some(name), None, 50)
+        .await?
+        .into_iter()
+        .find(|o| o.kind == "dependencies");
+    let mut components = Vec::new();
+    for c in deps::COMPONENTS {
+        let mut status = deps::component_status(engine.cloud(), name, &target, c)
+            .await
+            .map_err(|e| ApiError::Cloud(Box::new(e)))?;
+        let phase = latest
+            .as_ref()
+            .and_then(|o| o.phases.iter().find(|p| p.name == c.name));
+        if let (Some(op), Some(phase)) = (&latest, phase) {
+            let running = matches!(op.state, OpState::Running | OpState::Pending);
+            if status.state != ComponentState::Ready {
+                if phase.state == PhaseState::Failed {
+                    status.state = ComponentState::Failed;
+                    if let Some(msg) = phase.error.as_ref().and_then(|e| e["message"].as_str()) {
+                        status.reason = msg.to_string();
+                    }
+                } else if running && status.state == ComponentState::Pending {
+                    status.state = ComponentState::Installing;
+                    status.reason = phase
+                        .progress
+                        .clone()
+                        .unwrap_or_else(|| "queued in the running reconciliation".into());
+                }
+            }
+        }
+        components.push(status);
+    }
+    Ok(DependencyReport {
+        cluster: name.to_string(),
+        ready: components.iter().all(|c| c.state == ComponentState::Ready),
+        components,
+        operation_id: latest.map(|o| o.id),
+    })
+}
+
+/// Live node and GPU state, served from the watch-backed cache.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterStatus {
+    pub cluster: String,
+    pub ready_nodes: usize,
+    pub gpus_total: u32,
+    pub gpus_free: u32,
+    #[serde(flatten)]
+    pub state: ClusterState,
+}
+
+pub async fn status(engine: &Engine, name: &str) -> ApiResult<ClusterStatus> {
+    let target = kube_target(engine, name).await?;
+    let state = engine
+        .cloud()
+        .kube
+        .cluster_state(&target)
+        .await
+        .map_err(|e| ApiError::Cloud(Box::new(e)))?;
+    Ok(ClusterStatus {
+        cluster: name.to_string(),
+        ready_nodes: state.nodes.iter().filter(|n| n.ready).count(),
+        gpus_total: state.nodes.iter().map(|n| n.gpus.total).sum(),
+        gpus_free: state.nodes.iter().map(|n| n.gpus.free).sum(),
+        state,
+    })
+}

@@ -1,0 +1,83 @@
+//! A look into a storage claim: the objects under a prefix of its bucket.
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use utoipa::ToSchema;
+
+use super::*;
+use crate::error::{ApiError, ApiResult};
+use crate::ops::Engine;
+
+/// Query of `GET /api/clusters/{name}/storage/{claim}/objects`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ObjectsQuery {
+    /// Only keys under this prefix (e.g. `models/`).
+    pub prefix: Option<String>,
+}
+
+/// Keys in the bucket behind an S3 claim (at most 1000).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectList {
+    pub claim: String,
+    pub bucket: String,
+    pub prefix: String,
+    pub keys: Vec<String>,
+    /// More keys exist than were returned.
+    pub truncated: bool,
+}
+
+pub async fn list_objects(
+    engine: &Engine,
+    name: &str,
+    claim: &str,
+    prefix: Option<&str>,
+) -> ApiResult<ObjectList> {
+    validate::dns_label("claim", "claim name", claim)?;
+    let prefix = prefix.unwrap_or("");
+    if prefix.len() > 512 || prefix.starts_with('/') || prefix.contains("..") {
+        return Err(ApiError::validation_hint(
+            "prefix",
+            "not a key prefix",
+            json!("e.g. models/"),
+        ));
+    }
+    let claims = list_storage(engine, name).await?;
+    let Some(c) = claims.iter().find(|c| c.claim_name == claim) else {
+        return Err(ApiError::NotFound {
+            what: format!("claim `{claim}` of `{name}`"),
+            hint: Some(Box::new(json!(claims
+                .iter()
+                .map(|c| &c.claim_name)
+                .collect::<Vec<_>>()))),
+        });
+    };
+    let Some(bucket) = c.bucket.clone() else {
+        return Err(ApiError::Conflict {
+            slug: "not-s3",
+            detail: format!(
+                "`{claim}` is an FSx for Lustre volume, not an S3 bucket: look into it from a pod"
+            ),
+            field: Some("claim".into()),
+            operation_id: None,
+        });
+    };
+    const LIMIT: usize = 1000;
+    let mut keys = engine
+        .cloud()
+        .objects
+        .list_objects(&bucket, prefix)
+        .await
+        .map_err(cloud_err)?;
+    let truncated = keys.len() > LIMIT;
+    keys.truncate(LIMIT);
+    Ok(ObjectList {
+        claim: claim.into(),
+        bucket,
+        prefix: prefix.into(),
+        keys,
+        truncated,
+    })
+}
