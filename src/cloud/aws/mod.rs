@@ -7,6 +7,7 @@
 //! acting again — a retried create is how duplicates are born.
 
 mod ec2;
+mod ec2_kinds;
 mod eks;
 pub mod errors;
 mod iam;
