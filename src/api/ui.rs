@@ -16,18 +16,21 @@ pub fn router() -> Router<AppState> {
         .route("/ui/{file}", get(asset))
 }
 
-/// Every file under `/ui/`: (name, content type, body).
+const JS: &str = "text/javascript; charset=utf-8";
+
+/// Every file under `/ui/`: (name, content type, body). The shell (`app.js`), the shared kit,
+/// one module per page, the stylesheet.
 pub const ASSETS: &[(&str, &str, &str)] = &[
-    (
-        "app.js",
-        "text/javascript; charset=utf-8",
-        include_str!("../../web/app.js"),
-    ),
-    (
-        "views.js",
-        "text/javascript; charset=utf-8",
-        include_str!("../../web/views.js"),
-    ),
+    ("app.js", JS, include_str!("../../web/app.js")),
+    ("kit.js", JS, include_str!("../../web/kit.js")),
+    ("clusters.js", JS, include_str!("../../web/clusters.js")),
+    ("create.js", JS, include_str!("../../web/create.js")),
+    ("cluster.js", JS, include_str!("../../web/cluster.js")),
+    ("nodes.js", JS, include_str!("../../web/nodes.js")),
+    ("storage.js", JS, include_str!("../../web/storage.js")),
+    ("operations.js", JS, include_str!("../../web/operations.js")),
+    ("features.js", JS, include_str!("../../web/features.js")),
+    ("workloads.js", JS, include_str!("../../web/workloads.js")),
     (
         "app.css",
         "text/css; charset=utf-8",

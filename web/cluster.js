@@ -1,0 +1,46 @@
+// Page: one cluster: stages, dependencies, nodes and GPUs, storage claims.
+
+import { api, h, live, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
+
+export async function cluster(name) {
+  const show = scoped();
+  const render = async () => {
+    const enc = encodeURIComponent(name);
+    const [c, deps, status, claims] = await Promise.all([
+      api(`/api/clusters/${enc}`), api(`/api/clusters/${enc}/dependencies`),
+      api(`/api/clusters/${enc}/status`), api(`/api/clusters/${enc}/storage`)]);
+    if (!c.ok) return show(h('h1', {}, name), errorBox(c));
+    const stages = ['cluster', 'dependencies', 'hyperpod', 'storage'].map((s) => {
+      const op = c.body.stages[s];
+      return [s, op ? stateBadge(op.state) : stateBadge('pending'), op ? h('a', { href: `#/op/${op.id}` }, 'progress') : ''];
+    });
+    const reconcile = h('button', { type: 'button', onclick: async (e) => {
+      e.target.disabled = true;
+      const r = await api(`/api/clusters/${enc}/dependencies`, { method: 'POST' });
+      if (r.ok) location.hash = `#/op/${r.body.operationId}`;
+      else e.target.after(errorBox(r));
+    } }, 'Reconcile dependencies');
+    show(h('h1', {}, `Cluster ${name}`),
+      h('h2', {}, 'Stages'), table(['Stage', 'State', ''], stages),
+      h('h2', {}, 'Dependencies'),
+      deps.ok ? table(['Component', 'Install', 'State', 'Reason'], deps.body.components.map((d) => [d.name, d.install, stateBadge(d.state), d.reason])) : errorBox(deps),
+      reconcile,
+      h('h2', {}, 'Nodes'), nodesTable(status),
+      h('h2', {}, 'Storage claims'), claimsTable(claims));
+  };
+  await render();
+  return follow((o) => o.cluster === name, render);
+}
+
+function nodesTable(status) {
+  if (!status.ok) return errorBox(status);
+  const s = status.body;
+  return h('div', {},
+    h('p', { class: 'muted' }, `${s.readyNodes} ready of ${s.nodes.length} · GPUs free ${s.gpusFree} of ${s.gpusTotal} · pending GPU demand ${s.pendingGpus} · cache age ${s.cache.ageMs} ms`),
+    table(['Node', 'Instance type', 'Group', 'Capacity', 'GPUs (requested/allocatable)', 'Ready', 'Health'],
+      s.nodes.map((n) => [n.name, n.instanceType || '', n.instanceGroup || '', n.capacityType || '',
+        `${n.gpus.requested}/${n.gpus.allocatable}`, readyCell(n),
+        Object.values(n.health).join(', ')]), 'No nodes have joined yet.'));
+}
+
+/** Ready, or not with the reason the node gives (what its kubelet would log). */

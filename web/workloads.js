@@ -1,0 +1,105 @@
+// Pages: model downloads, self-managed inference (with a smoke test), training jobs.
+
+import { api, h, live, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
+
+export async function models() {
+  const show = scoped();
+  if (needsActive('Models')) return null;
+  const enc = encodeURIComponent(session.active);
+  // Only the list follows pushes: the form keeps what the user is typing.
+  const listBox = h('div', { id: 'models-list' });
+  const render = async () => {
+    const list = await api(`/api/clusters/${enc}/models`);
+    listBox.replaceChildren(list.ok ? table(['Model', 'Revision', 'Claim', 'Path', 'State', ''], list.body.map((m) => [m.modelId, m.revision, m.claim, m.path,
+      h('span', {}, stateBadge(m.state), m.message ? h('div', { class: 'error' }, m.message) : null),
+      h('button', { type: 'button', class: 'secondary', 'aria-label': `remove download ${m.modelId}`,
+        onclick: (e) => removeWorkload(`/api/clusters/${enc}/jobs/${encodeURIComponent(m.job)}`,
+          `Remove the download job of ${m.modelId}? The files already in the bucket stay.`, e.target) }, 'remove job')]),
+    'No model downloaded yet.') : errorBox(list));
+  };
+  const id = input('model-id', { placeholder: 'owner/name, e.g. Qwen/Qwen3-8B' });
+  const revision = input('model-revision', { placeholder: 'main' });
+  const token = h('input', { type: 'password', id: 'model-token', autocomplete: 'off' });
+  await render();
+  show(h('h1', {}, `Models · ${session.active}`), listBox,
+    h('h2', {}, 'Download from Hugging Face'),
+    startForm('Download', 'model', [['Model id', id], ['Revision', revision],
+      ['Token', token, 'Only for gated models. Kept in a Kubernetes Secret, never stored here.']],
+    `/api/clusters/${enc}/models`, () => {
+      const b = { modelId: id.value.trim() };
+      if (revision.value.trim()) b.revision = revision.value.trim();
+      if (token.value) b.hfToken = token.value;
+      return b;
+    }));
+  return follow((o) => o.cluster === session.active && ['model-download', 'workload-delete'].includes(o.kind), render);
+}
+
+export async function inference() {
+  const show = scoped();
+  if (needsActive('Inference')) return null;
+  const enc = encodeURIComponent(session.active);
+  const listBox = h('div', { id: 'deployments-list' });
+  const answer = h('pre', { id: 'invoke-answer', class: 'muted' });
+  const invoke = (d) => {
+    const prompt = h('input', { type: 'text', 'aria-label': `prompt for ${d.name}`, value: 'Say hello in one word.' });
+    const go = h('button', { type: 'button', class: 'secondary', onclick: async () => {
+      go.disabled = true;
+      const r = await api(`/api/clusters/${enc}/deployments/${encodeURIComponent(d.name)}/invoke`, { method: 'POST', body: { prompt: prompt.value } });
+      go.disabled = false;
+      answer.textContent = r.ok ? (r.body.choices?.[0]?.message?.content ?? JSON.stringify(r.body)) : problemText(r.body);
+    } }, 'invoke');
+    return h('span', {}, prompt, ' ', go);
+  };
+  const render = async () => {
+    const list = await api(`/api/clusters/${enc}/deployments`);
+    listBox.replaceChildren(list.ok ? table(['Deployment', 'Image', 'Ready', 'State', 'Service', 'Endpoint', 'Smoke test', ''],
+      list.body.map((d) => [d.name, d.image, `${d.readyReplicas}/${d.replicas}`, stateBadge(d.state), d.service, d.endpoint || '',
+        d.state === 'ready' ? invoke(d) : '',
+        h('button', { type: 'button', class: 'secondary', 'aria-label': `remove deployment ${d.name}`,
+          onclick: (e) => removeWorkload(`/api/clusters/${enc}/deployments/${encodeURIComponent(d.name)}`,
+            `Stop serving ${d.name}?`, e.target) }, 'remove')]),
+      'Nothing is served yet.') : errorBox(list));
+  };
+  const name = input('dep-name', { placeholder: 'e.g. qwen3-8b' });
+  const image = input('dep-image', { placeholder: 'vllm/vllm-openai:latest' });
+  const args = input('dep-args', { placeholder: '--model /s3/models/Qwen/Qwen3-8B' });
+  const gpus = h('input', { type: 'number', id: 'dep-gpus', min: 1, max: 8, value: 1 });
+  const replicas = h('input', { type: 'number', id: 'dep-replicas', min: 1, max: 16, value: 1 });
+  const service = h('select', { id: 'dep-service' }, ['cluster-ip', 'load-balancer'].map((v) => h('option', { value: v }, v)));
+  await render();
+  show(h('h1', {}, `Inference · ${session.active}`), listBox, answer,
+    h('h2', {}, 'Serve a model'),
+    startForm('Deploy', 'dep', [['Name', name], ['Image', image], ['Arguments', args, 'Space-separated; passed as a list, never to a shell. The storage claim is at /s3.'],
+      ['GPUs per replica', gpus], ['Replicas', replicas],
+      ['Service', service, 'load-balancer is internal to the VPC, never internet-facing.']],
+    `/api/clusters/${enc}/deployments`, () => {
+      const b = { deploymentName: name.value.trim(), gpus: Number(gpus.value), replicas: Number(replicas.value), service: service.value };
+      if (image.value.trim()) b.image = image.value.trim();
+      const a = args.value.trim();
+      if (a) b.args = a.split(/\s+/);
+      return b;
+    }));
+  return follow((o) => o.cluster === session.active && ['inference-deploy', 'workload-delete'].includes(o.kind), render);
+}
+
+export async function jobs() {
+  const show = scoped();
+  if (needsActive('Training')) return null;
+  const enc = encodeURIComponent(session.active);
+  const render = async () => {
+    const list = await api(`/api/clusters/${enc}/jobs`);
+    show(h('h1', {}, `Training & jobs · ${session.active}`),
+      h('p', { class: 'muted' }, 'Jobs in namespace default: Kubernetes Jobs, HyperPod PyTorch jobs and Ray jobs. Submitting training jobs arrives in a later version.'),
+      list.ok ? table(['Job', 'Kind', 'State', 'Created', 'Message', ''], list.body.map((j) => [j.name, j.kind, stateBadge(j.state), j.created || '', j.message || '',
+        h('button', { type: 'button', class: 'secondary', 'aria-label': `delete job ${j.name}`,
+          onclick: (e) => removeWorkload(`/api/clusters/${enc}/jobs/${encodeURIComponent(j.name)}?kind=${j.kind}`,
+            `Delete ${j.kind} ${j.name} and its pods (and their logs)?`, e.target) }, 'delete')]),
+      'No jobs.') : errorBox(list));
+  };
+  await render();
+  return follow((o) => o.cluster === session.active, render);
+}
+
+// --- advanced features ---------------------------------------------------------------------
+
+/** Shows actual state; sends only the fields the user changed; says "no change" otherwise. */
