@@ -13,6 +13,7 @@ pub mod groups;
 pub mod openapi;
 pub mod operations;
 pub mod stages;
+pub mod trace;
 pub mod ui;
 pub mod workloads;
 
@@ -362,6 +363,7 @@ where
         .merge(ui::router())
         .route("/api/events", axum::routing::get(events::events))
         .route("/api/openapi.json", axum::routing::get(openapi::serve))
+        .route_layer(axum::middleware::from_fn(trace::trace))
         .nest_service("/mcp", mcp)
         .fallback(|| async { ApiError::not_found("route") })
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT));

@@ -30,3 +30,21 @@ fn no_adapter_or_port_imports_the_domain_or_the_api() {
         }
     }
 }
+
+/// A file past ~600 lines usually holds two jobs; the project keeps none that long.
+#[test]
+fn no_source_or_ui_file_is_over_600_lines() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    for entry in std::fs::read_dir(root.join("web")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "js") {
+            files.push(path);
+        }
+    }
+    for f in files {
+        let lines = std::fs::read_to_string(&f).unwrap().lines().count();
+        assert!(lines <= 600, "{} has {lines} lines", f.display());
+    }
+}

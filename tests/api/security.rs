@@ -161,3 +161,32 @@ async fn the_container_probe_succeeds_only_against_a_healthy_server() {
     let closed = probe(free_port());
     assert!(!closed.status.success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_carries_a_request_id_and_a_plain_one_is_kept() {
+    let app = spawn_app().await;
+    let r = app.get("/api/clusters").await;
+    let id = r.headers()["x-request-id"].to_str().unwrap().to_string();
+    assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
+    let r = app
+        .client
+        .get(app.url("/api/clusters"))
+        .header("x-request-id", "trace-123")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["x-request-id"], "trace-123");
+    // Anything else (too long, or not plain) is replaced, so logs never carry it.
+    let r = app
+        .client
+        .get(app.url("/api/clusters"))
+        .header("x-request-id", "a b\"c")
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(r.headers()["x-request-id"], "a b\"c");
+    // Problems carry one too.
+    let r = app.get("/api/clusters/Bad_Name").await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(r.headers().contains_key("x-request-id"));
+}
