@@ -59,6 +59,11 @@ impl Submission {
         }
     }
 
+    /// The idempotency key of a pipeline's stage: the pipeline finds its stage again by it.
+    pub fn stage_key(pipeline_id: &str, stage: &str) -> String {
+        format!("{pipeline_id}/{stage}")
+    }
+
     /// A stage of a running pipeline, keyed by the pipeline so a resumed pipeline finds it.
     pub fn stage_of(
         kind: &'static str,
@@ -71,7 +76,7 @@ impl Submission {
             cluster: cluster.to_string(),
             params,
             actor: parent.actor.clone(),
-            idempotency_key: Some(format!("{}/{kind}", parent.id)),
+            idempotency_key: Some(Self::stage_key(&parent.id, kind)),
             request_hash: None,
             parent_id: Some(parent.id.clone()),
             new_cluster: None,

@@ -155,12 +155,6 @@ pub struct StageStep {
     pub stage: &'static str,
 }
 
-impl StageStep {
-    fn key(cx: &StepCx<'_>, stage: &str) -> String {
-        format!("{}/{stage}", cx.op.id)
-    }
-}
-
 #[async_trait]
 impl Step for StageStep {
     fn name(&self) -> &'static str {
@@ -170,7 +164,9 @@ impl Step for StageStep {
         let found = cx
             .engine
             .store()
-            .find_by_key(&Self::key(cx, self.stage))
+            .find_by_key(&crate::service::Submission::stage_key(
+                &cx.op.id, self.stage,
+            ))
             .await?;
         Ok(found.map(|(id, _)| json!({"operationId": id})))
     }
