@@ -192,7 +192,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
     let engine = Engine::new(
         store,
         cloud,
-        Arc::new(service::steps::Catalog),
+        Arc::new(service::steps::OperationKinds),
         EngineConfig {
             poll_interval: poll,
             max_transient_retries: 8,

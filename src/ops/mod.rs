@@ -17,164 +17,14 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use crate::cloud::{Cloud, CloudError};
-use crate::store::{ClusterRecord, OpState, Operation, PhaseState, PhaseUpdate, Store};
+use crate::cloud::Cloud;
+use crate::store::{OpState, Operation, PhaseState, PhaseUpdate, Store};
 
-/// Why a step failed.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StepError {
-    /// Stable slug (`cloud-error`, `no-address-space`, `stage-failed` ...).
-    pub code: String,
-    pub message: String,
-    /// Transient: the engine retries with backoff (always looking before creating again).
-    pub retryable: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cloud: Option<Box<CloudError>>,
-}
-
-impl StepError {
-    pub fn fatal(code: &str, message: impl Into<String>) -> Self {
-        Self {
-            code: code.into(),
-            message: message.into(),
-            retryable: false,
-            cloud: None,
-        }
-    }
-}
-
-impl From<CloudError> for StepError {
-    fn from(e: CloudError) -> Self {
-        Self {
-            code: "cloud-error".into(),
-            message: e.to_string(),
-            retryable: e.retryable,
-            cloud: Some(Box::new(e)),
-        }
-    }
-}
-
-impl From<anyhow::Error> for StepError {
-    fn from(e: anyhow::Error) -> Self {
-        Self {
-            code: "internal".into(),
-            message: format!("{e:#}"),
-            retryable: true,
-            cloud: None,
-        }
-    }
-}
-
-impl From<sqlx::Error> for StepError {
-    fn from(e: sqlx::Error) -> Self {
-        anyhow::Error::from(e).into()
-    }
-}
-
-pub type StepResult<T> = Result<T, StepError>;
-
-/// Result of one look at a resource being watched.
-pub enum Poll {
-    /// Terminal and healthy; the final outputs of the phase.
-    Ready(Value),
-    /// Still converging; a progress line for the status route.
-    Pending(String),
-}
-
-/// What a step sees.
-pub struct StepCx<'a> {
-    pub engine: &'a Engine,
-    pub op: &'a Operation,
-    /// The cluster record as of the start of this phase (resources recorded so far).
-    pub cluster: Option<ClusterRecord>,
-    pub cloud: &'a Cloud,
-}
-
-impl StepCx<'_> {
-    /// A string the earlier phases recorded on the cluster (e.g. `vpcId`).
-    pub fn resource(&self, key: &str) -> StepResult<String> {
-        self.cluster
-            .as_ref()
-            .and_then(|c| c.resources.get(key))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .ok_or_else(|| {
-                StepError::fatal(
-                    "missing-prerequisite",
-                    format!("cluster has no recorded `{key}`; run the earlier stage first"),
-                )
-            })
-    }
-
-    pub fn param<T: serde::de::DeserializeOwned>(&self) -> StepResult<T> {
-        serde_json::from_value(self.op.params.clone())
-            .map_err(|e| StepError::fatal("bad-params", format!("operation parameters: {e}")))
-    }
-}
-
-/// One phase of an operation kind.
-#[async_trait]
-pub trait Step: Send + Sync {
-    fn name(&self) -> &'static str;
-    /// Look for what [`Step::act`] would create, by deterministic name or tag. Called before
-    /// acting again whenever an earlier attempt may have acted (resume, retry, transient error).
-    async fn find(&self, _cx: &StepCx<'_>) -> StepResult<Option<Value>> {
-        Ok(None)
-    }
-    /// The mutating call(s); returns the identifiers to record.
-    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value>;
-    /// Watch until terminal. The default: ready as soon as acted.
-    async fn poll(&self, _cx: &StepCx<'_>, outputs: &Value) -> StepResult<Poll> {
-        Ok(Poll::Ready(outputs.clone()))
-    }
-    /// Whether the outputs are merged into the cluster's recorded resources.
-    fn records_resources(&self) -> bool {
-        true
-    }
-}
-
-/// A phase whose single call reads the actual state first and changes only what differs, so
-/// repeating it after a crash is safe: resuming runs it again instead of searching, and it
-/// records nothing in the cluster's resources.
-#[async_trait]
-pub trait Reconcile: Send + Sync {
-    fn phase(&self) -> &'static str;
-    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value>;
-    async fn poll(&self, _cx: &StepCx<'_>, outputs: &Value) -> StepResult<Poll> {
-        Ok(Poll::Ready(outputs.clone()))
-    }
-}
-
-#[async_trait]
-impl<T: Reconcile> Step for T {
-    fn name(&self) -> &'static str {
-        self.phase()
-    }
-    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
-        self.reconcile(cx).await.map(Some)
-    }
-    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        self.reconcile(cx).await
-    }
-    async fn poll(&self, cx: &StepCx<'_>, outputs: &Value) -> StepResult<Poll> {
-        Reconcile::poll(self, cx, outputs).await
-    }
-    fn records_resources(&self) -> bool {
-        false
-    }
-}
-
-/// The domain's catalogue of operation kinds.
-pub trait Stages: Send + Sync {
-    /// The phases of an operation kind, in order, given its parameters.
-    fn steps(&self, kind: &str, params: &Value) -> Option<Vec<Arc<dyn Step>>>;
-}
+mod step;
+pub use step::*;
 
 /// Tuning of the engine's waits.
 #[derive(Debug, Clone, Copy)]
@@ -241,6 +91,11 @@ impl Engine {
 
     pub fn cloud(&self) -> &Cloud {
         &self.inner.cloud
+    }
+
+    /// The phases an operation of `kind` with `params` will run, from the engine's own table.
+    pub fn phase_names(&self, kind: &str, params: &Value) -> Option<Vec<String>> {
+        self.inner.stages.phase_names(kind, params)
     }
 
     /// A receiver that changes whenever any operation or phase is persisted.

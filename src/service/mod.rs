@@ -26,7 +26,7 @@ pub use views::*;
 
 use sha2::{Digest, Sha256};
 
-use steps::{Catalog, ClusterParams, HyperPodParams, PipelineParams};
+use steps::{ClusterParams, HyperPodParams, PipelineParams};
 
 /// Settings key of the active cluster.
 pub const ACTIVE_CLUSTER: &str = "active-cluster";

@@ -53,7 +53,7 @@ pub fn request_hash(kind: &str, cluster: &str, body: &Value) -> String {
 /// concurrent identical submissions can never both insert.
 pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
     let store = engine.store();
-    let phases = Catalog
+    let phases = engine
         .phase_names(sub.kind, &sub.params)
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("unknown kind {}", sub.kind)))?;
     let guard = store.write_lock.lock().await;

@@ -245,22 +245,10 @@ fn network_steps() -> Vec<Arc<dyn Step>> {
     ]
 }
 
-/// The domain's [`Stages`].
-pub struct Catalog;
+/// The domain's operation kinds, as the engine's [`Stages`]: which phases each kind runs.
+pub struct OperationKinds;
 
-impl Catalog {
-    /// Phase names of a kind, for inserting its rows.
-    pub fn phase_names(&self, kind: &str, params: &Value) -> Option<Vec<String>> {
-        Some(
-            self.steps(kind, params)?
-                .iter()
-                .map(|s| s.name().to_string())
-                .collect(),
-        )
-    }
-}
-
-impl Stages for Catalog {
+impl Stages for OperationKinds {
     fn steps(&self, kind: &str, params: &Value) -> Option<Vec<Arc<dyn Step>>> {
         use hyperpod::*;
         use network::*;
