@@ -222,14 +222,8 @@ impl crate::ops::Reconcile for DependenciesReadyStep {
             if left_alone(cx, c.name) {
                 continue;
             }
-            if component_status(cx.cloud, &cx.op.cluster, &target, c)
-                .await?
-                .state
-                == ComponentState::Pending
-            {
-                continue;
-            }
             match readiness(cx.cloud, &cx.op.cluster, &target, c).await? {
+                Readiness::Absent => {}
                 Readiness::Ready => serving.push(c.name),
                 Readiness::Waiting(why) => return Ok(Poll::Pending(why)),
                 Readiness::Failed(why) => return Err(StepError::fatal("dependency-failed", why)),
@@ -335,6 +329,13 @@ impl Step for ComponentStep {
             return Ok(Poll::Ready(out.clone()));
         }
         match readiness(cx.cloud, &cx.op.cluster, &kube_target(cx)?, c).await? {
+            Readiness::Absent => match c.install {
+                Install::Addon { .. } => Err(StepError::fatal(
+                    "addon-missing",
+                    format!("add-on {} disappeared while it was being installed", c.name),
+                )),
+                Install::Manifests(_) => Ok(Poll::Pending(format!("waiting for {}", c.name))),
+            },
             Readiness::Ready => Ok(Poll::Ready(out.clone())),
             Readiness::Waiting(why) => {
                 // This stage runs before the HyperPod nodes exist: what waits only for a node

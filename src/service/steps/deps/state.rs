@@ -172,8 +172,10 @@ pub async fn component_status(
     })
 }
 
-/// Whether an installed component is serving.
+/// Whether a component is serving.
 pub enum Readiness {
+    /// Not installed: no add-on, none of its objects.
+    Absent,
     Ready,
     /// Still coming up (or waiting for a node to run on): why.
     Waiting(String),
@@ -191,8 +193,8 @@ pub async fn any_node_ready(cloud: &Cloud, target: &KubeTarget) -> CloudResult<b
         .any(|n| n.ready))
 }
 
-/// Reads whether an installed component is serving: an add-on ACTIVE (at a supported version),
-/// every object of a manifest component present and ready.
+/// Reads whether a component is serving: an add-on ACTIVE (at a supported version), every
+/// object of a manifest component present and ready. One read of each source.
 pub async fn readiness(
     cloud: &Cloud,
     cluster: &str,
@@ -202,10 +204,7 @@ pub async fn readiness(
     match &c.install {
         Install::Addon { min_version, .. } => {
             let Some(a) = cloud.eks.describe_addon(cluster, c.name).await? else {
-                return Ok(Readiness::Failed(format!(
-                    "add-on {} disappeared while it was being installed",
-                    c.name
-                )));
+                return Ok(Readiness::Absent);
             };
             if let (Some(min), Some(v)) = (min_version, a.version.as_deref()) {
                 if !version_at_least(v, min) {
@@ -229,19 +228,26 @@ pub async fn readiness(
             })
         }
         Install::Manifests(f) => {
+            let (mut found, mut waiting) = (0, None);
             for m in f(&cloud.network.region()) {
                 let Some(r) = ObjectRef::of(&m) else { continue };
-                let Some(actual) = cloud.kube.get(target, &r).await? else {
-                    return Ok(Readiness::Waiting(format!(
-                        "waiting for {}/{}",
-                        r.kind, r.name
-                    )));
-                };
-                if let Err(why) = object_ready(&actual) {
-                    return Ok(Readiness::Waiting(why));
+                match cloud.kube.get(target, &r).await? {
+                    None => {
+                        waiting.get_or_insert(format!("waiting for {}/{}", r.kind, r.name));
+                    }
+                    Some(actual) => {
+                        found += 1;
+                        if let Err(why) = object_ready(&actual) {
+                            waiting.get_or_insert(why);
+                        }
+                    }
                 }
             }
-            Ok(Readiness::Ready)
+            Ok(match waiting {
+                _ if found == 0 => Readiness::Absent,
+                Some(why) => Readiness::Waiting(why),
+                None => Readiness::Ready,
+            })
         }
     }
 }
