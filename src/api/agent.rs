@@ -28,7 +28,9 @@ pub struct AgentConfig {
     pub skills: Value,
 }
 
-#[utoipa::path(get, path = "/api/agent/config", responses((status = 200, body = AgentConfig)))]
+/// The hypd-inst-agent configuration for Kiro CLI, its prompt, a generic MCP client configuration
+/// and the skills.
+#[utoipa::path(get, path = "/api/agent/config", operation_id = "agent_config_get", responses((status = 200, body = AgentConfig)))]
 async fn agent_config() -> ApiResult<Json<AgentConfig>> {
     let parse = |text: &str| serde_json::from_str::<Value>(text).map_err(anyhow::Error::from);
     let skills: serde_json::Map<String, Value> = crate::mcp::skills::SKILLS

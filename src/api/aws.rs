@@ -34,7 +34,11 @@ pub struct Identity {
     pub cloud: String,
 }
 
-#[utoipa::path(get, path = "/api/aws/identity", responses((status = 200, body = Identity), (status = 502, body = Problem)))]
+/// The AWS account, IAM principal and region this control plane acts in (sandbox: the simulated
+/// account).
+#[utoipa::path(get, path = "/api/aws/identity", operation_id = "identity_get",
+    extensions(("x-mcp" = json!({"openWorld": true}))),
+    responses((status = 200, body = Identity), (status = 502, body = Problem)))]
 async fn identity(State(state): State<AppState>) -> ApiResult<Json<Identity>> {
     let cloud = state.engine.cloud();
     let me = cloud.iam.caller_identity().await?;
@@ -59,7 +63,8 @@ pub struct Health {
     pub version: String,
 }
 
-#[utoipa::path(get, path = "/healthz", responses((status = 200, body = Health)))]
+/// Server health: which cloud (aws or sandbox), region, and any reason the cloud cannot be used.
+#[utoipa::path(get, path = "/healthz", operation_id = "health_get", responses((status = 200, body = Health)))]
 async fn healthz(State(state): State<AppState>) -> Json<Health> {
     let warning = state.cloud_warning.clone();
     Json(Health {
@@ -71,7 +76,10 @@ async fn healthz(State(state): State<AppState>) -> Json<Health> {
     })
 }
 
-#[utoipa::path(get, path = "/api/aws/zones", responses((status = 200, body = [Zone]), (status = 502, body = Problem)))]
+/// Availability Zones of the region (name and zone id). Call before asking the user for a zone.
+#[utoipa::path(get, path = "/api/aws/zones", operation_id = "zone_list",
+    extensions(("x-mcp" = json!({"openWorld": true}))),
+    responses((status = 200, body = [Zone]), (status = 502, body = Problem)))]
 async fn zones(State(state): State<AppState>) -> ApiResult<Json<Vec<Zone>>> {
     Ok(Json(
         state
@@ -99,7 +107,11 @@ pub struct InstanceTypes {
     pub instance_types: Vec<String>,
 }
 
-#[utoipa::path(get, path = "/api/aws/instance-types", params(ZoneQuery),
+/// Accelerated SageMaker instance types offered in one Availability Zone. Call before offering
+/// instance types.
+#[utoipa::path(get, path = "/api/aws/instance-types", operation_id = "instance_type_list",
+    extensions(("x-mcp" = json!({"openWorld": true}))),
+    params(ZoneQuery),
     responses((status = 200, body = InstanceTypes), (status = 422, body = Problem)))]
 async fn instance_types(
     State(state): State<AppState>,
@@ -125,7 +137,11 @@ struct PreflightQuery {
     capacity_type: Option<String>,
 }
 
-#[utoipa::path(get, path = "/api/aws/preflight", params(PreflightQuery),
+/// Before the first cluster: caller identity, HyperPod cluster-usage quota for an instance type and
+/// count, training plans, and advice.
+#[utoipa::path(get, path = "/api/aws/preflight", operation_id = "preflight_get",
+    extensions(("x-mcp" = json!({"openWorld": true, "arguments": {"instance_type": "instanceType", "capacity_type": "capacityType"}}))),
+    params(PreflightQuery),
     responses((status = 200, body = service::Preflight), (status = 422, body = Problem)))]
 async fn preflight(
     State(state): State<AppState>,
@@ -143,7 +159,8 @@ async fn preflight(
     ))
 }
 
-#[utoipa::path(get, path = "/api/sandbox/calls",
+/// Sandbox only: the count of every simulated mutating cloud call.
+#[utoipa::path(get, path = "/api/sandbox/calls", operation_id = "sandbox_calls_get",
     responses((status = 200, body = crate::cloud::sandbox::CallCounts), (status = 404, body = Problem)))]
 async fn sandbox_calls(
     State(state): State<AppState>,

@@ -23,12 +23,18 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_active, put_active))
 }
 
-#[utoipa::path(get, path = "/api/clusters", responses((status = 200, body = [ClusterView])))]
+/// Every cluster with the latest operation of each stage. Call first: never create what already
+/// exists.
+#[utoipa::path(get, path = "/api/clusters", operation_id = "cluster_list", responses((status = 200, body = [ClusterView])))]
 async fn list_clusters(State(state): State<AppState>) -> ApiResult<Json<Vec<ClusterView>>> {
     Ok(Json(service::list_clusters(&state.engine).await?))
 }
 
-#[utoipa::path(post, path = "/api/clusters", request_body = CreateClusterRequest,
+/// Create the network (VPC, subnets, NAT, security groups, S3 endpoint) and the EKS control plane.
+/// CIDRs are computed: do not ask the user for them.
+#[utoipa::path(post, path = "/api/clusters", operation_id = "cluster_create",
+    extensions(("x-mcp" = json!({"openWorld": true, "duration": "10-15 minutes on AWS"}))),
+    request_body = CreateClusterRequest,
     params(("Idempotency-Key" = Option<String>, Header, description = "Deduplicates retries of the same request")),
     responses((status = 202, body = Accepted), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn create_cluster(
@@ -41,7 +47,12 @@ async fn create_cluster(
     ))
 }
 
-#[utoipa::path(post, path = "/api/clusters/import", request_body = service::ImportRequest,
+/// Adopt an existing EKS cluster (and optionally its HyperPod cluster): records its endpoint, adds
+/// an access entry for this control plane if missing, and records which dependencies are already
+/// installed (those are never changed unless dependencies_install is called with manageExisting).
+#[utoipa::path(post, path = "/api/clusters/import", operation_id = "cluster_import",
+    extensions(("x-mcp" = json!({"openWorld": true, "duration": "under a minute"}))),
+    request_body = service::ImportRequest,
     responses((status = 202, body = Accepted), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn import_cluster(
     State(state): State<AppState>,
@@ -53,7 +64,9 @@ async fn import_cluster(
     ))
 }
 
-#[utoipa::path(get, path = "/api/clusters/{name}", params(("name" = String, Path)),
+/// One cluster: its stages (cluster, dependencies, hyperpod, storage), their operations and phases,
+/// and the resources recorded.
+#[utoipa::path(get, path = "/api/clusters/{name}", operation_id = "cluster_get", params(("name" = String, Path)),
     responses((status = 200, body = ClusterView), (status = 404, body = Problem)))]
 async fn get_cluster(
     State(state): State<AppState>,
@@ -62,7 +75,11 @@ async fn get_cluster(
     Ok(Json(service::cluster_view(&state.engine, &name).await?))
 }
 
-#[utoipa::path(delete, path = "/api/clusters/{name}", params(("name" = String, Path)),
+/// Delete a cluster: HyperPod, EKS, network and roles. The shared S3 bucket is kept. Ask the user
+/// to confirm first.
+#[utoipa::path(delete, path = "/api/clusters/{name}", operation_id = "cluster_delete",
+    extensions(("x-mcp" = json!({"destructive": true, "openWorld": true, "duration": "15-25 minutes on AWS"}))),
+    params(("name" = String, Path)),
     responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn delete_cluster(
     State(state): State<AppState>,
@@ -74,7 +91,12 @@ async fn delete_cluster(
     ))
 }
 
-#[utoipa::path(get, path = "/api/clusters/{name}/status", params(("name" = String, Path)),
+/// Live Kubernetes node state from a watch-backed cache: per node instance type, instance group,
+/// capacity type, readiness, GPUs total/allocatable/requested/free, health labels; plus pending GPU
+/// demand and the cache's age.
+#[utoipa::path(get, path = "/api/clusters/{name}/status", operation_id = "cluster_status",
+    extensions(("x-mcp" = json!({"openWorld": true}))),
+    params(("name" = String, Path)),
     responses((status = 200, body = service::incluster::ClusterStatus), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn cluster_status(
     State(state): State<AppState>,
@@ -92,14 +114,16 @@ pub struct ActiveCluster {
     pub name: Option<String>,
 }
 
-#[utoipa::path(get, path = "/api/active-cluster", responses((status = 200, body = ActiveCluster)))]
+/// The cluster used when a request names none.
+#[utoipa::path(get, path = "/api/active-cluster", operation_id = "active_cluster_get", responses((status = 200, body = ActiveCluster)))]
 async fn get_active(State(state): State<AppState>) -> ApiResult<Json<ActiveCluster>> {
     Ok(Json(ActiveCluster {
         name: service::active_cluster(&state.engine).await?,
     }))
 }
 
-#[utoipa::path(put, path = "/api/active-cluster", request_body = ActiveClusterRequest,
+/// Choose the active cluster.
+#[utoipa::path(put, path = "/api/active-cluster", operation_id = "active_cluster_set", request_body = ActiveClusterRequest,
     responses((status = 200, body = ActiveCluster), (status = 404, body = Problem)))]
 async fn put_active(
     State(state): State<AppState>,

@@ -20,7 +20,13 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(get_features, patch_features))
 }
 
-#[utoipa::path(get, path = "/api/clusters/{name}/features", params(("name" = String, Path)),
+/// Managed features as they actually are (read from EKS, HyperPod, IAM and the cluster): training
+/// operator, inference operator, tiered checkpointing, managed autoscaling (HyperPod instance
+/// groups only, not general EC2), Container Insights, FSx CSI driver — enabled, state, reason,
+/// add-on, pod identity association, memory share, governed instance groups.
+#[utoipa::path(get, path = "/api/clusters/{name}/features", operation_id = "features_get",
+    extensions(("x-mcp" = json!({"openWorld": true}))),
+    params(("name" = String, Path)),
     responses((status = 200, body = service::incluster::FeaturesView), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn get_features(
     State(state): State<AppState>,
@@ -40,7 +46,14 @@ pub struct FeaturesPatched {
     pub features: Value,
 }
 
-#[utoipa::path(patch, path = "/api/clusters/{name}/features", params(("name" = String, Path)),
+/// Enable or disable managed features. Send only the fields to change (e.g. {"trainingOperator":
+/// true}); each field equal to the actual state is reported `unchanged` and nothing is done; each
+/// change starts its own operation. managedAutoscalingInstanceGroups picks the groups Karpenter
+/// governs (on-demand, no deep health checks). Disabling removes exactly what enabling made:
+/// confirm with the user.
+#[utoipa::path(patch, path = "/api/clusters/{name}/features", operation_id = "features_update",
+    extensions(("x-mcp" = json!({"destructive": true, "openWorld": true, "duration": "2-5 minutes on AWS"}))),
+    params(("name" = String, Path)),
     request_body = service::incluster::FeaturesPatch,
     responses((status = 200, body = FeaturesPatched, description = "nothing to change"),
               (status = 202, body = FeaturesPatched, description = "at least one operation started"),

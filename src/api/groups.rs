@@ -25,7 +25,11 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(delete_node))
 }
 
-#[utoipa::path(get, path = "/api/clusters/{name}/instance-groups", params(("name" = String, Path)),
+/// The cluster's HyperPod instance groups: type, capacity type and network interface (both fixed
+/// for the group's life), EFA support, target and current counts, subnets, lifecycle script.
+#[utoipa::path(get, path = "/api/clusters/{name}/instance-groups", operation_id = "instance_group_list",
+    extensions(("x-mcp" = json!({"openWorld": true}))),
+    params(("name" = String, Path)),
     responses((status = 200, body = [service::GroupView]), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn list_groups(
     State(state): State<AppState>,
@@ -34,7 +38,13 @@ async fn list_groups(
     Ok(Json(service::list_groups(&state.engine, &name).await?))
 }
 
-#[utoipa::path(post, path = "/api/clusters/{name}/instance-groups", params(("name" = String, Path)),
+/// Add an instance group: capacity type, network interface (standard or efa-only), zone (its
+/// compute subnet is placed by the control plane; with a training plan omit it, the plan's
+/// reservation decides) and count are decided once. Ask only for zone, instance type, count and
+/// capacity type.
+#[utoipa::path(post, path = "/api/clusters/{name}/instance-groups", operation_id = "instance_group_create",
+    extensions(("x-mcp" = json!({"openWorld": true, "duration": "10-20 minutes on AWS"}))),
+    params(("name" = String, Path)),
     request_body = CreateHyperPodRequest,
     responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn add_group(
@@ -56,7 +66,14 @@ pub struct Unchanged {
     pub group: String,
 }
 
-#[utoipa::path(patch, path = "/api/clusters/{name}/instance-groups/{group}", params(("name" = String, Path), ("group" = String, Path)),
+/// Change an instance group: send only what changes — instanceCount (0 only under managed
+/// autoscaling), deepHealthChecks (true runs InstanceStress and InstanceConnectivity on its new
+/// nodes), lifecycleOnCreate (a script already beside the current one). A request equal to the
+/// current state changes nothing; changing capacityType or networkInterface is refused (fixed for
+/// the group's life).
+#[utoipa::path(patch, path = "/api/clusters/{name}/instance-groups/{group}", operation_id = "instance_group_update",
+    extensions(("x-mcp" = json!({"openWorld": true, "duration": "5-20 minutes on AWS"}))),
+    params(("name" = String, Path), ("group" = String, Path)),
     request_body = service::UpdateGroupRequest,
     responses((status = 202, body = Accepted), (status = 200, body = Unchanged), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn update_group(
@@ -79,7 +96,11 @@ async fn update_group(
     )
 }
 
-#[utoipa::path(delete, path = "/api/clusters/{name}/instance-groups/{group}", params(("name" = String, Path), ("group" = String, Path)),
+/// Remove a whole instance group: its nodes are terminated. Not the last group (delete the cluster
+/// instead). Confirm with the user.
+#[utoipa::path(delete, path = "/api/clusters/{name}/instance-groups/{group}", operation_id = "instance_group_delete",
+    extensions(("x-mcp" = json!({"destructive": true, "openWorld": true, "duration": "5-15 minutes on AWS"}))),
+    params(("name" = String, Path), ("group" = String, Path)),
     responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn delete_group(
     State(state): State<AppState>,
@@ -93,7 +114,11 @@ async fn delete_group(
     ))
 }
 
-#[utoipa::path(get, path = "/api/clusters/{name}/nodes", params(("name" = String, Path)),
+/// The HyperPod nodes of a cluster with their status. For an unhealthy node escalate: investigate,
+/// then node_reboot, then node_replace.
+#[utoipa::path(get, path = "/api/clusters/{name}/nodes", operation_id = "node_list",
+    extensions(("x-mcp" = json!({"openWorld": true}))),
+    params(("name" = String, Path)),
     responses((status = 200, body = service::NodeList), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn list_nodes(
     State(state): State<AppState>,
@@ -115,7 +140,10 @@ async fn node_action(
     ))
 }
 
-#[utoipa::path(post, path = "/api/clusters/{name}/nodes/{id}/reboot", params(("name" = String, Path), ("id" = String, Path)),
+/// Reboot one HyperPod node (after investigating). Watched until the node is Running again.
+#[utoipa::path(post, path = "/api/clusters/{name}/nodes/{id}/reboot", operation_id = "node_reboot",
+    extensions(("x-mcp" = json!({"openWorld": true, "duration": "2-5 minutes"}))),
+    params(("name" = String, Path), ("id" = String, Path)),
     responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn reboot_node(
     State(state): State<AppState>,
@@ -127,7 +155,11 @@ async fn reboot_node(
     node_action(&state, &caller, &name, &id, NodeAction::Reboot).await
 }
 
-#[utoipa::path(post, path = "/api/clusters/{name}/nodes/{id}/replace", params(("name" = String, Path), ("id" = String, Path)),
+/// Replace one HyperPod node with a new instance: its local volumes are lost. Only after a reboot
+/// did not help; confirm with the user.
+#[utoipa::path(post, path = "/api/clusters/{name}/nodes/{id}/replace", operation_id = "node_replace",
+    extensions(("x-mcp" = json!({"destructive": true, "openWorld": true, "duration": "10-20 minutes"}))),
+    params(("name" = String, Path), ("id" = String, Path)),
     responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn replace_node(
     State(state): State<AppState>,
@@ -139,7 +171,10 @@ async fn replace_node(
     node_action(&state, &caller, &name, &id, NodeAction::Replace).await
 }
 
-#[utoipa::path(post, path = "/api/clusters/{name}/nodes/{id}/delete", params(("name" = String, Path), ("id" = String, Path)),
+/// Remove one node from its instance group (the group shrinks by one). Confirm with the user.
+#[utoipa::path(post, path = "/api/clusters/{name}/nodes/{id}/delete", operation_id = "node_delete",
+    extensions(("x-mcp" = json!({"destructive": true, "openWorld": true, "duration": "2-5 minutes"}))),
+    params(("name" = String, Path), ("id" = String, Path)),
     responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn delete_node(
     State(state): State<AppState>,

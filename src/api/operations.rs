@@ -36,7 +36,8 @@ struct OperationsQuery {
     limit: Option<i64>,
 }
 
-#[utoipa::path(get, path = "/api/operations", params(OperationsQuery),
+/// Operations, newest first, optionally for one cluster or in one state.
+#[utoipa::path(get, path = "/api/operations", operation_id = "operation_list", params(OperationsQuery),
     responses((status = 200, body = [Operation]), (status = 422, body = Problem)))]
 async fn list_operations(
     State(state): State<AppState>,
@@ -62,7 +63,12 @@ struct WaitQuery {
     wait: Option<u64>,
 }
 
-#[utoipa::path(get, path = "/api/operations/{id}", params(("id" = String, Path), WaitQuery),
+/// The status of an operation. Pass wait_seconds (up to 60) to wait for the next change instead of
+/// polling; repeat until state is succeeded, failed or cancelled. A failed operation names its
+/// phase, the cloud error and the retry tool.
+#[utoipa::path(get, path = "/api/operations/{id}", operation_id = "operation_get",
+    extensions(("x-mcp" = json!({"arguments": {"wait_seconds": "wait"}}))),
+    params(("id" = String, Path), WaitQuery),
     responses((status = 200, body = Operation), (status = 404, body = Problem)))]
 async fn get_operation(
     State(state): State<AppState>,
@@ -86,7 +92,10 @@ async fn get_operation(
         .ok_or_else(|| ApiError::not_found(format!("operation {id}")))
 }
 
-#[utoipa::path(post, path = "/api/operations/{id}/retry", params(("id" = String, Path)),
+/// Resume a failed or cancelled operation: succeeded phases are kept and nothing is created twice.
+#[utoipa::path(post, path = "/api/operations/{id}/retry", operation_id = "operation_retry",
+    extensions(("x-mcp" = json!({"openWorld": true, "duration": "as long as the remaining phases"}))),
+    params(("id" = String, Path)),
     responses((status = 202, body = Operation), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn retry_operation(
     State(state): State<AppState>,
@@ -96,7 +105,11 @@ async fn retry_operation(
     Ok((StatusCode::ACCEPTED, Json(op)).into_response())
 }
 
-#[utoipa::path(post, path = "/api/operations/{id}/cancel", params(("id" = String, Path)),
+/// Stop an operation at its next safe point (never in the middle of a cloud call). Resources
+/// already created stay.
+#[utoipa::path(post, path = "/api/operations/{id}/cancel", operation_id = "operation_cancel",
+    extensions(("x-mcp" = json!({"destructive": true}))),
+    params(("id" = String, Path)),
     responses((status = 202, body = Operation), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn cancel_operation(
     State(state): State<AppState>,

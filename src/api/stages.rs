@@ -22,7 +22,11 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(delete_storage))
 }
 
-#[utoipa::path(post, path = "/api/pipelines", request_body = PipelineRequest,
+/// Create a whole cluster in one call: network + EKS, dependencies, HyperPod, storage, in order. A
+/// failed stage stops the pipeline; operation_retry resumes it.
+#[utoipa::path(post, path = "/api/pipelines", operation_id = "pipeline_create",
+    extensions(("x-mcp" = json!({"openWorld": true, "duration": "30-45 minutes on AWS"}))),
+    request_body = PipelineRequest,
     params(("Idempotency-Key" = Option<String>, Header, description = "Deduplicates retries of the same request")),
     responses((status = 202, body = Accepted), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn create_pipeline(
@@ -35,7 +39,11 @@ async fn create_pipeline(
     ))
 }
 
-#[utoipa::path(get, path = "/api/clusters/{name}/dependencies", params(("name" = String, Path)),
+/// Each dependency component's live state (pending, installing, ready, degraded, failed) with the
+/// reason. dependencies_install reconciles: it changes only what differs.
+#[utoipa::path(get, path = "/api/clusters/{name}/dependencies", operation_id = "dependencies_get",
+    extensions(("x-mcp" = json!({"openWorld": true}))),
+    params(("name" = String, Path)),
     responses((status = 200, body = service::incluster::DependencyReport), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn get_dependencies(
     State(state): State<AppState>,
@@ -46,7 +54,12 @@ async fn get_dependencies(
     ))
 }
 
-#[utoipa::path(post, path = "/api/clusters/{name}/dependencies", params(("name" = String, Path)),
+/// Reconcile the add-ons and in-cluster components HyperPod needs, in dependency order: reads each
+/// component and changes only what differs (safe to re-run). Needs the cluster stage to have
+/// succeeded; dependencies_get shows per-component state.
+#[utoipa::path(post, path = "/api/clusters/{name}/dependencies", operation_id = "dependencies_install",
+    extensions(("x-mcp" = json!({"openWorld": true, "duration": "3-5 minutes on AWS"}))),
+    params(("name" = String, Path)),
     request_body(content = service::DependenciesRequest, description = "optional"),
     responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn create_dependencies(
@@ -60,7 +73,11 @@ async fn create_dependencies(
     ))
 }
 
-#[utoipa::path(post, path = "/api/clusters/{name}/hyperpod", params(("name" = String, Path)),
+/// Create the HyperPod cluster (node recovery Automatic) with its first instance group in the
+/// chosen zone. Ask only for zone, instance type, count and capacity type.
+#[utoipa::path(post, path = "/api/clusters/{name}/hyperpod", operation_id = "hyperpod_create",
+    extensions(("x-mcp" = json!({"openWorld": true, "duration": "15-25 minutes on AWS"}))),
+    params(("name" = String, Path)),
     request_body = CreateHyperPodRequest,
     responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn create_hyperpod(
@@ -74,7 +91,12 @@ async fn create_hyperpod(
     ))
 }
 
-#[utoipa::path(post, path = "/api/clusters/{name}/storage", params(("name" = String, Path)),
+/// Create a storage claim: with no arguments the shared S3 bucket as `s3-claim` (mounted at /s3 by
+/// workloads); or another S3 bucket, or an existing FSx for Lustre file system (kind `fsx`). Claim
+/// names are unique per namespace.
+#[utoipa::path(post, path = "/api/clusters/{name}/storage", operation_id = "storage_setup",
+    extensions(("x-mcp" = json!({"openWorld": true, "duration": "1-2 minutes on AWS"}))),
+    params(("name" = String, Path)),
     request_body(content = service::incluster::StorageRequest, description = "optional: omitted, the shared bucket is mounted as `s3-claim`"),
     responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn create_storage(
@@ -88,7 +110,11 @@ async fn create_storage(
     ))
 }
 
-#[utoipa::path(get, path = "/api/clusters/{name}/storage", params(("name" = String, Path)),
+/// The storage claims InstantStart made on the cluster: claim, namespace, S3 bucket or FSx file
+/// system, capacity, phase.
+#[utoipa::path(get, path = "/api/clusters/{name}/storage", operation_id = "storage_list",
+    extensions(("x-mcp" = json!({"openWorld": true}))),
+    params(("name" = String, Path)),
     responses((status = 200, body = [crate::service::steps::storage::ClaimView]), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn list_storage(
     State(state): State<AppState>,
@@ -107,7 +133,11 @@ struct NamespaceQuery {
     namespace: Option<String>,
 }
 
-#[utoipa::path(delete, path = "/api/clusters/{name}/storage/{claim}", params(("name" = String, Path), ("claim" = String, Path), NamespaceQuery),
+/// Remove a storage claim and its volume from the cluster (the bucket or file system and its data
+/// stay). Pods using it keep it until they end. Confirm with the user.
+#[utoipa::path(delete, path = "/api/clusters/{name}/storage/{claim}", operation_id = "storage_delete",
+    extensions(("x-mcp" = json!({"destructive": true, "openWorld": true, "duration": "under a minute"}))),
+    params(("name" = String, Path), ("claim" = String, Path), NamespaceQuery),
     responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn delete_storage(
     State(state): State<AppState>,

@@ -26,7 +26,13 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_objects))
 }
 
-#[utoipa::path(post, path = "/api/clusters/{name}/models", params(("name" = String, Path)),
+/// Download a Hugging Face model (modelId owner/name, optional revision) into a storage claim
+/// (default s3-claim, under models/<modelId>/) with an in-cluster job. A token for gated models
+/// goes to a Kubernetes Secret only. A model already downloaded (or downloading) is refused: see
+/// model_list.
+#[utoipa::path(post, path = "/api/clusters/{name}/models", operation_id = "model_download",
+    extensions(("x-mcp" = json!({"openWorld": true, "duration": "minutes to an hour, by model size"}))),
+    params(("name" = String, Path)),
     request_body = w::ModelDownloadRequest,
     responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn download_model(
@@ -40,7 +46,11 @@ async fn download_model(
     ))
 }
 
-#[utoipa::path(get, path = "/api/clusters/{name}/models", params(("name" = String, Path)),
+/// Model downloads of a cluster: model id, revision, claim, path inside it, the job and its state
+/// (pending, succeeded, failed with the reason).
+#[utoipa::path(get, path = "/api/clusters/{name}/models", operation_id = "model_list",
+    extensions(("x-mcp" = json!({"openWorld": true}))),
+    params(("name" = String, Path)),
     responses((status = 200, body = [w::ModelView]), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn list_models(
     State(state): State<AppState>,
@@ -49,7 +59,11 @@ async fn list_models(
     Ok(Json(w::list_models(&state.engine, &name).await?))
 }
 
-#[utoipa::path(get, path = "/api/clusters/{name}/jobs", params(("name" = String, Path)),
+/// Jobs in namespace default: Kubernetes Jobs (model downloads among them), HyperPod PyTorch jobs
+/// and Ray jobs, with state and message, newest first.
+#[utoipa::path(get, path = "/api/clusters/{name}/jobs", operation_id = "job_list",
+    extensions(("x-mcp" = json!({"openWorld": true}))),
+    params(("name" = String, Path)),
     responses((status = 200, body = [w::JobView]), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn list_jobs(
     State(state): State<AppState>,
@@ -58,7 +72,11 @@ async fn list_jobs(
     Ok(Json(w::list_jobs(&state.engine, &name).await?))
 }
 
-#[utoipa::path(delete, path = "/api/clusters/{name}/jobs/{job}", params(("name" = String, Path), ("job" = String, Path), w::JobKindQuery),
+/// Delete a job (kind job, pytorch or ray) and its pods; a model download's token Secret goes with
+/// it. Its logs go too: confirm with the user.
+#[utoipa::path(delete, path = "/api/clusters/{name}/jobs/{job}", operation_id = "job_delete",
+    extensions(("x-mcp" = json!({"destructive": true, "openWorld": true, "duration": "under a minute"}))),
+    params(("name" = String, Path), ("job" = String, Path), w::JobKindQuery),
     responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn delete_job(
     State(state): State<AppState>,
@@ -74,7 +92,13 @@ async fn delete_job(
     ))
 }
 
-#[utoipa::path(post, path = "/api/clusters/{name}/deployments", params(("name" = String, Path)),
+/// Serve a model with your own container (default vllm/vllm-openai) as a Deployment and Service:
+/// args as a list (no shell), GPUs per replica, replicas, port, service cluster-ip (default) or
+/// load-balancer (internal to the VPC), optional instance type; the storage claim is mounted
+/// read-only at /s3. Ask only for the model, GPUs and replicas.
+#[utoipa::path(post, path = "/api/clusters/{name}/deployments", operation_id = "deployment_create",
+    extensions(("x-mcp" = json!({"openWorld": true, "duration": "5-20 minutes (image pull and model load)"}))),
+    params(("name" = String, Path)),
     request_body = w::DeploymentRequest,
     responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn create_deployment(
@@ -88,7 +112,10 @@ async fn create_deployment(
     ))
 }
 
-#[utoipa::path(get, path = "/api/clusters/{name}/deployments", params(("name" = String, Path)),
+/// Inference deployments made here: image, replicas ready/wanted, state, service type and endpoint.
+#[utoipa::path(get, path = "/api/clusters/{name}/deployments", operation_id = "deployment_list",
+    extensions(("x-mcp" = json!({"openWorld": true}))),
+    params(("name" = String, Path)),
     responses((status = 200, body = [w::DeploymentView]), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn list_deployments(
     State(state): State<AppState>,
@@ -97,7 +124,10 @@ async fn list_deployments(
     Ok(Json(w::list_deployments(&state.engine, &name).await?))
 }
 
-#[utoipa::path(delete, path = "/api/clusters/{name}/deployments/{deployment}", params(("name" = String, Path), ("deployment" = String, Path)),
+/// Stop serving: removes the deployment, its service and its token Secret. Confirm with the user.
+#[utoipa::path(delete, path = "/api/clusters/{name}/deployments/{deployment}", operation_id = "deployment_delete",
+    extensions(("x-mcp" = json!({"destructive": true, "openWorld": true, "duration": "under a minute"}))),
+    params(("name" = String, Path), ("deployment" = String, Path)),
     responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn delete_deployment(
     State(state): State<AppState>,
@@ -111,7 +141,11 @@ async fn delete_deployment(
     ))
 }
 
-#[utoipa::path(post, path = "/api/clusters/{name}/deployments/{deployment}/invoke", params(("name" = String, Path), ("deployment" = String, Path)),
+/// Smoke-test a ready deployment made here: one chat completion for a prompt, through the
+/// Kubernetes API server (never an arbitrary URL). Returns the server's answer as is.
+#[utoipa::path(post, path = "/api/clusters/{name}/deployments/{deployment}/invoke", operation_id = "deployment_invoke",
+    extensions(("x-mcp" = json!({"openWorld": true}))),
+    params(("name" = String, Path), ("deployment" = String, Path)),
     request_body = w::InvokeRequest,
     responses((status = 200, description = "the model server's OpenAI-style chat completion", body = Object), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem), (status = 502, body = Problem)))]
 async fn invoke_deployment(
@@ -126,7 +160,12 @@ async fn invoke_deployment(
     ))
 }
 
-#[utoipa::path(post, path = "/api/clusters/{name}/hyperpod/software-update", params(("name" = String, Path)),
+/// Update every node of the HyperPod cluster to the latest HyperPod software (AMI), rolling. Nodes
+/// are re-imaged one batch at a time (running jobs are interrupted; data only on a node's root
+/// volume is lost): confirm with the user.
+#[utoipa::path(post, path = "/api/clusters/{name}/hyperpod/software-update", operation_id = "hyperpod_software_update",
+    extensions(("x-mcp" = json!({"destructive": true, "openWorld": true, "duration": "30-90 minutes on AWS (rolling, node by node)"}))),
+    params(("name" = String, Path)),
     responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn update_software(
     State(state): State<AppState>,
@@ -138,7 +177,11 @@ async fn update_software(
     ))
 }
 
-#[utoipa::path(get, path = "/api/clusters/{name}/storage/{claim}/objects", params(("name" = String, Path), ("claim" = String, Path), w::ObjectsQuery),
+/// Keys in the bucket behind an S3 storage claim (at most 1000), optionally under a prefix such as
+/// models/.
+#[utoipa::path(get, path = "/api/clusters/{name}/storage/{claim}/objects", operation_id = "storage_objects_list",
+    extensions(("x-mcp" = json!({"openWorld": true}))),
+    params(("name" = String, Path), ("claim" = String, Path), w::ObjectsQuery),
     responses((status = 200, body = w::ObjectList), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn list_objects(
     State(state): State<AppState>,

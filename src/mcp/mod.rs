@@ -1,5 +1,5 @@
-//! The agent face: an MCP server (rmcp, streamable HTTP at `/mcp`) whose tools are a catalog
-//! over the REST routes.
+//! The agent face: an MCP server (rmcp, streamable HTTP at `/mcp`) whose tools are the REST
+//! operations, read from the OpenAPI document.
 //!
 //! ```text
 //!  agent ──tools/call──► McpServer ──builds an HTTP request──► the same axum Router (oneshot)
@@ -25,7 +25,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Map, Value};
 use tower::ServiceExt;
 
-use catalog::{ToolSpec, CATALOG};
+use catalog::ToolSpec;
 
 /// What the MCP server needs to dispatch into the REST router.
 pub struct McpContext {
@@ -42,7 +42,10 @@ pub struct McpContext {
 impl McpContext {
     pub fn new(host: String, token: Option<String>) -> Arc<Self> {
         let doc = serde_json::to_value(crate::api::openapi::document()).unwrap_or_default();
-        let tools = CATALOG.iter().map(|spec| tool_of(spec, &doc)).collect();
+        let tools = catalog::tools()
+            .iter()
+            .map(|spec| tool_of(spec, &doc))
+            .collect();
         Arc::new(Self {
             router: OnceLock::new(),
             host,
@@ -61,7 +64,7 @@ pub struct McpServer {
 /// Input schema of a tool: path and query parameters plus the request body's fields, as the
 /// OpenAPI document describes them.
 pub fn input_schema(spec: &ToolSpec, doc: &Value) -> Map<String, Value> {
-    let op = &doc["paths"][spec.path][spec.method.to_ascii_lowercase()];
+    let op = &doc["paths"][&spec.path][spec.method.to_ascii_lowercase()];
     let mut properties = Map::new();
     let mut required: Vec<Value> = Vec::new();
     for p in op["parameters"].as_array().into_iter().flatten() {
@@ -157,7 +160,7 @@ fn tool_of(spec: &ToolSpec, doc: &Value) -> Tool {
     annotations.idempotent_hint = Some(spec.idempotent());
     annotations.open_world_hint = Some(spec.open_world);
     Tool::new(
-        spec.name,
+        spec.name.clone(),
         spec.full_description(),
         Arc::new(input_schema(spec, doc)),
     )
@@ -177,7 +180,6 @@ impl McpServer {
             .get()
             .cloned()
             .ok_or_else(|| McpError::internal_error("router not ready", None))?;
-        let doc_params = spec.params();
         let mut path = spec.path.to_string();
         let mut query = Vec::new();
         let mut body = Map::new();
@@ -192,14 +194,14 @@ impl McpServer {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
-            if doc_params.path.contains(&rest_name) {
+            if spec.path_params.contains(&rest_name) {
                 let encoded = percent_encoding::utf8_percent_encode(
                     &text,
                     percent_encoding::NON_ALPHANUMERIC,
                 )
                 .to_string();
                 path = path.replace(&format!("{{{rest_name}}}"), &encoded);
-            } else if doc_params.query.contains(&rest_name) {
+            } else if spec.query_params.contains(&rest_name) {
                 query.push(format!(
                     "{rest_name}={}",
                     percent_encoding::utf8_percent_encode(
@@ -213,7 +215,7 @@ impl McpServer {
         }
         if path.contains('{') {
             return Err(McpError::invalid_params(
-                format!("{} needs {}", spec.name, doc_params.path.join(", ")),
+                format!("{} needs {}", spec.name, spec.path_params.join(", ")),
                 None,
             ));
         }
@@ -232,7 +234,7 @@ impl McpServer {
         if let Some(k) = key {
             req = req.header("idempotency-key", k);
         }
-        let request = if spec.has_body() {
+        let request = if spec.body {
             req.header(header::CONTENT_TYPE, "application/json")
                 .body(Body::from(Value::Object(body).to_string()))
         } else if !body.is_empty() {
@@ -274,7 +276,7 @@ pub fn with_status_contract(spec: &ToolSpec, status: StatusCode, mut value: Valu
         }) {
             obj.insert("operation_id".into(), id);
             obj.insert("status_tool".into(), json!("operation_get"));
-            if let Some(d) = spec.duration {
+            if let Some(d) = &spec.duration {
                 obj.insert("expected_duration".into(), json!(d));
             }
         }
@@ -325,7 +327,7 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let Some(spec) = CATALOG.iter().find(|t| t.name == request.name) else {
+        let Some(spec) = catalog::tool(&request.name) else {
             return Err(McpError::invalid_params(
                 format!("unknown tool {}", request.name),
                 None,

@@ -56,11 +56,11 @@ pub fn front_matter(text: &str) -> Option<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::catalog::CATALOG;
+    use crate::mcp::catalog::{tool, tools};
     use serde_json::Value;
 
     fn tool_names() -> Vec<&'static str> {
-        CATALOG.iter().map(|t| t.name).collect()
+        tools().iter().map(|t| t.name.as_str()).collect()
     }
 
     #[test]
@@ -115,7 +115,7 @@ mod tests {
             .nth(1)
             .and_then(|r| r.split("\n6. ").next())
             .expect("rule 5 of the prompt");
-        for t in CATALOG.iter().filter(|t| t.destructive) {
+        for t in tools().iter().filter(|t| t.destructive) {
             assert!(
                 rule.contains(&format!("`{}`", t.name)),
                 "{} missing",
@@ -152,16 +152,13 @@ mod tests {
                 .unwrap()
                 .strip_prefix("@instantstart/")
                 .unwrap();
-            let spec = CATALOG
-                .iter()
-                .find(|t| t.name == name)
-                .unwrap_or_else(|| panic!("unknown tool {name}"));
+            let spec = tool(name).unwrap_or_else(|| panic!("unknown tool {name}"));
             assert!(
                 spec.read_only(),
                 "{name} is auto-approved but not read-only"
             );
         }
-        let read_only = CATALOG.iter().filter(|t| t.read_only()).count();
+        let read_only = tools().iter().filter(|t| t.read_only()).count();
         assert_eq!(
             allowed.len(),
             read_only,
