@@ -83,21 +83,6 @@ pub struct StepCx<'a> {
 }
 
 impl StepCx<'_> {
-    /// A string the earlier phases recorded on the cluster (e.g. `vpcId`).
-    pub fn resource(&self, key: &str) -> StepResult<String> {
-        self.cluster
-            .as_ref()
-            .and_then(|c| c.resources.get(key))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .ok_or_else(|| {
-                StepError::fatal(
-                    "missing-prerequisite",
-                    format!("cluster has no recorded `{key}`; run the earlier stage first"),
-                )
-            })
-    }
-
     pub fn param<T: serde::de::DeserializeOwned>(&self) -> StepResult<T> {
         serde_json::from_value(self.op.params.clone())
             .map_err(|e| StepError::fatal("bad-params", format!("operation parameters: {e}")))

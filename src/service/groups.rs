@@ -66,10 +66,8 @@ pub(super) async fn recorded_groups(
     name: &str,
 ) -> ApiResult<Vec<crate::cloud::InstanceGroupSpec>> {
     let record = live_cluster(engine, name).await?;
-    record
-        .resources
-        .get("instanceGroups")
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
+    ClusterResources::of(&record.resources)
+        .instance_groups
         .ok_or_else(|| ApiError::Conflict {
             slug: "stage-not-ready",
             detail: format!("`{name}` has no HyperPod cluster yet: run the hyperpod stage first"),

@@ -4,10 +4,12 @@
 
 mod groups;
 pub mod incluster;
+pub mod kind;
 mod nodes;
 mod params;
 mod preflight;
 mod requests;
+pub mod resources;
 pub mod start;
 pub mod steps;
 mod submit;
@@ -17,10 +19,12 @@ mod views;
 pub mod workloads;
 
 pub use groups::*;
+pub use kind::{FeatureId, OpKind};
 pub use nodes::*;
 pub use params::*;
 pub use preflight::*;
 pub use requests::*;
+pub use resources::ClusterResources;
 pub use submit::*;
 pub use views::*;
 
@@ -30,6 +34,3 @@ use steps::{ClusterParams, HyperPodParams, PipelineParams};
 
 /// Settings key of the active cluster.
 pub const ACTIVE_CLUSTER: &str = "active-cluster";
-
-/// Stage kinds that run on an existing cluster, in pipeline order.
-pub const STAGES: &[&str] = &["cluster", "dependencies", "hyperpod", "storage"];

@@ -1,7 +1,7 @@
 //! The nodes of a HyperPod cluster and the parameters of a node action.
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use utoipa::ToSchema;
 
 use super::*;
@@ -38,17 +38,14 @@ pub async fn live_cluster(engine: &Engine, name: &str) -> ApiResult<crate::store
         .store()
         .get_cluster(name)
         .await?
-        .filter(|c| c.status != "deleted")
+        .filter(|c| c.status != crate::store::Lifecycle::Deleted)
         .ok_or_else(|| cluster_not_found(name))
 }
 
 pub(super) async fn hyperpod_of(engine: &Engine, name: &str) -> ApiResult<String> {
     let record = live_cluster(engine, name).await?;
-    record
-        .resources
-        .get("hyperPodClusterName")
-        .and_then(Value::as_str)
-        .map(str::to_string)
+    ClusterResources::of(&record.resources)
+        .hyperpod_cluster_name
         .ok_or_else(|| ApiError::Conflict {
             slug: "stage-not-ready",
             detail: format!("`{name}` has no HyperPod cluster yet"),

@@ -9,7 +9,7 @@ use super::incluster::{self, FeatureChange, FeaturesPatch, StorageRequest};
 use super::{
     add_group_params, delete_group_params, hyperpod_params, import_params, node_params,
     pipeline_params, request_hash, scale_params, submit, Accepted, CreateClusterRequest,
-    CreateHyperPodRequest, DependenciesRequest, ImportRequest, PipelineRequest, Submission,
+    CreateHyperPodRequest, DependenciesRequest, ImportRequest, OpKind, PipelineRequest, Submission,
     UpdateGroupRequest,
 };
 use crate::cloud::NodeAction;
@@ -29,10 +29,10 @@ fn json_of(v: &impl Serialize) -> ApiResult<Value> {
 
 impl Submission {
     /// An operation on a cluster that exists; the request is identified by its parameters.
-    pub fn on(kind: &'static str, cluster: &str, params: Value, caller: &Caller) -> Self {
+    pub fn on(kind: OpKind, cluster: &str, params: Value, caller: &Caller) -> Self {
         Self {
             kind,
-            request_hash: Some(request_hash(kind, cluster, &params)),
+            request_hash: Some(request_hash(kind.as_str(), cluster, &params)),
             cluster: cluster.to_string(),
             params,
             actor: caller.actor.clone(),
@@ -45,7 +45,7 @@ impl Submission {
     /// An operation that creates the cluster record (`region`, `spec`); the request is
     /// identified by its body.
     fn creating(
-        kind: &'static str,
+        kind: OpKind,
         cluster: &str,
         body: &Value,
         params: Value,
@@ -53,7 +53,7 @@ impl Submission {
         caller: &Caller,
     ) -> Self {
         Self {
-            request_hash: Some(request_hash(kind, cluster, body)),
+            request_hash: Some(request_hash(kind.as_str(), cluster, body)),
             new_cluster: Some(record),
             ..Self::on(kind, cluster, params, caller)
         }
@@ -66,7 +66,7 @@ impl Submission {
 
     /// A stage of a running pipeline, keyed by the pipeline so a resumed pipeline finds it.
     pub fn stage_of(
-        kind: &'static str,
+        kind: OpKind,
         cluster: &str,
         params: Value,
         parent: &crate::store::Operation,
@@ -76,7 +76,7 @@ impl Submission {
             cluster: cluster.to_string(),
             params,
             actor: parent.actor.clone(),
-            idempotency_key: Some(Self::stage_key(&parent.id, kind)),
+            idempotency_key: Some(Self::stage_key(&parent.id, kind.as_str())),
             request_hash: None,
             parent_id: Some(parent.id.clone()),
             new_cluster: None,
@@ -87,7 +87,7 @@ impl Submission {
 /// Starts `kind` on an existing cluster with `params`.
 pub async fn start(
     engine: &Engine,
-    kind: &'static str,
+    kind: OpKind,
     cluster: &str,
     params: &impl Serialize,
     caller: &Caller,
@@ -107,7 +107,14 @@ pub async fn create_cluster(
     let params = super::cluster_params(engine, req, None).await?;
     let spec = json_of(&params)?;
     let record = (params.region.clone(), spec.clone());
-    let sub = Submission::creating("cluster", &req.name, &json_of(req)?, spec, record, caller);
+    let sub = Submission::creating(
+        OpKind::Cluster,
+        &req.name,
+        &json_of(req)?,
+        spec,
+        record,
+        caller,
+    );
     submit(engine, sub).await
 }
 
@@ -119,7 +126,7 @@ pub async fn create_pipeline(
     let params = pipeline_params(engine, req).await?;
     let record = (params.cluster.region.clone(), json_of(&params.cluster)?);
     let sub = Submission::creating(
-        "pipeline",
+        OpKind::Pipeline,
         &req.name,
         &json_of(req)?,
         json_of(&params)?,
@@ -137,7 +144,7 @@ pub async fn import_cluster(
     let (region, params) = import_params(engine, req)?;
     let name = &req.eks_cluster_name;
     let sub = Submission::creating(
-        "import",
+        OpKind::Import,
         name,
         &params,
         params.clone(),
@@ -148,7 +155,7 @@ pub async fn import_cluster(
 }
 
 pub async fn delete_cluster(engine: &Engine, name: &str, caller: &Caller) -> ApiResult<Accepted> {
-    start(engine, "delete-cluster", name, &json!({}), caller).await
+    start(engine, OpKind::DeleteCluster, name, &json!({}), caller).await
 }
 
 pub async fn dependencies(
@@ -158,7 +165,7 @@ pub async fn dependencies(
     caller: &Caller,
 ) -> ApiResult<Accepted> {
     let params = json!({"manageExisting": req.manage_existing.unwrap_or(false)});
-    start(engine, "dependencies", name, &params, caller).await
+    start(engine, OpKind::Dependencies, name, &params, caller).await
 }
 
 pub async fn hyperpod(
@@ -168,7 +175,7 @@ pub async fn hyperpod(
     caller: &Caller,
 ) -> ApiResult<Accepted> {
     let params = hyperpod_params(engine, req).await?;
-    start(engine, "hyperpod", name, &params, caller).await
+    start(engine, OpKind::HyperPod, name, &params, caller).await
 }
 
 pub async fn storage(
@@ -178,7 +185,7 @@ pub async fn storage(
     caller: &Caller,
 ) -> ApiResult<Accepted> {
     let params = incluster::storage_params(engine, name, req).await?;
-    start(engine, "storage", name, &params, caller).await
+    start(engine, OpKind::Storage, name, &params, caller).await
 }
 
 pub async fn storage_delete(
@@ -189,7 +196,7 @@ pub async fn storage_delete(
     caller: &Caller,
 ) -> ApiResult<Accepted> {
     let params = incluster::storage_delete_params(engine, name, claim, namespace).await?;
-    start(engine, "storage-delete", name, &params, caller).await
+    start(engine, OpKind::StorageDelete, name, &params, caller).await
 }
 
 pub async fn group_add(
@@ -199,7 +206,7 @@ pub async fn group_add(
     caller: &Caller,
 ) -> ApiResult<Accepted> {
     let params = add_group_params(engine, name, req).await?;
-    start(engine, "instance-group-add", name, &params, caller).await
+    start(engine, OpKind::InstanceGroupAdd, name, &params, caller).await
 }
 
 /// `None` when the PATCH matches the group as it is: nothing is started.
@@ -214,7 +221,7 @@ pub async fn group_update(
     match scale_params(engine, name, group, req).await? {
         None => Ok(None),
         Some(params) => Ok(Some(
-            start(engine, "instance-group-scale", name, &params, caller).await?,
+            start(engine, OpKind::InstanceGroupScale, name, &params, caller).await?,
         )),
     }
 }
@@ -227,7 +234,7 @@ pub async fn group_delete(
 ) -> ApiResult<Accepted> {
     super::validate::instance_group_name("group", group)?;
     let params = delete_group_params(engine, name, group).await?;
-    start(engine, "instance-group-delete", name, &params, caller).await
+    start(engine, OpKind::InstanceGroupDelete, name, &params, caller).await
 }
 
 pub async fn node_action(
@@ -238,7 +245,7 @@ pub async fn node_action(
     caller: &Caller,
 ) -> ApiResult<Accepted> {
     let params = node_params(engine, name, node, action).await?;
-    let mut accepted = start(engine, "node-action", name, &params, caller).await?;
+    let mut accepted = start(engine, OpKind::NodeAction, name, &params, caller).await?;
     if action == NodeAction::Replace {
         accepted.warning = Some("replacing a node loses its instance volumes (local NVMe and the EBS volume under /opt/sagemaker); data in /s3 and FSx is kept".into());
     }
@@ -289,7 +296,7 @@ pub async fn model_download(
     caller: &Caller,
 ) -> ApiResult<Accepted> {
     let params = super::workloads::model_params(engine, name, req).await?;
-    start(engine, "model-download", name, &params, caller).await
+    start(engine, OpKind::ModelDownload, name, &params, caller).await
 }
 
 pub async fn job_delete(
@@ -300,7 +307,7 @@ pub async fn job_delete(
     caller: &Caller,
 ) -> ApiResult<Accepted> {
     let params = super::workloads::job_delete_params(engine, name, job, kind).await?;
-    start(engine, "workload-delete", name, &params, caller).await
+    start(engine, OpKind::WorkloadDelete, name, &params, caller).await
 }
 
 pub async fn deployment(
@@ -310,7 +317,7 @@ pub async fn deployment(
     caller: &Caller,
 ) -> ApiResult<Accepted> {
     let params = super::workloads::deployment_params(engine, name, req).await?;
-    start(engine, "inference-deploy", name, &params, caller).await
+    start(engine, OpKind::InferenceDeploy, name, &params, caller).await
 }
 
 pub async fn deployment_delete(
@@ -320,11 +327,18 @@ pub async fn deployment_delete(
     caller: &Caller,
 ) -> ApiResult<Accepted> {
     let params = super::workloads::deployment_delete_params(engine, name, deployment).await?;
-    start(engine, "workload-delete", name, &params, caller).await
+    start(engine, OpKind::WorkloadDelete, name, &params, caller).await
 }
 
 pub async fn software_update(engine: &Engine, name: &str, caller: &Caller) -> ApiResult<Accepted> {
     // The cluster must have a HyperPod cluster: the same lookup the group routes use.
     super::list_groups(engine, name).await?;
-    start(engine, "hyperpod-software-update", name, &json!({}), caller).await
+    start(
+        engine,
+        OpKind::HyperPodSoftwareUpdate,
+        name,
+        &json!({}),
+        caller,
+    )
+    .await
 }

@@ -12,7 +12,7 @@ use crate::store::{NewOperation, Operation, Store};
 
 /// A request to start an operation.
 pub struct Submission {
-    pub kind: &'static str,
+    pub kind: OpKind,
     pub cluster: String,
     pub params: Value,
     pub actor: String,
@@ -54,7 +54,7 @@ pub fn request_hash(kind: &str, cluster: &str, body: &Value) -> String {
 pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
     let store = engine.store();
     let phases = engine
-        .phase_names(sub.kind, &sub.params)
+        .phase_names(sub.kind.as_str(), &sub.params)
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("unknown kind {}", sub.kind)))?;
     let guard = store.write_lock.lock().await;
     if let Some(key) = &sub.idempotency_key {
@@ -92,7 +92,7 @@ pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
     Store::insert_operation(&mut tx, &new).await?;
     tx.commit().await?;
     drop(guard);
-    tracing::info!(operation_id = %id, kind = sub.kind, cluster = %sub.cluster, actor = %sub.actor, "operation submitted");
+    tracing::info!(operation_id = %id, kind = %sub.kind, cluster = %sub.cluster, actor = %sub.actor, "operation submitted");
     engine.changed();
     engine.spawn(id.clone());
     Ok(accepted(load(store, &id).await?, true))
@@ -144,17 +144,17 @@ pub(super) async fn active_operations(store: &Store, cluster: &str) -> ApiResult
 pub(super) async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResult<()> {
     let existing = store.get_cluster(&sub.cluster).await?;
     let latest = store.latest_per_kind(&sub.cluster).await?;
-    let running = |kind: &str| {
+    let running = |kind: OpKind| {
         latest
             .iter()
             .find(|o| o.kind == kind && !o.state.is_terminal())
     };
     if sub.new_cluster.is_some() {
-        if let Some(c) = existing.filter(|c| c.status != "deleted") {
+        if let Some(c) = existing.filter(|c| c.status != crate::store::Lifecycle::Deleted) {
             let op = latest
                 .iter()
-                .find(|o| o.kind == "pipeline")
-                .or_else(|| latest.iter().find(|o| o.kind == "cluster"))
+                .find(|o| o.kind == OpKind::Pipeline)
+                .or_else(|| latest.iter().find(|o| o.kind == OpKind::Cluster))
                 .or(latest.first());
             return Err(ApiError::Conflict {
                 slug: "cluster-exists",
@@ -165,16 +165,16 @@ pub(super) async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResul
         }
         return Ok(());
     }
-    let Some(cluster) = existing.filter(|c| c.status != "deleted") else {
+    let Some(cluster) = existing.filter(|c| c.status != crate::store::Lifecycle::Deleted) else {
         return Err(ApiError::not_found(format!("cluster `{}`", sub.cluster)));
     };
-    if let Some(del) = running("delete-cluster") {
+    if let Some(del) = running(OpKind::DeleteCluster) {
         return Err(ApiError::conflict(
             format!("cluster `{}` is being deleted", cluster.name),
             Some(del.id.clone()),
         ));
     }
-    if sub.kind == "delete-cluster" {
+    if sub.kind == OpKind::DeleteCluster {
         if let Some(busy) = latest
             .iter()
             .find(|o| !o.state.is_terminal() && o.parent_id.is_none())
@@ -183,15 +183,13 @@ pub(super) async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResul
         }
         return Ok(());
     }
-    let has = |key: &str| cluster.resources.get(key).is_some_and(|v| !v.is_null());
+    let recorded = super::resources::ClusterResources::of(&cluster.resources);
     // HyperPod takes one update at a time: group changes and the software update queue up.
-    let updates_hyperpod =
-        |k: &str| k.starts_with("instance-group-") || k == "hyperpod-software-update";
-    if updates_hyperpod(sub.kind) {
-        if let Some(busy) = latest
-            .iter()
-            .find(|o| !o.state.is_terminal() && (updates_hyperpod(&o.kind) || o.kind == "hyperpod"))
-        {
+    let updates_hyperpod = |k: &str| k.parse().is_ok_and(OpKind::updates_hyperpod);
+    if sub.kind.updates_hyperpod() {
+        if let Some(busy) = latest.iter().find(|o| {
+            !o.state.is_terminal() && (updates_hyperpod(&o.kind) || o.kind == OpKind::HyperPod)
+        }) {
             return Err(still_running(
                 busy,
                 &cluster.name,
@@ -200,15 +198,15 @@ pub(super) async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResul
         }
         return Ok(());
     }
-    if sub.kind == "node-action" {
-        if !has("hyperPodClusterName") {
+    if sub.kind == OpKind::NodeAction {
+        if recorded.hyperpod_cluster_name.is_none() {
             return Err(ApiError::Conflict {
                 slug: "stage-not-ready",
                 detail: format!("`{}` has no HyperPod cluster yet", cluster.name),
                 field: None,
                 operation_id: latest
                     .iter()
-                    .find(|o| o.kind == "hyperpod")
+                    .find(|o| o.kind == OpKind::HyperPod)
                     .map(|o| o.id.clone()),
             });
         }
@@ -216,7 +214,7 @@ pub(super) async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResul
         let busy = active_operations(store, &cluster.name)
             .await?
             .into_iter()
-            .find(|o| o.kind == "node-action" && o.params["nodeId"] == node);
+            .find(|o| o.kind == OpKind::NodeAction && o.params["nodeId"] == node);
         if let Some(busy) = busy {
             return Err(ApiError::conflict(
                 format!("node {node} already has an operation running"),
@@ -247,10 +245,12 @@ pub(super) async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResul
             Some(busy.id.clone()),
         ));
     }
-    if sub.kind != "cluster" && !(has("eksEndpoint") && has("eksCertificateAuthority")) {
+    if sub.kind != OpKind::Cluster
+        && !(recorded.eks_endpoint.is_some() && recorded.eks_certificate_authority.is_some())
+    {
         let op = latest
             .iter()
-            .find(|o| o.kind == "cluster")
+            .find(|o| o.kind == OpKind::Cluster)
             .map(|o| o.id.clone());
         return Err(ApiError::Conflict {
             slug: "stage-not-ready",
@@ -262,14 +262,14 @@ pub(super) async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResul
             operation_id: op,
         });
     }
-    if sub.kind == "hyperpod" && has("hyperPodClusterArn") {
+    if sub.kind == OpKind::HyperPod && recorded.hyperpod_cluster_arn.is_some() {
         return Err(ApiError::Conflict {
             slug: "hyperpod-exists",
             detail: format!("`{}` already has a HyperPod cluster", cluster.name),
             field: None,
             operation_id: latest
                 .iter()
-                .find(|o| o.kind == "hyperpod")
+                .find(|o| o.kind == OpKind::HyperPod)
                 .map(|o| o.id.clone()),
         });
     }
@@ -314,9 +314,9 @@ mod tests {
         (dir, store)
     }
 
-    fn sub(kind: &'static str, params: Value) -> Submission {
+    fn sub(kind: &str, params: Value) -> Submission {
         Submission {
-            kind,
+            kind: kind.parse().unwrap(),
             cluster: "demo".into(),
             params,
             actor: "api".into(),

@@ -62,7 +62,7 @@ pub async fn set_active_cluster(engine: &Engine, name: &str) -> ApiResult<String
     store
         .get_cluster(name)
         .await?
-        .filter(|c| c.status != "deleted")
+        .filter(|c| c.status != crate::store::Lifecycle::Deleted)
         .ok_or_else(|| cluster_not_found(name))?;
     store.set_setting(ACTIVE_CLUSTER, Some(name)).await?;
     Ok(name.to_string())
@@ -143,7 +143,7 @@ pub async fn retry(engine: &Engine, id: &str) -> ApiResult<Operation> {
             operation_id: Some(id.to_string()),
         });
     }
-    if op.kind == "pipeline" {
+    if op.kind == OpKind::Pipeline {
         for child in store.children(id).await? {
             if matches!(
                 child.state,

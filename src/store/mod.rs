@@ -38,88 +38,6 @@ pub fn rfc3339_ms(ms: i64) -> String {
         .unwrap_or_default()
 }
 
-/// State of an operation. Terminal: succeeded, failed, cancelled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum OpState {
-    Pending,
-    Running,
-    Succeeded,
-    Failed,
-    Cancelled,
-}
-
-impl OpState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OpState::Pending => "pending",
-            OpState::Running => "running",
-            OpState::Succeeded => "succeeded",
-            OpState::Failed => "failed",
-            OpState::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            OpState::Succeeded | OpState::Failed | OpState::Cancelled
-        )
-    }
-}
-
-impl FromStr for OpState {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s {
-            "pending" => OpState::Pending,
-            "running" => OpState::Running,
-            "succeeded" => OpState::Succeeded,
-            "failed" => OpState::Failed,
-            "cancelled" => OpState::Cancelled,
-            other => return Err(format!("unknown operation state {other}")),
-        })
-    }
-}
-
-/// State of one phase. `submitting` means the mutating call may or may not have happened:
-/// the resource must be looked up before acting again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum PhaseState {
-    Pending,
-    Submitting,
-    Submitted,
-    Succeeded,
-    Failed,
-}
-
-impl PhaseState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PhaseState::Pending => "pending",
-            PhaseState::Submitting => "submitting",
-            PhaseState::Submitted => "submitted",
-            PhaseState::Succeeded => "succeeded",
-            PhaseState::Failed => "failed",
-        }
-    }
-}
-
-impl FromStr for PhaseState {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s {
-            "pending" => PhaseState::Pending,
-            "submitting" => PhaseState::Submitting,
-            "submitted" => PhaseState::Submitted,
-            "succeeded" => PhaseState::Succeeded,
-            "failed" => PhaseState::Failed,
-            other => return Err(format!("unknown phase state {other}")),
-        })
-    }
-}
-
 /// One phase of an operation, as stored and as returned by the API.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -176,8 +94,7 @@ pub struct ClusterRecord {
     /// Identifiers recorded by the stages (VPC, subnets, EKS ARN, HyperPod ARN ...).
     #[schema(value_type = Object)]
     pub resources: Value,
-    /// `active`, `deleting`, `deleted`.
-    pub status: String,
+    pub status: Lifecycle,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -515,9 +432,9 @@ impl Store {
         Ok(())
     }
 
-    pub async fn set_cluster_status(&self, name: &str, status: &str) -> sqlx::Result<()> {
+    pub async fn set_cluster_status(&self, name: &str, status: Lifecycle) -> sqlx::Result<()> {
         sqlx::query("UPDATE clusters SET status = ?, updated_at = ? WHERE name = ?")
-            .bind(status)
+            .bind(status.as_str())
             .bind(now())
             .bind(name)
             .execute(&self.pool)
@@ -568,7 +485,9 @@ impl Store {
 }
 
 mod rows;
+mod states;
 use rows::{cluster_of, operation_of, phase_of};
+pub use states::{Lifecycle, OpState, PhaseState};
 
 #[cfg(test)]
 mod tests;

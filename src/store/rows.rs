@@ -53,7 +53,10 @@ pub(super) fn cluster_of(row: &sqlx::sqlite::SqliteRow) -> anyhow::Result<Cluste
         region: row.try_get("region")?,
         spec: json_col(row, "spec_json")?.unwrap_or(Value::Null),
         resources: json_col(row, "resources_json")?.unwrap_or(Value::Null),
-        status: row.try_get("status")?,
+        status: row
+            .try_get::<String, _>("status")?
+            .parse()
+            .map_err(anyhow::Error::msg)?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })

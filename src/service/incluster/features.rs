@@ -27,7 +27,7 @@ pub async fn features(engine: &Engine, name: &str, allowed: &[String]) -> ApiRes
         let mut state = crate::service::steps::features::actual(engine.cloud(), name, &target, f)
             .await
             .map_err(|e| ApiError::Cloud(Box::new(e)))?;
-        in_progress(&mut state, latest.iter().find(|o| o.kind == f.kind));
+        in_progress(&mut state, latest.iter().find(|o| o.kind == f.kind()));
         out.push(state);
     }
     Ok(FeaturesView {
@@ -109,7 +109,7 @@ impl FeaturesPatch {
 pub enum FeatureChange {
     Unchanged,
     Change {
-        kind: &'static str,
+        kind: crate::service::OpKind,
         params: crate::service::steps::features::FeatureParams,
     },
 }
@@ -293,7 +293,7 @@ pub async fn plan_features(
         plan.push((
             key,
             FeatureChange::Change {
-                kind: feature.kind,
+                kind: feature.kind(),
                 params: f::FeatureParams {
                     enable,
                     memory_percent,

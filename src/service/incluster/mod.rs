@@ -8,7 +8,6 @@ pub use features::*;
 pub use storage::*;
 
 use serde::Serialize;
-use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::steps::deps::{self, ComponentState, ComponentStatus};
@@ -16,19 +15,14 @@ use super::validate;
 use crate::cloud::{ClusterState, KubeTarget, MANAGED_BY};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::service::OpKind;
 use crate::store::{OpState, PhaseState};
 
 /// Where the cluster's API server is, from what the `cluster` stage recorded.
 pub async fn kube_target(engine: &Engine, name: &str) -> ApiResult<KubeTarget> {
     let record = super::live_cluster(engine, name).await?;
-    let get = |k: &str| {
-        record
-            .resources
-            .get(k)
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    match (get("eksEndpoint"), get("eksCertificateAuthority")) {
+    let r = super::resources::ClusterResources::of(&record.resources);
+    match (r.eks_endpoint, r.eks_certificate_authority) {
         (Some(endpoint), Some(ca)) => Ok(KubeTarget {
             cluster: name.to_string(),
             endpoint,
@@ -64,7 +58,7 @@ pub async fn dependencies(engine: &Engine, name: &str) -> ApiResult<DependencyRe
         .list_operations(Some(name), None, 50)
         .await?
         .into_iter()
-        .find(|o| o.kind == "dependencies");
+        .find(|o| o.kind == OpKind::Dependencies);
     let mut components = Vec::new();
     for c in deps::COMPONENTS {
         let mut status = deps::component_status(engine.cloud(), name, &target, c)

@@ -6,13 +6,14 @@ use serde_json::json;
 use super::net_tags;
 use crate::cloud::KubeTarget;
 use crate::ops::{StepCx, StepResult};
+use crate::service::resources::Recorded;
 
 /// Where to reach the cluster's API server, from what the `cluster` stage recorded.
 pub fn kube_target(cx: &StepCx<'_>) -> StepResult<KubeTarget> {
     Ok(KubeTarget {
         cluster: cx.op.cluster.clone(),
-        endpoint: cx.resource("eksEndpoint")?,
-        certificate_authority: cx.resource("eksCertificateAuthority")?,
+        endpoint: cx.recorded().eks_endpoint()?,
+        certificate_authority: cx.recorded().eks_certificate_authority()?,
     })
 }
 
@@ -84,8 +85,8 @@ pub async fn irsa_trust(
     namespace: &str,
     service_account: &str,
 ) -> StepResult<serde_json::Value> {
-    let issuer = cx.resource("oidcIssuer")?;
-    let provider = match cx.resource("oidcProviderArn") {
+    let issuer = cx.recorded().oidc_issuer()?;
+    let provider = match cx.recorded().oidc_provider_arn() {
         Ok(arn) => arn,
         Err(_) => match cx.cloud.iam.find_oidc_provider(&issuer).await? {
             Some(arn) => arn,

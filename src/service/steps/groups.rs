@@ -10,19 +10,11 @@ use super::hyperpod::{hyperpod_name, threads_per_core};
 use super::HyperPodParams;
 use crate::cloud::{HyperPodStatus, InstanceGroupSpec, InstanceGroupStatus};
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
+use crate::service::resources::Recorded;
 
 /// The recorded specs of every group of the cluster.
 pub fn recorded_groups(cx: &StepCx<'_>) -> StepResult<Vec<InstanceGroupSpec>> {
-    cx.cluster
-        .as_ref()
-        .and_then(|c| c.resources.get("instanceGroups"))
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .ok_or_else(|| {
-            StepError::fatal(
-                "missing-prerequisite",
-                "the cluster has no recorded instance groups",
-            )
-        })
+    cx.recorded().instance_groups()
 }
 
 /// The compute subnet of the new group's zone (not recorded as the cluster's subnet: each group

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use super::{net_tags, HyperPodParams};
 use crate::cloud::{Capacity, CreateHyperPodCluster, HyperPodStatus, InstanceGroupSpec, Zone};
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
+use crate::service::resources::Recorded;
 use crate::service::subnets::{
     ensure_compute_subnet, ComputeSubnetRequest, COMPUTE_PREFIX, PROCESS_SUBNET_LOCKS,
 };
@@ -84,8 +85,8 @@ echo \"[instantstart] on_create: node $(hostname) ready\"\n";
 /// compute-subnet function (in the cluster's VPC, on its private route table).
 pub async fn zone_compute_subnet(cx: &StepCx<'_>) -> StepResult<crate::cloud::Subnet> {
     let p: HyperPodParams = cx.param()?;
-    let vpc_id = cx.resource("vpcId")?;
-    let rt = cx.resource("privateRouteTableId")?;
+    let vpc_id = cx.recorded().vpc_id()?;
+    let rt = cx.recorded().private_route_table_id()?;
     let zone = Zone {
         name: p.zone.clone(),
         id: p.zone_id.clone(),
@@ -169,7 +170,7 @@ impl ExecutionRoleStep {
 
     async fn ensure_policies(cx: &StepCx<'_>, name: &str) -> StepResult<()> {
         let bucket = Self::bucket(cx).await?;
-        let eks = cx.resource("eksClusterArn")?;
+        let eks = cx.recorded().eks_cluster_arn()?;
         cx.cloud
             .iam
             .put_role_policy(name, "instantstart-hyperpod", &Self::policy(&bucket, &eks))
@@ -244,7 +245,7 @@ impl Step for LifecycleScriptStep {
         "lifecycle-script"
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let bucket = cx.resource("bucketName")?;
+        let bucket = cx.recorded().bucket_name()?;
         let key = format!("{LIFECYCLE_PREFIX}on_create.sh");
         cx.cloud
             .objects
@@ -262,20 +263,20 @@ impl HyperPodClusterStep {
             name: p.instance_group_name.clone(),
             instance_type: p.instance_type.clone(),
             instance_count: p.instance_count,
-            execution_role_arn: cx.resource("executionRoleArn")?,
-            lifecycle_source_s3_uri: cx.resource("lifecycleS3Uri")?,
+            execution_role_arn: cx.recorded().execution_role_arn()?,
+            lifecycle_source_s3_uri: cx.recorded().lifecycle_s3_uri()?,
             lifecycle_on_create: "on_create.sh".into(),
             threads_per_core: threads_per_core(&p.instance_type, &p.capacity),
             ebs_volume_gb: p.volume_size_gb,
             deep_health_checks: super::groups::deep_health_checks(p.deep_health_checks),
             capacity: p.capacity.clone(),
-            subnet_ids: vec![cx.resource("computeSubnetId")?],
-            security_group_ids: vec![cx.resource("clusterSecurityGroupId")?],
+            subnet_ids: vec![cx.recorded().compute_subnet_id()?],
+            security_group_ids: vec![cx.recorded().cluster_security_group_id()?],
             network_interface: p.network_interface.clone(),
         }];
         Ok(CreateHyperPodCluster {
             name: hyperpod_name(&cx.op.cluster),
-            eks_cluster_arn: cx.resource("eksClusterArn")?,
+            eks_cluster_arn: cx.recorded().eks_cluster_arn()?,
             node_recovery: "Automatic".into(),
             continuous_provisioning: crate::cloud::continuous_provisioning(&instance_groups),
             instance_groups,

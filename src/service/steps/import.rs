@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::deps::{self, ComponentState};
 use crate::cloud::{EksStatus, KubeTarget};
 use crate::ops::{Step, StepCx, StepError, StepResult};
+use crate::service::resources::Recorded;
 
 /// Cluster-scoped admin policy granted to our principal when it has no access entry.
 pub const CLUSTER_ADMIN_POLICY: &str =
@@ -131,8 +132,8 @@ impl Step for DetectDependenciesStep {
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let target = KubeTarget {
             cluster: cx.op.cluster.clone(),
-            endpoint: cx.resource("eksEndpoint")?,
-            certificate_authority: cx.resource("eksCertificateAuthority")?,
+            endpoint: cx.recorded().eks_endpoint()?,
+            certificate_authority: cx.recorded().eks_certificate_authority()?,
         };
         let mut present = Vec::new();
         for c in deps::COMPONENTS {

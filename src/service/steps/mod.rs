@@ -47,6 +47,7 @@ use serde_json::{json, Value};
 
 use crate::cloud::{cluster_tags, Capacity, NetKind, Tags, Zone, CLUSTER_TAG, ROLE_TAG};
 use crate::ops::{Poll, Stages, Step, StepCx, StepError, StepResult};
+use crate::service::OpKind;
 use crate::store::OpState;
 
 /// Parameters of the `cluster` stage (validated).
@@ -99,22 +100,21 @@ pub struct PipelineParams {
 }
 
 impl PipelineParams {
-    pub fn stages(&self) -> Vec<&'static str> {
-        let mut stages = vec!["cluster"];
-        if self.dependencies {
-            stages.push("dependencies");
-        }
-        stages.push("hyperpod");
-        if self.storage {
-            stages.push("storage");
-        }
-        stages
+    pub fn stages(&self) -> Vec<OpKind> {
+        OpKind::STAGES
+            .into_iter()
+            .filter(|stage| match stage {
+                OpKind::Dependencies => self.dependencies,
+                OpKind::Storage => self.storage,
+                _ => true,
+            })
+            .collect()
     }
 
-    fn params_for(&self, stage: &str) -> Value {
+    fn params_for(&self, stage: OpKind) -> Value {
         match stage {
-            "cluster" => serde_json::to_value(&self.cluster).unwrap_or_default(),
-            "hyperpod" => serde_json::to_value(HyperPodParams {
+            OpKind::Cluster => serde_json::to_value(&self.cluster).unwrap_or_default(),
+            OpKind::HyperPod => serde_json::to_value(HyperPodParams {
                 verify_dependencies: Some(self.dependencies),
                 ..self.hyperpod.clone()
             })
@@ -152,20 +152,21 @@ pub async fn find_all_tagged(cx: &StepCx<'_>, kind: NetKind) -> StepResult<Vec<S
 
 /// Runs one stage of a pipeline as its own operation and watches it.
 pub struct StageStep {
-    pub stage: &'static str,
+    pub stage: OpKind,
 }
 
 #[async_trait]
 impl Step for StageStep {
     fn name(&self) -> &'static str {
-        self.stage
+        self.stage.as_str()
     }
     async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
         let found = cx
             .engine
             .store()
             .find_by_key(&crate::service::Submission::stage_key(
-                &cx.op.id, self.stage,
+                &cx.op.id,
+                self.stage.as_str(),
             ))
             .await?;
         Ok(found.map(|(id, _)| json!({"operationId": id})))
@@ -253,8 +254,8 @@ impl Stages for OperationKinds {
         use hyperpod::*;
         use network::*;
         use teardown::*;
-        let steps: Vec<Arc<dyn Step>> = match kind {
-            "cluster" => {
+        let steps: Vec<Arc<dyn Step>> = match kind.parse::<OpKind>().ok()? {
+            OpKind::Cluster => {
                 let p: ClusterParams = serde_json::from_value(params.clone()).ok()?;
                 let mut steps: Vec<Arc<dyn Step>> = vec![Arc::new(VpcStep)];
                 if p.secondary_cidr.is_some() {
@@ -263,11 +264,11 @@ impl Stages for OperationKinds {
                 steps.extend(network_steps());
                 steps
             }
-            "dependencies" => deps::COMPONENTS
+            OpKind::Dependencies => deps::COMPONENTS
                 .iter()
                 .map(|c| Arc::new(deps::ComponentStep(c)) as Arc<dyn Step>)
                 .collect(),
-            "hyperpod" => vec![
+            OpKind::HyperPod => vec![
                 Arc::new(ComputeSubnetStep),
                 Arc::new(ExecutionRoleStep),
                 Arc::new(SharedBucketStep),
@@ -275,7 +276,7 @@ impl Stages for OperationKinds {
                 Arc::new(HyperPodClusterStep),
                 Arc::new(deps::DependenciesReadyStep),
             ],
-            "storage" => {
+            OpKind::Storage => {
                 let p: storage::StorageParams = serde_json::from_value(params.clone()).ok()?;
                 let mut steps: Vec<Arc<dyn Step>> = Vec::new();
                 if p.uses_shared_bucket() {
@@ -284,35 +285,37 @@ impl Stages for OperationKinds {
                 steps.push(Arc::new(storage::VolumeStep));
                 steps
             }
-            "storage-delete" => vec![Arc::new(storage::DeleteVolumeStep)],
-            kind if kind.starts_with("feature-") => {
+            OpKind::StorageDelete => vec![Arc::new(storage::DeleteVolumeStep)],
+            OpKind::Feature(id) => {
                 let p: features::FeatureParams = serde_json::from_value(params.clone()).ok()?;
-                features::by_kind(kind)?.steps(p.enable)
+                features::of(id).steps(p.enable)
             }
-            "model-download" | "inference-deploy" => vec![Arc::new(workloads::ApplyStep)],
-            "workload-delete" => vec![Arc::new(workloads::DeleteObjectsStep)],
-            "hyperpod-software-update" => vec![Arc::new(workloads::SoftwareUpdateStep)],
-            "import" => vec![
+            OpKind::ModelDownload | OpKind::InferenceDeploy => vec![Arc::new(workloads::ApplyStep)],
+            OpKind::WorkloadDelete => vec![Arc::new(workloads::DeleteObjectsStep)],
+            OpKind::HyperPodSoftwareUpdate => vec![Arc::new(workloads::SoftwareUpdateStep)],
+            OpKind::Import => vec![
                 Arc::new(import::ImportEksStep),
                 Arc::new(import::ImportHyperPodStep),
                 Arc::new(import::AccessEntryStep),
                 Arc::new(import::DetectDependenciesStep),
             ],
-            "pipeline" => {
+            OpKind::Pipeline => {
                 let p: PipelineParams = serde_json::from_value(params.clone()).ok()?;
                 p.stages()
                     .into_iter()
                     .map(|stage| Arc::new(StageStep { stage }) as Arc<dyn Step>)
                     .collect()
             }
-            "node-action" => vec![Arc::new(nodes::NodeActionStep)],
-            "instance-group-add" => vec![
+            OpKind::NodeAction => vec![Arc::new(nodes::NodeActionStep)],
+            OpKind::InstanceGroupAdd => vec![
                 Arc::new(groups::GroupSubnetStep),
                 Arc::new(groups::UpdateGroupsStep { adding: true }),
             ],
-            "instance-group-scale" => vec![Arc::new(groups::UpdateGroupsStep { adding: false })],
-            "instance-group-delete" => vec![Arc::new(groups::DeleteGroupStep)],
-            "delete-cluster" => vec![
+            OpKind::InstanceGroupScale => {
+                vec![Arc::new(groups::UpdateGroupsStep { adding: false })]
+            }
+            OpKind::InstanceGroupDelete => vec![Arc::new(groups::DeleteGroupStep)],
+            OpKind::DeleteCluster => vec![
                 Arc::new(DeleteHyperPodStep),
                 Arc::new(DeleteEksStep),
                 Arc::new(DeleteGatewaysStep),
@@ -320,7 +323,6 @@ impl Stages for OperationKinds {
                 Arc::new(DeleteRolesStep),
                 Arc::new(ForgetStep),
             ],
-            _ => return None,
         };
         Some(steps)
     }

@@ -9,6 +9,7 @@ use crate::cloud::{
     ResourceState,
 };
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
+use crate::service::resources::Recorded;
 use crate::service::subnets::free_vpc_cidr;
 
 pub struct VpcStep;
@@ -59,7 +60,7 @@ pub struct SecondaryCidrStep;
 
 impl SecondaryCidrStep {
     async fn associated(cx: &StepCx<'_>, cidr: ipnet::Ipv4Net) -> StepResult<bool> {
-        let vpc_id = cx.resource("vpcId")?;
+        let vpc_id = cx.recorded().vpc_id()?;
         Ok(cx
             .cloud
             .network
@@ -91,7 +92,7 @@ impl Step for SecondaryCidrStep {
         let cidr = Self::wanted(cx)?;
         cx.cloud
             .network
-            .associate_vpc_cidr(&cx.resource("vpcId")?, cidr)
+            .associate_vpc_cidr(&cx.recorded().vpc_id()?, cidr)
             .await?;
         Ok(json!({"secondaryCidr": cidr}))
     }
@@ -116,9 +117,10 @@ impl Step for SubnetsStep {
 
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let p: ClusterParams = cx.param()?;
-        let vpc_id = cx.resource("vpcId")?;
+        let vpc_id = cx.recorded().vpc_id()?;
         let vpc_cidr: ipnet::Ipv4Net = cx
-            .resource("vpcCidr")?
+            .recorded()
+            .vpc_cidr()?
             .parse()
             .map_err(|_| StepError::fatal("bad-state", "recorded vpcCidr is not a CIDR"))?;
         let mut blocks = vpc_cidr
@@ -167,20 +169,6 @@ impl Step for SubnetsStep {
     }
 }
 
-/// Reads a recorded list of ids.
-pub fn ids(cx: &StepCx<'_>, key: &str) -> StepResult<Vec<String>> {
-    cx.cluster
-        .as_ref()
-        .and_then(|c| c.resources.get(key))
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .ok_or_else(|| {
-            StepError::fatal(
-                "missing-prerequisite",
-                format!("cluster has no recorded `{key}`"),
-            )
-        })
-}
-
 pub struct InternetGatewayStep;
 
 #[async_trait]
@@ -193,7 +181,7 @@ impl Step for InternetGatewayStep {
             return Ok(None);
         };
         // An interrupted attempt may have created the gateway but not attached it.
-        let vpc = cx.resource("vpcId")?;
+        let vpc = cx.recorded().vpc_id()?;
         cx.cloud.network.attach_internet_gateway(&id, &vpc).await?;
         Ok(Some(json!({"internetGatewayId": id})))
     }
@@ -201,7 +189,7 @@ impl Step for InternetGatewayStep {
         let id = cx
             .cloud
             .network
-            .create_internet_gateway(&cx.resource("vpcId")?, &net_tags(cx, "igw"))
+            .create_internet_gateway(&cx.recorded().vpc_id()?, &net_tags(cx, "igw"))
             .await?;
         Ok(json!({"internetGatewayId": id}))
     }
@@ -220,7 +208,7 @@ impl Step for NatGatewayStep {
             .map(|id| json!({"natGatewayId": id})))
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let public = ids(cx, "publicSubnetIds")?;
+        let public = cx.recorded().public_subnet_ids()?;
         let subnet = public
             .first()
             .ok_or_else(|| StepError::fatal("missing-prerequisite", "no public subnet"))?;
@@ -252,37 +240,37 @@ impl Step for RouteTablesStep {
         "route-tables"
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let vpc_id = cx.resource("vpcId")?;
+        let vpc_id = cx.recorded().vpc_id()?;
         let mut out = json!({});
-        for (role, target_key, subnets_key, out_key) in [
+        let r = cx.recorded();
+        for (role, target, subnets, out_key) in [
             (
                 "public-rt",
-                "internetGatewayId",
-                "publicSubnetIds",
+                r.internet_gateway_id()?,
+                r.public_subnet_ids()?,
                 "publicRouteTableId",
             ),
             (
                 "private-rt",
-                "natGatewayId",
-                "privateSubnetIds",
+                r.nat_gateway_id()?,
+                r.private_subnet_ids()?,
                 "privateRouteTableId",
             ),
         ] {
             let id = match find_tagged(cx, NetKind::RouteTable, role).await? {
                 Some(id) => {
                     // Adopted: finish what an interrupted attempt may have left undone.
-                    let target = cx.resource(target_key)?;
                     cx.cloud.network.ensure_default_route(&id, &target).await?;
-                    for subnet in ids(cx, subnets_key)? {
-                        cx.cloud.network.associate_route_table(&id, &subnet).await?;
+                    for subnet in &subnets {
+                        cx.cloud.network.associate_route_table(&id, subnet).await?;
                     }
                     id
                 }
                 None => {
                     let req = CreateRouteTable {
                         vpc_id: vpc_id.clone(),
-                        default_route_target: cx.resource(target_key)?,
-                        subnet_ids: ids(cx, subnets_key)?,
+                        default_route_target: target,
+                        subnet_ids: subnets,
                         tags: net_tags(cx, role),
                     };
                     cx.cloud.network.create_route_table(&req).await?
@@ -315,7 +303,7 @@ impl Step for SecurityGroupsStep {
             }
             None => {
                 let req = CreateSecurityGroup {
-                    vpc_id: cx.resource("vpcId")?,
+                    vpc_id: cx.recorded().vpc_id()?,
                     name: format!("{}-{role}", cx.op.cluster),
                     description: "EKS control plane and HyperPod nodes: all traffic within the group (API, kubelet, EFA)".into(),
                     self_referencing: true,
@@ -341,11 +329,11 @@ impl Step for S3EndpointStep {
             .map(|id| json!({"s3EndpointId": id})))
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let rts = [cx.resource("privateRouteTableId")?];
+        let rts = [cx.recorded().private_route_table_id()?];
         let id = cx
             .cloud
             .network
-            .create_s3_endpoint(&cx.resource("vpcId")?, &rts, &net_tags(cx, "s3-endpoint"))
+            .create_s3_endpoint(&cx.recorded().vpc_id()?, &rts, &net_tags(cx, "s3-endpoint"))
             .await?;
         Ok(json!({"s3EndpointId": id}))
     }
@@ -412,14 +400,14 @@ impl Step for EksClusterStep {
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let p: ClusterParams = cx.param()?;
-        let mut subnets = ids(cx, "privateSubnetIds")?;
-        subnets.extend(ids(cx, "publicSubnetIds")?);
+        let mut subnets = cx.recorded().private_subnet_ids()?;
+        subnets.extend(cx.recorded().public_subnet_ids()?);
         let req = CreateEksCluster {
             name: cx.op.cluster.clone(),
             version: p.kubernetes_version,
-            role_arn: cx.resource("eksRoleArn")?,
+            role_arn: cx.recorded().eks_role_arn()?,
             subnet_ids: subnets,
-            security_group_ids: vec![cx.resource("clusterSecurityGroupId")?],
+            security_group_ids: vec![cx.recorded().cluster_security_group_id()?],
             authentication_mode: "API_AND_CONFIG_MAP".into(),
             // The control plane creates the cluster, so this is its own cluster-admin access entry.
             bootstrap_creator_admin: true,
@@ -475,7 +463,7 @@ impl Step for OidcProviderStep {
         "oidc-provider"
     }
     async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
-        let issuer = cx.resource("oidcIssuer")?;
+        let issuer = cx.recorded().oidc_issuer()?;
         Ok(cx
             .cloud
             .iam
@@ -484,7 +472,7 @@ impl Step for OidcProviderStep {
             .map(|arn| json!({"oidcProviderArn": arn})))
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let issuer = cx.resource("oidcIssuer")?;
+        let issuer = cx.recorded().oidc_issuer()?;
         let arn = cx
             .cloud
             .iam

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::addons::kube_target;
 use crate::cloud::{json_contains, ObjectRef, MANAGED_BY};
 use crate::ops::{Reconcile, Step, StepCx, StepError, StepResult};
+use crate::service::resources::Recorded;
 
 /// Default claim name of the shared bucket.
 pub const SHARED_CLAIM: &str = "s3-claim";
@@ -134,7 +135,7 @@ impl VolumeStep {
             VolumeSource::S3 {
                 bucket: Some(b), ..
             } => Some(b.clone()),
-            VolumeSource::S3 { bucket: None, .. } => Some(cx.resource("bucketName")?),
+            VolumeSource::S3 { bucket: None, .. } => Some(cx.recorded().bucket_name()?),
             VolumeSource::Fsx { .. } => None,
         };
         Ok(volume_manifests(

@@ -173,7 +173,9 @@ impl Step for ForgetStep {
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let store = cx.engine.store();
         cx.cloud.kube.forget(&cx.op.cluster).await;
-        store.set_cluster_status(&cx.op.cluster, "deleted").await?;
+        store
+            .set_cluster_status(&cx.op.cluster, crate::store::Lifecycle::Deleted)
+            .await?;
         if store
             .setting(crate::service::ACTIVE_CLUSTER)
             .await?

@@ -21,6 +21,7 @@ use manifests::{
 use super::addons::{kube_target, S3CsiRoleStep};
 use crate::cloud::{json_contains, CreateAddon, ObjectRef};
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
+use crate::service::resources::Recorded;
 
 /// How a component is installed.
 pub enum Install {
@@ -251,10 +252,8 @@ fn left_alone(cx: &StepCx<'_>, name: &str) -> bool {
         .unwrap_or(false);
     !manage
         && cx
-            .cluster
-            .as_ref()
-            .and_then(|c| c.resources.get("preexistingComponents"))
-            .and_then(Value::as_array)
+            .recorded()
+            .preexisting_components
             .is_some_and(|names| names.iter().any(|n| n == name))
 }
 

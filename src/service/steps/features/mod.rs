@@ -24,13 +24,14 @@ use serde_json::Value;
 
 use crate::cloud::{AddonStatus, Cloud, CloudResult, KubeTarget};
 use crate::ops::{Step, StepCx, StepError, StepResult};
+use crate::service::{FeatureId, OpKind};
 
 /// One feature.
 pub struct Feature {
     /// Field name in the API (camelCase).
     pub key: &'static str,
-    /// Operation kind that changes it.
-    pub kind: &'static str,
+    /// Names the operation kind that changes it.
+    pub id: FeatureId,
     /// The EKS add-on, for add-on features; empty for tiered checkpointing.
     pub addon: &'static str,
     /// EKS add-ons that must be ACTIVE before enabling.
@@ -87,7 +88,7 @@ impl OwnRole {
 pub static FEATURES: &[Feature] = &[
     Feature {
         key: "trainingOperator",
-        kind: "feature-training-operator",
+        id: FeatureId::TrainingOperator,
         addon: "amazon-sagemaker-hyperpod-training-operator",
         requires: &["cert-manager", "eks-pod-identity-agent"],
         pod_identity: Some(("aws-hyperpod", "hp-training-operator-controller-manager")),
@@ -102,7 +103,7 @@ pub static FEATURES: &[Feature] = &[
     },
     Feature {
         key: "containerInsights",
-        kind: "feature-container-insights",
+        id: FeatureId::ContainerInsights,
         addon: "amazon-cloudwatch-observability",
         requires: &["eks-pod-identity-agent"],
         pod_identity: Some(("amazon-cloudwatch", "cloudwatch-agent")),
@@ -117,7 +118,7 @@ pub static FEATURES: &[Feature] = &[
     },
     Feature {
         key: TIERED,
-        kind: "feature-tiered-checkpointing",
+        id: FeatureId::TieredCheckpointing,
         addon: "",
         requires: &[],
         pod_identity: None,
@@ -127,7 +128,7 @@ pub static FEATURES: &[Feature] = &[
     },
     Feature {
         key: "inferenceOperator",
-        kind: "feature-inference-operator",
+        id: FeatureId::InferenceOperator,
         addon: "amazon-sagemaker-hyperpod-inference",
         // The add-ons AWS names as required before the inference operator installs.
         requires: &["cert-manager", "aws-mountpoint-s3-csi-driver", "aws-fsx-csi-driver", "metrics-server"],
@@ -169,7 +170,7 @@ pub static FEATURES: &[Feature] = &[
     },
     Feature {
         key: AUTOSCALING,
-        kind: "feature-managed-autoscaling",
+        id: FeatureId::ManagedAutoscaling,
         addon: "",
         requires: &[],
         pod_identity: None,
@@ -185,7 +186,7 @@ pub static FEATURES: &[Feature] = &[
     },
     Feature {
         key: "fsxCsi",
-        kind: "feature-fsx-csi",
+        id: FeatureId::FsxCsi,
         addon: "aws-fsx-csi-driver",
         requires: &[],
         pod_identity: None,
@@ -199,8 +200,20 @@ pub fn feature(key: &str) -> Option<&'static Feature> {
     FEATURES.iter().find(|f| f.key == key)
 }
 
-pub fn by_kind(kind: &str) -> Option<&'static Feature> {
-    FEATURES.iter().find(|f| f.kind == kind)
+impl Feature {
+    /// The operation kind that changes it.
+    pub fn kind(&self) -> OpKind {
+        OpKind::Feature(self.id)
+    }
+}
+
+/// The feature an operation kind changes.
+pub fn of(id: FeatureId) -> &'static Feature {
+    // Every id has its row (a unit test walks them): the table is the feature's definition.
+    FEATURES
+        .iter()
+        .find(|f| f.id == id)
+        .expect("every feature id has a row in FEATURES")
 }
 
 /// A feature's actual state.
@@ -283,8 +296,13 @@ pub struct FeatureParams {
 }
 
 pub(super) fn feature_of(cx: &StepCx<'_>) -> StepResult<&'static Feature> {
-    by_kind(&cx.op.kind)
-        .ok_or_else(|| StepError::fatal("bad-params", format!("no feature for {}", cx.op.kind)))
+    match cx.op.kind.parse() {
+        Ok(OpKind::Feature(id)) => Ok(of(id)),
+        _ => Err(StepError::fatal(
+            "bad-params",
+            format!("no feature for {}", cx.op.kind),
+        )),
+    }
 }
 
 /// Which chain of steps a feature runs.
@@ -340,6 +358,22 @@ impl Feature {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn every_feature_kind_has_exactly_one_row_and_every_row_its_own_kind() {
+        let feature_kinds: Vec<_> = OpKind::ALL
+            .iter()
+            .filter_map(|k| match k {
+                OpKind::Feature(id) => Some(*id),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(feature_kinds.len(), FEATURES.len());
+        for id in feature_kinds {
+            assert_eq!(FEATURES.iter().filter(|f| f.id == id).count(), 1, "{id:?}");
+            assert_eq!(of(id).kind(), OpKind::Feature(id));
+        }
+    }
 
     #[test]
     fn the_autoscaling_role_may_only_add_and_delete_nodes_of_its_cluster() {

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use super::*;
 use crate::cloud::{Cloud, CloudResult, KubeTarget, ObjectRef, TieredStorage, MANAGED_BY};
 use crate::ops::{Poll, Reconcile, StepCx, StepError, StepResult};
+use crate::service::resources::Recorded;
 use crate::service::steps::addons::{kube_target, IrsaRole};
 use crate::service::steps::hyperpod::hyperpod_name;
 
@@ -109,7 +110,7 @@ impl Reconcile for CheckpointRoleStep {
             }
             return Ok(json!({"changed": existed}));
         }
-        let bucket = cx.resource("bucketName")?;
+        let bucket = cx.recorded().bucket_name()?;
         let doc = json!({"Version": "2012-10-17", "Statement": [
             {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [format!("arn:aws:s3:::{bucket}")],
              "Condition": {"StringLike": {"s3:prefix": ["checkpoints/*"]}}},

@@ -1,0 +1,172 @@
+//! The operation kinds this control plane runs, spelled once. The store and the wire carry
+//! their names (`cluster`, `feature-training-operator`, …); the domain compares variants.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A managed feature, as the operation that changes it names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FeatureId {
+    TrainingOperator,
+    ContainerInsights,
+    TieredCheckpointing,
+    InferenceOperator,
+    ManagedAutoscaling,
+    FsxCsi,
+}
+
+macro_rules! kinds {
+    ($($variant:ident $(($feature:ident))? => $name:literal,)*) => {
+        impl OpKind {
+            /// Every kind (the table the names are read from).
+            pub const ALL: &'static [OpKind] = &[$($variant $((FeatureId::$feature))?),*];
+
+            /// The name stored and sent over the wire.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($variant $((FeatureId::$feature))? => $name,)*
+                }
+            }
+        }
+    };
+}
+
+/// What an operation does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    /// Network and EKS control plane.
+    Cluster,
+    /// Add-ons and in-cluster components.
+    Dependencies,
+    /// The HyperPod cluster with its first instance group.
+    HyperPod,
+    /// A storage claim.
+    Storage,
+    StorageDelete,
+    /// Adopting an existing EKS (and HyperPod) cluster.
+    Import,
+    /// The stages in order, each its own operation.
+    Pipeline,
+    Feature(FeatureId),
+    ModelDownload,
+    InferenceDeploy,
+    WorkloadDelete,
+    HyperPodSoftwareUpdate,
+    NodeAction,
+    InstanceGroupAdd,
+    InstanceGroupScale,
+    InstanceGroupDelete,
+    DeleteCluster,
+}
+
+use OpKind::*;
+
+kinds! {
+    Cluster => "cluster",
+    Dependencies => "dependencies",
+    HyperPod => "hyperpod",
+    Storage => "storage",
+    StorageDelete => "storage-delete",
+    Import => "import",
+    Pipeline => "pipeline",
+    Feature(TrainingOperator) => "feature-training-operator",
+    Feature(ContainerInsights) => "feature-container-insights",
+    Feature(TieredCheckpointing) => "feature-tiered-checkpointing",
+    Feature(InferenceOperator) => "feature-inference-operator",
+    Feature(ManagedAutoscaling) => "feature-managed-autoscaling",
+    Feature(FsxCsi) => "feature-fsx-csi",
+    ModelDownload => "model-download",
+    InferenceDeploy => "inference-deploy",
+    WorkloadDelete => "workload-delete",
+    HyperPodSoftwareUpdate => "hyperpod-software-update",
+    NodeAction => "node-action",
+    InstanceGroupAdd => "instance-group-add",
+    InstanceGroupScale => "instance-group-scale",
+    InstanceGroupDelete => "instance-group-delete",
+    DeleteCluster => "delete-cluster",
+}
+
+impl OpKind {
+    /// The stages a cluster is made of, in pipeline order.
+    pub const STAGES: [OpKind; 4] = [Cluster, Dependencies, HyperPod, Storage];
+
+    /// Kinds that change the HyperPod cluster's own configuration (HyperPod takes one at a time).
+    pub fn updates_hyperpod(self) -> bool {
+        matches!(
+            self,
+            InstanceGroupAdd | InstanceGroupScale | InstanceGroupDelete | HyperPodSoftwareUpdate
+        )
+    }
+}
+
+impl fmt::Display for OpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A name that is no operation kind.
+#[derive(Debug)]
+pub struct UnknownKind(pub String);
+
+impl fmt::Display for UnknownKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown operation kind `{}`", self.0)
+    }
+}
+
+impl FromStr for OpKind {
+    type Err = UnknownKind;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| UnknownKind(s.to_string()))
+    }
+}
+
+impl Serialize for OpKind {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for OpKind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Stored operations carry the kind's name: compare it with a variant directly.
+impl PartialEq<OpKind> for String {
+    fn eq(&self, other: &OpKind) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl PartialEq<OpKind> for str {
+    fn eq(&self, other: &OpKind) -> bool {
+        self == other.as_str()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_round_trips_through_its_name_and_names_are_unique() {
+        let mut seen = std::collections::BTreeSet::new();
+        for k in OpKind::ALL {
+            assert!(seen.insert(k.as_str()), "two kinds named {k}");
+            assert_eq!(k.as_str().parse::<OpKind>().unwrap(), *k);
+            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+        }
+        assert!("feature-unknown".parse::<OpKind>().is_err());
+        assert_eq!(String::from("pipeline"), Pipeline);
+    }
+}
