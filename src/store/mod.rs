@@ -6,11 +6,10 @@
 //! SQLite's lock upgrade.
 
 use std::path::Path;
-use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
