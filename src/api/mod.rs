@@ -14,6 +14,7 @@ pub mod openapi;
 pub mod operations;
 pub mod stages;
 pub mod trace;
+pub mod training;
 pub mod ui;
 pub mod workloads;
 
@@ -349,6 +350,7 @@ pub fn rest() -> utoipa_axum::router::OpenApiRouter<AppState> {
         .merge(groups::router())
         .merge(operations::router())
         .merge(workloads::router())
+        .merge(training::router())
 }
 
 /// The whole HTTP surface: REST, UI and the MCP endpoint, behind one edge layer.

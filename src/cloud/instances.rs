@@ -76,6 +76,21 @@ pub fn efa_supported(instance_type: &str) -> bool {
     instance_facts(instance_type).is_some_and(|f| f.efa)
 }
 
+/// EFA interfaces a pod of this type requests (`vpc.amazonaws.com/efa`): the device plugin
+/// offers one per EFA-capable network card; 0 where EFA is not supported.
+pub fn efa_interfaces(instance_type: &str) -> u32 {
+    let name = instance_type.trim_start_matches("ml.");
+    match name {
+        n if !efa_supported(n) => 0,
+        "p5.48xlarge" | "p5e.48xlarge" => 32,
+        "p5en.48xlarge" | "p6-b200.48xlarge" => 16,
+        "p4d.24xlarge" | "p4de.24xlarge" => 4,
+        "trn1.32xlarge" | "trn1n.32xlarge" => 8,
+        "trn2.48xlarge" => 16,
+        _ => 1,
+    }
+}
+
 /// Whether a type is of the p-families (scarce capacity, two threads per core).
 pub fn high_end(instance_type: &str) -> bool {
     instance_facts(instance_type).is_some_and(|f| f.high_end)

@@ -151,6 +151,7 @@ mod tests {
         "storage_delete",
         "features_update",
         "job_delete",
+        "training_job_delete",
         "deployment_delete",
         "hyperpod_software_update",
     ];

@@ -51,6 +51,8 @@ pub enum OpKind {
     Pipeline,
     Feature(FeatureId),
     ModelDownload,
+    /// A training job applied and followed to its end.
+    TrainingJob,
     InferenceDeploy,
     WorkloadDelete,
     HyperPodSoftwareUpdate,
@@ -78,6 +80,7 @@ kinds! {
     Feature(ManagedAutoscaling) => "feature-managed-autoscaling",
     Feature(FsxCsi) => "feature-fsx-csi",
     ModelDownload => "model-download",
+    TrainingJob => "training-job",
     InferenceDeploy => "inference-deploy",
     WorkloadDelete => "workload-delete",
     HyperPodSoftwareUpdate => "hyperpod-software-update",

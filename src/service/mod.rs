@@ -14,6 +14,7 @@ pub mod start;
 pub mod steps;
 mod submit;
 pub mod subnets;
+pub mod training;
 pub mod validate;
 mod views;
 pub mod workloads;

@@ -299,6 +299,66 @@ pub async fn model_download(
     start(engine, OpKind::ModelDownload, name, &params, caller).await
 }
 
+/// A repeat of a keyed request returns its operation before anything is validated again:
+/// validation reads state the first request changed (the job it created, say), so a retry
+/// would otherwise be refused for its own success. The request is identified by its body.
+async fn replayed(
+    engine: &Engine,
+    kind: OpKind,
+    cluster: &str,
+    body: &Value,
+    caller: &Caller,
+) -> ApiResult<Option<Accepted>> {
+    let Some(key) = &caller.idempotency_key else {
+        return Ok(None);
+    };
+    let store = engine.store();
+    let Some((id, hash)) = store.find_by_key(key).await? else {
+        return Ok(None);
+    };
+    if hash.as_deref() != Some(request_hash(kind.as_str(), cluster, body).as_str()) {
+        return Err(crate::error::ApiError::Conflict {
+            slug: "idempotency-key-reused",
+            detail: "this Idempotency-Key was used with a different request".into(),
+            field: Some("Idempotency-Key".into()),
+            operation_id: Some(id),
+        });
+    }
+    Ok(Some(super::submit::accepted(
+        super::submit::load(store, &id).await?,
+        false,
+    )))
+}
+
+pub async fn training_job(
+    engine: &Engine,
+    name: &str,
+    req: &super::training::TrainingJobRequest,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let kind = OpKind::TrainingJob;
+    let body = json_of(req)?;
+    if let Some(earlier) = replayed(engine, kind, name, &body, caller).await? {
+        return Ok(earlier);
+    }
+    let params = super::training::training_params(engine, name, req).await?;
+    let sub = Submission {
+        request_hash: Some(request_hash(kind.as_str(), name, &body)),
+        ..Submission::on(kind, name, params, caller)
+    };
+    submit(engine, sub).await
+}
+
+pub async fn training_job_delete(
+    engine: &Engine,
+    name: &str,
+    job: &str,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = super::training::training_delete_params(engine, name, job).await?;
+    start(engine, OpKind::WorkloadDelete, name, &params, caller).await
+}
+
 pub async fn job_delete(
     engine: &Engine,
     name: &str,

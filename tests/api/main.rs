@@ -14,6 +14,7 @@ mod operations;
 mod pipeline;
 mod refusals;
 mod security;
+mod training;
 mod ui;
 mod validation;
 mod workloads;

@@ -51,6 +51,12 @@ impl Faults {
         Ok(faults)
     }
 
+    /// Takes every remaining fault of `api` at once (e.g. `k8s:PodFailure=2`: the next training
+    /// job applied loses a pod twice).
+    pub fn take(&mut self, api: &str) -> u32 {
+        self.remaining.remove(api).unwrap_or(0)
+    }
+
     /// Decides whether this call is refused; `roll` is a uniform sample in `[0, 1)`.
     pub fn check(&mut self, api: &str, roll: f64) -> Option<CloudError> {
         let (service, op) = split_api(api);

@@ -85,6 +85,15 @@ impl Kube for Sandbox {
             _ => {
                 let mut data = manifest.clone();
                 data["__key"] = Value::String(key.clone());
+                if super::training::is_training(manifest) {
+                    // Injected pod failures belong to the job from its creation.
+                    let failures = self
+                        .faults
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .take(super::training::POD_FAILURE);
+                    data[super::training::FAILURES] = json!(failures);
+                }
                 self.create(api, "k8s-object", &new_id("uid"), Some(&key), &data)
                     .await
             }
@@ -117,7 +126,10 @@ impl Kube for Sandbox {
         labels: Option<&str>,
     ) -> CloudResult<Vec<Value>> {
         self.gate("k8s:List", false).await?;
-        let schedule = if matches!(kind, "Deployment" | "DaemonSet") {
+        let schedule = if matches!(
+            kind,
+            "Deployment" | "DaemonSet" | "HyperPodPyTorchJob" | "RayJob"
+        ) {
             Some(self.schedule(target).await?)
         } else {
             None

@@ -18,6 +18,7 @@ mod objects;
 mod rules;
 mod scheduler;
 mod shared;
+mod training;
 mod verdicts;
 
 pub use faults::Faults;

@@ -23,6 +23,7 @@ pub(crate) struct Schedule {
 /// Kinds whose status depends on the nodes (their pods must be placed to become ready).
 pub(super) fn scheduled_kind(obj: &Value) -> bool {
     matches!(obj["kind"].as_str(), Some("Deployment" | "DaemonSet"))
+        || super::training::is_training(obj)
 }
 
 /// The instance types a DaemonSet's node affinity limits it to, if it names any.
@@ -197,8 +198,10 @@ impl Sandbox {
         let age = self.simulated_secs(res.created_ms, super::now_ms());
         let placed = schedule.and_then(|s| s.placed.get(&res.id).copied());
         let mut o = res.data;
+        let failures = o[super::training::FAILURES].as_u64().unwrap_or(0);
         if let Some(m) = o.as_object_mut() {
             m.remove("__key");
+            m.remove(super::training::FAILURES);
         }
         o["metadata"]["creationTimestamp"] = json!(crate::store::rfc3339_ms(res.created_ms));
         let n = u64::from(ready);
@@ -269,6 +272,9 @@ impl Sandbox {
                     o["status"] = json!({"loadBalancer": {"ingress": [
                         {"hostname": format!("internal-{name}-sandbox.{REGION}.elb.amazonaws.com")}]}});
                 }
+            }
+            Some("HyperPodPyTorchJob" | "RayJob") => {
+                o["status"] = super::training::status(&o, age, schedule, failures);
             }
             Some("PersistentVolumeClaim") => o["status"] = json!({"phase": "Bound"}),
             Some("PersistentVolume") => o["status"] = json!({"phase": "Bound"}),

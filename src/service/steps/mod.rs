@@ -20,6 +20,7 @@
 //! instance-group-scale  update-cluster
 //! instance-group-delete delete-group
 //! model-download | inference-deploy  apply (the workload's objects, watched to complete/ready)
+//! training-job  train (the HyperPodPyTorchJob or RayJob, followed to its end with its restarts)
 //! workload-delete delete (watched until gone)
 //! hyperpod-software-update  update-software (watched back to InService)
 //! node-action   node-action (reboot | replace | delete one node, watched back to Running)
@@ -36,6 +37,7 @@ pub mod network;
 pub mod nodes;
 pub mod storage;
 pub mod teardown;
+pub mod training;
 pub mod workloads;
 
 use std::sync::Arc;
@@ -291,6 +293,7 @@ impl Stages for OperationKinds {
                 features::of(id).steps(p.enable)
             }
             OpKind::ModelDownload | OpKind::InferenceDeploy => vec![Arc::new(workloads::ApplyStep)],
+            OpKind::TrainingJob => vec![Arc::new(training::TrainStep)],
             OpKind::WorkloadDelete => vec![Arc::new(workloads::DeleteObjectsStep)],
             OpKind::HyperPodSoftwareUpdate => vec![Arc::new(workloads::SoftwareUpdateStep)],
             OpKind::Import => vec![

@@ -1,0 +1,196 @@
+//! The custom resources a training job is made of: a `HyperPodPyTorchJob` (replicas on one
+//! instance type, the recovery budget and hang detection as the training operator reads them)
+//! or a `RayJob` (a head and one GPU worker per node). Both mount the cluster's S3 claim at
+//! `/s3`: the one data contract.
+
+use serde_json::{json, Map, Value};
+
+use super::{Elastic, HangDetection, RecoveryBudget};
+use crate::cloud::{efa_interfaces, MANAGED_BY};
+use crate::service::steps::workloads::{WORKLOAD_LABEL, WORKLOAD_NAMESPACE};
+
+/// The storage claim every training pod mounts at `/s3`.
+pub const DATA_CLAIM: &str = "s3-claim";
+/// Label carrying the job name on its pods (pods of one job spread over nodes by it).
+pub const JOB_LABEL: &str = "instantstart.io/training-job";
+/// The HyperPod elastic agent's port, which the operator talks to.
+pub const AGENT_PORT: u16 = 8080;
+
+/// Everything a manifest is made from (validated by the caller).
+pub struct JobSpec<'a> {
+    pub name: &'a str,
+    pub recipe: &'a str,
+    pub image: &'a str,
+    pub instance_type: &'a str,
+    pub nodes: u32,
+    pub gpus: u32,
+    pub command: Vec<String>,
+    /// Recorded on the job as annotations and shown by the views.
+    pub paths: Vec<(&'static str, String)>,
+    pub recovery: Option<&'a RecoveryBudget>,
+    pub monitoring: Option<&'a HangDetection>,
+    pub elastic: Option<&'a Elastic>,
+    /// Managed tiered checkpointing: the pods run as the service account its role trusts.
+    pub tiered_checkpointing: bool,
+}
+
+fn metadata(spec: &JobSpec<'_>) -> Value {
+    let annotations: Map<String, Value> = spec
+        .paths
+        .iter()
+        .map(|(k, v)| (format!("instantstart.io/{k}"), json!(v)))
+        .chain([("instantstart.io/recipe".to_string(), json!(spec.recipe))])
+        .collect();
+    json!({"name": spec.name, "namespace": WORKLOAD_NAMESPACE, "labels": labels(spec),
+           "annotations": annotations})
+}
+
+fn labels(spec: &JobSpec<'_>) -> Value {
+    json!({MANAGED_BY.0: MANAGED_BY.1, WORKLOAD_LABEL: "training", JOB_LABEL: spec.name})
+}
+
+fn env(spec: &JobSpec<'_>) -> Vec<Value> {
+    let mut env: Vec<Value> = spec
+        .paths
+        .iter()
+        .map(|(k, v)| json!({"name": format!("{}_DIR", k.to_ascii_uppercase()), "value": v}))
+        .collect();
+    env.push(json!({"name": "JOB_NAME", "value": spec.name}));
+    if efa_interfaces(spec.instance_type) > 0 {
+        env.extend([
+            json!({"name": "FI_PROVIDER", "value": "efa"}),
+            json!({"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"}),
+        ]);
+    }
+    env.push(json!({"name": "TORCH_NCCL_ASYNC_ERROR_HANDLING", "value": "1"}));
+    env
+}
+
+fn resources(spec: &JobSpec<'_>) -> Value {
+    let mut r = json!({"nvidia.com/gpu": spec.gpus});
+    let efa = efa_interfaces(spec.instance_type);
+    if efa > 0 {
+        r["vpc.amazonaws.com/efa"] = json!(efa);
+    }
+    json!({"requests": r, "limits": r})
+}
+
+fn volumes() -> Value {
+    json!([{"name": "data", "persistentVolumeClaim": {"claimName": DATA_CLAIM}},
+           {"name": "shm", "emptyDir": {"medium": "Memory"}}])
+}
+
+fn mounts() -> Value {
+    json!([{"name": "data", "mountPath": "/s3"}, {"name": "shm", "mountPath": "/dev/shm"}])
+}
+
+fn pod_spec(spec: &JobSpec<'_>, container: Value) -> Value {
+    let mut pod = json!({
+        "nodeSelector": {"node.kubernetes.io/instance-type": spec.instance_type},
+        // One pod per node: the job's pods spread over distinct hosts (as AWS's samples do;
+        // the SDK's model has no pod anti-affinity term shape).
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {JOB_LABEL: spec.name}}}],
+        "containers": [container],
+        "volumes": volumes(),
+    });
+    if spec.tiered_checkpointing {
+        pod["serviceAccountName"] = json!("hyperpod-checkpointing");
+    }
+    pod
+}
+
+/// A `HyperPodPyTorchJob`.
+pub fn pytorch_job(spec: &JobSpec<'_>) -> Value {
+    let container = json!({
+        "name": "pytorch",
+        "image": spec.image,
+        "command": spec.command,
+        "env": env(spec),
+        "ports": [{"containerPort": AGENT_PORT}],
+        "resources": resources(spec),
+        "volumeMounts": mounts(),
+    });
+    let mut run_policy = json!({"cleanPodPolicy": "None"});
+    if let Some(b) = spec.recovery {
+        run_policy["jobMaxRetryCount"] = json!(b.job_max_retry_count);
+        let mut restart = json!({"evalPeriodSeconds": b.eval_period_seconds});
+        if let Some(n) = b.restarts_before_full_job_restart {
+            restart["numRestartBeforeFullJobRestart"] = json!(n);
+        }
+        if let Some(n) = b.max_full_job_restarts {
+            restart["maxFullJobRestarts"] = json!(n);
+        }
+        if let Some(n) = b.repeat_offenders_to_avoid {
+            restart["maxNumRepeatOffendersToAvoid"] = json!(n);
+        }
+        run_policy["restartPolicy"] = restart;
+    }
+    if let Some(m) = spec.monitoring {
+        let mut rule = json!({"name": "progress", "logPattern": m.log_pattern});
+        if let Some(s) = m.start_cutoff_seconds {
+            rule["expectedStartCutOffInSeconds"] = json!(s);
+        }
+        if let Some(s) = m.recurring_frequency_seconds {
+            rule["expectedRecurringFrequencyInSeconds"] = json!(s);
+        }
+        if let (Some(t), Some(op)) = (m.metric_threshold, &m.operator) {
+            rule["metricThreshold"] = json!(t);
+            rule["operator"] = json!(op);
+        }
+        run_policy["logMonitoringConfiguration"] = json!([rule]);
+    }
+    let mut job_spec = json!({
+        "nprocPerNode": spec.gpus.to_string(),
+        "replicaSpecs": [{
+            "name": "pods",
+            "replicas": spec.nodes,
+            "template": {"metadata": {"labels": labels(spec)}, "spec": pod_spec(spec, container)},
+        }],
+        "runPolicy": run_policy,
+    });
+    if let Some(e) = spec.elastic {
+        job_spec["replicaSpecs"][0]["maxReplicas"] = json!(e.max_nodes);
+        job_spec["elasticPolicy"] = json!({"minReplicas": e.min_nodes, "maxReplicas": e.max_nodes});
+    }
+    json!({"apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob",
+           "metadata": metadata(spec), "spec": job_spec})
+}
+
+/// A `RayJob`: the recipe's command is the driver's entrypoint; the head runs no GPU work.
+pub fn ray_job(spec: &JobSpec<'_>) -> Value {
+    let ray = |name: &str, gpus: bool| {
+        let mut c = json!({"name": name, "image": spec.image, "env": env(spec),
+                           "volumeMounts": mounts()});
+        if gpus {
+            c["resources"] = resources(spec);
+        } else {
+            c["resources"] = json!({"requests": {"cpu": "4", "memory": "16Gi"}});
+            c["ports"] = json!([{"containerPort": 6379, "name": "gcs"},
+                                {"containerPort": 8265, "name": "dashboard"},
+                                {"containerPort": 10001, "name": "client"}]);
+        }
+        c
+    };
+    let worker_pod = pod_spec(spec, ray("ray-worker", true));
+    let mut head_pod = json!({"containers": [ray("ray-head", false)], "volumes": volumes()});
+    if spec.tiered_checkpointing {
+        head_pod["serviceAccountName"] = json!("hyperpod-checkpointing");
+    }
+    json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": metadata(spec),
+    "spec": {
+        // Words validated one by one (paths and numbers): no shell meaning in any of them.
+        "entrypoint": spec.command.join(" "),
+        "shutdownAfterJobFinishes": true,
+        "ttlSecondsAfterFinished": 3600,
+        "submissionMode": "K8sJobMode",
+        "rayClusterSpec": {
+            "headGroupSpec": {"rayStartParams": {"dashboard-host": "0.0.0.0", "num-gpus": "0"},
+                "template": {"metadata": {"labels": labels(spec)}, "spec": head_pod}},
+            "workerGroupSpecs": [{"groupName": "gpu", "replicas": spec.nodes,
+                "minReplicas": spec.nodes, "maxReplicas": spec.nodes, "rayStartParams": {},
+                "template": {"metadata": {"labels": labels(spec)}, "spec": worker_pod}}],
+        },
+    }})
+}

@@ -1,0 +1,705 @@
+//! Training jobs at the edge: a recipe and a few decision-level inputs become a validated
+//! `HyperPodPyTorchJob` or `RayJob` (every path under `/s3`, the instance type one the cluster
+//! has, the operator installed), submitted as an operation that follows it to the end; and the
+//! jobs on a cluster (ours and others'), read from their operators' status.
+
+mod manifests;
+mod recipes;
+
+pub use manifests::{pytorch_job, ray_job, JobSpec, DATA_CLAIM, JOB_LABEL};
+pub use recipes::{recipe, CommandInputs, Recipe, RecipeInput, Runtime, RECIPES};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use utoipa::ToSchema;
+
+use super::incluster::{kube_target, list_storage};
+use super::resources::ClusterResources;
+use super::steps::training::{restarts, training_state};
+use super::steps::workloads::{ApplyParams, DeleteParams, WORKLOAD_NAMESPACE};
+use super::validate;
+use crate::cloud::{gpus_per_instance, Capacity, CloudError, ObjectRef, MANAGED_BY};
+use crate::error::{ApiError, ApiResult};
+use crate::ops::Engine;
+
+/// The EKS add-on of the HyperPod training operator.
+const TRAINING_OPERATOR_ADDON: &str = "amazon-sagemaker-hyperpod-training-operator";
+
+/// `POST /api/clusters/{name}/training-jobs`.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TrainingJobRequest {
+    /// Job name: a DNS label of at most 50 characters, unique in namespace default.
+    pub job_name: String,
+    /// `pytorch`, `llama-factory`, `ms-swift` or `verl` (see `GET /api/recipes`).
+    pub recipe: String,
+    /// An instance type of one of the cluster's instance groups; each node runs one pod with
+    /// all its GPUs.
+    pub instance_type: String,
+    /// Nodes (default 1).
+    pub node_count: Option<i64>,
+    /// The training script under `/s3` (recipe `pytorch`).
+    pub script: Option<String>,
+    /// Model directory under `/s3`.
+    pub model: Option<String>,
+    /// Dataset location under `/s3`.
+    pub dataset: Option<String>,
+    /// Output location under `/s3` (default `/s3/outputs/<name>`).
+    pub output: Option<String>,
+    /// Extra arguments appended to the recipe's command (a list: no shell).
+    pub args: Option<Vec<String>>,
+    /// Overrides the recipe's pinned image.
+    pub image: Option<String>,
+    /// The recovery budget (HyperPodPyTorchJob recipes; default: 3 retries, 2 restarts before a
+    /// full-job restart, 1 full-job restart per hour).
+    pub recovery: Option<RecoveryBudget>,
+    /// Hang and slowness detection from the job's log (HyperPodPyTorchJob recipes).
+    pub monitoring: Option<HangDetection>,
+    /// Elastic training between a minimum and a maximum node count (HyperPodPyTorchJob recipes).
+    pub elastic: Option<Elastic>,
+    /// `none` (default) or `managed-tiered` (the cluster's managed tiered checkpointing).
+    pub checkpointing: Option<String>,
+}
+
+/// How many failures a job may survive, as the training operator counts them.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecoveryBudget {
+    /// Retries of the whole job before it fails (`runPolicy.jobMaxRetryCount`).
+    pub job_max_retry_count: u32,
+    /// Pod-level restarts before a full-job restart.
+    pub restarts_before_full_job_restart: Option<u32>,
+    /// Full-job restarts allowed within an evaluation period.
+    pub max_full_job_restarts: Option<u32>,
+    /// The period the restart limits are counted in (seconds, default 3600).
+    #[serde(default = "default_eval_period")]
+    pub eval_period_seconds: u32,
+    /// Nodes that failed repeatedly to keep out of the next full-job restart.
+    pub repeat_offenders_to_avoid: Option<u32>,
+}
+
+fn default_eval_period() -> u32 {
+    3600
+}
+
+impl Default for RecoveryBudget {
+    fn default() -> Self {
+        Self {
+            job_max_retry_count: 3,
+            restarts_before_full_job_restart: Some(2),
+            max_full_job_restarts: Some(1),
+            eval_period_seconds: 3600,
+            repeat_offenders_to_avoid: None,
+        }
+    }
+}
+
+/// A log rule the operator evaluates: no match within the start cut-off, or none within the
+/// recurring frequency, marks the job hanging; a metric captured by the pattern past the
+/// threshold marks it slow. Either leads to a restart within the budget.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HangDetection {
+    /// A regular expression matching the job's progress lines (optionally one capturing group
+    /// with a number, e.g. `.*throughput: ([0-9.]+).*`).
+    pub log_pattern: String,
+    /// Seconds to the first match.
+    pub start_cutoff_seconds: Option<u32>,
+    /// Seconds allowed between two matches.
+    pub recurring_frequency_seconds: Option<u32>,
+    /// Threshold for the captured number (with `operator`).
+    pub metric_threshold: Option<i64>,
+    /// `gt`, `lt`, `eq`, `gteq` or `lteq`.
+    pub operator: Option<String>,
+}
+
+/// Elastic training: the job runs on between `minNodes` and `maxNodes` nodes.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Elastic {
+    pub min_nodes: u32,
+    pub max_nodes: u32,
+}
+
+/// A path under the S3 claim's mount: `/s3/...`, no `..`, plain characters only.
+fn s3_path(field: &str, p: &str) -> ApiResult<String> {
+    let ok = p.starts_with("/s3/")
+        && p.len() <= 512
+        && !p.split('/').any(|seg| seg == ".." || seg == ".")
+        && !p.contains("//")
+        && p.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | '=' | '+'));
+    validate::require(
+        ok,
+        field,
+        format!(
+            "`{}` is not a path under /s3 (the cluster's S3 claim, mounted in every pod)",
+            validate::truncate(p)
+        ),
+        json!("/s3/<prefix in the shared bucket>, e.g. /s3/models/Qwen/Qwen3-8B"),
+    )?;
+    Ok(p.trim_end_matches('/').to_string())
+}
+
+fn image(field: &str, image: &str) -> ApiResult<()> {
+    let ok = (3..=255).contains(&image.len())
+        && !image.starts_with(['-', '/', '.'])
+        && image
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | ':' | '@'));
+    validate::require(
+        ok,
+        field,
+        format!("`{}` is not a container image reference", validate::truncate(image)),
+        json!("registry/repository:tag, e.g. 763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.6.0-gpu-py312"),
+    )
+}
+
+fn args(field: &str, args: &[String]) -> ApiResult<()> {
+    validate::require(
+        args.len() <= 64,
+        field,
+        format!("{} arguments: at most 64", args.len()),
+        json!(["--epochs=3"]),
+    )?;
+    for a in args {
+        let ok =
+            (1..=512).contains(&a.len()) && a.chars().all(|c| c.is_ascii_graphic() || c == ' ');
+        validate::require(
+            ok,
+            field,
+            format!(
+                "argument `{}` is not printable text of 1–512 characters",
+                validate::truncate(a)
+            ),
+            json!("--learning_rate=1e-5"),
+        )?;
+    }
+    Ok(())
+}
+
+fn hang_detection(m: &HangDetection) -> ApiResult<()> {
+    let ok = (1..=256).contains(&m.log_pattern.len())
+        && !m.log_pattern.contains(['\n', '\r'])
+        && m.log_pattern.matches('(').count() <= 1 + m.log_pattern.matches("\\(").count();
+    validate::require(
+        ok,
+        "monitoring.logPattern",
+        "the log pattern is a one-line regular expression of 1–256 characters with at most one capturing group".into(),
+        json!(".*loss: ([0-9.]+).*"),
+    )?;
+    validate::require(
+        m.start_cutoff_seconds.is_some() || m.recurring_frequency_seconds.is_some() || m.metric_threshold.is_some(),
+        "monitoring",
+        "a rule needs a start cut-off, a recurring frequency or a metric threshold to detect anything".into(),
+        json!({"startCutoffSeconds": 600, "recurringFrequencySeconds": 300}),
+    )?;
+    let ops = ["gt", "lt", "eq", "gteq", "lteq"];
+    match (&m.metric_threshold, &m.operator) {
+        (None, None) => Ok(()),
+        (Some(_), Some(op)) if ops.contains(&op.as_str()) => Ok(()),
+        (Some(_), Some(op)) => Err(ApiError::validation_hint(
+            "monitoring.operator",
+            format!("`{}` is not a comparison", validate::truncate(op)),
+            json!(ops),
+        )),
+        _ => Err(ApiError::validation_hint(
+            "monitoring.metricThreshold",
+            "a metric threshold and its operator go together",
+            json!({"metricThreshold": 100, "operator": "lt"}),
+        )),
+    }
+}
+
+fn cloud_err(e: CloudError) -> ApiError {
+    ApiError::Cloud(Box::new(e))
+}
+
+fn job_ref(runtime: Runtime, name: &str) -> ObjectRef {
+    let (api_version, kind) = match runtime {
+        Runtime::HyperPodPytorch => ("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob"),
+        Runtime::Ray => ("ray.io/v1", "RayJob"),
+    };
+    ObjectRef {
+        api_version: api_version.into(),
+        kind: kind.into(),
+        namespace: Some(WORKLOAD_NAMESPACE.into()),
+        name: name.into(),
+    }
+}
+
+/// Validates a submission and makes its operation's parameters. Nothing is applied here.
+pub async fn training_params(
+    engine: &Engine,
+    cluster: &str,
+    req: &TrainingJobRequest,
+) -> ApiResult<Value> {
+    validate::dns_label("jobName", "job name", &req.job_name)?;
+    validate::require(
+        req.job_name.len() <= 50,
+        "jobName",
+        format!(
+            "`{}` is longer than 50 characters (pods add their own suffix)",
+            req.job_name
+        ),
+        json!("llama-sft-1"),
+    )?;
+    let Some(recipe) = recipe(&req.recipe) else {
+        return Err(ApiError::validation_hint(
+            "recipe",
+            format!("`{}` is not a recipe", validate::truncate(&req.recipe)),
+            json!(RECIPES.iter().map(|r| r.name).collect::<Vec<_>>()),
+        ));
+    };
+    let pytorch = recipe.runtime == Runtime::HyperPodPytorch;
+    let nodes = match req.node_count {
+        None => 1,
+        Some(n) if (1..=256).contains(&n) => n as u32,
+        Some(n) => {
+            return Err(ApiError::validation_hint(
+                "nodeCount",
+                format!("{n} nodes: a job runs on 1 to 256 nodes"),
+                json!(2),
+            ))
+        }
+    };
+    // Decision-level inputs: each the recipe names, each a path under /s3.
+    let mut paths: Vec<(&'static str, String)> = Vec::new();
+    for (field, value) in [
+        ("script", &req.script),
+        ("model", &req.model),
+        ("dataset", &req.dataset),
+    ] {
+        let wanted = recipe.inputs.iter().find(|i| i.field == field);
+        match (value, wanted) {
+            (Some(v), Some(_)) => paths.push((field, s3_path(field, v)?)),
+            (Some(_), None) => {
+                return Err(ApiError::validation(
+                    field,
+                    format!("recipe `{}` takes no `{field}`", recipe.name),
+                ))
+            }
+            (None, Some(i)) if i.required => {
+                return Err(ApiError::validation_hint(
+                    field,
+                    format!(
+                        "recipe `{}` needs `{field}`: {}",
+                        recipe.name, i.description
+                    ),
+                    json!("/s3/..."),
+                ))
+            }
+            (None, _) => {}
+        }
+    }
+    let output = match &req.output {
+        Some(o) => s3_path("output", o)?,
+        None => format!("/s3/outputs/{}", req.job_name),
+    };
+    paths.push(("output", output.clone()));
+    if let Some(i) = &req.image {
+        image("image", i)?;
+    }
+    let extra = req.args.clone().unwrap_or_default();
+    args("args", &extra)?;
+    let tiered = match req.checkpointing.as_deref().unwrap_or("none") {
+        "none" => false,
+        "managed-tiered" => true,
+        other => {
+            return Err(ApiError::validation_hint(
+                "checkpointing",
+                format!(
+                    "`{}` is not a checkpointing mode",
+                    validate::truncate(other)
+                ),
+                json!(["none", "managed-tiered"]),
+            ))
+        }
+    };
+    if !pytorch {
+        for (field, given) in [
+            ("recovery", req.recovery.is_some()),
+            ("monitoring", req.monitoring.is_some()),
+            ("elastic", req.elastic.is_some()),
+        ] {
+            if given {
+                return Err(ApiError::validation_hint(
+                    field,
+                    format!("`{field}` is a HyperPod training operator setting; recipe `{}` runs on KubeRay", recipe.name),
+                    json!(RECIPES.iter().filter(|r| r.runtime == Runtime::HyperPodPytorch).map(|r| r.name).collect::<Vec<_>>()),
+                ));
+            }
+        }
+    }
+    if let Some(m) = &req.monitoring {
+        hang_detection(m)?;
+    }
+    if let Some(b) = &req.recovery {
+        validate::require(
+            b.job_max_retry_count <= 100 && (60..=604_800).contains(&b.eval_period_seconds),
+            "recovery",
+            "jobMaxRetryCount is 0–100 and evalPeriodSeconds 60–604800".into(),
+            serde_json::to_value(RecoveryBudget::default()).unwrap_or_default(),
+        )?;
+    }
+    // The cluster: the instance type must be one of its groups'.
+    let record = super::live_cluster(engine, cluster).await?;
+    let groups = ClusterResources::of(&record.resources)
+        .instance_groups
+        .unwrap_or_default();
+    let Some(group) = groups.iter().find(|g| g.instance_type == req.instance_type) else {
+        return Err(ApiError::validation_hint(
+            "instanceType",
+            format!(
+                "`{}` has no instance group of {}",
+                cluster,
+                validate::truncate(&req.instance_type)
+            ),
+            json!(groups.iter().map(|g| &g.instance_type).collect::<Vec<_>>()),
+        ));
+    };
+    let gpus = gpus_per_instance(&req.instance_type);
+    validate::require(
+        gpus > 0,
+        "instanceType",
+        format!("{} has no NVIDIA GPUs for these recipes", req.instance_type),
+        json!(groups
+            .iter()
+            .filter(|g| gpus_per_instance(&g.instance_type) > 0)
+            .map(|g| &g.instance_type)
+            .collect::<Vec<_>>()),
+    )?;
+    // What elastic training does not cover (AWS's elastic training page): refused up front.
+    if let Some(e) = &req.elastic {
+        validate::require(
+            e.min_nodes >= 1 && e.min_nodes <= nodes && nodes <= e.max_nodes && e.max_nodes <= 256,
+            "elastic",
+            format!("minNodes ≤ nodeCount ({nodes}) ≤ maxNodes, between 1 and 256"),
+            json!({"minNodes": 1, "maxNodes": nodes.max(2)}),
+        )?;
+        if group.capacity == Capacity::Spot {
+            return Err(ApiError::validation_hint(
+                "elastic",
+                format!("elastic training does not support Spot capacity, and `{}` (the {} group) is Spot", group.name, group.instance_type),
+                json!("drop `elastic`, or train on an on-demand or training-plan group"),
+            ));
+        }
+        if tiered {
+            return Err(ApiError::validation_hint(
+                "elastic",
+                "elastic training does not support managed tiered checkpointing",
+                json!("drop `elastic`, or use checkpointing `none` and save checkpoints under /s3"),
+            ));
+        }
+    }
+    // The operator and the data contract.
+    let target = kube_target(engine, cluster).await?;
+    if pytorch {
+        let addon = engine
+            .cloud()
+            .eks
+            .describe_addon(cluster, TRAINING_OPERATOR_ADDON)
+            .await
+            .map_err(cloud_err)?;
+        if !addon.is_some_and(|a| a.status == crate::cloud::AddonStatus::Active) {
+            return Err(ApiError::Conflict {
+                slug: "training-operator-missing",
+                detail: format!(
+                    "recipe `{}` runs on the HyperPod training operator, which is not active on `{cluster}`: enable it with PATCH /api/clusters/{cluster}/features {{\"trainingOperator\": true}} (features_update), then submit again",
+                    recipe.name
+                ),
+                field: Some("recipe".into()),
+                operation_id: None,
+            });
+        }
+    } else {
+        let crd = ObjectRef {
+            api_version: "apiextensions.k8s.io/v1".into(),
+            kind: "CustomResourceDefinition".into(),
+            namespace: None,
+            name: "rayjobs.ray.io".into(),
+        };
+        if engine
+            .cloud()
+            .kube
+            .get(&target, &crd)
+            .await
+            .map_err(cloud_err)?
+            .is_none()
+        {
+            return Err(ApiError::Conflict {
+                slug: "kuberay-missing",
+                detail: format!("recipe `{}` runs on KubeRay, whose RayJob kind is not installed on `{cluster}`: run the dependency stage (dependencies_install), then submit again", recipe.name),
+                field: Some("recipe".into()),
+                operation_id: None,
+            });
+        }
+    }
+    let claims = list_storage(engine, cluster).await?;
+    if !claims
+        .iter()
+        .any(|c| c.claim_name == DATA_CLAIM && c.namespace == WORKLOAD_NAMESPACE)
+    {
+        return Err(ApiError::Conflict {
+            slug: "storage-missing",
+            detail: format!("training pods mount `{DATA_CLAIM}` at /s3, and `{cluster}` has none: create it with storage_setup (no arguments), then submit again"),
+            field: None,
+            operation_id: None,
+        });
+    }
+    let watch = job_ref(recipe.runtime, &req.job_name);
+    for runtime in [Runtime::HyperPodPytorch, Runtime::Ray] {
+        let existing = match engine
+            .cloud()
+            .kube
+            .get(&target, &job_ref(runtime, &req.job_name))
+            .await
+        {
+            Ok(found) => found,
+            Err(e) if matches!(e.code.as_str(), "KindNotServed" | "NotFound") => None,
+            Err(e) => return Err(cloud_err(e)),
+        };
+        if existing.is_some() {
+            return Err(ApiError::Conflict {
+                slug: "job-exists",
+                detail: format!("a training job `{}` already exists on `{cluster}`: pick another name, or delete it first (training_job_delete)", req.job_name),
+                field: Some("jobName".into()),
+                operation_id: None,
+            });
+        }
+    }
+    let command = recipe.command(&CommandInputs {
+        nodes,
+        gpus,
+        script: paths
+            .iter()
+            .find(|(k, _)| *k == "script")
+            .map(|(_, v)| v.as_str()),
+        model: paths
+            .iter()
+            .find(|(k, _)| *k == "model")
+            .map(|(_, v)| v.as_str()),
+        dataset: paths
+            .iter()
+            .find(|(k, _)| *k == "dataset")
+            .map(|(_, v)| v.as_str()),
+        output: &output,
+        extra: &extra,
+    });
+    let budget = req.recovery.clone().unwrap_or_default();
+    let spec = JobSpec {
+        name: &req.job_name,
+        recipe: recipe.name,
+        image: req.image.as_deref().unwrap_or(recipe.image),
+        instance_type: &req.instance_type,
+        nodes,
+        gpus,
+        command,
+        paths,
+        recovery: pytorch.then_some(&budget),
+        monitoring: req.monitoring.as_ref(),
+        elastic: req.elastic.as_ref(),
+        tiered_checkpointing: tiered,
+    };
+    let manifest = match recipe.runtime {
+        Runtime::HyperPodPytorch => pytorch_job(&spec),
+        Runtime::Ray => ray_job(&spec),
+    };
+    let params = ApplyParams {
+        workload: format!("training/{}", req.job_name),
+        manifests: vec![manifest],
+        watch,
+    };
+    Ok(serde_json::to_value(params).map_err(anyhow::Error::from)?)
+}
+
+/// A training job and where it stands.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TrainingJobView {
+    pub name: String,
+    /// `HyperPodPyTorchJob` or `RayJob`.
+    pub kind: String,
+    /// The recipe it was made from; none for jobs created elsewhere.
+    pub recipe: Option<String>,
+    /// `instantstart` (made here) or `external` (shown read-only).
+    pub origin: String,
+    /// `pending`, `running`, `succeeded` or `failed`.
+    pub state: String,
+    pub message: Option<String>,
+    pub instance_type: Option<String>,
+    pub nodes: Option<u64>,
+    /// `count`, `limit` (jobMaxRetryCount), `fullJobRestarts`, `fullJobRestartLimit`.
+    #[schema(value_type = Object)]
+    pub restarts: Value,
+    /// Pods and ranks of the latest restart.
+    pub faulty_pods: Vec<String>,
+    pub faulty_ranks: Vec<String>,
+    #[schema(value_type = Vec<Object>)]
+    pub conditions: Vec<Value>,
+    /// The `/s3` paths it was made from (`script`, `model`, `dataset`, `output`).
+    #[schema(value_type = Object)]
+    pub paths: Value,
+    pub created: Option<String>,
+}
+
+fn view_of(j: &Value) -> TrainingJobView {
+    let s = |p: &str| j.pointer(p).and_then(Value::as_str).map(str::to_string);
+    let list = |p: &str| -> Vec<String> {
+        j.pointer(p)
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default()
+    };
+    let state = training_state(j);
+    let annotation = |k: &str| s(&format!("/metadata/annotations/instantstart.io~1{k}"));
+    let managed = j
+        .pointer(&format!(
+            "/metadata/labels/{}",
+            MANAGED_BY.0.replace('/', "~1")
+        ))
+        .is_some();
+    let pytorch = j["kind"] == "HyperPodPyTorchJob";
+    let (pod, nodes) = if pytorch {
+        (
+            "/spec/replicaSpecs/0/template/spec",
+            j.pointer("/spec/replicaSpecs")
+                .and_then(Value::as_array)
+                .map(|rs| rs.iter().filter_map(|r| r["replicas"].as_u64()).sum()),
+        )
+    } else {
+        (
+            "/spec/rayClusterSpec/workerGroupSpecs/0/template/spec",
+            j.pointer("/spec/rayClusterSpec/workerGroupSpecs/0/replicas")
+                .and_then(Value::as_u64),
+        )
+    };
+    TrainingJobView {
+        name: s("/metadata/name").unwrap_or_default(),
+        kind: s("/kind").unwrap_or_default(),
+        recipe: annotation("recipe"),
+        origin: if managed { "instantstart" } else { "external" }.into(),
+        state: state.as_str().into(),
+        message: state.message().map(str::to_string),
+        instance_type: s(&format!(
+            "{pod}/nodeSelector/node.kubernetes.io~1instance-type"
+        )),
+        nodes,
+        restarts: if pytorch { restarts(j) } else { json!({}) },
+        faulty_pods: list("/status/latestFaultyPodInstanceList/faultyPodList"),
+        faulty_ranks: list("/status/latestFaultyPodInstanceList/faultyRankList"),
+        conditions: j
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        paths: json!(["script", "model", "dataset", "output"]
+            .iter()
+            .filter_map(|k| annotation(k).map(|v| (k.to_string(), v)))
+            .collect::<std::collections::BTreeMap<_, _>>()),
+        created: s("/metadata/creationTimestamp"),
+    }
+}
+
+/// Every training job in namespace default, newest first: ours and those created elsewhere.
+pub async fn list_training_jobs(engine: &Engine, cluster: &str) -> ApiResult<Vec<TrainingJobView>> {
+    let target = kube_target(engine, cluster).await?;
+    let mut out = Vec::new();
+    for runtime in [Runtime::HyperPodPytorch, Runtime::Ray] {
+        let r = job_ref(runtime, "");
+        match engine
+            .cloud()
+            .kube
+            .list(
+                &target,
+                &r.api_version,
+                &r.kind,
+                Some(WORKLOAD_NAMESPACE),
+                None,
+            )
+            .await
+        {
+            Ok(items) => out.extend(items.iter().map(view_of)),
+            // The operator is not installed: no jobs of its kind.
+            Err(e) if matches!(e.code.as_str(), "KindNotServed" | "NotFound") => {}
+            Err(e) => return Err(cloud_err(e)),
+        }
+    }
+    out.sort_by(|a, b| b.created.cmp(&a.created).then(a.name.cmp(&b.name)));
+    Ok(out)
+}
+
+pub async fn get_training_job(
+    engine: &Engine,
+    cluster: &str,
+    job: &str,
+) -> ApiResult<TrainingJobView> {
+    validate::dns_label("job", "job name", job)?;
+    list_training_jobs(engine, cluster)
+        .await?
+        .into_iter()
+        .find(|j| j.name == job)
+        .ok_or_else(|| ApiError::not_found(format!("training job `{job}` on `{cluster}`")))
+}
+
+/// Deleting a job this control plane made (one created elsewhere is shown, never changed).
+pub async fn training_delete_params(engine: &Engine, cluster: &str, job: &str) -> ApiResult<Value> {
+    let view = get_training_job(engine, cluster, job).await?;
+    if view.origin != "instantstart" {
+        return Err(ApiError::Conflict {
+            slug: "not-managed",
+            detail: format!("`{job}` was created outside this control plane: it is shown read-only, never deleted from here"),
+            field: None,
+            operation_id: None,
+        });
+    }
+    let runtime = if view.kind == "RayJob" {
+        Runtime::Ray
+    } else {
+        Runtime::HyperPodPytorch
+    };
+    let params = DeleteParams {
+        workload: format!("training/{job}"),
+        objects: vec![job_ref(runtime, job)],
+    };
+    Ok(serde_json::to_value(params).map_err(anyhow::Error::from)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_stay_under_s3_and_plain() {
+        assert_eq!(
+            s3_path("f", "/s3/models/Qwen/Qwen3-8B/").unwrap(),
+            "/s3/models/Qwen/Qwen3-8B"
+        );
+        for bad in [
+            "/data/x",
+            "s3/x",
+            "/s3/../etc",
+            "/s3/a//b",
+            "/s3/a b",
+            "/s3/$(id)",
+            "/s3/a;b",
+            "/s3x/a",
+        ] {
+            assert!(s3_path("f", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn hang_detection_needs_something_to_detect_and_a_known_operator() {
+        let rule = |threshold: Option<i64>, op: Option<&str>| HangDetection {
+            log_pattern: ".*loss: ([0-9.]+).*".into(),
+            start_cutoff_seconds: Some(600),
+            recurring_frequency_seconds: None,
+            metric_threshold: threshold,
+            operator: op.map(str::to_string),
+        };
+        assert!(hang_detection(&rule(None, None)).is_ok());
+        assert!(hang_detection(&rule(Some(5), Some("lt"))).is_ok());
+        assert!(hang_detection(&rule(Some(5), None)).is_err());
+        assert!(hang_detection(&rule(Some(5), Some("below"))).is_err());
+    }
+}

@@ -1,0 +1,284 @@
+//! Training in the sandbox: recipes listed, bad submissions refused by field with nothing
+//! applied, a job followed to `succeeded` with an injected pod failure in its restart count, a
+//! job that exhausts its budget failing with the operator's reason, idempotent resubmission,
+//! deletion; and every generated job checked against AWS's HyperPod SDK models and the RayJob
+//! CRD schema.
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::crds::Schemas;
+use crate::helpers::*;
+
+const JOBS: &str = "/api/clusters/demo/training-jobs";
+
+/// A sandbox cluster with storage and the training operator enabled.
+async fn training_cluster(faults: Option<&'static str>) -> TestApp {
+    let app = spawn_app_with(Opts {
+        faults,
+        ..Default::default()
+    })
+    .await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    app
+}
+
+async fn enable_training_operator(app: &TestApp) {
+    let r = app
+        .client
+        .patch(app.url("/api/clusters/demo/features"))
+        .json(&json!({"trainingOperator": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let body: Value = r.json().await.unwrap();
+    let id = body["features"]["trainingOperator"]["operationId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+}
+
+fn sft(name: &str) -> Value {
+    json!({"jobName": name, "recipe": "llama-factory", "instanceType": "ml.g5.8xlarge", "nodeCount": 2,
+           "model": "/s3/models/Qwen/Qwen3-8B", "dataset": "/s3/datasets/alpaca"})
+}
+
+async fn submit(app: &TestApp, body: &Value) -> Value {
+    let r = app.post(JOBS, body).await;
+    assert_eq!(r.status(), StatusCode::ACCEPTED, "{body}");
+    r.json().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_trains_to_succeeded_and_an_injected_pod_failure_shows_in_its_restarts() {
+    let app = training_cluster(Some("k8s:PodFailure=1")).await;
+    let recipes = app.json("/api/recipes").await;
+    let names: Vec<_> = recipes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].clone())
+        .collect();
+    assert_eq!(
+        names,
+        json!(["pytorch", "llama-factory", "ms-swift", "verl"])
+            .as_array()
+            .unwrap()
+            .clone()
+    );
+    assert!(recipes[0]["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|i| i["field"] == "script" && i["required"] == true));
+
+    // Without the operator: 409 saying how to enable it.
+    let r = app.post(JOBS, &sft("sft-1")).await;
+    let p = problem(r, StatusCode::CONFLICT).await;
+    assert!(
+        p["detail"].as_str().unwrap().contains("trainingOperator"),
+        "{p}"
+    );
+    enable_training_operator(&app).await;
+
+    let with = |patch: Value| {
+        let mut b = sft("sft-1");
+        for (k, v) in patch.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        b
+    };
+    for (body, status, field) in [
+        (with(json!({"recipe": "deepspeed-magic"})), 422, "recipe"),
+        (with(json!({"model": "/etc/passwd"})), 422, "model"),
+        (with(json!({"dataset": "/s3/../root"})), 422, "dataset"),
+        (with(json!({"nodeCount": 0})), 422, "nodeCount"),
+        (
+            with(json!({"instanceType": "ml.p5.48xlarge"})),
+            422,
+            "instanceType",
+        ),
+        (
+            with(
+                json!({"elastic": {"minNodes": 1, "maxNodes": 4}, "checkpointing": "managed-tiered"}),
+            ),
+            422,
+            "elastic",
+        ),
+        (with(json!({"script": "/s3/train.py"})), 422, "script"),
+        (
+            with(json!({"monitoring": {"logPattern": ".*loss.*"}})),
+            422,
+            "monitoring",
+        ),
+        (
+            json!({"jobName": "rl", "recipe": "verl", "instanceType": "ml.g5.8xlarge", "model": "/s3/m", "dataset": "/s3/d",
+                "recovery": {"jobMaxRetryCount": 2}}),
+            422,
+            "recovery",
+        ),
+        (
+            json!({"jobName": "Bad_Name", "recipe": "pytorch", "instanceType": "ml.g5.8xlarge", "script": "/s3/t.py"}),
+            422,
+            "jobName",
+        ),
+    ] {
+        let r = app.post(JOBS, &body).await;
+        let p = problem(r, StatusCode::from_u16(status).unwrap()).await;
+        assert_eq!(p["field"], field, "{body}: {p}");
+    }
+    // Refusals applied nothing.
+    assert_eq!(app.json(JOBS).await, json!([]));
+
+    let mut body = sft("sft-1");
+    body["recovery"] =
+        json!({"jobMaxRetryCount": 3, "restartsBeforeFullJobRestart": 2, "maxFullJobRestarts": 1});
+    body["monitoring"] = json!({"logPattern": ".*loss: ([0-9.]+).*", "startCutoffSeconds": 600, "recurringFrequencySeconds": 300});
+    let keyed = |key: &str| {
+        app.client
+            .post(app.url(JOBS))
+            .header("idempotency-key", key)
+            .json(&body)
+    };
+    let first: Value = keyed("k-1").send().await.unwrap().json().await.unwrap();
+    let again: Value = keyed("k-1").send().await.unwrap().json().await.unwrap();
+    assert_eq!(first["operationId"], again["operationId"]);
+    assert_eq!(again["created"], false);
+
+    let op = app
+        .wait_terminal(first["operationId"].as_str().unwrap())
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(op["kind"], "training-job");
+    assert_eq!(op["phases"][0]["outputs"]["restarts"]["count"], 1, "{op}");
+    // Exactly the generated spec was applied.
+    let applied = &op["params"]["manifests"][0];
+    assert_eq!(applied["spec"]["runPolicy"]["jobMaxRetryCount"], 3);
+
+    let job = app.json(&format!("{JOBS}/sft-1")).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(job["origin"], "instantstart");
+    assert_eq!(job["recipe"], "llama-factory");
+    assert_eq!(job["restarts"]["count"], 1);
+    assert_eq!(job["restarts"]["limit"], 3);
+    assert_eq!(job["faultyPods"], json!(["sft-1-pods-0"]));
+    assert_eq!(job["paths"]["model"], "/s3/models/Qwen/Qwen3-8B");
+    assert_eq!(job["paths"]["output"], "/s3/outputs/sft-1");
+    assert_eq!(job["nodes"], 2);
+
+    // The same name again (another key) is refused; nothing else is applied.
+    let r = app.post(JOBS, &sft("sft-1")).await;
+    assert_eq!(problem(r, StatusCode::CONFLICT).await["field"], "jobName");
+
+    let deleted = app.delete_and_wait(&format!("{JOBS}/sft-1")).await;
+    assert_eq!(deleted["state"], "succeeded", "{deleted}");
+    assert_eq!(app.json(JOBS).await, json!([]));
+    let r = app.get(&format!("{JOBS}/sft-1")).await;
+    problem(r, StatusCode::NOT_FOUND).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_exhausts_its_recovery_budget_fails_with_the_operators_reason() {
+    let app = training_cluster(Some("k8s:PodFailure=5")).await;
+    enable_training_operator(&app).await;
+    let mut body = sft("flaky");
+    body["recovery"] = json!({"jobMaxRetryCount": 2});
+    let accepted = submit(&app, &body).await;
+    let op = app
+        .wait_terminal(accepted["operationId"].as_str().unwrap())
+        .await;
+    assert_eq!(op["state"], "failed", "{op}");
+    let message = op["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("JobMaxRetryCountExceeded") && message.contains("restarts 2/2"),
+        "{message}"
+    );
+    let job = app.json(&format!("{JOBS}/flaky")).await;
+    assert_eq!(job["state"], "failed");
+    assert_eq!(job["restarts"]["count"], 2);
+}
+
+/// Every HyperPodPyTorchJob the recipes make (with and without budget, hang detection and
+/// elastic options), as the sandbox applied them, against AWS's own SDK models; the VERL RayJob
+/// against the RayJob CRD.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_recipe_makes_a_job_that_the_sdk_models_and_the_crd_accept() {
+    let app = training_cluster(None).await;
+    enable_training_operator(&app).await;
+    let bodies = [
+        json!({"jobName": "plain", "recipe": "pytorch", "instanceType": "ml.g5.8xlarge", "script": "/s3/code/train.py",
+               "args": ["--epochs=1"]}),
+        json!({"jobName": "budget", "recipe": "pytorch", "instanceType": "ml.g5.8xlarge", "nodeCount": 2, "script": "/s3/code/train.py",
+               "dataset": "/s3/data", "recovery": {"jobMaxRetryCount": 5, "restartsBeforeFullJobRestart": 3,
+               "maxFullJobRestarts": 2, "evalPeriodSeconds": 7200, "repeatOffendersToAvoid": 1},
+               "monitoring": {"logPattern": ".*tokens/s: ([0-9]+).*", "startCutoffSeconds": 900,
+               "recurringFrequencySeconds": 300, "metricThreshold": 100, "operator": "lt"},
+               "elastic": {"minNodes": 1, "maxNodes": 2}}),
+        sft("lf"),
+        json!({"jobName": "swift", "recipe": "ms-swift", "instanceType": "ml.g5.8xlarge", "model": "/s3/models/m",
+               "dataset": "/s3/data/train.jsonl", "checkpointing": "managed-tiered"}),
+    ];
+    let mut specs = Vec::new();
+    for body in &bodies {
+        let accepted = submit(&app, body).await;
+        let op = app
+            .json(&format!(
+                "/api/operations/{}",
+                accepted["operationId"].as_str().unwrap()
+            ))
+            .await;
+        let job = op["params"]["manifests"][0].clone();
+        assert_eq!(job["kind"], "HyperPodPyTorchJob");
+        specs.push(job);
+    }
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), serde_json::to_string(&specs).unwrap()).unwrap();
+    let out = std::process::Command::new(venv_python())
+        .arg(peer("hyperpod_models.py"))
+        .arg(file.path())
+        .output()
+        .expect("run the SDK model check");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        report.contains(&format!("checked {}", specs.len())),
+        "{report}"
+    );
+
+    // VERL: the RayJob against the real CRD schema.
+    use instantstart::service::training::{ray_job, recipe, CommandInputs, JobSpec};
+    let verl = recipe("verl").unwrap();
+    let command = verl.command(&CommandInputs {
+        nodes: 2,
+        gpus: 1,
+        script: None,
+        model: Some("/s3/models/m"),
+        dataset: Some("/s3/data"),
+        output: "/s3/outputs/rl",
+        extra: &[],
+    });
+    let rj = ray_job(&JobSpec {
+        name: "rl",
+        recipe: "verl",
+        image: verl.image,
+        instance_type: "ml.g5.8xlarge",
+        nodes: 2,
+        gpus: 1,
+        command,
+        paths: vec![("model", "/s3/models/m".into())],
+        recovery: None,
+        monitoring: None,
+        elastic: None,
+        tiered_checkpointing: false,
+    });
+    if let Some(schemas) = Schemas::load() {
+        assert_eq!(schemas.errors(&rj), Vec::<String>::new(), "{rj}");
+    }
+}
