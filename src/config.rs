@@ -21,7 +21,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the web UI, REST API and MCP endpoint.
-    Serve(ServeConfig),
+    Serve(Box<ServeConfig>),
     /// Exit 0 when the server at `--bind` answers `/healthz` (the container health check; the
     /// runtime image has no shell or curl).
     Probe {
@@ -93,6 +93,12 @@ pub struct ServeConfig {
     #[arg(long, env = "INSTANTSTART_KUBE_URL")]
     pub kube_url: Option<String>,
 
+    /// Base URL serving the pinned operator release files (KubeRay and KEDA CRDs) by file name,
+    /// for accounts without internet egress: an HTTPS mirror (or a loopback one). Unset: the
+    /// upstream release URLs (HTTPS); the sandbox uses stand-in CRDs.
+    #[arg(long, env = "INSTANTSTART_RELEASE_MIRROR")]
+    pub release_mirror: Option<String>,
+
     /// ARN of a managed policy to set as the permissions boundary of every IAM role the control
     /// plane creates (the CloudFormation template sets it and requires it).
     #[arg(long, env = "INSTANTSTART_PERMISSIONS_BOUNDARY")]
@@ -139,6 +145,7 @@ impl ServeConfig {
             sandbox_time_scale: 60.0,
             sandbox_faults: String::new(),
             kube_url: None,
+            release_mirror: None,
             allowed_features: Vec::new(),
             permissions_boundary: None,
             poll_interval_ms: None,

@@ -139,6 +139,8 @@ fn mcp_service(
 
 /// Opens the store, builds the cloud, binds the listener, resumes unfinished operations.
 pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
+    // One TLS provider for every client of the process (Kubernetes, release files).
+    cloud::kube::install_crypto_provider();
     let ip = config.bind.ip();
     if !ip.is_loopback() && config.token.is_none() {
         anyhow::bail!(
@@ -150,7 +152,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
     let store = Store::open(&data_dir).await?;
     tracing::info!(data_dir = %data_dir.display(), "store opened");
 
-    let (cloud, sandbox, cloud_warning) = match config.cloud {
+    let (mut cloud, sandbox, cloud_warning) = match config.cloud {
         CloudMode::Sandbox => {
             let faults = Faults::parse(&config.sandbox_faults)
                 .map_err(|e| anyhow::anyhow!("INSTANTSTART_SANDBOX_FAULTS: {e}"))?;
@@ -185,6 +187,13 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         }
     };
 
+    if let Some(mirror) = &config.release_mirror {
+        anyhow::ensure!(
+            cloud::web::allowed_url(mirror),
+            "INSTANTSTART_RELEASE_MIRROR: `{mirror}` is neither an HTTPS URL nor a loopback one"
+        );
+        cloud.releases = Arc::new(cloud::web::HttpReleases::new(Some(mirror.clone())));
+    }
     let poll = Duration::from_millis(config.poll_interval_ms.unwrap_or(match config.cloud {
         CloudMode::Sandbox => 250,
         CloudMode::Aws => 10_000,

@@ -12,7 +12,7 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     match Cli::parse().command {
-        Command::Serve(config) => instantstart::build_app(config).await?.run().await,
+        Command::Serve(config) => instantstart::build_app(*config).await?.run().await,
         Command::Probe { bind } => instantstart::probe(bind).await,
     }
 }

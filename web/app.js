@@ -10,7 +10,8 @@ import { nodes } from './nodes.js';
 import { storage } from './storage.js';
 import { operations } from './operations.js';
 import { features } from './features.js';
-import { inference, jobs, models } from './workloads.js';
+import { inference, models } from './workloads.js';
+import { training, trainingJob } from './training.js';
 
 async function header() {
   const health = (await api('/healthz')).body || {};
@@ -44,7 +45,8 @@ const routes = [
   [/^#\/features$/, () => features()],
   [/^#\/models$/, () => models()],
   [/^#\/inference$/, () => inference()],
-  [/^#\/training$/, () => jobs()],
+  [/^#\/training$/, () => training()],
+  [/^#\/training\/([^/]+)$/, (m) => trainingJob(decodeURIComponent(m[1]))],
 ];
 
 let cleanup = null;

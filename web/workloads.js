@@ -1,4 +1,4 @@
-// Pages: model downloads, self-managed inference (with a smoke test), training jobs.
+// Pages: model downloads and self-managed inference (with a smoke test).
 
 import { api, h, live, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
 
@@ -81,25 +81,3 @@ export async function inference() {
     }));
   return follow((o) => o.cluster === session.active && ['inference-deploy', 'workload-delete'].includes(o.kind), render);
 }
-
-export async function jobs() {
-  const show = scoped();
-  if (needsActive('Training')) return null;
-  const enc = encodeURIComponent(session.active);
-  const render = async () => {
-    const list = await api(`/api/clusters/${enc}/jobs`);
-    show(h('h1', {}, `Training & jobs · ${session.active}`),
-      h('p', { class: 'muted' }, 'Jobs in namespace default: Kubernetes Jobs, HyperPod PyTorch jobs and Ray jobs. Submitting training jobs arrives in a later version.'),
-      list.ok ? table(['Job', 'Kind', 'State', 'Created', 'Message', ''], list.body.map((j) => [j.name, j.kind, stateBadge(j.state), j.created || '', j.message || '',
-        h('button', { type: 'button', class: 'secondary', 'aria-label': `delete job ${j.name}`,
-          onclick: (e) => removeWorkload(`/api/clusters/${enc}/jobs/${encodeURIComponent(j.name)}?kind=${j.kind}`,
-            `Delete ${j.kind} ${j.name} and its pods (and their logs)?`, e.target) }, 'delete')]),
-      'No jobs.') : errorBox(list));
-  };
-  await render();
-  return follow((o) => o.cluster === session.active, render);
-}
-
-// --- advanced features ---------------------------------------------------------------------
-
-/** Shows actual state; sends only the fields the user changed; says "no change" otherwise. */

@@ -31,6 +31,7 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
     ("operations.js", JS, include_str!("../../web/operations.js")),
     ("features.js", JS, include_str!("../../web/features.js")),
     ("workloads.js", JS, include_str!("../../web/workloads.js")),
+    ("training.js", JS, include_str!("../../web/training.js")),
     (
         "app.css",
         "text/css; charset=utf-8",

@@ -16,6 +16,7 @@ pub mod kube;
 mod ports;
 pub mod sandbox;
 pub mod unavailable;
+pub mod web;
 
 pub use instances::*;
 pub use ports::*;
@@ -93,6 +94,8 @@ pub struct Cloud {
     pub objects: Arc<dyn ObjectStore>,
     pub quotas: Arc<dyn Quotas>,
     pub kube: Arc<dyn Kube>,
+    /// Upstream release files (operator CRDs).
+    pub releases: Arc<dyn Releases>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]

@@ -30,6 +30,7 @@ impl Unavailable {
             objects: self.clone(),
             quotas: self.clone(),
             kube: self,
+            releases: std::sync::Arc::new(super::web::HttpReleases::new(None)),
         }
     }
 }

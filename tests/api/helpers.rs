@@ -24,6 +24,7 @@ pub struct Opts {
     pub token: Option<&'static str>,
     pub allowed_hosts: Vec<String>,
     pub allowed_features: Vec<String>,
+    pub release_mirror: Option<String>,
 }
 
 pub async fn spawn_app() -> TestApp {
@@ -41,6 +42,7 @@ pub async fn spawn_app_with(opts: Opts) -> TestApp {
     config.token = opts.token.map(|t| t.parse().expect("token"));
     config.allowed_hosts = opts.allowed_hosts;
     config.allowed_features = opts.allowed_features;
+    config.release_mirror = opts.release_mirror;
     let app = instantstart::build_app(config).await.expect("app builds");
     let base = format!("http://127.0.0.1:{}", app.port());
     tokio::spawn(app.run());
@@ -221,6 +223,10 @@ impl Server {
                 data_dir.join("no-aws-credentials"),
             )
             .env("INSTANTSTART_POLL_INTERVAL_MS", "25");
+        if args.contains(&"aws") {
+            // Release files from a loopback port nothing listens on, unless a test serves them.
+            cmd.env("INSTANTSTART_RELEASE_MIRROR", "http://127.0.0.1:9");
+        }
         cmd.envs(env.iter().copied());
         let child = cmd.spawn().expect("spawn server");
         Self {
@@ -310,4 +316,84 @@ pub fn peer(script: &str) -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/peers")
         .join(script)
+}
+
+/// A loopback HTTP server over a directory (Python's http.server), killed on drop.
+pub struct Mirror {
+    child: std::process::Child,
+    pub url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn crds_dir() -> PathBuf {
+    std::env::var_os("INSTANTSTART_CRDS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/crds"))
+}
+
+/// Serves the upstream CRDs (../shared/crds and tests/fixtures/crds), minus `leave_out`, plus
+/// `extra` files.
+pub async fn mirror(leave_out: &[&str], extra: &[(&str, &str)]) -> Option<Mirror> {
+    let sources = [
+        crds_dir(),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/crds"),
+    ];
+    if !sources[0].is_dir() {
+        println!("SKIP: no CRD folder at {}", sources[0].display());
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for src in &sources {
+        for e in std::fs::read_dir(src).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.ends_with(".yaml") && !leave_out.contains(&name.as_str()) {
+                std::os::unix::fs::symlink(e.path(), dir.path().join(&name)).unwrap();
+            }
+        }
+    }
+    for (name, text) in extra {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    let port = free_port();
+    let child = std::process::Command::new(venv_python())
+        .args([
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            &port.to_string(),
+            "--directory",
+        ])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the mirror");
+    let url = format!("http://127.0.0.1:{port}");
+    wait_listening(port).await;
+    Some(Mirror {
+        child,
+        url,
+        _dir: dir,
+    })
+}
+
+async fn wait_listening(port: u16) {
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("the mirror never listened on {port}");
 }

@@ -13,6 +13,7 @@ mod mcp;
 mod operations;
 mod pipeline;
 mod refusals;
+mod releases;
 mod security;
 mod training;
 mod ui;

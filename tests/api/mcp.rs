@@ -39,7 +39,15 @@ async fn an_mcp_client_sees_the_rest_catalog_with_the_same_answers_and_audit() {
             .find(|t| t["name"] == name)
             .unwrap_or_else(|| panic!("{name} missing"))
     };
-    assert_eq!(tools.len(), 46);
+    let doc = app.json("/api/openapi.json").await;
+    let operations: usize = doc["paths"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|item| item.as_object().unwrap().len())
+        .sum();
+    assert!(operations > 50, "{operations}");
+    assert_eq!(tools.len(), operations, "one tool per REST operation");
     assert_eq!(tool("cluster_list")["read_only"], true);
     assert_eq!(tool("cluster_delete")["destructive"], true);
     assert_eq!(tool("pipeline_create")["idempotent"], false);
@@ -153,4 +161,38 @@ async fn the_mcp_endpoint_is_behind_the_same_edge_guard() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
+}
+
+/// The submit-training skill, rehearsed over MCP against a sandbox cluster whose next job loses
+/// a pod once: decision-level inputs only, a refused path fixed from the problem's field, the
+/// job followed to `succeeded` with the restart in its budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_submit_training_skill_runs_over_mcp_to_a_trained_job() {
+    let app = spawn_app_with(Opts {
+        faults: Some("k8s:PodFailure=1"),
+        ..Default::default()
+    })
+    .await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let seen = mcp_client(&app.base, "training").await;
+    let steps = seen["steps"].as_array().unwrap();
+    assert_eq!(
+        steps[0],
+        json!(["cluster_get", {"hyperpod": "succeeded", "storage": "succeeded"}])
+    );
+    assert_eq!(steps[1], json!(["instance_group_list", "ml.g5.8xlarge"]));
+    assert_eq!(
+        steps[2],
+        json!(["recipe_list", ["dataset", "instanceType", "model"]])
+    );
+    assert_eq!(steps[3], json!(["features_get", false]));
+    assert_eq!(steps[4], json!(["features_update", "succeeded"]));
+    assert_eq!(steps[5], json!(["training_job_submit", true, "model"]));
+    assert_eq!(
+        steps[6],
+        json!(["training_job_submit", false, "operation_get"])
+    );
+    assert_eq!(steps[7], json!(["operation_get", "succeeded"]));
+    assert_eq!(steps[8], json!(["training_job_get", "succeeded", 1, 3]));
 }

@@ -58,13 +58,9 @@ async fn the_pipeline_creates_every_stage_once_and_records_the_cluster() {
         deps["operationId"], cluster["stages"]["dependencies"]["id"],
         "{deps}"
     );
+    // Every component ready, KubeRay and KEDA with their CRDs.
     for c in deps["components"].as_array().unwrap() {
-        let want = if c["name"] == "kuberay-operator" || c["name"] == "keda" {
-            "degraded" // their CRDs are not installed by the component (see the reason)
-        } else {
-            "ready"
-        };
-        assert_eq!(c["state"], want, "{c}");
+        assert_eq!(c["state"], "ready", "{c}");
     }
     let status = app.json("/api/clusters/demo/status").await;
     assert_eq!(status["nodes"].as_array().unwrap().len(), 2, "{status}");

@@ -138,6 +138,7 @@ async fn browser_scenarios_in_headless_chromium() {
                 "features",
                 "groups",
                 "workloads",
+                "training",
             ],
         )
     })

@@ -47,6 +47,7 @@ RESOURCES = {
     "rbac.authorization.k8s.io/v1/roles": ("Role", True, []),
     "rbac.authorization.k8s.io/v1/rolebindings": ("RoleBinding", True, []),
     "apiextensions.k8s.io/v1/customresourcedefinitions": ("CustomResourceDefinition", False, ["status"]),
+    "apiregistration.k8s.io/v1/apiservices": ("APIService", False, ["status"]),
     "ray.io/v1/rayjobs": ("RayJob", True, ["status"]),
     "sagemaker.amazonaws.com/v1/hyperpodpytorchjobs": ("HyperPodPyTorchJob", True, ["status"]),
     # HyperPod-managed Karpenter: the controller runs in AWS, only its objects live here.

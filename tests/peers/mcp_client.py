@@ -5,6 +5,9 @@ Usage: mcp_client.py URL SCENARIO  — prints one JSON object with what the scen
              operation_get(wait_seconds); a validation error.
   rehearsal  the create-cluster-pipeline skill, step by step, through MCP only; a failed stage
              is retried with the tool the failure names.
+  training   the submit-training skill on cluster `demo`: inspect (cluster, groups, recipes,
+             features), enable the training operator, submit (a bad path is fixed from the
+             problem's field), monitor to a terminal state, read the job's restarts.
 """
 import asyncio
 import json
@@ -97,10 +100,45 @@ async def rehearsal(client):
     return {"steps": steps}
 
 
+async def training(client):
+    steps = []
+    cluster = (await call(client, "cluster_get", {"name": "demo"}))["value"]
+    steps.append(("cluster_get", {k: cluster["stages"][k]["state"] for k in ("hyperpod", "storage")}))
+    groups = (await call(client, "instance_group_list", {"name": "demo"}))["value"]["items"]
+    instance_type = groups[0]["instanceType"]
+    steps.append(("instance_group_list", instance_type))
+    recipes = (await call(client, "recipe_list", {}))["value"]["items"]
+    recipe = next(r for r in recipes if r["name"] == "llama-factory")
+    asked = sorted(i["field"] for i in recipe["inputs"] if i["required"])
+    steps.append(("recipe_list", asked))
+    features = (await call(client, "features_get", {"name": "demo"}))["value"]["features"]
+    operator = next(f for f in features if f["key"] == "trainingOperator")
+    steps.append(("features_get", operator["enabled"]))
+    if not operator["enabled"]:
+        enabled = await call(client, "features_update", {"name": "demo", "trainingOperator": True})
+        op = enabled["value"]["features"]["trainingOperator"]["operationId"]
+        steps.append(("features_update", (await follow(client, op))["state"]))
+    job = {"name": "demo", "jobName": "agent-sft", "recipe": "llama-factory",
+           "instanceType": instance_type, "nodeCount": 2,
+           "model": "/models/Qwen/Qwen3-8B", "dataset": "/s3/datasets/alpaca",
+           "idempotency_key": "agent-sft-1"}
+    refused = await call(client, "training_job_submit", job)
+    steps.append(("training_job_submit", refused["is_error"], refused["value"].get("field")))
+    job["model"] = "/s3/models/Qwen/Qwen3-8B"
+    job["idempotency_key"] = "agent-sft-2"
+    started = await call(client, "training_job_submit", job)
+    steps.append(("training_job_submit", started["is_error"], started["value"].get("status_tool")))
+    final = await follow(client, started["value"]["operation_id"])
+    steps.append(("operation_get", final["state"]))
+    seen = (await call(client, "training_job_get", {"name": "demo", "job": "agent-sft"}))["value"]
+    steps.append(("training_job_get", seen["state"], seen["restarts"]["count"], seen["restarts"]["limit"]))
+    return {"steps": steps}
+
+
 async def main():
     url, scenario = sys.argv[1], sys.argv[2]
     async with Client(url) as client:
-        result = await {"basic": basic, "rehearsal": rehearsal}[scenario](client)
+        result = await {"basic": basic, "rehearsal": rehearsal, "training": training}[scenario](client)
     print(json.dumps(result))
 
 

@@ -184,7 +184,38 @@ def workloads(page, base, out):
     page.screenshot(path=f"{out}/inference.png", full_page=True)
 
 
-SCENARIOS = {"workloads": workloads, "groups": groups, "features": features, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
+def training(page, base, out):
+    """Pick a recipe (the form asks only its inputs), submit, follow it, read the job's budget."""
+    page.goto(f"{base}/#/training")
+    page.locator("#train-recipe").select_option("pytorch")
+    expect(page.get_by_label("Script")).to_be_visible()
+    # A Ray recipe has no training-operator budget to set.
+    page.locator("#train-recipe").select_option("verl")
+    expect(page.get_by_label("Retries (jobMaxRetryCount)")).to_be_hidden()
+    page.locator("#train-recipe").select_option("llama-factory")
+    expect(page.get_by_label("Script")).to_be_hidden()
+    expect(page.get_by_label("Retries (jobMaxRetryCount)")).to_be_visible()
+    page.get_by_label("Job name").fill("ui-sft")
+    page.get_by_label("Model").fill("/etc/models")
+    page.get_by_label("Dataset").fill("/s3/datasets/alpaca")
+    page.get_by_role("button", name="Submit").click()
+    expect(page.locator("#train-error")).to_contain_text("not a path under /s3")
+    page.get_by_label("Model").fill("/s3/models/Qwen/Qwen3-0.6B")
+    page.get_by_role("button", name="Submit").click()
+    page.wait_for_url("**/#/op/*")
+    expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
+    page.goto(f"{base}/#/training")
+    row = page.locator("#training-list tr:has-text('ui-sft')")
+    expect(row).to_contain_text("succeeded")
+    expect(row.get_by_role("meter")).to_have_attribute("aria-label", "restarts 0/3")
+    row.get_by_role("link", name="ui-sft").click()
+    expect(page.get_by_role("heading", name="Conditions")).to_be_visible()
+    expect(page.locator("table")).to_contain_text("Completed")
+    expect(page.locator("dl")).to_contain_text("/s3/models/Qwen/Qwen3-0.6B")
+    page.screenshot(path=f"{out}/training.png", full_page=True)
+
+
+SCENARIOS = {"training": training, "workloads": workloads, "groups": groups, "features": features, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
 
 
 def main():

@@ -99,6 +99,7 @@ impl Aws {
             objects: self.clone(),
             quotas: self.clone(),
             kube,
+            releases: Arc::new(super::web::HttpReleases::new(None)),
         }
     }
 }

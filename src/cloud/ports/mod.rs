@@ -7,6 +7,7 @@ mod iam;
 mod kube;
 mod network;
 mod objects;
+mod releases;
 
 pub use eks::*;
 pub use hyperpod::*;
@@ -14,3 +15,4 @@ pub use iam::*;
 pub use kube::*;
 pub use network::*;
 pub use objects::*;
+pub use releases::*;

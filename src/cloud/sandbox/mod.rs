@@ -15,6 +15,7 @@ mod iam;
 mod kube;
 mod network;
 mod objects;
+mod releases;
 mod rules;
 mod scheduler;
 mod shared;
@@ -163,6 +164,7 @@ impl Sandbox {
             objects: self.clone(),
             quotas: self.clone(),
             kube: self.clone(),
+            releases: Arc::new(releases::StandIns),
         }
     }
 

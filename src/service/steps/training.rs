@@ -5,8 +5,7 @@
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::addons::kube_target;
-use super::workloads::ApplyParams;
+use super::workloads::{apply_all, watched};
 use crate::ops::{Poll, Reconcile, StepCx, StepError, StepResult};
 
 /// Where a training job stands, from its operator's status.
@@ -121,22 +120,11 @@ impl Reconcile for TrainStep {
         "train"
     }
     async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let p: ApplyParams = cx.param()?;
-        let target = kube_target(cx)?;
-        for m in &p.manifests {
-            cx.cloud.kube.apply(&target, m).await?;
-        }
+        let p = apply_all(cx).await?;
         Ok(json!({"applied": p.manifests.len(), "job": p.watch.name}))
     }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
-        let p: ApplyParams = cx.param()?;
-        let target = kube_target(cx)?;
-        let Some(obj) = cx.cloud.kube.get(&target, &p.watch).await? else {
-            return Err(StepError::fatal(
-                "object-missing",
-                format!("{} {} was deleted", p.watch.kind, p.watch.name),
-            ));
-        };
+        let obj = watched(cx).await?;
         match training_state(&obj) {
             TrainingState::Succeeded => {
                 let mut out = out.clone();

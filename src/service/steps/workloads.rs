@@ -28,8 +28,30 @@ pub struct ApplyParams {
     pub watch: ObjectRef,
 }
 
-/// Applies the manifests (server-side apply: a repeat is a no-op) and watches the object: a
-/// Job to `Complete`, a Deployment to all replicas ready.
+/// Applies every manifest of the operation (server-side apply: a repeat is a no-op).
+pub(super) async fn apply_all(cx: &StepCx<'_>) -> StepResult<ApplyParams> {
+    let p: ApplyParams = cx.param()?;
+    let target = kube_target(cx)?;
+    for m in &p.manifests {
+        cx.cloud.kube.apply(&target, m).await?;
+    }
+    Ok(p)
+}
+
+/// The object the operation watches, as it is now; gone is an error.
+pub(super) async fn watched(cx: &StepCx<'_>) -> StepResult<Value> {
+    let p: ApplyParams = cx.param()?;
+    let target = kube_target(cx)?;
+    cx.cloud.kube.get(&target, &p.watch).await?.ok_or_else(|| {
+        StepError::fatal(
+            "object-missing",
+            format!("{} {} disappeared", p.watch.kind, p.watch.name),
+        )
+    })
+}
+
+/// Applies the manifests and watches the object: a Job to `Complete`, a Deployment to all
+/// replicas ready.
 pub struct ApplyStep;
 
 #[async_trait]
@@ -38,23 +60,11 @@ impl Reconcile for ApplyStep {
         "apply"
     }
     async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let p: ApplyParams = cx.param()?;
-        let target = kube_target(cx)?;
-        for m in &p.manifests {
-            cx.cloud.kube.apply(&target, m).await?;
-        }
+        let p = apply_all(cx).await?;
         Ok(json!({"applied": p.manifests.len()}))
     }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
-        let p: ApplyParams = cx.param()?;
-        let target = kube_target(cx)?;
-        let Some(obj) = cx.cloud.kube.get(&target, &p.watch).await? else {
-            return Err(StepError::fatal(
-                "object-missing",
-                format!("{} {} disappeared", p.watch.kind, p.watch.name),
-            ));
-        };
-        match workload_state(&obj) {
+        match workload_state(&watched(cx).await?) {
             WorkloadState::Succeeded | WorkloadState::Ready => Ok(Poll::Ready(out.clone())),
             WorkloadState::Failed(why) => Err(StepError::fatal("workload-failed", why)),
             WorkloadState::Pending(what) => Ok(Poll::Pending(what)),

@@ -5,9 +5,11 @@
 
 mod manifests;
 mod recipes;
+mod views;
 
 pub use manifests::{pytorch_job, ray_job, JobSpec, DATA_CLAIM, JOB_LABEL};
 pub use recipes::{recipe, CommandInputs, Recipe, RecipeInput, Runtime, RECIPES};
+pub use views::*;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -15,10 +17,10 @@ use utoipa::ToSchema;
 
 use super::incluster::{kube_target, list_storage};
 use super::resources::ClusterResources;
-use super::steps::training::{restarts, training_state};
-use super::steps::workloads::{ApplyParams, DeleteParams, WORKLOAD_NAMESPACE};
+
+use super::steps::workloads::{ApplyParams, WORKLOAD_NAMESPACE};
 use super::validate;
-use crate::cloud::{gpus_per_instance, Capacity, CloudError, ObjectRef, MANAGED_BY};
+use crate::cloud::{gpus_per_instance, Capacity, CloudError, ObjectRef};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 
@@ -211,11 +213,11 @@ fn hang_detection(m: &HangDetection) -> ApiResult<()> {
     }
 }
 
-fn cloud_err(e: CloudError) -> ApiError {
+pub(super) fn cloud_err(e: CloudError) -> ApiError {
     ApiError::Cloud(Box::new(e))
 }
 
-fn job_ref(runtime: Runtime, name: &str) -> ObjectRef {
+pub(super) fn job_ref(runtime: Runtime, name: &str) -> ObjectRef {
     let (api_version, kind) = match runtime {
         Runtime::HyperPodPytorch => ("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob"),
         Runtime::Ray => ("ray.io/v1", "RayJob"),
@@ -509,157 +511,6 @@ pub async fn training_params(
         workload: format!("training/{}", req.job_name),
         manifests: vec![manifest],
         watch,
-    };
-    Ok(serde_json::to_value(params).map_err(anyhow::Error::from)?)
-}
-
-/// A training job and where it stands.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct TrainingJobView {
-    pub name: String,
-    /// `HyperPodPyTorchJob` or `RayJob`.
-    pub kind: String,
-    /// The recipe it was made from; none for jobs created elsewhere.
-    pub recipe: Option<String>,
-    /// `instantstart` (made here) or `external` (shown read-only).
-    pub origin: String,
-    /// `pending`, `running`, `succeeded` or `failed`.
-    pub state: String,
-    pub message: Option<String>,
-    pub instance_type: Option<String>,
-    pub nodes: Option<u64>,
-    /// `count`, `limit` (jobMaxRetryCount), `fullJobRestarts`, `fullJobRestartLimit`.
-    #[schema(value_type = Object)]
-    pub restarts: Value,
-    /// Pods and ranks of the latest restart.
-    pub faulty_pods: Vec<String>,
-    pub faulty_ranks: Vec<String>,
-    #[schema(value_type = Vec<Object>)]
-    pub conditions: Vec<Value>,
-    /// The `/s3` paths it was made from (`script`, `model`, `dataset`, `output`).
-    #[schema(value_type = Object)]
-    pub paths: Value,
-    pub created: Option<String>,
-}
-
-fn view_of(j: &Value) -> TrainingJobView {
-    let s = |p: &str| j.pointer(p).and_then(Value::as_str).map(str::to_string);
-    let list = |p: &str| -> Vec<String> {
-        j.pointer(p)
-            .and_then(|v| serde_json::from_value(v.clone()).ok())
-            .unwrap_or_default()
-    };
-    let state = training_state(j);
-    let annotation = |k: &str| s(&format!("/metadata/annotations/instantstart.io~1{k}"));
-    let managed = j
-        .pointer(&format!(
-            "/metadata/labels/{}",
-            MANAGED_BY.0.replace('/', "~1")
-        ))
-        .is_some();
-    let pytorch = j["kind"] == "HyperPodPyTorchJob";
-    let (pod, nodes) = if pytorch {
-        (
-            "/spec/replicaSpecs/0/template/spec",
-            j.pointer("/spec/replicaSpecs")
-                .and_then(Value::as_array)
-                .map(|rs| rs.iter().filter_map(|r| r["replicas"].as_u64()).sum()),
-        )
-    } else {
-        (
-            "/spec/rayClusterSpec/workerGroupSpecs/0/template/spec",
-            j.pointer("/spec/rayClusterSpec/workerGroupSpecs/0/replicas")
-                .and_then(Value::as_u64),
-        )
-    };
-    TrainingJobView {
-        name: s("/metadata/name").unwrap_or_default(),
-        kind: s("/kind").unwrap_or_default(),
-        recipe: annotation("recipe"),
-        origin: if managed { "instantstart" } else { "external" }.into(),
-        state: state.as_str().into(),
-        message: state.message().map(str::to_string),
-        instance_type: s(&format!(
-            "{pod}/nodeSelector/node.kubernetes.io~1instance-type"
-        )),
-        nodes,
-        restarts: if pytorch { restarts(j) } else { json!({}) },
-        faulty_pods: list("/status/latestFaultyPodInstanceList/faultyPodList"),
-        faulty_ranks: list("/status/latestFaultyPodInstanceList/faultyRankList"),
-        conditions: j
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default(),
-        paths: json!(["script", "model", "dataset", "output"]
-            .iter()
-            .filter_map(|k| annotation(k).map(|v| (k.to_string(), v)))
-            .collect::<std::collections::BTreeMap<_, _>>()),
-        created: s("/metadata/creationTimestamp"),
-    }
-}
-
-/// Every training job in namespace default, newest first: ours and those created elsewhere.
-pub async fn list_training_jobs(engine: &Engine, cluster: &str) -> ApiResult<Vec<TrainingJobView>> {
-    let target = kube_target(engine, cluster).await?;
-    let mut out = Vec::new();
-    for runtime in [Runtime::HyperPodPytorch, Runtime::Ray] {
-        let r = job_ref(runtime, "");
-        match engine
-            .cloud()
-            .kube
-            .list(
-                &target,
-                &r.api_version,
-                &r.kind,
-                Some(WORKLOAD_NAMESPACE),
-                None,
-            )
-            .await
-        {
-            Ok(items) => out.extend(items.iter().map(view_of)),
-            // The operator is not installed: no jobs of its kind.
-            Err(e) if matches!(e.code.as_str(), "KindNotServed" | "NotFound") => {}
-            Err(e) => return Err(cloud_err(e)),
-        }
-    }
-    out.sort_by(|a, b| b.created.cmp(&a.created).then(a.name.cmp(&b.name)));
-    Ok(out)
-}
-
-pub async fn get_training_job(
-    engine: &Engine,
-    cluster: &str,
-    job: &str,
-) -> ApiResult<TrainingJobView> {
-    validate::dns_label("job", "job name", job)?;
-    list_training_jobs(engine, cluster)
-        .await?
-        .into_iter()
-        .find(|j| j.name == job)
-        .ok_or_else(|| ApiError::not_found(format!("training job `{job}` on `{cluster}`")))
-}
-
-/// Deleting a job this control plane made (one created elsewhere is shown, never changed).
-pub async fn training_delete_params(engine: &Engine, cluster: &str, job: &str) -> ApiResult<Value> {
-    let view = get_training_job(engine, cluster, job).await?;
-    if view.origin != "instantstart" {
-        return Err(ApiError::Conflict {
-            slug: "not-managed",
-            detail: format!("`{job}` was created outside this control plane: it is shown read-only, never deleted from here"),
-            field: None,
-            operation_id: None,
-        });
-    }
-    let runtime = if view.kind == "RayJob" {
-        Runtime::Ray
-    } else {
-        Runtime::HyperPodPytorch
-    };
-    let params = DeleteParams {
-        workload: format!("training/{job}"),
-        objects: vec![job_ref(runtime, job)],
     };
     Ok(serde_json::to_value(params).map_err(anyhow::Error::from)?)
 }

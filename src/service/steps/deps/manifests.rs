@@ -7,11 +7,11 @@ use serde_json::{json, Value};
 
 use crate::cloud::MANAGED_BY;
 
-fn managed_labels() -> Value {
+pub(super) fn managed_labels() -> Value {
     json!({ MANAGED_BY.0: MANAGED_BY.1 })
 }
 
-fn namespace(name: &str) -> Value {
+pub(super) fn namespace(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Namespace",
            "metadata": {"name": name, "labels": managed_labels()}})
 }
@@ -79,79 +79,6 @@ pub fn efa_device_plugin(region: &str) -> Vec<Value> {
         &crate::cloud::types_where(|t| t.efa),
         "vpc.amazonaws.com/efa.deploy.device-plugin",
     )]
-}
-
-/// An operator: namespace, service account, cluster role and binding, one-replica Deployment
-/// running as non-root with a read-only root filesystem.
-fn operator(ns: &str, name: &str, image: &str, args: &[&str], rules: Value) -> Vec<Value> {
-    vec![
-        namespace(ns),
-        json!({"apiVersion": "v1", "kind": "ServiceAccount",
-               "metadata": {"name": name, "namespace": ns, "labels": managed_labels()}}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-               "metadata": {"name": name, "labels": managed_labels()}, "rules": rules}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-               "metadata": {"name": name, "labels": managed_labels()},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]}),
-        json!({"apiVersion": "apps/v1", "kind": "Deployment",
-               "metadata": {"name": name, "namespace": ns, "labels": managed_labels()},
-               "spec": {"replicas": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
-                        "template": {"metadata": {"labels": {"app.kubernetes.io/name": name}},
-                                     "spec": {"serviceAccountName": name,
-                                              "securityContext": {"runAsNonRoot": true},
-                                              "containers": [{"name": name, "image": image, "args": args,
-                                                  "securityContext": {"allowPrivilegeEscalation": false,
-                                                      "readOnlyRootFilesystem": true,
-                                                      "capabilities": {"drop": ["ALL"]}}}]}}}}),
-    ]
-}
-
-pub fn kuberay_operator(_region: &str) -> Vec<Value> {
-    operator(
-        "kuberay-operator",
-        "kuberay-operator",
-        "quay.io/kuberay/operator:v1.4.2",
-        &[],
-        json!([
-            {"apiGroups": ["ray.io"], "resources": ["rayclusters", "rayjobs", "rayservices",
-                "rayclusters/status", "rayjobs/status", "rayservices/status",
-                "rayclusters/finalizers", "rayjobs/finalizers", "rayservices/finalizers"],
-             "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-            {"apiGroups": [""], "resources": ["pods", "services", "serviceaccounts", "events", "endpoints"],
-             "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-            {"apiGroups": ["batch"], "resources": ["jobs"],
-             "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
-             "verbs": ["get", "list", "watch", "create", "update", "delete"]},
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-             "verbs": ["get", "list", "watch", "create", "update", "patch"]}
-        ]),
-    )
-}
-
-pub fn keda(_region: &str) -> Vec<Value> {
-    operator(
-        "keda",
-        "keda-operator",
-        "ghcr.io/kedacore/keda:2.16.1",
-        &["--leader-elect"],
-        json!([
-            {"apiGroups": ["keda.sh"], "resources": ["scaledobjects", "scaledjobs", "triggerauthentications",
-                "clustertriggerauthentications", "scaledobjects/status", "scaledjobs/status",
-                "triggerauthentications/status", "clustertriggerauthentications/status",
-                "scaledobjects/finalizers", "scaledjobs/finalizers"],
-             "verbs": ["get", "list", "watch", "update", "patch"]},
-            {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"],
-             "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-            {"apiGroups": ["*"], "resources": ["*/scale"], "verbs": ["get", "list", "watch", "update", "patch"]},
-            {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
-            {"apiGroups": [""], "resources": ["pods", "services", "configmaps", "secrets"],
-             "verbs": ["get", "list", "watch"]},
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-             "verbs": ["get", "list", "watch", "create", "update", "patch"]}
-        ]),
-    )
 }
 
 /// The registry EKS serves its add-on images from in a region (account 602401143452 in the

@@ -9,14 +9,13 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 pub mod manifests;
+pub mod operators;
 mod state;
 
 pub use state::*;
 
-use manifests::{
-    efa_device_plugin, hyperpod_dependencies, keda, kuberay_operator, namespaces,
-    nvidia_device_plugin,
-};
+use manifests::{efa_device_plugin, hyperpod_dependencies, namespaces, nvidia_device_plugin};
+use operators::{keda, kuberay_operator};
 
 use super::addons::{kube_target, S3CsiRoleStep};
 use crate::cloud::{json_contains, CreateAddon, ObjectRef};
@@ -43,8 +42,17 @@ pub struct Component {
     pub requires: &'static [&'static str],
     pub install: Install,
     /// Custom resource definitions the component's controller serves; reported as `degraded`
-    /// when absent (they are not part of its manifests).
+    /// when absent.
     pub crds: &'static [&'static str],
+    /// The upstream release the CRDs come from, fetched and checked before anything is applied.
+    pub release: Option<Release>,
+}
+
+/// A pinned upstream release: its files (each CRDs only) under an HTTPS base URL. A configured
+/// mirror serves the same file names.
+pub struct Release {
+    pub base: &'static str,
+    pub files: &'static [&'static str],
 }
 
 /// Per-component state, as `GET /api/clusters/{name}/dependencies` reports it.
@@ -80,6 +88,7 @@ const fn addon(name: &'static str) -> Component {
             min_version: None,
         },
         crds: &[],
+        release: None,
     }
 }
 
@@ -96,6 +105,7 @@ pub static COMPONENTS: &[Component] = &[
             min_version: Some(MIN_VPC_CNI),
         },
         crds: &[],
+        release: None,
     },
     addon("kube-proxy"),
     addon("coredns"),
@@ -106,6 +116,7 @@ pub static COMPONENTS: &[Component] = &[
         requires: &[],
         install: Install::Manifests(namespaces),
         crds: &[],
+        release: None,
     },
     // AWS's HyperPod dependencies chart: required when the cluster is made through the APIs.
     Component {
@@ -113,6 +124,7 @@ pub static COMPONENTS: &[Component] = &[
         requires: &["hyperpod-namespaces"],
         install: Install::Manifests(hyperpod_dependencies),
         crds: &[],
+        release: None,
     },
     addon("eks-pod-identity-agent"),
     Component {
@@ -126,6 +138,7 @@ pub static COMPONENTS: &[Component] = &[
             min_version: None,
         },
         crds: &[],
+        release: None,
     },
     Component {
         name: "aws-mountpoint-s3-csi-driver",
@@ -136,30 +149,42 @@ pub static COMPONENTS: &[Component] = &[
             min_version: None,
         },
         crds: &[],
+        release: None,
     },
     Component {
         name: "nvidia-device-plugin",
         requires: &[],
         install: Install::Manifests(nvidia_device_plugin),
         crds: &[],
+        release: None,
     },
     Component {
         name: "efa-device-plugin",
         requires: &[],
         install: Install::Manifests(efa_device_plugin),
         crds: &[],
+        release: None,
     },
     Component {
         name: "kuberay-operator",
         requires: &["hyperpod-namespaces"],
         install: Install::Manifests(kuberay_operator),
         crds: &["rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io"],
+        release: Some(operators::KUBERAY_CRDS),
     },
     Component {
         name: "keda",
         requires: &["cert-manager"],
         install: Install::Manifests(keda),
-        crds: &["scaledobjects.keda.sh", "triggerauthentications.keda.sh"],
+        crds: &[
+            "scaledobjects.keda.sh",
+            "scaledjobs.keda.sh",
+            "triggerauthentications.keda.sh",
+            "clustertriggerauthentications.keda.sh",
+            "cloudeventsources.eventing.keda.sh",
+            "clustercloudeventsources.eventing.keda.sh",
+        ],
+        release: Some(operators::KEDA_CRDS),
     },
 ];
 
@@ -257,6 +282,57 @@ fn left_alone(cx: &StepCx<'_>, name: &str) -> bool {
             .is_some_and(|names| names.iter().any(|n| n == name))
 }
 
+/// The CRDs of a component's release: every file fetched, every document a CRD the component
+/// declares, every declared CRD present. Anything else is refused before a single apply.
+async fn release_crds(cx: &StepCx<'_>, c: &Component, r: &Release) -> StepResult<Vec<Value>> {
+    let mut crds = Vec::new();
+    for file in r.files {
+        let text = cx.cloud.releases.fetch(r.base, file).await?;
+        crds.extend(crds_in(c, file, &text)?);
+    }
+    for want in c.crds {
+        if !crds.iter().any(|d| d["metadata"]["name"] == *want) {
+            return Err(StepError::fatal(
+                "release-incomplete",
+                format!("{}: no release file defines the CRD {want}", c.name),
+            ));
+        }
+    }
+    Ok(crds)
+}
+
+/// The documents of one release file, each checked to be a CRD the component declares.
+pub fn crds_in(c: &Component, file: &str, text: &str) -> StepResult<Vec<Value>> {
+    let refuse =
+        |why: String| StepError::fatal("release-unexpected", format!("{}: {file}: {why}", c.name));
+    let mut docs = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(text) {
+        let v: Value =
+            serde::Deserialize::deserialize(doc).map_err(|e| refuse(format!("not YAML ({e})")))?;
+        if v.is_null() {
+            continue;
+        }
+        let name = v["metadata"]["name"].as_str().unwrap_or_default();
+        if v["apiVersion"] != "apiextensions.k8s.io/v1" || v["kind"] != "CustomResourceDefinition" {
+            return Err(refuse(format!(
+                "holds a {} {name}, not only CRDs",
+                v["kind"]
+            )));
+        }
+        if !c.crds.contains(&name) {
+            return Err(refuse(format!(
+                "defines {name}, which {} does not serve",
+                c.name
+            )));
+        }
+        docs.push(v);
+    }
+    if docs.is_empty() {
+        return Err(refuse("no CRD in it".into()));
+    }
+    Ok(docs)
+}
+
 /// One phase: reconcile one component.
 pub struct ComponentStep(pub &'static Component);
 
@@ -299,7 +375,14 @@ impl Step for ComponentStep {
             Install::Manifests(f) => {
                 let target = kube_target(cx)?;
                 let mut applied = Vec::new();
-                for m in f(&cx.cloud.network.region()) {
+                // CRDs first (fetched and checked whole, or nothing is applied), then the
+                // controller that serves them.
+                let mut objects = match &c.release {
+                    Some(r) => release_crds(cx, c, r).await?,
+                    None => Vec::new(),
+                };
+                objects.extend(f(&cx.cloud.network.region()));
+                for m in objects {
                     let Some(r) = ObjectRef::of(&m) else { continue };
                     let same = cx
                         .cloud

@@ -1,0 +1,142 @@
+// Page: training — a recipe and its few inputs, the recovery budget, the jobs with their
+// restarts against the budget, one job's conditions; other Kubernetes Jobs below.
+
+import { api, h, scoped, session, stateBadge, errorBox, table, follow, needsActive, startForm, input, removeWorkload } from './kit.js';
+
+/** Restarts against their limit, drawn: a meter is read at a glance, a fraction is not. */
+function budget(r) {
+  if (r == null || r.count == null) return '';
+  const limit = r.limit ?? 0;
+  const text = limit ? `${r.count}/${limit}` : `${r.count}`;
+  return h('span', { class: 'budget' },
+    limit ? h('meter', { min: 0, max: limit, low: Math.max(1, limit - 1), high: limit, optimum: 0, value: r.count, 'aria-label': `restarts ${text}` }) : null,
+    ` ${text}`);
+}
+
+function jobsTable(list, enc) {
+  return table(['Job', 'Recipe', 'State', 'Nodes', 'Restarts', 'Faulty pods', 'Paths', ''], list.map((j) => [
+    h('a', { href: `#/training/${encodeURIComponent(j.name)}` }, j.name),
+    j.recipe || h('span', { class: 'muted' }, `${j.kind} (external)`),
+    h('span', {}, stateBadge(j.state), j.message ? h('div', { class: j.state === 'failed' ? 'error' : 'muted' }, j.message) : null),
+    `${j.nodes ?? ''} × ${j.instanceType || '?'}`,
+    budget(j.restarts),
+    (j.faultyPods || []).join(', '),
+    Object.entries(j.paths || {}).map(([k, v]) => h('div', {}, `${k}: ${v}`)),
+    j.origin === 'instantstart'
+      ? h('button', { type: 'button', class: 'secondary', 'aria-label': `delete training job ${j.name}`,
+        onclick: (e) => removeWorkload(`/api/clusters/${enc}/training-jobs/${encodeURIComponent(j.name)}`,
+          `Stop and delete ${j.name} and its pods? What it wrote under /s3 stays.`, e.target) }, 'delete')
+      : h('span', { class: 'muted' }, 'read-only'),
+  ]), 'No training job yet.');
+}
+
+/** The submission form: the recipe decides which inputs are asked. */
+function submitForm(recipes, groups, enc) {
+  const recipe = h('select', { id: 'train-recipe' }, recipes.map((r) => h('option', { value: r.name }, r.title)));
+  const about = h('p', { class: 'field-hint', id: 'train-recipe-about' });
+  const name = input('train-name', { placeholder: 'llama-sft-1' });
+  const type = h('select', { id: 'train-type' }, groups.map((g) => h('option', { value: g.instanceType }, `${g.instanceType} (${g.name})`)));
+  const nodes = input('train-nodes', { type: 'number', min: 1, value: 1 });
+  const paths = Object.fromEntries(['script', 'model', 'dataset', 'output'].map((k) => [k, input(`train-${k}`, { placeholder: `/s3/…` })]));
+  const retries = input('train-retries', { type: 'number', min: 0, placeholder: '3' });
+  const pattern = input('train-pattern', { placeholder: '.*loss: ([0-9.]+).*' });
+  const cutoff = input('train-cutoff', { type: 'number', min: 1, placeholder: '600' });
+  const every = input('train-every', { type: 'number', min: 1, placeholder: '300' });
+  let form = null;
+  // A recipe shows only the inputs it asks for: the label and the input (with its hint) go together.
+  const setHidden = (el, hidden) => {
+    const label = form.querySelector(`label[for="${el.id}"]`);
+    const holder = el.parentElement && el.parentElement !== form ? el.parentElement : el;
+    if (label) label.hidden = hidden;
+    holder.hidden = hidden;
+  };
+  const current = () => recipes.find((x) => x.name === recipe.value);
+  const update = () => {
+    const r = current();
+    about.textContent = `${r.description} Image ${r.image}. Runs as ${r.runtime === 'ray' ? 'a RayJob (KubeRay)' : 'a HyperPodPyTorchJob'}.`;
+    for (const [k, el] of Object.entries(paths)) {
+      const wanted = r.inputs.find((i) => i.field === k);
+      setHidden(el, !wanted);
+      el.required = Boolean(wanted && wanted.required);
+      if (wanted) el.title = wanted.description;
+    }
+    for (const el of [retries, pattern, cutoff, every]) setHidden(el, r.runtime === 'ray');
+  };
+  const fields = [['Recipe', recipe, about], ['Job name', name], ['Instance type', type], ['Nodes', nodes],
+    ...Object.entries(paths).map(([k, el]) => [k[0].toUpperCase() + k.slice(1), el, k === 'output' ? 'Default /s3/outputs/<job name>.' : 'A path under /s3 (the cluster\'s S3 claim).']),
+    ['Retries (jobMaxRetryCount)', retries, 'The recovery budget: default 3, with 2 pod restarts before a full-job restart.'],
+    ['Hang detection: log pattern', pattern, 'A progress line; no match within the cut-off or the frequency marks the job hanging.'],
+    ['First match within (s)', cutoff], ['Then every (s)', every]];
+  form = startForm('Submit', 'train', fields, `/api/clusters/${enc}/training-jobs`, () => {
+    const r = current();
+    const b = { jobName: name.value.trim(), recipe: r.name, instanceType: type.value, nodeCount: Number(nodes.value || 1) };
+    for (const [k, el] of Object.entries(paths)) if (!form.querySelector(`label[for="${el.id}"]`).hidden && el.value.trim()) b[k] = el.value.trim();
+    if (r.runtime !== 'ray') {
+      if (retries.value !== '') b.recovery = { jobMaxRetryCount: Number(retries.value) };
+      if (pattern.value.trim()) {
+        b.monitoring = { logPattern: pattern.value.trim() };
+        if (cutoff.value) b.monitoring.startCutoffSeconds = Number(cutoff.value);
+        if (every.value) b.monitoring.recurringFrequencySeconds = Number(every.value);
+      }
+    }
+    return b;
+  });
+  recipe.addEventListener('change', update);
+  return { form, update };
+}
+
+export async function training() {
+  const show = scoped();
+  if (needsActive('Training')) return null;
+  const enc = encodeURIComponent(session.active);
+  const [recipes, groups] = await Promise.all([api('/api/recipes'), api(`/api/clusters/${enc}/instance-groups`)]);
+  const listBox = h('div', { id: 'training-list' });
+  const otherBox = h('div', { id: 'jobs-list' });
+  const render = async () => {
+    const [list, other] = await Promise.all([api(`/api/clusters/${enc}/training-jobs`), api(`/api/clusters/${enc}/jobs`)]);
+    listBox.replaceChildren(list.ok ? jobsTable(list.body, enc) : errorBox(list));
+    otherBox.replaceChildren(other.ok ? table(['Job', 'Kind', 'State', 'Created', 'Message', ''],
+      other.body.filter((j) => j.kind === 'job').map((j) => [j.name, j.kind, stateBadge(j.state), j.created || '', j.message || '',
+        h('button', { type: 'button', class: 'secondary', 'aria-label': `delete job ${j.name}`,
+          onclick: (e) => removeWorkload(`/api/clusters/${enc}/jobs/${encodeURIComponent(j.name)}?kind=job`,
+            `Delete ${j.kind} ${j.name} and its pods (and their logs)?`, e.target) }, 'delete')]), 'No other jobs.') : errorBox(other));
+  };
+  await render();
+  const parts = [h('h1', {}, `Training · ${session.active}`), listBox];
+  if (recipes.ok && groups.ok) {
+    const f = submitForm(recipes.body, groups.body, enc);
+    parts.push(h('h2', {}, 'Train from a recipe'),
+      h('p', { class: 'muted' }, 'Every pod mounts the cluster\'s S3 claim at /s3. Elastic training does not cover Spot or managed tiered checkpointing.'),
+      f.form);
+    show(...parts, h('h2', {}, 'Other jobs'), otherBox);
+    f.update();
+  } else {
+    show(...parts, errorBox(recipes.ok ? groups : recipes), h('h2', {}, 'Other jobs'), otherBox);
+  }
+  return follow((o) => o.cluster === session.active && ['training-job', 'workload-delete', 'model-download'].includes(o.kind), render);
+}
+
+export async function trainingJob(job) {
+  const show = scoped();
+  if (needsActive('Training')) return null;
+  const enc = encodeURIComponent(session.active);
+  const render = async () => {
+    const r = await api(`/api/clusters/${enc}/training-jobs/${encodeURIComponent(job)}`);
+    if (!r.ok) { show(h('h1', {}, job), errorBox(r)); return; }
+    const j = r.body;
+    show(h('h1', {}, `${j.name} · ${j.kind}`),
+      h('p', {}, stateBadge(j.state), ' ', j.message || ''),
+      h('dl', { class: 'facts' },
+        h('dt', {}, 'Recipe'), h('dd', {}, j.recipe || 'made elsewhere (read-only)'),
+        h('dt', {}, 'Nodes'), h('dd', {}, `${j.nodes ?? '?'} × ${j.instanceType || '?'}`),
+        h('dt', {}, 'Restarts'), h('dd', {}, budget(j.restarts),
+          j.restarts && j.restarts.fullJobRestartLimit != null ? ` · full-job restarts ${j.restarts.fullJobRestarts}/${j.restarts.fullJobRestartLimit}` : ''),
+        h('dt', {}, 'Faulty pods / ranks'), h('dd', {}, `${(j.faultyPods || []).join(', ') || '—'} / ${(j.faultyRanks || []).join(', ') || '—'}`),
+        ...Object.entries(j.paths || {}).flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
+      h('h2', {}, 'Conditions'),
+      table(['Type', 'Status', 'Reason', 'Message'], (j.conditions || []).map((c) => [c.type, c.status, c.reason || '', c.message || '']), 'No conditions yet.'),
+      h('p', {}, h('a', { href: '#/training' }, 'All training jobs')));
+  };
+  await render();
+  return follow((o) => o.cluster === session.active && o.kind === 'training-job', render);
+}
