@@ -127,7 +127,7 @@ impl KubeEmulator {
     }
 }
 
-async fn post(client: &Client, url: String, body: Option<Value>) -> (StatusCode, Value) {
+pub(crate) async fn post(client: &Client, url: String, body: Option<Value>) -> (StatusCode, Value) {
     let mut r = client.post(url);
     if let Some(b) = body {
         r = r.json(&b);
@@ -137,13 +137,13 @@ async fn post(client: &Client, url: String, body: Option<Value>) -> (StatusCode,
     (status, r.json().await.unwrap_or(Value::Null))
 }
 
-async fn get(client: &Client, url: String) -> Value {
+pub(crate) async fn get(client: &Client, url: String) -> Value {
     client.get(url).send().await.unwrap().json().await.unwrap()
 }
 
 /// Starts an operation and waits for it; while it runs, the emulator's workloads are marked
 /// ready as a controller would (only when `controllers` is set).
-async fn run(
+pub(crate) async fn run(
     client: &Client,
     base: &str,
     path: &str,
@@ -190,7 +190,11 @@ fn component<'a>(report: &'a Value, name: &str) -> &'a Value {
 
 /// The binary in AWS mode against moto and the emulator, with the operator releases served from
 /// a loopback mirror of the upstream files (kept alive beside the server).
-async fn aws_server(moto: &Moto, emu: &KubeEmulator, dir: &std::path::Path) -> (Server, Mirror) {
+pub(crate) async fn aws_server(
+    moto: &Moto,
+    emu: &KubeEmulator,
+    dir: &std::path::Path,
+) -> (Server, Mirror) {
     let mirror = mirror(&[], &[]).await.expect("the upstream CRD folder");
     let mut env = moto.env();
     env.push(("INSTANTSTART_KUBE_URL", emu.url.clone()));

@@ -282,3 +282,113 @@ async fn every_recipe_makes_a_job_that_the_sdk_models_and_the_crd_accept() {
         assert_eq!(schemas.errors(&rj), Vec::<String>::new(), "{rj}");
     }
 }
+
+/// Against moto and the Kubernetes emulator (the real kube-rs adapter): the applied
+/// HyperPodPyTorchJob is exactly the generated one, its status is followed to the end, a keyed
+/// resend creates nothing, and delete removes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_training_job_is_applied_followed_and_deleted_on_the_kubernetes_emulator() {
+    use crate::kube::{aws_server, get, run, KubeEmulator};
+    let moto = crate::aws::Moto::start().await;
+    let emu = KubeEmulator::start(&["--seed-nodes", "2"]).await;
+    let (_guard, dir) = temp_dir();
+    let (server, _mirror) = aws_server(&moto, &emu, &dir).await;
+    let (client, base) = (reqwest::Client::new(), server.base.clone());
+    let op = run(
+        &client,
+        &base,
+        "/api/pipelines",
+        Some(pipeline_body()),
+        Some(&emu),
+    )
+    .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+
+    // The training operator add-on, as EKS would have it once enabled (ACTIVE after the first
+    // describe, as moto's gap-filler plays it).
+    let addons = format!("{}/clusters/demo/addons", moto.url);
+    // The add-on API is moto's gap-filler, which answers EKS-signed requests (unverified).
+    let eks = "AWS4-HMAC-SHA256 Credential=test/20261201/us-west-2/eks/aws4_request, SignedHeaders=host, Signature=0";
+    let r = client
+        .post(&addons)
+        .header("authorization", eks)
+        .json(&json!({"addonName": "amazon-sagemaker-hyperpod-training-operator"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    client
+        .get(format!(
+            "{addons}/amazon-sagemaker-hyperpod-training-operator"
+        ))
+        .header("authorization", eks)
+        .send()
+        .await
+        .unwrap();
+
+    let submit = |key: &'static str| {
+        client
+            .post(format!("{base}{JOBS}"))
+            .header("idempotency-key", key)
+            .json(&sft("emu-sft"))
+            .send()
+    };
+    let accepted: Value = submit("emu-1").await.unwrap().json().await.unwrap();
+    assert_eq!(accepted["created"], true, "{accepted}");
+    let id = accepted["operationId"].as_str().unwrap().to_string();
+    let path = "/apis/sagemaker.amazonaws.com/v1/namespaces/default/hyperpodpytorchjobs/emu-sft";
+    let mut applied = None;
+    for _ in 0..400 {
+        applied = emu.get(path).await;
+        if applied.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let applied = applied.expect("the job is applied");
+    let op = get(&client, format!("{base}/api/operations/{id}")).await;
+    assert_eq!(
+        applied["spec"], op["params"]["manifests"][0]["spec"],
+        "exactly the generated spec"
+    );
+    assert_eq!(
+        applied["metadata"]["annotations"]["instantstart.io/model"],
+        "/s3/models/Qwen/Qwen3-8B"
+    );
+    let again: Value = submit("emu-1").await.unwrap().json().await.unwrap();
+    assert_eq!(
+        (again["operationId"].as_str(), again["created"].as_bool()),
+        (Some(id.as_str()), Some(false))
+    );
+
+    // The operator's status, played on the emulator: a restart, then completion.
+    let status_path = format!("{path}/status");
+    let status = |s: Value| {
+        emu.send(
+            reqwest::Method::PATCH,
+            &status_path,
+            json!({"status": s}),
+            "application/merge-patch+json",
+        )
+    };
+    status(
+        json!({"restartCount": 1, "conditions": [{"type": "Created", "status": "True"},
+        {"type": "Running", "status": "True"}]}),
+    )
+    .await;
+    let running = get(&client, format!("{base}{JOBS}/emu-sft")).await;
+    assert_eq!(running["state"], "running", "{running}");
+    assert_eq!(running["restarts"]["count"], 1);
+    status(json!({"conditions": [{"type": "Created", "status": "True"},
+        {"type": "Running", "status": "False"}, {"type": "Completed", "status": "True"}]}))
+    .await;
+    let done = wait_terminal(&client, &base, &id).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+
+    let deleted = delete_and_wait(&client, &base, &format!("{JOBS}/emu-sft")).await;
+    assert_eq!(deleted["state"], "succeeded", "{deleted}");
+    assert!(
+        emu.get(path).await.is_none(),
+        "the job is gone from the cluster"
+    );
+}
