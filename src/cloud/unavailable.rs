@@ -2,11 +2,17 @@
 //! is refused with one clear, non-retryable error that says what to do instead, so the server
 //! still starts and explains itself on `/healthz`, in the UI and in every problem body.
 
+use crate::cloud::{
+    Addon, CallerIdentity, CloudError, CloudResult, ClusterState, CreateAddon, CreateEksCluster,
+    CreateHyperPodCluster, CreateRouteTable, CreateSecurityGroup, CreateSubnet, Eks, EksCluster,
+    HyperPod, HyperPodCluster, Iam, InstanceGroupSpec, Kube, KubeTarget, NetKind, Network,
+    NodeAction, NodeActionResult, NodePage, ObjectRef, ObjectStore, Quotas, ResourceState, Role,
+    ServiceCall, Subnet, Tags, TieredStorage, TrainingPlan, Vpc, Zone,
+};
+use crate::{Cloud, CloudMode};
 use async_trait::async_trait;
 use ipnet::Ipv4Net;
 use serde_json::Value;
-
-use super::*;
 
 /// Refuses every call with `reason`.
 pub struct Unavailable {

@@ -5,9 +5,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
-use super::*;
+use super::steps;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::service::params::hyperpod_params;
+use crate::service::records::{hyperpod_of, live_cluster};
+use crate::service::requests::CreateHyperPodRequest;
+use crate::service::{incluster, validate, ClusterResources, HyperPodParams};
 
 /// One instance group: what was asked for (fixed for its life) and where it stands.
 #[derive(Debug, Serialize, ToSchema)]

@@ -8,6 +8,7 @@ pub mod kind;
 mod nodes;
 mod params;
 mod preflight;
+mod records;
 mod requests;
 pub mod resources;
 pub mod start;
@@ -24,12 +25,11 @@ pub use kind::{FeatureId, OpKind};
 pub use nodes::*;
 pub use params::*;
 pub use preflight::*;
+pub use records::*;
 pub use requests::*;
 pub use resources::ClusterResources;
 pub use submit::*;
 pub use views::*;
-
-use sha2::{Digest, Sha256};
 
 use steps::{ClusterParams, HyperPodParams, PipelineParams};
 

@@ -4,9 +4,11 @@ use serde::Serialize;
 use serde_json::json;
 use utoipa::ToSchema;
 
-use super::*;
+use super::steps;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::service::incluster;
+use crate::service::records::hyperpod_of;
 
 /// The nodes of a cluster's HyperPod cluster, with the escalation order for unhealthy ones.
 #[derive(Debug, Serialize, ToSchema)]
@@ -30,28 +32,6 @@ pub struct NodeView {
     pub node: crate::cloud::ClusterNode,
     /// The node as Kubernetes sees it; absent until the instance has joined the cluster.
     pub kubernetes: Option<crate::cloud::NodeState>,
-}
-
-/// The cluster's record, unless it does not exist or was deleted (404).
-pub async fn live_cluster(engine: &Engine, name: &str) -> ApiResult<crate::store::ClusterRecord> {
-    engine
-        .store()
-        .get_cluster(name)
-        .await?
-        .filter(|c| c.status != crate::store::Lifecycle::Deleted)
-        .ok_or_else(|| cluster_not_found(name))
-}
-
-pub(super) async fn hyperpod_of(engine: &Engine, name: &str) -> ApiResult<String> {
-    let record = live_cluster(engine, name).await?;
-    ClusterResources::of(&record.resources)
-        .hyperpod_cluster_name
-        .ok_or_else(|| ApiError::Conflict {
-            slug: "stage-not-ready",
-            detail: format!("`{name}` has no HyperPod cluster yet"),
-            field: None,
-            operation_id: None,
-        })
 }
 
 pub async fn list_nodes(engine: &Engine, name: &str) -> ApiResult<NodeList> {

@@ -3,9 +3,12 @@
 
 use serde_json::{json, Value};
 
-use super::*;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::service::requests::{
+    CreateClusterRequest, CreateHyperPodRequest, ImportRequest, PipelineRequest,
+};
+use crate::service::{validate, ClusterParams, HyperPodParams, PipelineParams};
 
 /// Validates an import and returns (region, parameters).
 pub fn import_params(engine: &Engine, req: &ImportRequest) -> ApiResult<(String, Value)> {

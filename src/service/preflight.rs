@@ -4,9 +4,9 @@ use serde::Serialize;
 use serde_json::json;
 use utoipa::ToSchema;
 
-use super::*;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::service::validate;
 
 /// The quota check of a preflight.
 #[derive(Debug, Serialize, ToSchema)]

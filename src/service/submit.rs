@@ -3,11 +3,12 @@
 
 use serde::Serialize;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
-use super::*;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::service::kind::OpKind;
 use crate::store::{NewOperation, Operation, Store};
 
 /// A request to start an operation.

@@ -5,9 +5,12 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
-use super::*;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::service::kind::OpKind;
+use crate::service::records::{cluster_not_found, live_cluster};
+use crate::service::submit::load;
+use crate::service::{validate, ACTIVE_CLUSTER};
 use crate::store::{ClusterRecord, Operation};
 
 /// A cluster with the latest operation of every stage.
@@ -115,13 +118,6 @@ pub async fn instance_types(engine: &Engine, zone: &str) -> ApiResult<(String, V
         .collect();
     types.sort();
     Ok((zone.name, types))
-}
-
-pub fn cluster_not_found(name: &str) -> ApiError {
-    ApiError::NotFound {
-        what: format!("cluster `{name}`"),
-        hint: Some(Box::new(json!("GET /api/clusters lists the clusters"))),
-    }
 }
 
 /// Retries a failed or cancelled operation (for a pipeline: its failed stage first).

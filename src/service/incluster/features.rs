@@ -5,9 +5,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
 
-use super::*;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::service::incluster::kube_target;
 
 /// `GET /api/clusters/{name}/features`: every managed feature's actual state.
 #[derive(Debug, Serialize, ToSchema)]

@@ -11,11 +11,10 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::steps::deps::{self, ComponentState, ComponentStatus};
-use super::validate;
 use crate::cloud::{ClusterState, KubeTarget, MANAGED_BY};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
-use crate::service::OpKind;
+use crate::service::kind::OpKind;
 use crate::store::{OpState, PhaseState};
 
 /// Where the cluster's API server is, from what the `cluster` stage recorded.

@@ -5,12 +5,13 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
-use super::*;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::service::incluster::{kube_target, MANAGED_BY};
 use crate::service::steps::storage::{
     claim_view, ClaimView, StorageParams, VolumeSource, CLAIM_LABEL,
 };
+use crate::service::validate;
 
 /// Body of `POST /api/clusters/{name}/storage`. Omitted: the shared bucket as `s3-claim`.
 #[derive(Debug, Default, Deserialize, ToSchema)]

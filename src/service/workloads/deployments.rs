@@ -5,9 +5,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
-use super::*;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::service::incluster::kube_target;
+use crate::service::validate;
+use crate::service::workloads::{
+    cloud_err, labels, list_storage, obj, put_token_secret, workload_state, ApplyParams,
+    DeleteParams, ServiceCall, WORKLOAD_LABEL, WORKLOAD_NAMESPACE,
+};
 
 /// `POST /api/clusters/{name}/deployments`: a model server (vLLM, SGLang or any image) as a
 /// Deployment plus a Service.

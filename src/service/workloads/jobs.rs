@@ -4,9 +4,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
-use super::*;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::service::incluster::kube_target;
+use crate::service::validate;
+use crate::service::workloads::{
+    cloud_err, obj, workload_state, DeleteParams, MANAGED_BY, WORKLOAD_NAMESPACE,
+};
 
 /// Job kinds: (API name, apiVersion, kind).
 pub(super) const JOB_KINDS: &[(&str, &str, &str)] = &[

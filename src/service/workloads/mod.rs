@@ -17,11 +17,10 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::incluster::{kube_target, list_storage};
+use super::incluster::list_storage;
 use super::steps::workloads::{
     workload_state, ApplyParams, DeleteParams, WORKLOAD_LABEL, WORKLOAD_NAMESPACE,
 };
-use super::validate;
 use crate::cloud::{KubeTarget, ObjectRef, ServiceCall, MANAGED_BY};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;

@@ -4,9 +4,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
 
-use super::*;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::service::validate;
+use crate::service::workloads::{cloud_err, list_storage};
 
 /// Query of `GET /api/clusters/{name}/storage/{claim}/objects`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

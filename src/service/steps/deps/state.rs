@@ -3,8 +3,10 @@
 
 use serde_json::Value;
 
-use super::*;
 use crate::cloud::{json_contains, AddonStatus, Cloud, CloudResult, KubeTarget, ObjectRef};
+use crate::service::steps::deps::{
+    version_at_least, Component, ComponentState, ComponentStatus, Install,
+};
 
 /// Readiness of one applied object from its status (Deployment replicas, DaemonSet pods).
 pub(super) fn object_ready(obj: &Value) -> Result<(), String> {

@@ -4,10 +4,12 @@
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::*;
 use crate::cloud::{AddonStatus, CreateAddon};
 use crate::ops::{Poll, Reconcile, StepCx, StepError, StepResult};
 use crate::service::steps::addons::irsa_trust;
+use crate::service::steps::features::{
+    feature_of, service_trust, AddonInputs, Feature, FeatureParams, OwnRole, Trust,
+};
 use crate::service::steps::hyperpod::execution_role_name;
 
 /// Enables or disables the add-on, watched to ACTIVE or gone.

@@ -4,10 +4,10 @@
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::*;
 use crate::cloud::{Cloud, CloudResult, KubeTarget, ObjectRef, MANAGED_BY};
 use crate::ops::{Poll, Reconcile, StepCx, StepError, StepResult};
 use crate::service::steps::addons::kube_target;
+use crate::service::steps::features::{Feature, FeatureParams, FeatureState};
 use crate::service::steps::hyperpod::hyperpod_name;
 
 /// Key of the managed autoscaling feature (not an add-on).

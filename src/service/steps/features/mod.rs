@@ -24,7 +24,7 @@ use serde_json::Value;
 
 use crate::cloud::{AddonStatus, Cloud, CloudResult, KubeTarget};
 use crate::ops::{Step, StepCx, StepError, StepResult};
-use crate::service::{FeatureId, OpKind};
+use crate::service::kind::{FeatureId, OpKind};
 
 /// One feature.
 pub struct Feature {

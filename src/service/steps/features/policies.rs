@@ -1,9 +1,8 @@
 //! The IAM documents and add-on configuration of the managed features, each as AWS documents it:
 //! the inference operator's roles and configuration, the autoscaling role, service trusts.
 
+use crate::service::steps::features::AddonInputs;
 use serde_json::{json, Value};
-
-use super::*;
 
 pub(super) fn autoscaling_role_policy(_bucket: &str, cluster_arn: &str) -> Value {
     autoscaling_policy(cluster_arn)

@@ -4,11 +4,11 @@
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::*;
 use crate::cloud::{Cloud, CloudResult, KubeTarget, ObjectRef, TieredStorage, MANAGED_BY};
 use crate::ops::{Poll, Reconcile, StepCx, StepError, StepResult};
 use crate::service::resources::Recorded;
 use crate::service::steps::addons::{kube_target, IrsaRole};
+use crate::service::steps::features::{Feature, FeatureParams, FeatureState};
 use crate::service::steps::hyperpod::hyperpod_name;
 
 /// Key of the managed tiered checkpointing feature (not an add-on).

@@ -1,0 +1,37 @@
+//! The cluster record as the domain reads it: one that exists (404 otherwise, with the names
+//! that do), and what its HyperPod stage recorded.
+
+use serde_json::json;
+
+use crate::error::{ApiError, ApiResult};
+use crate::ops::Engine;
+use crate::service::resources::ClusterResources;
+
+pub fn cluster_not_found(name: &str) -> ApiError {
+    ApiError::NotFound {
+        what: format!("cluster `{name}`"),
+        hint: Some(Box::new(json!("GET /api/clusters lists the clusters"))),
+    }
+}
+
+/// The cluster's record, unless it does not exist or was deleted (404).
+pub async fn live_cluster(engine: &Engine, name: &str) -> ApiResult<crate::store::ClusterRecord> {
+    engine
+        .store()
+        .get_cluster(name)
+        .await?
+        .filter(|c| c.status != crate::store::Lifecycle::Deleted)
+        .ok_or_else(|| cluster_not_found(name))
+}
+
+pub async fn hyperpod_of(engine: &Engine, name: &str) -> ApiResult<String> {
+    let record = live_cluster(engine, name).await?;
+    ClusterResources::of(&record.resources)
+        .hyperpod_cluster_name
+        .ok_or_else(|| ApiError::Conflict {
+            slug: "stage-not-ready",
+            detail: format!("`{name}` has no HyperPod cluster yet"),
+            field: None,
+            operation_id: None,
+        })
+}
