@@ -205,25 +205,54 @@ pub(crate) async fn aws_server(
     (server, mirror)
 }
 
+/// A whole pipeline (dependencies and storage included) in AWS mode against moto and the
+/// emulator, whose nodes are there from the start (it has no kubelets: the nodes that would
+/// register once HyperPod's instances join are seeded, so dependencies can be verified).
+pub(crate) struct AwsPipeline {
+    pub moto: Moto,
+    pub emu: KubeEmulator,
+    /// The binary, alive as long as the pipeline.
+    _server: Server,
+    pub client: Client,
+    pub base: String,
+    /// The pipeline operation, as it ended.
+    pub op: Value,
+    _mirror: Mirror,
+    _dir: tempfile::TempDir,
+}
+
+impl AwsPipeline {
+    pub async fn run() -> Self {
+        let moto = Moto::start().await;
+        let emu = KubeEmulator::start(&["--seed-nodes", "2"]).await;
+        let (dir, path) = temp_dir();
+        let (server, mirror) = aws_server(&moto, &emu, &path).await;
+        let (client, base) = (Client::new(), server.base.clone());
+        let op = run(
+            &client,
+            &base,
+            "/api/pipelines",
+            Some(pipeline_body()),
+            Some(&emu),
+        )
+        .await;
+        Self {
+            moto,
+            emu,
+            _server: server,
+            client,
+            base,
+            op,
+            _mirror: mirror,
+            _dir: dir,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emulator() {
-    let moto = Moto::start().await;
-    // The emulator has no kubelets: the nodes that would register once HyperPod's instances
-    // join are there from the start, so the dependencies can be verified as serving.
-    let emu = KubeEmulator::start(&["--seed-nodes", "2"]).await;
-    let (_guard, dir) = temp_dir();
-    let (server, _mirror) = aws_server(&moto, &emu, &dir).await;
-    let (client, base) = (Client::new(), server.base.clone());
-
-    // The whole pipeline, dependencies and storage included.
-    let op = run(
-        &client,
-        &base,
-        "/api/pipelines",
-        Some(pipeline_body()),
-        Some(&emu),
-    )
-    .await;
+    let p = AwsPipeline::run().await;
+    let (emu, client, base, op) = (&p.emu, p.client.clone(), p.base.clone(), p.op.clone());
     let cluster = get(&client, format!("{base}/api/clusters/demo")).await;
     assert_eq!(op["state"], "succeeded", "{op}\n{cluster}");
 

@@ -288,21 +288,10 @@ async fn every_recipe_makes_a_job_that_the_sdk_models_and_the_crd_accept() {
 /// resend creates nothing, and delete removes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_training_job_is_applied_followed_and_deleted_on_the_kubernetes_emulator() {
-    use crate::kube::{aws_server, get, run, KubeEmulator};
-    let moto = crate::aws::Moto::start().await;
-    let emu = KubeEmulator::start(&["--seed-nodes", "2"]).await;
-    let (_guard, dir) = temp_dir();
-    let (server, _mirror) = aws_server(&moto, &emu, &dir).await;
-    let (client, base) = (reqwest::Client::new(), server.base.clone());
-    let op = run(
-        &client,
-        &base,
-        "/api/pipelines",
-        Some(pipeline_body()),
-        Some(&emu),
-    )
-    .await;
-    assert_eq!(op["state"], "succeeded", "{op}");
+    use crate::kube::{get, AwsPipeline};
+    let p = AwsPipeline::run().await;
+    assert_eq!(p.op["state"], "succeeded", "{}", p.op);
+    let (moto, emu, client, base) = (&p.moto, &p.emu, p.client.clone(), p.base.clone());
 
     // The training operator add-on, as EKS would have it once enabled (ACTIVE after the first
     // describe, as moto's gap-filler plays it).
