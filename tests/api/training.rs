@@ -130,6 +130,26 @@ async fn a_job_trains_to_succeeded_and_an_injected_pod_failure_shows_in_its_rest
         let p = problem(r, StatusCode::from_u16(status).unwrap()).await;
         assert_eq!(p["field"], field, "{body}: {p}");
     }
+    // Elastic training on an instance type with a Spot group is refused, naming the group.
+    let spot = json!({"instanceGroupName": "spot", "instanceType": "ml.g5.8xlarge", "instanceCount": 1,
+                      "zone": "us-west-2a", "capacityType": "spot"});
+    let added = app
+        .wait_terminal(&app.start("/api/clusters/demo/instance-groups", &spot).await)
+        .await;
+    assert_eq!(added["state"], "succeeded", "{added}");
+    let r = app
+        .post(
+            JOBS,
+            &with(json!({"elastic": {"minNodes": 1, "maxNodes": 4}})),
+        )
+        .await;
+    let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert_eq!(p["field"], "elastic", "{p}");
+    assert!(
+        p["detail"].as_str().unwrap().contains("Spot")
+            && p["detail"].as_str().unwrap().contains("`spot`"),
+        "{p}"
+    );
     // Refusals applied nothing.
     assert_eq!(app.json(JOBS).await, json!([]));
 

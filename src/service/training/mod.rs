@@ -379,11 +379,18 @@ pub async fn training_params(
             format!("minNodes ≤ nodeCount ({nodes}) ≤ maxNodes, between 1 and 256"),
             json!({"minNodes": 1, "maxNodes": nodes.max(2)}),
         )?;
-        if group.capacity == Capacity::Spot {
+        // Pods select nodes by instance type: any Spot group of that type may host them.
+        if let Some(spot) = groups
+            .iter()
+            .find(|g| g.instance_type == group.instance_type && g.capacity == Capacity::Spot)
+        {
             return Err(ApiError::validation_hint(
                 "elastic",
-                format!("elastic training does not support Spot capacity, and `{}` (the {} group) is Spot", group.name, group.instance_type),
-                json!("drop `elastic`, or train on an on-demand or training-plan group"),
+                format!(
+                    "elastic training does not support Spot capacity, and `{}` ({}) is Spot",
+                    spot.name, spot.instance_type
+                ),
+                json!("drop `elastic`, or train on an instance type with no Spot group"),
             ));
         }
         if tiered {
