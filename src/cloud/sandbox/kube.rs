@@ -109,7 +109,7 @@ impl Kube for Sandbox {
         else {
             return Ok(None);
         };
-        let schedule = if scheduled_kind(&r.data) {
+        let schedule = if scheduled_kind(r.data["kind"].as_str().unwrap_or_default()) {
             Some(self.schedule(target).await?)
         } else {
             None
@@ -126,10 +126,7 @@ impl Kube for Sandbox {
         labels: Option<&str>,
     ) -> CloudResult<Vec<Value>> {
         self.gate("k8s:List", false).await?;
-        let schedule = if matches!(
-            kind,
-            "Deployment" | "DaemonSet" | "HyperPodPyTorchJob" | "RayJob"
-        ) {
+        let schedule = if scheduled_kind(kind) {
             Some(self.schedule(target).await?)
         } else {
             None

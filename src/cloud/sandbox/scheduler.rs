@@ -21,9 +21,11 @@ pub(crate) struct Schedule {
 }
 
 /// Kinds whose status depends on the nodes (their pods must be placed to become ready).
-pub(super) fn scheduled_kind(obj: &Value) -> bool {
-    matches!(obj["kind"].as_str(), Some("Deployment" | "DaemonSet"))
-        || super::training::is_training(obj)
+pub(super) fn scheduled_kind(kind: &str) -> bool {
+    matches!(
+        kind,
+        "Deployment" | "DaemonSet" | "HyperPodPyTorchJob" | "RayJob"
+    )
 }
 
 /// The instance types a DaemonSet's node affinity limits it to, if it names any.
