@@ -117,6 +117,11 @@ pub struct ServeConfig {
     /// (default 250 in the sandbox, 10000 against AWS).
     #[arg(long, env = "INSTANTSTART_POLL_INTERVAL_MS")]
     pub poll_interval_ms: Option<u64>,
+
+    /// Log follows (WebSockets that stream a workload's logs) served at once; one more is
+    /// refused with 429 until another closes.
+    #[arg(long, env = "INSTANTSTART_MAX_LOG_FOLLOWS", default_value_t = 32)]
+    pub max_log_follows: usize,
 }
 
 impl ServeConfig {
@@ -149,6 +154,7 @@ impl ServeConfig {
             allowed_features: Vec::new(),
             permissions_boundary: None,
             poll_interval_ms: None,
+            max_log_follows: 32,
         }
     }
 }

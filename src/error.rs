@@ -49,6 +49,13 @@ pub enum ApiError {
     Unauthorized,
     #[error("{detail}")]
     Forbidden { slug: &'static str, detail: String },
+    /// A server-wide limit is reached (429); the request may succeed later.
+    #[error("{detail}")]
+    Busy {
+        slug: &'static str,
+        detail: String,
+        hint: Option<Hint>,
+    },
     /// A cloud API refused a read the request needed (502).
     #[error(transparent)]
     Cloud(Box<CloudError>),
@@ -138,6 +145,7 @@ impl ApiError {
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Cloud(e) if e.retryable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Cloud(_) => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -155,6 +163,7 @@ impl ApiError {
             ApiError::Conflict { slug, .. } => (*slug, "Conflict with existing state"),
             ApiError::Unauthorized => ("unauthorized", "Authentication required"),
             ApiError::Forbidden { slug, .. } => (*slug, "Request refused"),
+            ApiError::Busy { slug, .. } => (*slug, "Too many requests"),
             ApiError::Cloud(_) => ("cloud-error", "A cloud API call failed"),
             ApiError::Internal(_) => ("internal", "Internal error"),
         };
@@ -177,7 +186,9 @@ impl ApiError {
                 p.field = field.clone();
                 p.hint = hint.as_deref().cloned();
             }
-            ApiError::NotFound { hint, .. } => p.hint = hint.as_deref().cloned(),
+            ApiError::NotFound { hint, .. } | ApiError::Busy { hint, .. } => {
+                p.hint = hint.as_deref().cloned()
+            }
             ApiError::Conflict {
                 field,
                 operation_id,

@@ -44,6 +44,8 @@ pub struct AppState {
     pub cloud_warning: Option<String>,
     /// The managed features users may enable (all when the list is empty).
     pub allowed_features: Arc<Vec<String>>,
+    /// The cap on log follows served at once.
+    pub follows: Arc<service::logs::Follows>,
 }
 
 /// A bound, ready-to-serve application.
@@ -243,6 +245,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         sandbox,
         cloud_warning,
         allowed_features: Arc::new(allowed_features),
+        follows: Arc::new(service::logs::Follows::new(config.max_log_follows.max(1))),
     };
     let mcp = mcp::McpContext::new(
         format!("localhost:{port}"),

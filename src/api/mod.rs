@@ -10,6 +10,7 @@ pub mod events;
 pub mod extract;
 pub mod features;
 pub mod groups;
+pub mod logs;
 pub mod openapi;
 pub mod operations;
 pub mod stages;
@@ -109,16 +110,29 @@ impl EdgePolicy {
         let Some(expected) = &self.token else {
             return true;
         };
+        // A browser cannot send Authorization on a WebSocket; it offers the token as a
+        // subprotocol instead (the server never echoes that one back).
+        let offered = || {
+            headers
+                .get(header::SEC_WEBSOCKET_PROTOCOL)
+                .and_then(|v| v.to_str().ok())?
+                .split(',')
+                .find_map(|p| p.trim().strip_prefix(BEARER_PROTOCOL))
+        };
         let Some(given) = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
+            .or_else(offered)
         else {
             return false;
         };
         given.as_bytes().ct_eq(expected.0.as_bytes()).into()
     }
 }
+
+/// Prefix of the WebSocket subprotocol that carries the token (`instantstart.bearer.<token>`).
+pub const BEARER_PROTOCOL: &str = "instantstart.bearer.";
 
 /// Paths served without the token: the health probe and the UI's static files (they hold no
 /// data; the UI asks for the token and sends it on every API request).
@@ -351,6 +365,7 @@ pub fn rest() -> utoipa_axum::router::OpenApiRouter<AppState> {
         .merge(operations::router())
         .merge(workloads::router())
         .merge(training::router())
+        .merge(logs::router())
 }
 
 /// The whole HTTP surface: REST, UI and the MCP endpoint, behind one edge layer.
@@ -364,6 +379,10 @@ where
     let api = rest
         .merge(ui::router())
         .route("/api/events", axum::routing::get(events::events))
+        .route(
+            "/api/clusters/{name}/workloads/{kind}/{workload}/logs/follow",
+            axum::routing::get(logs::follow),
+        )
         .route("/api/openapi.json", axum::routing::get(openapi::serve))
         .route_layer(axum::middleware::from_fn(trace::trace))
         .nest_service("/mcp", mcp)

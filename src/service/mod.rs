@@ -5,6 +5,7 @@
 mod groups;
 pub mod incluster;
 pub mod kind;
+pub mod logs;
 mod nodes;
 mod params;
 mod preflight;

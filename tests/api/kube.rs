@@ -199,6 +199,8 @@ pub(crate) async fn aws_server(
     let mut env = moto.env();
     env.push(("INSTANTSTART_KUBE_URL", emu.url.clone()));
     env.push(("INSTANTSTART_RELEASE_MIRROR", mirror.url.clone()));
+    // One log follow at a time, so the logs test can reach the cap with two sockets.
+    env.push(("INSTANTSTART_MAX_LOG_FOLLOWS", "1".into()));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let server = Server::spawn(dir, free_port(), &["--cloud", "aws"], &env);
     server.ready(&Client::new()).await;

@@ -9,6 +9,7 @@ mod features;
 mod helpers;
 mod kube;
 mod layout;
+mod logs;
 mod mcp;
 mod operations;
 mod pipeline;

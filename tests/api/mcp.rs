@@ -195,4 +195,9 @@ async fn the_submit_training_skill_runs_over_mcp_to_a_trained_job() {
     );
     assert_eq!(steps[7], json!(["operation_get", "succeeded"]));
     assert_eq!(steps[8], json!(["training_job_get", "succeeded", 1, 3]));
+    // diagnose-nccl over MCP: the injected NCCL timeout, found in the logs, names rank 0's pod.
+    assert_eq!(
+        steps[9],
+        json!(["workload_logs", false, 1, "[agent-sft-pods-0 rank 0]"])
+    );
 }

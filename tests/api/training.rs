@@ -13,7 +13,7 @@ use crate::helpers::*;
 const JOBS: &str = "/api/clusters/demo/training-jobs";
 
 /// A sandbox cluster with storage and the training operator enabled.
-async fn training_cluster(faults: Option<&'static str>) -> TestApp {
+pub(crate) async fn training_cluster(faults: Option<&'static str>) -> TestApp {
     let app = spawn_app_with(Opts {
         faults,
         ..Default::default()
@@ -24,7 +24,7 @@ async fn training_cluster(faults: Option<&'static str>) -> TestApp {
     app
 }
 
-async fn enable_training_operator(app: &TestApp) {
+pub(crate) async fn enable_training_operator(app: &TestApp) {
     let r = app
         .client
         .patch(app.url("/api/clusters/demo/features"))
@@ -41,12 +41,12 @@ async fn enable_training_operator(app: &TestApp) {
     assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
 }
 
-fn sft(name: &str) -> Value {
+pub(crate) fn sft(name: &str) -> Value {
     json!({"jobName": name, "recipe": "llama-factory", "instanceType": "ml.g5.8xlarge", "nodeCount": 2,
            "model": "/s3/models/Qwen/Qwen3-8B", "dataset": "/s3/datasets/alpaca"})
 }
 
-async fn submit(app: &TestApp, body: &Value) -> Value {
+pub(crate) async fn submit(app: &TestApp, body: &Value) -> Value {
     let r = app.post(JOBS, body).await;
     assert_eq!(r.status(), StatusCode::ACCEPTED, "{body}");
     r.json().await.unwrap()

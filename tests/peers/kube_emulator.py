@@ -13,7 +13,10 @@ Gaps filled (see the project's test-peer notes for how plain kmock behaves):
   * server-side apply on a missing object creates it;
   * PUT replaces an object; DELETE on a collection deletes what matches.
 Extra: `GET /_emulator/stats` returns counts of mutating requests, so a test can prove that a
-second reconciliation changes nothing.
+second reconciliation changes nothing, and of pod log streams (`logs`: open, opened, closed), so a
+test can prove that a follow closed upstream. `POST /_emulator/logs/<namespace>/<pod>` with
+`{"lines": [...]}` appends to a pod's log; `GET …/pods/<pod>/log` serves it (`tailLines`,
+`follow=true` streams new lines until the client goes away).
 """
 
 import argparse
@@ -32,7 +35,7 @@ RESOURCES = {
     # group/version/plural: (kind, namespaced, subresources)
     "v1/namespaces": ("Namespace", False, ["status"]),
     "v1/nodes": ("Node", False, ["status"]),
-    "v1/pods": ("Pod", True, ["status"]),
+    "v1/pods": ("Pod", True, ["status", "log"]),
     "v1/services": ("Service", True, ["status"]),
     "v1/serviceaccounts": ("ServiceAccount", True, []),
     "v1/configmaps": ("ConfigMap", True, []),
@@ -133,6 +136,9 @@ class Emulator(kmock.KubernetesEmulator):
         super().__attrs_post_init__()
         self.versions = itertools.count(1)
         self.mutations = {}
+        self.logs = {}
+        self.log_tick = asyncio.Event()
+        self.log_streams = {"open": 0, "opened": 0, "closed": 0}
 
     def stamp(self, data, namespace, name):
         meta = data.setdefault("metadata", {})
@@ -150,8 +156,16 @@ class Emulator(kmock.KubernetesEmulator):
 
     async def _handle(self, request):
         if request.url.path == "/_emulator/stats":
-            return aiohttp.web.json_response({"mutations": self.mutations})
+            return aiohttp.web.json_response({"mutations": self.mutations, "logs": self.log_streams})
         method = str(request.method.value if hasattr(request.method, "value") else request.method).upper()
+        if request.url.path.startswith("/_emulator/logs/") and method == "POST":
+            _, _, _, namespace, pod = request.url.path.split("/")
+            self.logs.setdefault((namespace, pod), []).extend(request.data["lines"])
+            tick, self.log_tick = self.log_tick, asyncio.Event()
+            tick.set()
+            return aiohttp.web.json_response({"lines": len(self.logs[(namespace, pod)])})
+        if request.resource is not None and request.subresource == "log" and method == "GET":
+            return await self.serve_log(request)
         if request.resource is not None and method in ("POST", "PUT", "PATCH", "DELETE"):
             self.mutations[method] = self.mutations.get(method, 0) + 1
         if request.resource is None:
@@ -169,6 +183,45 @@ class Emulator(kmock.KubernetesEmulator):
         elif method == "DELETE" and request.name is None:
             return await self.delete_collection(request)
         return await super()._handle(request)
+
+    async def serve_log(self, request):
+        """The pod `log` subresource: the log so far, or (`follow=true`) a stream of it that
+        ends when the client disconnects; open streams are counted."""
+        if not self.exists(request):
+            raise k8s.KubernetesObjectNotFoundError()
+        key = (request.namespace, request.name)
+        lines = list(self.logs.get(key, []))
+        tail = request.params.get("tailLines")
+        if tail is not None:
+            lines = lines[-int(tail):] if int(tail) > 0 else []
+        if request.params.get("follow") != "true":
+            return aiohttp.web.Response(text="".join(f"{line}\n" for line in lines))
+        raw = request._raw_request
+        response = aiohttp.web.StreamResponse(headers={"Content-Type": "text/plain"})
+        await response.prepare(raw)
+        self.log_streams["open"] += 1
+        self.log_streams["opened"] += 1
+        sent = len(self.logs.get(key, []))
+        try:
+            for line in lines:
+                await response.write(f"{line}\n".encode())
+            while raw.transport is not None and not raw.transport.is_closing():
+                current = self.logs.get(key, [])
+                for line in current[sent:]:
+                    await response.write(f"{line}\n".encode())
+                sent = len(current)
+                tick = self.log_tick
+                try:
+                    # Wake on a new line, or look again whether the client went away.
+                    await asyncio.wait_for(tick.wait(), 0.2)
+                except asyncio.TimeoutError:
+                    pass
+        except ConnectionError:
+            pass
+        finally:
+            self.log_streams["open"] -= 1
+            self.log_streams["closed"] += 1
+        return response
 
     async def create_by_apply(self, request):
         data = dict(request.data or {})

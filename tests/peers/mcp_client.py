@@ -7,7 +7,8 @@ Usage: mcp_client.py URL SCENARIO  — prints one JSON object with what the scen
              is retried with the tool the failure names.
   training   the submit-training skill on cluster `demo`: inspect (cluster, groups, recipes,
              features), enable the training operator, submit (a bad path is fixed from the
-             problem's field), monitor to a terminal state, read the job's restarts.
+             problem's field), monitor to a terminal state, read the job's restarts; then
+             diagnose-nccl: the job's logs filtered for NCCL errors name the faulted rank.
 """
 import asyncio
 import json
@@ -132,6 +133,13 @@ async def training(client):
     steps.append(("operation_get", final["state"]))
     seen = (await call(client, "training_job_get", {"name": "demo", "job": "agent-sft"}))["value"]
     steps.append(("training_job_get", seen["state"], seen["restarts"]["count"], seen["restarts"]["limit"]))
+    # Then diagnose-nccl: the faulty pod of the latest restart, and its evidence in the logs.
+    faulty = seen["faultyPods"][0]
+    logs = await call(client, "workload_logs", {"name": "demo", "kind": "pytorch", "workload": "agent-sft",
+                                       "pod": faulty, "grep": "NCCL WARN|Watchdog|NET/OFI"})
+    lines = logs["value"]["lines"]
+    watchdog = [l for l in lines if "Watchdog caught collective operation timeout" in l]
+    steps.append(("workload_logs", logs["is_error"], len(watchdog), watchdog[0].split("]")[0] + "]" if watchdog else None))
     return {"steps": steps}
 
 

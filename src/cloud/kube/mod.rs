@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
 use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::{ApiCapabilities, Scope};
@@ -17,7 +18,10 @@ use kube::Client;
 use serde_json::Value;
 
 use super::aws::token::{EksTokens, REFRESH_AFTER};
-use super::{CloudError, CloudResult, ClusterState, Kube, KubeTarget, ObjectRef, ServiceCall};
+use super::{
+    CloudError, CloudResult, ClusterState, Kube, KubeTarget, LogLines, LogQuery, ObjectRef,
+    ServiceCall,
+};
 
 pub use state::summarize;
 
@@ -175,6 +179,17 @@ impl KubeRs {
 const SERVICE_CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A client for a fixed URL, without credentials.
+fn log_params(query: &LogQuery, follow: bool) -> kube::api::LogParams {
+    kube::api::LogParams {
+        container: query.container.clone(),
+        follow,
+        tail_lines: query.tail_lines,
+        since_seconds: query.since_seconds,
+        limit_bytes: query.limit_bytes,
+        ..Default::default()
+    }
+}
+
 fn plain_client(url: &str) -> anyhow::Result<Client> {
     let uri = url.parse().context("Kubernetes API URL")?;
     Client::try_from(kube::Config::new(uri)).context("building the Kubernetes client")
@@ -284,6 +299,44 @@ impl Kube for KubeRs {
             .map(serde_json::to_value)
             .collect::<Result<_, _>>()
             .map_err(|e| CloudError::new("k8s", "List", "Decode", e.to_string()))
+    }
+
+    async fn pod_log(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        pod: &str,
+        query: &LogQuery,
+    ) -> CloudResult<String> {
+        let pods: Api<Pod> = Api::namespaced(self.client(target).await?, namespace);
+        pods.logs(pod, &log_params(query, false))
+            .await
+            .map_err(|e| k8s_err("PodLog", e))
+    }
+
+    async fn follow_log(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        pod: &str,
+        query: &LogQuery,
+    ) -> CloudResult<LogLines> {
+        use futures::{AsyncBufReadExt as _, StreamExt as _};
+        let pods: Api<Pod> = Api::namespaced(self.client(target).await?, namespace);
+        // One HTTP stream on the client's connection pool per container: no process, and the
+        // connection closes when the returned stream is dropped.
+        let body = pods
+            .log_stream(pod, &log_params(query, true))
+            .await
+            .map_err(|e| k8s_err("PodLog", e))?;
+        Ok(body
+            .lines()
+            .map(|line| {
+                line.map_err(|e| {
+                    CloudError::new("k8s", "PodLog", "StreamBroken", e.to_string()).retryable()
+                })
+            })
+            .boxed())
     }
 
     async fn forget(&self, cluster: &str) {

@@ -117,6 +117,23 @@ pub struct ServiceCall<'a> {
     pub path: &'a str,
 }
 
+/// What part of one container's log to read (the pod `log` subresource's parameters).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LogQuery {
+    /// The pod's only container when `None`.
+    pub container: Option<String>,
+    /// The last N lines only.
+    pub tail_lines: Option<i64>,
+    /// Lines written in the last N seconds only.
+    pub since_seconds: Option<i64>,
+    /// Stop reading after this many bytes (a snapshot never holds a runaway log in memory).
+    pub limit_bytes: Option<i64>,
+}
+
+/// A followed log: one line per item, without its newline. Dropping the stream closes the
+/// upstream connection.
+pub type LogLines = futures::stream::BoxStream<'static, CloudResult<String>>;
+
 /// Nodes and GPU demand of one cluster.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -155,6 +172,37 @@ pub trait Kube: Send + Sync {
         service: &ServiceCall<'_>,
         body: &Value,
     ) -> CloudResult<Value>;
+    /// One container's log, read once.
+    async fn pod_log(
+        &self,
+        _target: &KubeTarget,
+        _namespace: &str,
+        _pod: &str,
+        _query: &LogQuery,
+    ) -> CloudResult<String> {
+        Err(CloudError::new(
+            "k8s",
+            "PodLog",
+            "Unsupported",
+            "no pod logs here",
+        ))
+    }
+    /// One container's log, followed: the lines so far (per the query), then each new line as
+    /// it is written, until the container ends or the stream is dropped.
+    async fn follow_log(
+        &self,
+        _target: &KubeTarget,
+        _namespace: &str,
+        _pod: &str,
+        _query: &LogQuery,
+    ) -> CloudResult<LogLines> {
+        Err(CloudError::new(
+            "k8s",
+            "PodLog",
+            "Unsupported",
+            "no pod logs here",
+        ))
+    }
     /// Drops the client, discovered kinds and caches of a cluster that no longer exists (a new
     /// cluster of the same name has another endpoint and CA).
     async fn forget(&self, _cluster: &str) {}

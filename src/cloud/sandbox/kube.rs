@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
+use super::pods::{pods_of, SimPod};
 use super::scheduler::*;
 use super::shared::*;
 use super::{new_id, Sandbox};
@@ -17,6 +18,78 @@ pub(super) fn object_key(target: &KubeTarget, obj: &ObjectRef) -> String {
         obj.namespace.as_deref().unwrap_or(""),
         obj.name
     )
+}
+
+/// `k=v` terms of a label selector, all of which must hold (what the control plane sends).
+fn matches_labels(o: &Value, labels: Option<&str>) -> bool {
+    labels
+        .unwrap_or("")
+        .split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .all(|(k, v)| {
+            o.pointer("/metadata/labels")
+                .and_then(|l| l.get(k))
+                .and_then(Value::as_str)
+                == Some(v)
+        })
+}
+
+impl Sandbox {
+    /// Every simulated pod of a cluster, with its workload's simulated age and creation time.
+    async fn sim_pods(&self, target: &KubeTarget) -> CloudResult<Vec<(SimPod, f64, i64)>> {
+        let schedule = self.schedule(target).await?;
+        let prefix = format!("{}/", target.cluster);
+        let now = super::now_ms();
+        Ok(self
+            .list("k8s-object")
+            .await?
+            .into_iter()
+            .filter(|r| {
+                r.data
+                    .get("__key")
+                    .and_then(Value::as_str)
+                    .is_some_and(|k| k.starts_with(&prefix))
+            })
+            .flat_map(|r| {
+                let age = self.simulated_secs(r.created_ms, now);
+                let created = r.created_ms;
+                let failures = r.data[super::training::FAILURES].as_u64().unwrap_or(0);
+                let obj = self.k8s_status(r, Some(&schedule));
+                pods_of(&obj, age, failures)
+                    .into_iter()
+                    .map(move |p| (p, age, created))
+            })
+            .collect())
+    }
+
+    /// One simulated pod, refused as the API server refuses a missing pod or container.
+    async fn sim_pod(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        pod: &str,
+        query: &LogQuery,
+    ) -> CloudResult<(SimPod, f64, i64)> {
+        let found = self
+            .sim_pods(target)
+            .await?
+            .into_iter()
+            .find(|(p, ..)| p.namespace == namespace && p.name == pod)
+            .ok_or_else(|| not_found("k8s", "PodLog", "NotFound", pod))?;
+        if let Some(c) = query
+            .container
+            .as_deref()
+            .filter(|c| *c != found.0.container)
+        {
+            return Err(CloudError::new(
+                "k8s",
+                "PodLog",
+                "BadRequest",
+                format!("container {c} is not valid for pod {pod}"),
+            ));
+        }
+        Ok(found)
+    }
 }
 
 #[async_trait]
@@ -126,17 +199,22 @@ impl Kube for Sandbox {
         labels: Option<&str>,
     ) -> CloudResult<Vec<Value>> {
         self.gate("k8s:List", false).await?;
+        if (api_version, kind) == ("v1", "Pod") {
+            return Ok(self
+                .sim_pods(target)
+                .await?
+                .into_iter()
+                .filter(|(p, ..)| namespace.is_none_or(|ns| p.namespace == ns))
+                .map(|(p, age, created)| p.manifest(age, &crate::store::rfc3339_ms(created)))
+                .filter(|o| matches_labels(o, labels))
+                .collect());
+        }
         let schedule = if scheduled_kind(kind) {
             Some(self.schedule(target).await?)
         } else {
             None
         };
         let prefix = format!("{}/{api_version}/{kind}/", target.cluster);
-        let want: Vec<(&str, &str)> = labels
-            .unwrap_or("")
-            .split(',')
-            .filter_map(|kv| kv.split_once('='))
-            .collect();
         Ok(self
             .list("k8s-object")
             .await?
@@ -153,15 +231,32 @@ impl Kube for Sandbox {
                     o.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns)
                 })
             })
-            .filter(|o| {
-                want.iter().all(|(k, v)| {
-                    o.pointer("/metadata/labels")
-                        .and_then(|l| l.get(*k))
-                        .and_then(Value::as_str)
-                        == Some(*v)
-                })
-            })
+            .filter(|o| matches_labels(o, labels))
             .collect())
+    }
+
+    async fn pod_log(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        pod: &str,
+        query: &LogQuery,
+    ) -> CloudResult<String> {
+        self.gate("k8s:PodLog", false).await?;
+        let (p, age, _) = self.sim_pod(target, namespace, pod, query).await?;
+        Ok(p.log(age, query))
+    }
+
+    async fn follow_log(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        pod: &str,
+        query: &LogQuery,
+    ) -> CloudResult<LogLines> {
+        self.gate("k8s:PodLog", false).await?;
+        let (p, _, created) = self.sim_pod(target, namespace, pod, query).await?;
+        Ok(p.follow(query, created, self.time_scale))
     }
 
     async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<ClusterState> {

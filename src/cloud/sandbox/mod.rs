@@ -15,6 +15,7 @@ mod iam;
 mod kube;
 mod network;
 mod objects;
+mod pods;
 mod releases;
 mod rules;
 mod scheduler;

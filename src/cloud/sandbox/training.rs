@@ -13,11 +13,11 @@ pub(super) const POD_FAILURE: &str = "k8s:PodFailure";
 pub(super) const FAILURES: &str = "__podFailures";
 
 /// Seconds from apply until the pods run, of training, and of one restart.
-const START: f64 = 45.0;
-const TRAIN: f64 = 120.0;
-const RESTART: f64 = 30.0;
+pub(super) const START: f64 = 45.0;
+pub(super) const TRAIN: f64 = 120.0;
+pub(super) const RESTART: f64 = 30.0;
 /// Seconds into a run at which an injected failure strikes.
-const STRIKE: f64 = 20.0;
+pub(super) const STRIKE: f64 = 20.0;
 
 pub(super) fn is_training(obj: &Value) -> bool {
     matches!(obj["kind"].as_str(), Some("HyperPodPyTorchJob" | "RayJob"))
@@ -28,7 +28,7 @@ fn pod_spec(obj: &Value) -> Option<&Value> {
         .or_else(|| obj.pointer("/spec/rayClusterSpec/workerGroupSpecs/0/template/spec"))
 }
 
-fn nodes_wanted(obj: &Value) -> u64 {
+pub(super) fn nodes_wanted(obj: &Value) -> u64 {
     obj.pointer("/spec/replicaSpecs/0/replicas")
         .or_else(|| obj.pointer("/spec/rayClusterSpec/workerGroupSpecs/0/replicas"))
         .and_then(Value::as_u64)

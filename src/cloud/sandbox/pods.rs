@@ -1,0 +1,493 @@
+//! Simulated pods: the pods each stored workload has now (named and labelled as its controller
+//! would), and the logs they write — progress lines with step, loss and throughput, a model
+//! server's request statistics, and the NCCL timeout an injected pod failure leaves behind.
+//! A pod's log is a pure function of its workload and the simulated time, so a snapshot and a
+//! followed stream agree line for line.
+
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use serde_json::{json, Value};
+
+use super::durations as d;
+use super::training::{nodes_wanted, RESTART, START, STRIKE, TRAIN};
+use crate::cloud::{LogLines, LogQuery};
+
+/// Simulated seconds between two progress lines of a training rank.
+const EVERY: f64 = 5.0;
+/// Training steps per simulated second.
+const STEPS_PER_SEC: f64 = 2.0;
+/// Simulated seconds between two statistics lines of a model server.
+const SERVER_EVERY: f64 = 10.0;
+
+/// What a simulated pod runs, which decides what it writes.
+#[derive(Debug, Clone, PartialEq)]
+enum Program {
+    /// A rank of a training job: `failures` injected pod failures strike rank 0, the job
+    /// gives up after `limit` restarts.
+    Trainer {
+        rank: u64,
+        ranks: u64,
+        failures: u64,
+        limit: u64,
+    },
+    /// A model server (a Deployment's replica).
+    Server,
+    /// A batch Job's pod (a model download).
+    Batch { model: String, target: String },
+}
+
+/// One simulated pod.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct SimPod {
+    pub name: String,
+    pub namespace: String,
+    pub container: String,
+    labels: Value,
+    program: Program,
+    /// Simulated seconds after the workload's apply at which the pod started.
+    start: f64,
+    /// When the pod's containers ended, if they do; and whether they succeeded.
+    end: Option<(f64, bool)>,
+}
+
+fn s<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn first_container(template_spec: Option<&Value>) -> String {
+    template_spec
+        .and_then(|p| p.pointer("/containers/0/name"))
+        .and_then(Value::as_str)
+        .unwrap_or("main")
+        .to_string()
+}
+
+/// When a training job's pods end (simulated seconds after apply), and whether they succeed.
+fn training_end(failures: u64, limit: u64) -> (f64, bool) {
+    if failures > limit {
+        (START + STRIKE + (STRIKE + RESTART) * limit as f64, false)
+    } else {
+        (START + (STRIKE + RESTART) * failures as f64 + TRAIN, true)
+    }
+}
+
+/// The pods a workload has at `age` simulated seconds after its apply; `obj` carries the
+/// status the sandbox computed for it.
+pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
+    let name = s(obj, "/metadata/name").to_string();
+    let namespace = match s(obj, "/metadata/namespace") {
+        "" => "default".to_string(),
+        ns => ns.to_string(),
+    };
+    let pod = |pod: String, container: String, labels: Value, program, start, end| SimPod {
+        name: pod,
+        namespace: namespace.clone(),
+        container,
+        labels,
+        program,
+        start,
+        end,
+    };
+    match obj["kind"].as_str() {
+        Some("HyperPodPyTorchJob") => {
+            let running = obj
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| cs.iter().any(|c| c["type"] != "Created"));
+            if !running || age < START {
+                return vec![];
+            }
+            let limit = obj
+                .pointer("/spec/runPolicy/jobMaxRetryCount")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            let ranks = nodes_wanted(obj);
+            let container = first_container(obj.pointer("/spec/replicaSpecs/0/template/spec"));
+            (0..ranks)
+                .map(|rank| {
+                    pod(
+                        format!("{name}-pods-{rank}"),
+                        container.clone(),
+                        json!({"HPJob": name}),
+                        Program::Trainer {
+                            rank,
+                            ranks,
+                            failures,
+                            limit,
+                        },
+                        START,
+                        Some(training_end(failures, limit)),
+                    )
+                })
+                .collect()
+        }
+        Some("RayJob") => {
+            if !matches!(
+                s(obj, "/status/jobDeploymentStatus"),
+                "Running" | "Complete" | "Failed"
+            ) {
+                return vec![];
+            }
+            let ranks = nodes_wanted(obj);
+            let end = Some(training_end(failures, u64::MAX));
+            let labels = |node_type: &str| {
+                json!({"ray.io/originated-from-cr-name": name, "ray.io/originated-from-crd": "RayJob",
+                       "ray.io/node-type": node_type})
+            };
+            let head =
+                first_container(obj.pointer("/spec/rayClusterSpec/headGroupSpec/template/spec"));
+            let worker = first_container(
+                obj.pointer("/spec/rayClusterSpec/workerGroupSpecs/0/template/spec"),
+            );
+            let trainer = |rank| Program::Trainer {
+                rank,
+                ranks: ranks + 1,
+                failures,
+                limit: u64::MAX,
+            };
+            std::iter::once(pod(
+                format!("{name}-head"),
+                head,
+                labels("head"),
+                trainer(0),
+                START,
+                end,
+            ))
+            .chain((0..ranks).map(|i| {
+                pod(
+                    format!("{name}-worker-{i}"),
+                    worker.clone(),
+                    labels("worker"),
+                    trainer(i + 1),
+                    START,
+                    end,
+                )
+            }))
+            .collect()
+        }
+        Some("Deployment") => {
+            let ready = obj
+                .pointer("/status/readyReplicas")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            let labels = obj
+                .pointer("/spec/template/metadata/labels")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            let container = first_container(obj.pointer("/spec/template/spec"));
+            (0..ready)
+                .map(|i| {
+                    pod(
+                        format!("{name}-sbx-{i}"),
+                        container.clone(),
+                        labels.clone(),
+                        Program::Server,
+                        d::K8S_WORKLOAD_READY,
+                        None,
+                    )
+                })
+                .collect()
+        }
+        Some("Job") => {
+            let mut labels = obj
+                .pointer("/spec/template/metadata/labels")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            labels["job-name"] = json!(name);
+            labels["batch.kubernetes.io/job-name"] = json!(name);
+            let spec = obj.pointer("/spec/template/spec");
+            let env = |key: &str| {
+                spec.and_then(|p| p.pointer("/containers/0/env"))
+                    .and_then(Value::as_array)
+                    .and_then(|env| env.iter().find(|e| e["name"] == key))
+                    .and_then(|e| e["value"].as_str())
+                    .unwrap_or("")
+                    .to_string()
+            };
+            vec![pod(
+                format!("{name}-sbx"),
+                first_container(spec),
+                labels,
+                Program::Batch {
+                    model: env("MODEL_ID"),
+                    target: env("TARGET"),
+                },
+                0.0,
+                Some((d::K8S_WORKLOAD_READY, true)),
+            )]
+        }
+        _ => vec![],
+    }
+}
+
+impl SimPod {
+    /// The Pod object the API server would return.
+    pub(super) fn manifest(&self, age: f64, created: &str) -> Value {
+        let phase = match self.end {
+            Some((end, ok)) if age >= end => {
+                if ok {
+                    "Succeeded"
+                } else {
+                    "Failed"
+                }
+            }
+            _ => "Running",
+        };
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": self.name, "namespace": self.namespace, "labels": self.labels,
+                            "creationTimestamp": created},
+               "spec": {"containers": [{"name": self.container}]},
+               "status": {"phase": phase}})
+    }
+
+    /// Whether the pod's container is still writing at `age`.
+    fn done(&self, age: f64) -> bool {
+        self.end.is_some_and(|(end, _)| age >= end)
+    }
+
+    /// Every line written up to `age` simulated seconds after the workload's apply, with the
+    /// simulated second each was written at.
+    fn lines_until(&self, age: f64) -> Vec<(f64, String)> {
+        let mut out = Vec::new();
+        let until = self.end.map_or(age, |(end, _)| age.min(end));
+        match &self.program {
+            Program::Trainer {
+                rank,
+                ranks,
+                failures,
+                limit,
+            } => trainer_lines(&mut out, until, *rank, *ranks, *failures, *limit),
+            Program::Server => {
+                out.push((self.start, "INFO:     Started server process [1]".into()));
+                out.push((
+                    self.start,
+                    "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)"
+                        .into(),
+                ));
+                let mut t = self.start + SERVER_EVERY;
+                while t <= until {
+                    let prompt = 40.0 + 25.0 * (t / 37.0).sin().abs();
+                    let generation = 180.0 + 60.0 * (t / 23.0).cos().abs();
+                    out.push((t, format!("INFO: Avg prompt throughput: {prompt:.1} tokens/s, Avg generation throughput: {generation:.1} tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 3.1%")));
+                    t += SERVER_EVERY;
+                }
+            }
+            Program::Batch { model, target } => {
+                out.push((0.0, "Collecting huggingface_hub".into()));
+                if until >= 5.0 {
+                    out.push((5.0, format!("Fetching files of {model}")));
+                }
+                if self.done(age) {
+                    out.push((until, format!("downloaded {model} to {target}")));
+                }
+            }
+        }
+        out.retain(|(t, _)| *t <= until);
+        out
+    }
+
+    /// The log as the `log` subresource returns it for `query` at `age`.
+    pub(super) fn log(&self, age: f64, query: &LogQuery) -> String {
+        select(self.lines_until(age), age, query).join("\n")
+    }
+
+    /// A followed log: the lines so far (per the query), then each line as the simulated time
+    /// reaches it, until the pod ends. `created_ms` anchors the workload's simulated time.
+    pub(super) fn follow(self, query: &LogQuery, created_ms: i64, time_scale: f64) -> LogLines {
+        let age = move || (super::now_ms() - created_ms).max(0) as f64 / 1000.0 * time_scale;
+        let first = select(self.lines_until(age()), age(), query);
+        let seen = self.lines_until(age()).len();
+        let tick = Duration::from_millis(200);
+        let head = futures::stream::iter(first.into_iter().map(Ok));
+        let rest = futures::stream::unfold((self, seen), move |(pod, seen)| async move {
+            loop {
+                let now = age();
+                let lines = pod.lines_until(now);
+                if lines.len() > seen {
+                    let fresh: Vec<_> = lines[seen..].iter().map(|(_, l)| Ok(l.clone())).collect();
+                    let seen = lines.len();
+                    return Some((futures::stream::iter(fresh), (pod, seen)));
+                }
+                if pod.done(now) {
+                    return None;
+                }
+                tokio::time::sleep(tick).await;
+            }
+        })
+        .flatten();
+        head.chain(rest).boxed()
+    }
+}
+
+/// Applies `since`, `tail` and the byte limit to a pod's lines.
+fn select(lines: Vec<(f64, String)>, age: f64, query: &LogQuery) -> Vec<String> {
+    let mut lines: Vec<String> = lines
+        .into_iter()
+        .filter(|(t, _)| query.since_seconds.is_none_or(|s| age - t <= s as f64))
+        .map(|(_, l)| l)
+        .collect();
+    if let Some(tail) = query.tail_lines {
+        let keep = usize::try_from(tail.max(0)).unwrap_or(usize::MAX);
+        lines.drain(..lines.len().saturating_sub(keep));
+    }
+    if let Some(limit) = query.limit_bytes {
+        let mut used = 0usize;
+        let limit = usize::try_from(limit.max(0)).unwrap_or(usize::MAX);
+        lines.retain(|l| {
+            used += l.len() + 1;
+            used <= limit
+        });
+    }
+    lines
+}
+
+/// Training loss and throughput at a step: what the progress lines (and the simulated MLflow
+/// run) report.
+pub(super) fn progress(step: u64, rank: u64) -> (f64, f64) {
+    let x = step as f64;
+    let loss = 0.35 + 2.2 * (-x / 120.0).exp() + 0.02 * (x / 7.0).sin();
+    let throughput = 1480.0 + 40.0 * (x / 13.0 + rank as f64).sin();
+    (loss, throughput)
+}
+
+fn trainer_lines(
+    out: &mut Vec<(f64, String)>,
+    until: f64,
+    rank: u64,
+    ranks: u64,
+    failures: u64,
+    limit: u64,
+) {
+    let attempts = failures.min(limit.saturating_add(1)) + u64::from(failures <= limit);
+    let mut resume = 0u64;
+    for k in 0..attempts {
+        let begin = START + (STRIKE + RESTART) * k as f64;
+        if begin > until {
+            return;
+        }
+        let struck = k < failures;
+        let stop = if struck {
+            begin + STRIKE
+        } else {
+            begin + TRAIN
+        };
+        out.push((
+            begin,
+            format!(
+                "hyperpodrun: starting rank {rank} of {ranks} (attempt {})",
+                k + 1
+            ),
+        ));
+        out.push((begin, format!("[rank{rank}] NCCL INFO NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)")));
+        out.push((
+            begin,
+            format!("[rank{rank}] NCCL INFO Connected all rings, comm {ranks} ranks"),
+        ));
+        let mut t = begin + EVERY;
+        let mut step = resume;
+        while t <= stop.min(until) {
+            step = resume + ((t - begin) * STEPS_PER_SEC) as u64;
+            let (loss, throughput) = progress(step, rank);
+            out.push((t, format!("[rank{rank}] step={step} loss={loss:.4} throughput={throughput:.1} samples/s lr=2.0e-05")));
+            t += EVERY;
+        }
+        if struck && stop <= until {
+            if rank == 0 {
+                out.push((stop, format!("[rank0]:[E ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={}, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) ran for 600021 milliseconds before timing out.", 400 + step)));
+                out.push((stop, "[rank0] NCCL WARN NET/OFI Request completed with error. RC: 12. Error: remote access error".into()));
+                out.push((
+                    stop,
+                    "torch.distributed.DistBackendError: NCCL communicator was aborted on rank 0."
+                        .into(),
+                ));
+                out.push((
+                    stop,
+                    "hyperpodrun: worker process exited with code 1; process-level restart".into(),
+                ));
+            } else {
+                out.push((
+                    stop,
+                    format!("hyperpodrun: peer rank 0 failed; rank {rank} waits for the restart"),
+                ));
+            }
+            resume = step;
+        } else if !struck && stop <= until {
+            let (loss, _) = progress(step, rank);
+            out.push((
+                stop,
+                format!("[rank{rank}] training complete: {step} steps, final loss {loss:.4}"),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(replicas: u64, limit: u64) -> Value {
+        json!({"kind": "HyperPodPyTorchJob", "metadata": {"name": "t1", "namespace": "default"},
+               "spec": {"runPolicy": {"jobMaxRetryCount": limit},
+                        "replicaSpecs": [{"replicas": replicas, "template": {"spec": {"containers": [{"name": "pytorch"}]}}}]},
+               "status": {"conditions": [{"type": "Created"}, {"type": "Running"}]}})
+    }
+
+    #[test]
+    fn a_faulted_rank_writes_the_nccl_timeout_and_the_others_wait() {
+        let pods = pods_of(&job(2, 3), 200.0, 1);
+        assert_eq!(pods.len(), 2);
+        assert_eq!(pods[0].name, "t1-pods-0");
+        assert_eq!(pods[0].labels["HPJob"], "t1");
+        let log = pods[0].log(200.0, &LogQuery::default());
+        assert!(
+            log.contains("Watchdog caught collective operation timeout"),
+            "{log}"
+        );
+        assert!(log.contains("(attempt 2)"), "{log}");
+        let other = pods[1].log(200.0, &LogQuery::default());
+        assert!(!other.contains("Watchdog"), "{other}");
+        assert!(other.contains("waits for the restart"), "{other}");
+        assert!(other.contains("step="), "{other}");
+    }
+
+    #[test]
+    fn tail_since_and_limit_select_the_end_of_a_log() {
+        let pod = &pods_of(&job(1, 0), 120.0, 0)[0];
+        let all = pod.log(120.0, &LogQuery::default());
+        let tail = pod.log(
+            120.0,
+            &LogQuery {
+                tail_lines: Some(2),
+                ..Default::default()
+            },
+        );
+        assert_eq!(tail.lines().count(), 2);
+        assert!(all.ends_with(&tail));
+        let recent = pod.log(
+            120.0,
+            &LogQuery {
+                since_seconds: Some(10),
+                ..Default::default()
+            },
+        );
+        assert_eq!(recent.lines().count(), 3, "{recent}");
+        let small = pod.log(
+            120.0,
+            &LogQuery {
+                limit_bytes: Some(100),
+                ..Default::default()
+            },
+        );
+        assert!(small.len() <= 100);
+    }
+
+    #[test]
+    fn a_job_that_runs_out_of_retries_fails_its_pods() {
+        let pods = pods_of(&job(1, 0), 1000.0, 2);
+        let pod = &pods[0];
+        assert_eq!(pod.manifest(1000.0, "")["status"]["phase"], "Failed");
+        assert!(pod.done(1000.0));
+        assert_eq!(pods_of(&job(1, 0), 10.0, 0), vec![]);
+    }
+}

@@ -1,0 +1,532 @@
+//! Workload logs: which pods a workload has (by the labels its controller puts on them), a
+//! bounded snapshot across them with each line prefixed by its pod and rank, and the follow
+//! session behind the logs WebSocket ([`follow`]).
+
+mod follow;
+
+pub use follow::*;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use utoipa::ToSchema;
+
+use crate::cloud::{KubeTarget, LogQuery, ObjectRef};
+use crate::error::{ApiError, ApiResult};
+use crate::ops::Engine;
+use crate::service::incluster::kube_target;
+use crate::service::steps::training::{training_state, TrainingState};
+use crate::service::steps::workloads::{workload_state, WorkloadState, WORKLOAD_NAMESPACE};
+use crate::service::validate;
+
+/// Lines a snapshot returns per pod when `tail` is not given, and at most.
+const DEFAULT_TAIL: u32 = 100;
+const MAX_TAIL: u32 = 5000;
+/// Bounds of one snapshot across all its pods.
+const MAX_LINES: usize = 5000;
+const MAX_BYTES_PER_POD: i64 = 512 * 1024;
+/// Pods one snapshot or follow reads at most.
+pub const MAX_PODS: usize = 64;
+
+/// A workload whose pods have logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// A Kubernetes Job (a model download).
+    Job,
+    /// A `HyperPodPyTorchJob` (the training recipes on the HyperPod training operator).
+    Pytorch,
+    /// A KubeRay `RayJob` (the VERL recipe).
+    Ray,
+    /// A self-managed inference Deployment.
+    Deployment,
+}
+
+impl WorkloadKind {
+    pub const ALL: [WorkloadKind; 4] = [
+        WorkloadKind::Job,
+        WorkloadKind::Pytorch,
+        WorkloadKind::Ray,
+        WorkloadKind::Deployment,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::Job => "job",
+            WorkloadKind::Pytorch => "pytorch",
+            WorkloadKind::Ray => "ray",
+            WorkloadKind::Deployment => "deployment",
+        }
+    }
+
+    pub fn parse(kind: &str) -> ApiResult<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == kind)
+            .ok_or_else(|| {
+                ApiError::validation_hint(
+                    "kind",
+                    format!("`{}` is not a workload kind", validate::truncate(kind)),
+                    json!(Self::ALL.map(WorkloadKind::as_str)),
+                )
+            })
+    }
+
+    fn object(self, name: &str) -> ObjectRef {
+        let (api_version, kind) = match self {
+            WorkloadKind::Job => ("batch/v1", "Job"),
+            WorkloadKind::Pytorch => ("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob"),
+            WorkloadKind::Ray => ("ray.io/v1", "RayJob"),
+            WorkloadKind::Deployment => ("apps/v1", "Deployment"),
+        };
+        ObjectRef {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: Some(WORKLOAD_NAMESPACE.into()),
+            name: name.into(),
+        }
+    }
+
+    /// The label selector of the workload's pods, as its controller labels them: the HyperPod
+    /// training operator `HPJob=<job>`, KubeRay `ray.io/originated-from-cr-name`, the Job
+    /// controller `job-name`, a Deployment its own selector.
+    fn selector(self, object: &Value) -> Option<String> {
+        let name = object.pointer("/metadata/name")?.as_str()?;
+        Some(match self {
+            WorkloadKind::Job => format!("job-name={name}"),
+            WorkloadKind::Pytorch => format!("HPJob={name}"),
+            WorkloadKind::Ray => format!("ray.io/originated-from-cr-name={name}"),
+            WorkloadKind::Deployment => {
+                let labels = object.pointer("/spec/selector/matchLabels")?.as_object()?;
+                let terms: Vec<_> = labels
+                    .iter()
+                    .filter_map(|(k, v)| Some(format!("{k}={}", v.as_str()?)))
+                    .collect();
+                if terms.is_empty() {
+                    return None;
+                }
+                terms.join(",")
+            }
+        })
+    }
+
+    /// Why the workload has ended, if it has: its pods write no more.
+    fn ended(self, object: &Value) -> Option<String> {
+        match self {
+            WorkloadKind::Deployment => None,
+            WorkloadKind::Job => match workload_state(object) {
+                WorkloadState::Succeeded => Some("the job succeeded".into()),
+                WorkloadState::Failed(why) => Some(format!("the job failed: {why}")),
+                _ => None,
+            },
+            WorkloadKind::Pytorch | WorkloadKind::Ray => match training_state(object) {
+                TrainingState::Succeeded => Some("the job succeeded".into()),
+                TrainingState::Failed(why) => Some(format!("the job failed: {why}")),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// One workload, resolved.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub kind: WorkloadKind,
+    pub name: String,
+    pub target: KubeTarget,
+    selector: String,
+}
+
+/// One pod of a workload.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodRef {
+    pub pod: String,
+    /// Its rank (`0`, `1` …) or Ray node type (`head`, `worker`), where known.
+    pub rank: Option<String>,
+    /// The container whose log is read.
+    pub container: String,
+    /// `Pending`, `Running`, `Succeeded`, `Failed`.
+    pub phase: String,
+    /// Changes when a pod of the same name is recreated (a full-job restart).
+    #[serde(skip)]
+    uid: String,
+}
+
+impl PodRef {
+    /// `[pod rank 0]` or `[pod]`: what each of its lines is prefixed with.
+    pub fn prefix(&self) -> String {
+        match &self.rank {
+            Some(rank) => format!("[{} rank {rank}]", self.pod),
+            None => format!("[{}]", self.pod),
+        }
+    }
+}
+
+/// Resolves a workload of a cluster, refusing an unknown one with the names of those that exist.
+pub async fn workload(
+    engine: &Engine,
+    cluster: &str,
+    kind: &str,
+    name: &str,
+) -> ApiResult<Workload> {
+    let kind = WorkloadKind::parse(kind)?;
+    validate::dns_label("workload", "workload name", name)?;
+    let target = kube_target(engine, cluster).await?;
+    let object = current(engine, &target, kind, name)
+        .await?
+        .ok_or_else(|| ApiError::NotFound {
+            what: format!(
+                "{} `{name}` in namespace {WORKLOAD_NAMESPACE} of `{cluster}`",
+                kind.as_str()
+            ),
+            hint: Some(Box::new(json!(format!(
+                "list them with GET /api/clusters/{cluster}/{}",
+                if kind == WorkloadKind::Deployment {
+                    "deployments"
+                } else {
+                    "jobs"
+                }
+            )))),
+        })?;
+    let selector = kind.selector(&object).ok_or_else(|| {
+        ApiError::conflict(
+            format!("{} `{name}` has no pod selector", kind.as_str()),
+            None,
+        )
+    })?;
+    Ok(Workload {
+        kind,
+        name: name.to_string(),
+        target,
+        selector,
+    })
+}
+
+/// The workload's object now; `None` once it is gone.
+async fn current(
+    engine: &Engine,
+    target: &KubeTarget,
+    kind: WorkloadKind,
+    name: &str,
+) -> ApiResult<Option<Value>> {
+    match engine.cloud().kube.get(target, &kind.object(name)).await {
+        Ok(found) => Ok(found),
+        // No operator installed for this kind: no workload of it either.
+        Err(e) if matches!(e.code.as_str(), "KindNotServed") => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn rank(kind: WorkloadKind, pod: &Value, name: &str) -> Option<String> {
+    let label = |k: &str| {
+        pod.pointer(&format!("/metadata/labels/{}", k.replace('/', "~1")))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    match kind {
+        WorkloadKind::Ray => label("ray.io/node-type"),
+        WorkloadKind::Pytorch => label("training.kubeflow.org/replica-index").or_else(|| {
+            // The operator names pods `<job>-pods-<rank>`.
+            let (_, index) = name.rsplit_once('-')?;
+            index.parse::<u32>().ok().map(|i| i.to_string())
+        }),
+        WorkloadKind::Job | WorkloadKind::Deployment => None,
+    }
+}
+
+impl Workload {
+    /// The workload's pods, by rank then name (at most [`MAX_PODS`]).
+    pub async fn pods(&self, engine: &Engine) -> ApiResult<Vec<PodRef>> {
+        let items = engine
+            .cloud()
+            .kube
+            .list(
+                &self.target,
+                "v1",
+                "Pod",
+                Some(WORKLOAD_NAMESPACE),
+                Some(&self.selector),
+            )
+            .await?;
+        let mut pods: Vec<PodRef> = items
+            .iter()
+            .filter_map(|p| {
+                let name = p.pointer("/metadata/name")?.as_str()?.to_string();
+                Some(PodRef {
+                    rank: rank(self.kind, p, &name),
+                    container: p
+                        .pointer("/spec/containers/0/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    phase: p
+                        .pointer("/status/phase")
+                        .and_then(Value::as_str)
+                        .unwrap_or("Pending")
+                        .to_string(),
+                    uid: p
+                        .pointer("/metadata/uid")
+                        .and_then(Value::as_str)
+                        .unwrap_or(&name)
+                        .to_string(),
+                    pod: name,
+                })
+            })
+            .collect();
+        pods.sort_by(|a, b| {
+            let key = |p: &PodRef| p.rank.as_deref().and_then(|r| r.parse::<u32>().ok());
+            key(a).cmp(&key(b)).then(a.pod.cmp(&b.pod))
+        });
+        pods.truncate(MAX_PODS);
+        Ok(pods)
+    }
+
+    /// Why the workload's logs are over, if they are: it ended or is gone.
+    pub async fn ended(&self, engine: &Engine) -> ApiResult<Option<String>> {
+        Ok(
+            match current(engine, &self.target, self.kind, &self.name).await? {
+                None => Some(format!(
+                    "{} `{}` was deleted",
+                    self.kind.as_str(),
+                    self.name
+                )),
+                Some(object) => self.kind.ended(&object),
+            },
+        )
+    }
+}
+
+/// Query of the logs snapshot (and, without `since`, of the follow WebSocket).
+#[derive(Debug, Default, Clone, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct LogsQuery {
+    /// Last lines per pod (default 100, at most 5000).
+    pub tail: Option<u32>,
+    /// Only lines of the last period: seconds, or a number with `s`, `m` or `h` (`90s`, `10m`).
+    pub since: Option<String>,
+    /// One pod of the workload only.
+    pub pod: Option<String>,
+    /// The container to read (default: each pod's first).
+    pub container: Option<String>,
+    /// Only lines containing one of these `|`-separated texts, ignoring case
+    /// (`NCCL|Timeout|CUDA out of memory`).
+    pub grep: Option<String>,
+}
+
+/// A log filter: alternatives, any of which a line must contain (ignoring case).
+#[derive(Debug, Clone, Default)]
+pub struct Grep(Vec<String>);
+
+impl Grep {
+    pub fn parse(pattern: Option<&str>) -> ApiResult<Self> {
+        let Some(p) = pattern else {
+            return Ok(Self::default());
+        };
+        if p.len() > 200 || p.chars().any(char::is_control) {
+            return Err(ApiError::validation(
+                "grep",
+                "a pattern is up to 200 printable characters",
+            ));
+        }
+        Ok(Self(
+            p.split('|')
+                .map(|a| a.trim().to_lowercase())
+                .filter(|a| !a.is_empty())
+                .collect(),
+        ))
+    }
+
+    pub fn matches(&self, line: &str) -> bool {
+        if self.0.is_empty() {
+            return true;
+        }
+        let line = line.to_lowercase();
+        self.0.iter().any(|a| line.contains(a.as_str()))
+    }
+}
+
+fn since_seconds(since: Option<&str>) -> ApiResult<Option<i64>> {
+    let Some(s) = since else { return Ok(None) };
+    let (digits, unit) = match s.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&s[..i], c),
+        _ => (s, 's'),
+    };
+    let scale = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
+        _ => 0,
+    };
+    match digits.parse::<i64>() {
+        Ok(n) if n > 0 && scale > 0 && n * scale <= 7 * 86_400 => Ok(Some(n * scale)),
+        _ => Err(ApiError::validation_hint(
+            "since",
+            format!(
+                "`{}` is not a period of up to 7 days",
+                validate::truncate(s)
+            ),
+            json!(["300", "90s", "10m", "2h"]),
+        )),
+    }
+}
+
+/// The pods a request names: all of the workload's, or the one `pod` names.
+pub fn select_pods(pods: Vec<PodRef>, pod: Option<&str>) -> ApiResult<Vec<PodRef>> {
+    let Some(want) = pod else { return Ok(pods) };
+    if pods.iter().any(|p| p.pod == want) {
+        return Ok(pods.into_iter().filter(|p| p.pod == want).collect());
+    }
+    Err(ApiError::NotFound {
+        what: format!("pod `{}` of this workload", validate::truncate(want)),
+        hint: Some(Box::new(json!(pods
+            .iter()
+            .map(|p| p.pod.clone())
+            .collect::<Vec<_>>()))),
+    })
+}
+
+/// What `GET …/logs` returns.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LogsView {
+    pub kind: WorkloadKind,
+    pub workload: String,
+    pub pods: Vec<PodLog>,
+    /// Every pod's selected lines, pod by pod, each prefixed `[pod rank N]` (or `[pod]`).
+    pub lines: Vec<String>,
+    /// Lines were left out to keep the answer bounded (ask with a smaller `tail` or a `pod`).
+    pub truncated: bool,
+}
+
+/// One pod's part of a snapshot.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodLog {
+    #[serde(flatten)]
+    pub pod: PodRef,
+    /// Lines selected from this pod.
+    pub lines: usize,
+    /// Why this pod's log could not be read (e.g. its container has not started).
+    pub error: Option<String>,
+}
+
+/// A bounded snapshot of a workload's logs.
+pub async fn snapshot(
+    engine: &Engine,
+    cluster: &str,
+    kind: &str,
+    name: &str,
+    q: &LogsQuery,
+) -> ApiResult<LogsView> {
+    let tail = q.tail.unwrap_or(DEFAULT_TAIL);
+    if !(1..=MAX_TAIL).contains(&tail) {
+        return Err(ApiError::validation(
+            "tail",
+            format!("tail is 1 to {MAX_TAIL} lines per pod"),
+        ));
+    }
+    let since = since_seconds(q.since.as_deref())?;
+    let grep = Grep::parse(q.grep.as_deref())?;
+    if let Some(c) = &q.container {
+        validate::dns_label("container", "container name", c)?;
+    }
+    let w = workload(engine, cluster, kind, name).await?;
+    let pods = select_pods(w.pods(engine).await?, q.pod.as_deref())?;
+    let per_pod = (MAX_LINES / pods.len().max(1)).max(1);
+    let mut view = LogsView {
+        kind: w.kind,
+        workload: w.name.clone(),
+        pods: Vec::new(),
+        lines: Vec::new(),
+        truncated: false,
+    };
+    for pod in pods {
+        let query = LogQuery {
+            container: q
+                .container
+                .clone()
+                .or_else(|| Some(pod.container.clone()).filter(|c| !c.is_empty())),
+            // A filter applies to the tail the caller asked for, so read that many lines.
+            tail_lines: Some(i64::from(tail)),
+            since_seconds: since,
+            limit_bytes: Some(MAX_BYTES_PER_POD),
+        };
+        let read = engine
+            .cloud()
+            .kube
+            .pod_log(&w.target, WORKLOAD_NAMESPACE, &pod.pod, &query)
+            .await;
+        let (mut lines, error): (Vec<String>, _) = match read {
+            Ok(text) => (
+                text.lines()
+                    .filter(|l| grep.matches(l))
+                    .map(|l| format!("{} {l}", pod.prefix()))
+                    .collect(),
+                None,
+            ),
+            Err(e) if e.code == "BadRequest" && q.container.is_some() => {
+                return Err(ApiError::validation_hint(
+                    "container",
+                    e.message,
+                    json!(pod.container),
+                ))
+            }
+            Err(e) => (Vec::new(), Some(e.message)),
+        };
+        if lines.len() > per_pod {
+            lines.drain(..lines.len() - per_pod);
+            view.truncated = true;
+        }
+        view.pods.push(PodLog {
+            lines: lines.len(),
+            error,
+            pod,
+        });
+        view.lines.extend(lines);
+    }
+    Ok(view)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periods_and_patterns_are_checked() {
+        assert_eq!(since_seconds(Some("90")).unwrap(), Some(90));
+        assert_eq!(since_seconds(Some("10m")).unwrap(), Some(600));
+        assert_eq!(since_seconds(Some("2h")).unwrap(), Some(7200));
+        for bad in ["0", "-5", "10d", "m", "", "9999h", "1.5m"] {
+            assert!(since_seconds(Some(bad)).is_err(), "{bad}");
+        }
+        let g = Grep::parse(Some("nccl|Out Of Memory")).unwrap();
+        assert!(g.matches("[rank0] NCCL WARN timeout"));
+        assert!(g.matches("CUDA out of memory"));
+        assert!(!g.matches("step=10 loss=1.2"));
+        assert!(Grep::parse(Some("a\u{7}b")).is_err());
+        assert!(Grep::parse(None).unwrap().matches("anything"));
+    }
+
+    #[test]
+    fn pods_are_found_by_the_labels_their_controller_sets() {
+        let job = json!({"metadata": {"name": "t1"}});
+        assert_eq!(WorkloadKind::Pytorch.selector(&job).unwrap(), "HPJob=t1");
+        assert_eq!(
+            WorkloadKind::Ray.selector(&job).unwrap(),
+            "ray.io/originated-from-cr-name=t1"
+        );
+        let d = json!({"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"app": "d", "tier": "x"}}}});
+        assert_eq!(
+            WorkloadKind::Deployment.selector(&d).unwrap(),
+            "app=d,tier=x"
+        );
+        let pod = json!({"metadata": {"labels": {}}});
+        assert_eq!(
+            rank(WorkloadKind::Pytorch, &pod, "t1-pods-3").as_deref(),
+            Some("3")
+        );
+        assert_eq!(rank(WorkloadKind::Deployment, &pod, "d-1"), None);
+        assert!(WorkloadKind::parse("pod").is_err());
+    }
+}

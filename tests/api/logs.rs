@@ -1,0 +1,320 @@
+//! Workload logs: a snapshot across a job's pods (prefixed by pod and rank, filtered, bounded,
+//! refused by field when asked wrongly), and the follow WebSocket — in the sandbox to a job's
+//! end, and against the Kubernetes emulator through the real kube-rs adapter: lines arrive live,
+//! a new pod joins, the server-wide cap refuses with a problem, and a disconnect closes every
+//! upstream log stream.
+
+use std::time::Duration;
+
+use futures::{SinkExt as _, StreamExt as _};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::{client::IntoClientRequest as _, Message};
+
+use crate::helpers::*;
+use crate::training::{enable_training_operator, sft, submit, training_cluster};
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Opens the follow WebSocket of `path` (`/api/clusters/…/logs/follow?…`) as the UI does.
+async fn follow(base: &str, path: &str) -> Result<Ws, (u16, Value)> {
+    let mut request = format!("{}{path}", base.replacen("http", "ws", 1))
+        .into_client_request()
+        .unwrap();
+    request.headers_mut().insert(
+        "sec-websocket-protocol",
+        "instantstart.logs".parse().unwrap(),
+    );
+    match tokio_tungstenite::connect_async(request).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
+            let body = r.body().clone().unwrap_or_default();
+            Err((
+                r.status().as_u16(),
+                serde_json::from_slice(&body).unwrap_or(Value::Null),
+            ))
+        }
+        Err(e) => panic!("websocket: {e}"),
+    }
+}
+
+/// The next JSON message, or `None` when the server closed the socket.
+async fn next(ws: &mut Ws) -> Option<Value> {
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(30), ws.next())
+            .await
+            .expect("a message in time")?
+            .expect("a frame");
+        match m {
+            Message::Text(t) => return Some(serde_json::from_str(&t).unwrap()),
+            Message::Close(_) => return None,
+            _ => {}
+        }
+    }
+}
+
+/// Messages until one satisfies `until` (returned last).
+async fn until(ws: &mut Ws, until: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let mut seen = Vec::new();
+    while let Some(m) = next(ws).await {
+        let done = until(&m);
+        seen.push(m);
+        if done {
+            return seen;
+        }
+    }
+    panic!("the stream ended first: {seen:?}");
+}
+
+fn texts(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|m| m["type"] == "lines")
+        .flat_map(|m| m["lines"].as_array().cloned().unwrap_or_default())
+        .map(|l| {
+            format!(
+                "{}|{}",
+                l["pod"].as_str().unwrap(),
+                l["text"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_logs_carry_its_ranks_and_the_injected_nccl_timeout_and_follow_to_its_end() {
+    let app = training_cluster(Some("k8s:PodFailure=1")).await;
+    enable_training_operator(&app).await;
+    let accepted = submit(&app, &sft("sft-logs")).await;
+    let op = app
+        .wait_terminal(accepted["operationId"].as_str().unwrap())
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let logs = "/api/clusters/demo/workloads/pytorch/sft-logs/logs";
+
+    let all = app.json(&format!("{logs}?tail=1000")).await;
+    assert_eq!(all["pods"].as_array().unwrap().len(), 2, "{all}");
+    assert_eq!(all["pods"][0]["pod"], "sft-logs-pods-0");
+    assert_eq!(all["pods"][0]["rank"], "0");
+    assert_eq!(all["pods"][1]["phase"], "Succeeded");
+    let lines: Vec<&str> = all["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(
+        lines.iter().all(|l| l.starts_with("[sft-logs-pods-")),
+        "{lines:?}"
+    );
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("[sft-logs-pods-1 rank 1]") && l.contains("throughput=")));
+
+    // What diagnose-nccl asks for: only the rank that timed out carries the watchdog line.
+    let nccl = app
+        .json(&format!("{logs}?grep=watchdog%7CNET/OFI%20Request"))
+        .await;
+    let found: Vec<&str> = nccl["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(
+        found
+            .iter()
+            .any(|l| l.starts_with("[sft-logs-pods-0 rank 0]")
+                && l.contains("Watchdog caught collective operation timeout")),
+        "{found:?}"
+    );
+    assert!(
+        found.iter().all(|l| l.starts_with("[sft-logs-pods-0 ")),
+        "{found:?}"
+    );
+
+    let one = app
+        .json(&format!("{logs}?pod=sft-logs-pods-1&tail=3"))
+        .await;
+    assert_eq!(one["lines"].as_array().unwrap().len(), 3, "{one}");
+    assert!(one["lines"][2]
+        .as_str()
+        .unwrap()
+        .contains("training complete"));
+
+    // Asked wrongly: refused by field, with what would have been right.
+    let r = app
+        .client
+        .get(app.url(&format!("{logs}?pod=nope")))
+        .send()
+        .await
+        .unwrap();
+    let p = problem(r, StatusCode::NOT_FOUND).await;
+    assert_eq!(p["hint"], json!(["sft-logs-pods-0", "sft-logs-pods-1"]));
+    for (query, field) in [
+        ("tail=0", "tail"),
+        ("since=3d", "since"),
+        ("grep=%07", "grep"),
+        ("color=red", "query"),
+    ] {
+        let r = app
+            .client
+            .get(app.url(&format!("{logs}?{query}")))
+            .send()
+            .await
+            .unwrap();
+        let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+        assert_eq!(p["field"], field, "{query}: {p}");
+    }
+    let r = app
+        .client
+        .get(app.url("/api/clusters/demo/workloads/pod/sft-logs/logs"))
+        .send()
+        .await
+        .unwrap();
+    let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert_eq!(p["field"], "kind");
+    let r = app
+        .client
+        .get(app.url("/api/clusters/demo/workloads/pytorch/other/logs"))
+        .send()
+        .await
+        .unwrap();
+    problem(r, StatusCode::NOT_FOUND).await;
+    // The follow path without a WebSocket handshake says what it is.
+    let r = app
+        .client
+        .get(app.url(&format!("{logs}/follow")))
+        .send()
+        .await
+        .unwrap();
+    problem(r, StatusCode::BAD_REQUEST).await;
+
+    // Following a finished job: each pod joins with its tail, leaves, and the stream ends
+    // with the job's outcome.
+    let mut ws = follow(&app.base, &format!("{logs}/follow?tail=2"))
+        .await
+        .unwrap();
+    let seen = until(&mut ws, |m| m["type"] == "end").await;
+    let joined: Vec<_> = seen
+        .iter()
+        .filter(|m| m["type"] == "joined")
+        .map(|m| m["pod"]["pod"].clone())
+        .collect();
+    assert_eq!(
+        joined,
+        vec![json!("sft-logs-pods-0"), json!("sft-logs-pods-1")],
+        "{seen:?}"
+    );
+    assert_eq!(texts(&seen).len(), 4, "{seen:?}");
+    assert_eq!(seen.last().unwrap()["reason"], "the job succeeded");
+    assert!(next(&mut ws).await.is_none(), "closed after the end");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followed_log_streams_live_takes_in_new_pods_is_capped_and_closes_upstream_on_disconnect()
+{
+    use crate::kube::{get, AwsPipeline};
+    let p = AwsPipeline::run().await;
+    assert_eq!(p.op["state"], "succeeded", "{}", p.op);
+    let (emu, base) = (&p.emu, p.base.clone());
+    let post = |path: String, body: Value| async move {
+        emu.send(reqwest::Method::POST, &path, body, "application/json")
+            .await
+    };
+    post(
+        "/apis/batch/v1/namespaces/default/jobs".into(),
+        json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "emu-dl"},
+               "spec": {"template": {"spec": {"containers": [{"name": "main", "image": "python"}]}}}}),
+    )
+    .await;
+    let pod = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "labels": {"job-name": "emu-dl"}},
+               "spec": {"containers": [{"name": "main", "image": "python"}]},
+               "status": {"phase": "Running"}})
+    };
+    post("/api/v1/namespaces/default/pods".into(), pod("emu-dl-a")).await;
+    let write = |pod: &'static str, lines: Value| {
+        post(
+            format!("/_emulator/logs/default/{pod}"),
+            json!({"lines": lines}),
+        )
+    };
+    write("emu-dl-a", json!(["fetching 1", "fetching 2"])).await;
+    let logs = "/api/clusters/demo/workloads/job/emu-dl/logs";
+
+    let snap = get(&p.client, format!("{base}{logs}")).await;
+    assert_eq!(
+        snap["lines"],
+        json!(["[emu-dl-a] fetching 1", "[emu-dl-a] fetching 2"]),
+        "{snap}"
+    );
+
+    let mut ws = follow(&base, &format!("{logs}/follow?tail=1"))
+        .await
+        .unwrap();
+    let seen = until(&mut ws, |m| m["type"] == "lines").await;
+    assert_eq!(seen[0]["type"], "joined", "{seen:?}");
+    assert_eq!(texts(&seen), vec!["emu-dl-a|fetching 2"]);
+    write("emu-dl-a", json!(["fetching 3"])).await;
+    let seen = until(&mut ws, |m| m["type"] == "lines").await;
+    assert_eq!(texts(&seen), vec!["emu-dl-a|fetching 3"]);
+
+    // A pod that starts later joins with everything it wrote.
+    post("/api/v1/namespaces/default/pods".into(), pod("emu-dl-b")).await;
+    write("emu-dl-b", json!(["b says hi"])).await;
+    let seen = until(&mut ws, |m| m["type"] == "lines").await;
+    assert!(
+        seen.iter()
+            .any(|m| m["type"] == "joined" && m["pod"]["pod"] == "emu-dl-b"),
+        "{seen:?}"
+    );
+    assert_eq!(texts(&seen), vec!["emu-dl-b|b says hi"]);
+
+    // Pause: nothing arrives; resume: what was written meanwhile does.
+    ws.send(Message::Text(r#"{"type":"pause"}"#.into()))
+        .await
+        .unwrap();
+    write("emu-dl-a", json!(["while paused"])).await;
+    ws.send(Message::Text(r#"{"type":"resume"}"#.into()))
+        .await
+        .unwrap();
+    let seen = until(&mut ws, |m| m["type"] == "lines").await;
+    assert_eq!(texts(&seen), vec!["emu-dl-a|while paused"]);
+
+    let stats = emu.get("/_emulator/stats").await.unwrap();
+    assert_eq!(
+        stats["logs"]["open"], 2,
+        "one upstream stream per pod: {stats}"
+    );
+
+    // The server follows one stream at a time here: a second is refused, as a problem.
+    let (status, body) = follow(&base, &format!("{logs}/follow"))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(status, 429);
+    assert_eq!(
+        body["type"], "urn:instantstart:problem:too-many-log-streams",
+        "{body}"
+    );
+
+    // The client leaves: every upstream stream closes, and the place is free again.
+    drop(ws);
+    let mut closed = Value::Null;
+    for _ in 0..200 {
+        closed = emu.get("/_emulator/stats").await.unwrap();
+        if closed["logs"]["open"] == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(closed["logs"], json!({"open": 0, "opened": 2, "closed": 2}));
+    let mut again = follow(&base, &format!("{logs}/follow?tail=1&pod=emu-dl-b"))
+        .await
+        .unwrap();
+    let seen = until(&mut again, |m| m["type"] == "lines").await;
+    assert_eq!(texts(&seen), vec!["emu-dl-b|b says hi"]);
+}
