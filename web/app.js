@@ -10,7 +10,7 @@ import { nodes } from './nodes.js';
 import { storage } from './storage.js';
 import { operations } from './operations.js';
 import { features } from './features.js';
-import { inference, models } from './workloads.js';
+import { deployment, inference, models } from './workloads.js';
 import { training, trainingJob } from './training.js';
 
 async function header() {
@@ -45,6 +45,7 @@ const routes = [
   [/^#\/features$/, () => features()],
   [/^#\/models$/, () => models()],
   [/^#\/inference$/, () => inference()],
+  [/^#\/inference\/([^/]+)$/, (m) => deployment(decodeURIComponent(m[1]))],
   [/^#\/training$/, () => training()],
   [/^#\/training\/([^/]+)$/, (m) => trainingJob(decodeURIComponent(m[1]))],
 ];

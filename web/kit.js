@@ -71,9 +71,15 @@ export function live() {
 }
 
 export function connect() {
-  if (sessionStorage.getItem(TOKEN_KEY)) return; // browsers cannot send the token on a WebSocket
+  // A browser cannot send Authorization on a WebSocket: the token goes as a subprotocol.
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  const protocols = ['instantstart.events', ...(token ? [`instantstart.bearer.${token}`] : [])];
   const proto = location.protocol === 'https:' ? 'wss' : 'ws';
-  socket = new WebSocket(`${proto}://${location.host}/api/events`);
+  try {
+    socket = new WebSocket(`${proto}://${location.host}/api/events`, protocols);
+  } catch {
+    return; // a token that is no valid subprotocol: views long-poll instead
+  }
   socket.addEventListener('open', () => { socketOpen = true; });
   socket.addEventListener('message', (e) => {
     let msg;

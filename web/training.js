@@ -2,6 +2,7 @@
 // restarts against the budget, one job's conditions; other Kubernetes Jobs below.
 
 import { api, h, scoped, session, stateBadge, errorBox, table, follow, needsActive, startForm, input, removeWorkload } from './kit.js';
+import { logViewer } from './logs.js';
 
 /** Restarts against their limit, drawn: a meter is read at a glance, a fraction is not. */
 function budget(r) {
@@ -120,11 +121,18 @@ export async function trainingJob(job) {
   const show = scoped();
   if (needsActive('Training')) return null;
   const enc = encodeURIComponent(session.active);
+  // The facts re-render on every change; the log viewer and the chart keep their state.
+  const facts = h('div', { id: 'job-facts' });
+  let viewer = null;
   const render = async () => {
     const r = await api(`/api/clusters/${enc}/training-jobs/${encodeURIComponent(job)}`);
     if (!r.ok) { show(h('h1', {}, job), errorBox(r)); return; }
     const j = r.body;
-    show(h('h1', {}, `${j.name} · ${j.kind}`),
+    if (!viewer) {
+      viewer = logViewer(session.active, j.kind === 'RayJob' ? 'ray' : 'pytorch', j.name);
+      show(facts, viewer.el);
+    }
+    facts.replaceChildren(h('h1', {}, `${j.name} · ${j.kind}`),
       h('p', {}, stateBadge(j.state), ' ', j.message || ''),
       h('dl', { class: 'facts' },
         h('dt', {}, 'Recipe'), h('dd', {}, j.recipe || 'made elsewhere (read-only)'),
@@ -138,5 +146,6 @@ export async function trainingJob(job) {
       h('p', {}, h('a', { href: '#/training' }, 'All training jobs')));
   };
   await render();
-  return follow((o) => o.cluster === session.active && o.kind === 'training-job', render);
+  const stop = follow((o) => o.cluster === session.active && o.kind === 'training-job', render);
+  return () => { stop(); if (viewer) viewer.close(); };
 }

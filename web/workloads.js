@@ -1,6 +1,7 @@
 // Pages: model downloads and self-managed inference (with a smoke test).
 
 import { api, h, live, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
+import { logViewer } from './logs.js';
 
 export async function models() {
   const show = scoped();
@@ -53,7 +54,7 @@ export async function inference() {
   const render = async () => {
     const list = await api(`/api/clusters/${enc}/deployments`);
     listBox.replaceChildren(list.ok ? table(['Deployment', 'Image', 'Ready', 'State', 'Service', 'Endpoint', 'Smoke test', ''],
-      list.body.map((d) => [d.name, d.image, `${d.readyReplicas}/${d.replicas}`, stateBadge(d.state), d.service, d.endpoint || '',
+      list.body.map((d) => [h('a', { href: `#/inference/${encodeURIComponent(d.name)}` }, d.name), d.image, `${d.readyReplicas}/${d.replicas}`, stateBadge(d.state), d.service, d.endpoint || '',
         d.state === 'ready' ? invoke(d) : '',
         h('button', { type: 'button', class: 'secondary', 'aria-label': `remove deployment ${d.name}`,
           onclick: (e) => removeWorkload(`/api/clusters/${enc}/deployments/${encodeURIComponent(d.name)}`,
@@ -80,4 +81,29 @@ export async function inference() {
       return b;
     }));
   return follow((o) => o.cluster === session.active && ['inference-deploy', 'workload-delete'].includes(o.kind), render);
+}
+
+/** One deployment: its state and endpoint, and its replicas' logs followed live. */
+export async function deployment(name) {
+  const show = scoped();
+  if (needsActive('Inference')) return null;
+  const enc = encodeURIComponent(session.active);
+  const facts = h('div', { id: 'deployment-facts' });
+  const viewer = logViewer(session.active, 'deployment', name);
+  const render = async () => {
+    const list = await api(`/api/clusters/${enc}/deployments`);
+    const d = list.ok ? list.body.find((x) => x.name === name) : null;
+    facts.replaceChildren(h('h1', {}, `${name} · deployment`),
+      !list.ok ? errorBox(list) : !d ? h('p', { class: 'error' }, `No deployment ${name} on ${session.active}.`)
+        : h('dl', { class: 'facts' },
+          h('dt', {}, 'State'), h('dd', {}, stateBadge(d.state)),
+          h('dt', {}, 'Image'), h('dd', {}, d.image),
+          h('dt', {}, 'Replicas ready'), h('dd', {}, `${d.readyReplicas}/${d.replicas}`),
+          h('dt', {}, 'Service'), h('dd', {}, `${d.service}${d.endpoint ? ` · ${d.endpoint}` : ''}`)),
+      h('p', {}, h('a', { href: '#/inference' }, 'All deployments')));
+  };
+  await render();
+  show(facts, viewer.el);
+  const stop = follow((o) => o.cluster === session.active && ['inference-deploy', 'workload-delete'].includes(o.kind), render);
+  return () => { stop(); viewer.close(); };
 }

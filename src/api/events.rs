@@ -16,7 +16,8 @@ use crate::AppState;
 const WINDOW: i64 = 50;
 
 pub async fn events(State(state): State<AppState>, ws: WebSocketUpgrade) -> Response {
-    ws.on_upgrade(move |socket| push(state, socket))
+    ws.protocols(["instantstart.events"])
+        .on_upgrade(move |socket| push(state, socket))
 }
 
 async fn push(state: AppState, mut socket: WebSocket) {

@@ -32,6 +32,7 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
     ("features.js", JS, include_str!("../../web/features.js")),
     ("workloads.js", JS, include_str!("../../web/workloads.js")),
     ("training.js", JS, include_str!("../../web/training.js")),
+    ("logs.js", JS, include_str!("../../web/logs.js")),
     (
         "app.css",
         "text/css; charset=utf-8",

@@ -182,6 +182,10 @@ def workloads(page, base, out):
     page.locator("tr:has-text('qwen')").get_by_role("button", name="invoke").click()
     expect(page.locator("#invoke-answer")).to_contain_text("(sandbox) Say hello")
     page.screenshot(path=f"{out}/inference.png", full_page=True)
+    # The deployment's page follows its replicas' logs.
+    page.get_by_role("link", name="qwen").click()
+    expect(page.locator("#logs-lines")).to_contain_text("Uvicorn running")
+    expect(page.locator("#logs-status")).to_contain_text("following")
 
 
 def training(page, base, out):
@@ -212,6 +216,14 @@ def training(page, base, out):
     expect(page.get_by_role("heading", name="Conditions")).to_be_visible()
     expect(page.locator("table")).to_contain_text("Completed")
     expect(page.locator("dl")).to_contain_text("/s3/models/Qwen/Qwen3-0.6B")
+    # Its logs, followed to the job's end: every rank's progress, searchable, one pod at a time.
+    expect(page.locator("#logs-status")).to_contain_text("ended: the job succeeded")
+    expect(page.locator("#logs-lines")).to_contain_text("throughput=")
+    page.get_by_label("search the log").fill("training complete")
+    expect(page.locator("#logs-count")).to_have_text("1 matching")
+    page.get_by_label("search the log").fill("")
+    page.locator("#logs-pod").select_option("ui-sft-pods-0")
+    expect(page.locator("#logs-lines")).not_to_contain_text("rank 1 of")
     page.screenshot(path=f"{out}/training.png", full_page=True)
 
 
