@@ -118,6 +118,11 @@ pub struct ServeConfig {
     #[arg(long, env = "INSTANTSTART_POLL_INTERVAL_MS")]
     pub poll_interval_ms: Option<u64>,
 
+    /// The MLflow tracking REST endpoint, when not `https://<region>.experiments.sagemaker.aws`
+    /// (an HTTPS proxy, or a loopback MLflow server).
+    #[arg(long, env = "INSTANTSTART_MLFLOW_ENDPOINT")]
+    pub mlflow_endpoint: Option<String>,
+
     /// Log follows (WebSockets that stream a workload's logs) served at once; one more is
     /// refused with 429 until another closes.
     #[arg(long, env = "INSTANTSTART_MAX_LOG_FOLLOWS", default_value_t = 32)]
@@ -155,6 +160,7 @@ impl ServeConfig {
             permissions_boundary: None,
             poll_interval_ms: None,
             max_log_follows: 32,
+            mlflow_endpoint: None,
         }
     }
 }

@@ -90,8 +90,9 @@ async fn shutdown_signal() {
 async fn aws_cloud(
     kube_url: Option<&str>,
     permissions_boundary: Option<String>,
+    mlflow_endpoint: Option<String>,
 ) -> (Cloud, Option<String>) {
-    let Some(aws) = cloud::aws::Aws::load(permissions_boundary).await else {
+    let Some(aws) = cloud::aws::Aws::load(permissions_boundary, mlflow_endpoint).await else {
         let reason = "no AWS region is configured (set AWS_REGION, or a profile with a region); start with --cloud sandbox to try every flow without AWS".to_string();
         let cloud = Arc::new(cloud::unavailable::Unavailable {
             region: String::new(),
@@ -177,9 +178,16 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
                 service::validate::policy_arn("INSTANTSTART_PERMISSIONS_BOUNDARY", b)
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
             }
+            if let Some(e) = &config.mlflow_endpoint {
+                anyhow::ensure!(
+                    cloud::web::allowed_url(e),
+                    "INSTANTSTART_MLFLOW_ENDPOINT: `{e}` is neither an HTTPS URL nor a loopback one"
+                );
+            }
             let (cloud, warning) = aws_cloud(
                 config.kube_url.as_deref(),
                 config.permissions_boundary.clone(),
+                config.mlflow_endpoint.clone(),
             )
             .await;
             if let Some(w) = &warning {

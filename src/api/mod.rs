@@ -11,6 +11,7 @@ pub mod extract;
 pub mod features;
 pub mod groups;
 pub mod logs;
+pub mod mlflow;
 pub mod openapi;
 pub mod operations;
 pub mod stages;
@@ -366,6 +367,7 @@ pub fn rest() -> utoipa_axum::router::OpenApiRouter<AppState> {
         .merge(workloads::router())
         .merge(training::router())
         .merge(logs::router())
+        .merge(mlflow::router())
 }
 
 /// The whole HTTP surface: REST, UI and the MCP endpoint, behind one edge layer.

@@ -94,6 +94,8 @@ pub struct Cloud {
     pub objects: Arc<dyn ObjectStore>,
     pub quotas: Arc<dyn Quotas>,
     pub kube: Arc<dyn Kube>,
+    /// Managed MLflow (SageMaker AI MLflow Apps and their tracking servers).
+    pub mlflow: Arc<dyn Mlflow>,
     /// Upstream release files (operator CRDs).
     pub releases: Arc<dyn Releases>,
 }

@@ -4,10 +4,11 @@
 
 use crate::cloud::{
     Addon, CallerIdentity, CloudError, CloudResult, ClusterState, CreateAddon, CreateEksCluster,
-    CreateHyperPodCluster, CreateRouteTable, CreateSecurityGroup, CreateSubnet, Eks, EksCluster,
-    HyperPod, HyperPodCluster, Iam, InstanceGroupSpec, Kube, KubeTarget, NetKind, Network,
-    NodeAction, NodeActionResult, NodePage, ObjectRef, ObjectStore, Quotas, ResourceState, Role,
-    ServiceCall, Subnet, Tags, TieredStorage, TrainingPlan, Vpc, Zone,
+    CreateHyperPodCluster, CreateMlflowApp, CreateRouteTable, CreateSecurityGroup, CreateSubnet,
+    Eks, EksCluster, HyperPod, HyperPodCluster, Iam, InstanceGroupSpec, Kube, KubeTarget, Mlflow,
+    MlflowApp, NetKind, Network, NodeAction, NodeActionResult, NodePage, ObjectRef, ObjectStore,
+    Quotas, ResourceState, Role, ServiceCall, Subnet, Tags, TieredStorage, TrackingCall,
+    TrainingPlan, Vpc, Zone,
 };
 use crate::{Cloud, CloudMode};
 use async_trait::async_trait;
@@ -35,6 +36,7 @@ impl Unavailable {
             iam: self.clone(),
             objects: self.clone(),
             quotas: self.clone(),
+            mlflow: self.clone(),
             kube: self,
             releases: std::sync::Arc::new(super::web::HttpReleases::new(None)),
         }
@@ -311,5 +313,21 @@ impl Kube for Unavailable {
         _body: &Value,
     ) -> CloudResult<Value> {
         Err(self.refuse("service_post"))
+    }
+}
+
+#[async_trait]
+impl Mlflow for Unavailable {
+    async fn find_app(&self, _name: &str) -> CloudResult<Option<MlflowApp>> {
+        Err(self.refuse("ListMlflowApps"))
+    }
+    async fn create_app(&self, _req: &CreateMlflowApp<'_>) -> CloudResult<String> {
+        Err(self.refuse("CreateMlflowApp"))
+    }
+    async fn presigned_url(&self, _arn: &str, _expires_in: u32) -> CloudResult<String> {
+        Err(self.refuse("CreatePresignedMlflowAppUrl"))
+    }
+    async fn tracking(&self, _arn: &str, _call: TrackingCall<'_>) -> CloudResult<Value> {
+        Err(self.refuse("MlflowTracking"))
     }
 }

@@ -53,6 +53,8 @@ pub enum OpKind {
     ModelDownload,
     /// A training job applied and followed to its end.
     TrainingJob,
+    /// The account's managed MLflow, and a cluster's access to it.
+    MlflowSetup,
     InferenceDeploy,
     WorkloadDelete,
     HyperPodSoftwareUpdate,
@@ -81,6 +83,7 @@ kinds! {
     Feature(FsxCsi) => "feature-fsx-csi",
     ModelDownload => "model-download",
     TrainingJob => "training-job",
+    MlflowSetup => "mlflow-setup",
     InferenceDeploy => "inference-deploy",
     WorkloadDelete => "workload-delete",
     HyperPodSoftwareUpdate => "hyperpod-software-update",

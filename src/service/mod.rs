@@ -6,6 +6,7 @@ mod groups;
 pub mod incluster;
 pub mod kind;
 pub mod logs;
+pub mod mlflow;
 mod nodes;
 mod params;
 mod preflight;

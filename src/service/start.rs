@@ -402,3 +402,13 @@ pub async fn software_update(engine: &Engine, name: &str, caller: &Caller) -> Ap
     )
     .await
 }
+
+/// The account's managed MLflow, set up from one cluster (its bucket, its training identity).
+pub async fn mlflow_setup(
+    engine: &Engine,
+    req: &super::mlflow::MlflowSetupRequest,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let cluster = super::mlflow::setup_cluster(engine, req).await?;
+    start(engine, OpKind::MlflowSetup, &cluster, &json!({}), caller).await
+}

@@ -228,6 +228,9 @@ async fn a_job_that_exhausts_its_recovery_budget_fails_with_the_operators_reason
 async fn every_recipe_makes_a_job_that_the_sdk_models_and_the_crd_accept() {
     let app = training_cluster(None).await;
     enable_training_operator(&app).await;
+    // With MLflow set up, every job reports to it: the generated jobs carry that too.
+    let setup = app.start("/api/mlflow", &json!({"cluster": "demo"})).await;
+    assert_eq!(app.wait_terminal(&setup).await["state"], "succeeded");
     let bodies = [
         json!({"jobName": "plain", "recipe": "pytorch", "instanceType": "ml.g5.8xlarge", "script": "/s3/code/train.py",
                "args": ["--epochs=1"]}),
@@ -252,6 +255,27 @@ async fn every_recipe_makes_a_job_that_the_sdk_models_and_the_crd_accept() {
             .await;
         let job = op["params"]["manifests"][0].clone();
         assert_eq!(job["kind"], "HyperPodPyTorchJob");
+        let pod = &job["spec"]["replicaSpecs"][0]["template"]["spec"];
+        let env = pod["containers"][0]["env"].as_array().unwrap();
+        let var = |k: &str| {
+            env.iter()
+                .find(|e| e["name"] == k)
+                .map(|e| e["value"].clone())
+        };
+        assert!(
+            var("MLFLOW_TRACKING_URI")
+                .and_then(|v| v.as_str().map(str::to_string))
+                .is_some_and(|v| v.contains(":mlflow-app/")),
+            "{pod}"
+        );
+        assert_eq!(var("MLFLOW_EXPERIMENT_NAME"), Some(body["jobName"].clone()));
+        assert_eq!(pod["initContainers"][0]["name"], "mlflow-plugin");
+        let sa = if body["checkpointing"] == "managed-tiered" {
+            "hyperpod-checkpointing"
+        } else {
+            "instantstart-training"
+        };
+        assert_eq!(pod["serviceAccountName"], sa, "{pod}");
         specs.push(job);
     }
     let file = tempfile::NamedTempFile::new().unwrap();
@@ -297,6 +321,7 @@ async fn every_recipe_makes_a_job_that_the_sdk_models_and_the_crd_accept() {
         monitoring: None,
         elastic: None,
         tiered_checkpointing: false,
+        tracking: Some("arn:aws:sagemaker:us-west-2:123456789012:mlflow-app/app-1".into()),
     });
     if let Some(schemas) = Schemas::load() {
         assert_eq!(schemas.errors(&rj), Vec::<String>::new(), "{rj}");

@@ -11,6 +11,7 @@ mod ec2_kinds;
 mod eks;
 pub mod errors;
 mod iam;
+pub mod mlflow;
 mod s3;
 mod sagemaker;
 pub mod token;
@@ -36,17 +37,25 @@ pub struct Aws {
     /// Managed policy set as the permissions boundary of every role this adapter creates, so
     /// the control plane can never mint a role more powerful than the boundary allows.
     pub permissions_boundary: Option<String>,
+    /// The MLflow tracking REST endpoint, when not the regional one (a proxy; tests).
+    pub mlflow_endpoint: Option<String>,
+    /// HTTPS client of the MLflow tracking REST API (the SDK has none for it).
+    pub http: reqwest::Client,
 }
 
 impl Aws {
     /// Loads the standard configuration. `None` when no region can be found.
-    pub async fn load(permissions_boundary: Option<String>) -> Option<Arc<Self>> {
+    pub async fn load(
+        permissions_boundary: Option<String>,
+        mlflow_endpoint: Option<String>,
+    ) -> Option<Arc<Self>> {
         let config = aws_config::defaults(BehaviorVersion::latest())
             .retry_config(RetryConfig::disabled())
             .load()
             .await;
         let mut aws = Self::from_config(config)?;
         aws.permissions_boundary = permissions_boundary;
+        aws.mlflow_endpoint = mlflow_endpoint;
         Some(Arc::new(aws))
     }
 
@@ -67,6 +76,8 @@ impl Aws {
             quotas: aws_sdk_servicequotas::Client::new(&config),
             config,
             permissions_boundary: None,
+            mlflow_endpoint: None,
+            http: reqwest::Client::new(),
         })
     }
 
@@ -98,6 +109,7 @@ impl Aws {
             iam: self.clone(),
             objects: self.clone(),
             quotas: self.clone(),
+            mlflow: self.clone(),
             kube,
             releases: Arc::new(super::web::HttpReleases::new(None)),
         }

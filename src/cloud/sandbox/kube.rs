@@ -36,7 +36,10 @@ fn matches_labels(o: &Value, labels: Option<&str>) -> bool {
 
 impl Sandbox {
     /// Every simulated pod of a cluster, with its workload's simulated age and creation time.
-    async fn sim_pods(&self, target: &KubeTarget) -> CloudResult<Vec<(SimPod, f64, i64)>> {
+    pub(super) async fn sim_pods(
+        &self,
+        target: &KubeTarget,
+    ) -> CloudResult<Vec<(SimPod, f64, i64)>> {
         let schedule = self.schedule(target).await?;
         let prefix = format!("{}/", target.cluster);
         let now = super::now_ms();

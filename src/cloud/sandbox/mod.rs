@@ -13,6 +13,7 @@ mod faults;
 mod hyperpod;
 mod iam;
 mod kube;
+mod mlflow;
 mod network;
 mod objects;
 mod pods;
@@ -164,6 +165,7 @@ impl Sandbox {
             iam: self.clone(),
             objects: self.clone(),
             quotas: self.clone(),
+            mlflow: self.clone(),
             kube: self.clone(),
             releases: Arc::new(releases::StandIns),
         }

@@ -287,6 +287,32 @@ impl SimPod {
         out
     }
 
+    /// What the progress lines report up to `age`: (simulated second, step, loss, throughput),
+    /// read back from the lines themselves, so metrics and logs always agree.
+    pub(super) fn progress_points(&self, age: f64) -> Vec<(f64, u64, f64, f64)> {
+        self.lines_until(age)
+            .into_iter()
+            .filter_map(|(t, line)| {
+                let field = |key: &str| {
+                    line.split_whitespace()
+                        .find_map(|w| w.strip_prefix(key))
+                        .map(str::to_string)
+                };
+                Some((
+                    t,
+                    field("step=")?.parse().ok()?,
+                    field("loss=")?.parse().ok()?,
+                    field("throughput=")?.parse().ok()?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Whether the pod ended by `age`, and if so whether it succeeded.
+    pub(super) fn outcome(&self, age: f64) -> Option<bool> {
+        self.end.filter(|(end, _)| age >= *end).map(|(_, ok)| ok)
+    }
+
     /// The log as the `log` subresource returns it for `query` at `age`.
     pub(super) fn log(&self, age: f64, query: &LogQuery) -> String {
         select(self.lines_until(age), age, query).join("\n")

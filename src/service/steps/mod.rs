@@ -20,6 +20,7 @@
 //! instance-group-scale  update-cluster
 //! instance-group-delete delete-group
 //! model-download | inference-deploy  apply (the workload's objects, watched to complete/ready)
+//! mlflow-setup  mlflow-role → mlflow-app (found or created, watched to Created) → tracking-access
 //! training-job  train (the HyperPodPyTorchJob or RayJob, followed to its end with its restarts)
 //! workload-delete delete (watched until gone)
 //! hyperpod-software-update  update-software (watched back to InService)
@@ -33,6 +34,7 @@ pub mod features;
 pub mod groups;
 pub mod hyperpod;
 pub mod import;
+pub mod mlflow;
 pub mod network;
 pub mod nodes;
 pub mod storage;
@@ -294,6 +296,11 @@ impl Stages for OperationKinds {
             }
             OpKind::ModelDownload | OpKind::InferenceDeploy => vec![Arc::new(workloads::ApplyStep)],
             OpKind::TrainingJob => vec![Arc::new(training::TrainStep)],
+            OpKind::MlflowSetup => vec![
+                Arc::new(mlflow::MlflowRoleStep),
+                Arc::new(mlflow::MlflowAppStep),
+                Arc::new(mlflow::TrackingAccessStep),
+            ],
             OpKind::WorkloadDelete => vec![Arc::new(workloads::DeleteObjectsStep)],
             OpKind::HyperPodSoftwareUpdate => vec![Arc::new(workloads::SoftwareUpdateStep)],
             OpKind::Import => vec![

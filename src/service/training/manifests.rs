@@ -7,7 +7,11 @@ use serde_json::{json, Map, Value};
 
 use super::{Elastic, HangDetection, RecoveryBudget};
 use crate::cloud::{efa_interfaces, MANAGED_BY};
+use crate::service::steps::mlflow::TRACKING_SA;
 use crate::service::steps::workloads::{WORKLOAD_LABEL, WORKLOAD_NAMESPACE};
+
+/// The service account managed tiered checkpointing trusts.
+const CHECKPOINT_SA: &str = "hyperpod-checkpointing";
 
 /// The storage claim every training pod mounts at `/s3`.
 pub const DATA_CLAIM: &str = "s3-claim";
@@ -32,6 +36,30 @@ pub struct JobSpec<'a> {
     pub elastic: Option<&'a Elastic>,
     /// Managed tiered checkpointing: the pods run as the service account its role trusts.
     pub tiered_checkpointing: bool,
+    /// The MLflow tracking URI (the app's ARN) the job reports to, if any.
+    pub tracking: Option<String>,
+}
+
+/// Where the MLflow client and AWS's `sagemaker-mlflow` plugin are installed for the pods.
+const PLUGIN_DIR: &str = "/opt/instantstart/mlflow";
+/// Installs the plugin into a volume the training container shares. The image's own packages
+/// win: the `sitecustomize` appends the plugin's directory to `sys.path` after them, so nothing
+/// the image pins is shadowed. A constant: no request field reaches it.
+const PLUGIN_SCRIPT: &str = r#"import pathlib, subprocess, sys
+root = pathlib.Path("/opt/instantstart/mlflow")
+subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", "--no-cache-dir",
+                       "--target", str(root / "lib"), "mlflow-skinny>=3,<4", "sagemaker-mlflow>=0.2,<1"])
+(root / "sitecustomize.py").write_text("import sys
+sys.path.append(%r)
+" % str(root / "lib"))
+print("MLflow client and sagemaker-mlflow plugin ready in", root)
+"#;
+
+/// The init container that provides the MLflow plugin.
+fn plugin_container(image: &str) -> Value {
+    json!({"name": "mlflow-plugin", "image": image,
+           "command": ["python", "-c", PLUGIN_SCRIPT],
+           "volumeMounts": [{"name": "mlflow-plugin", "mountPath": PLUGIN_DIR}]})
 }
 
 fn metadata(spec: &JobSpec<'_>) -> Value {
@@ -63,6 +91,16 @@ fn env(spec: &JobSpec<'_>) -> Vec<Value> {
         ]);
     }
     env.push(json!({"name": "TORCH_NCCL_ASYNC_ERROR_HANDLING", "value": "1"}));
+    if let Some(uri) = &spec.tracking {
+        // The recipes' trainers report to MLflow when these are set (the experiment and run
+        // are named after the job, which is how the job page finds its metrics).
+        env.extend([
+            json!({"name": "MLFLOW_TRACKING_URI", "value": uri}),
+            json!({"name": "MLFLOW_EXPERIMENT_NAME", "value": spec.name}),
+            json!({"name": "MLFLOW_RUN_NAME", "value": spec.name}),
+            json!({"name": "PYTHONPATH", "value": PLUGIN_DIR}),
+        ]);
+    }
     env
 }
 
@@ -75,13 +113,39 @@ fn resources(spec: &JobSpec<'_>) -> Value {
     json!({"requests": r, "limits": r})
 }
 
-fn volumes() -> Value {
-    json!([{"name": "data", "persistentVolumeClaim": {"claimName": DATA_CLAIM}},
-           {"name": "shm", "emptyDir": {"medium": "Memory"}}])
+fn volumes(spec: &JobSpec<'_>) -> Value {
+    let mut v = json!([{"name": "data", "persistentVolumeClaim": {"claimName": DATA_CLAIM}},
+                       {"name": "shm", "emptyDir": {"medium": "Memory"}}]);
+    if spec.tracking.is_some() {
+        if let Some(a) = v.as_array_mut() {
+            a.push(json!({"name": "mlflow-plugin", "emptyDir": {}}));
+        }
+    }
+    v
 }
 
-fn mounts() -> Value {
-    json!([{"name": "data", "mountPath": "/s3"}, {"name": "shm", "mountPath": "/dev/shm"}])
+fn mounts(spec: &JobSpec<'_>) -> Value {
+    let mut m =
+        json!([{"name": "data", "mountPath": "/s3"}, {"name": "shm", "mountPath": "/dev/shm"}]);
+    if spec.tracking.is_some() {
+        if let Some(a) = m.as_array_mut() {
+            a.push(json!({"name": "mlflow-plugin", "mountPath": PLUGIN_DIR}));
+        }
+    }
+    m
+}
+
+/// Identity and plugin of a pod that reports to MLflow (tiered checkpointing keeps its own
+/// service account, whose role the MLflow setup also lets report).
+fn tracked(spec: &JobSpec<'_>, pod: &mut Value) {
+    if spec.tiered_checkpointing {
+        pod["serviceAccountName"] = json!(CHECKPOINT_SA);
+    } else if spec.tracking.is_some() {
+        pod["serviceAccountName"] = json!(TRACKING_SA.1);
+    }
+    if spec.tracking.is_some() {
+        pod["initContainers"] = json!([plugin_container(spec.image)]);
+    }
 }
 
 fn pod_spec(spec: &JobSpec<'_>, container: Value) -> Value {
@@ -93,11 +157,9 @@ fn pod_spec(spec: &JobSpec<'_>, container: Value) -> Value {
             "whenUnsatisfiable": "DoNotSchedule",
             "labelSelector": {"matchLabels": {JOB_LABEL: spec.name}}}],
         "containers": [container],
-        "volumes": volumes(),
+        "volumes": volumes(spec),
     });
-    if spec.tiered_checkpointing {
-        pod["serviceAccountName"] = json!("hyperpod-checkpointing");
-    }
+    tracked(spec, &mut pod);
     pod
 }
 
@@ -110,7 +172,7 @@ pub fn pytorch_job(spec: &JobSpec<'_>) -> Value {
         "env": env(spec),
         "ports": [{"containerPort": AGENT_PORT}],
         "resources": resources(spec),
-        "volumeMounts": mounts(),
+        "volumeMounts": mounts(spec),
     });
     let mut run_policy = json!({"cleanPodPolicy": "None"});
     if let Some(b) = spec.recovery {
@@ -162,7 +224,7 @@ pub fn pytorch_job(spec: &JobSpec<'_>) -> Value {
 pub fn ray_job(spec: &JobSpec<'_>) -> Value {
     let ray = |name: &str, gpus: bool| {
         let mut c = json!({"name": name, "image": spec.image, "env": env(spec),
-                           "volumeMounts": mounts()});
+                           "volumeMounts": mounts(spec)});
         if gpus {
             c["resources"] = resources(spec);
         } else {
@@ -174,10 +236,8 @@ pub fn ray_job(spec: &JobSpec<'_>) -> Value {
         c
     };
     let worker_pod = pod_spec(spec, ray("ray-worker", true));
-    let mut head_pod = json!({"containers": [ray("ray-head", false)], "volumes": volumes()});
-    if spec.tiered_checkpointing {
-        head_pod["serviceAccountName"] = json!("hyperpod-checkpointing");
-    }
+    let mut head_pod = json!({"containers": [ray("ray-head", false)], "volumes": volumes(spec)});
+    tracked(spec, &mut head_pod);
     json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": metadata(spec),
     "spec": {
         // Words validated one by one (paths and numbers): no shell meaning in any of them.

@@ -509,6 +509,8 @@ pub async fn training_params(
         monitoring: req.monitoring.as_ref(),
         elastic: req.elastic.as_ref(),
         tiered_checkpointing: tiered,
+        // Reports to the account's MLflow when it is set up for this cluster.
+        tracking: crate::service::mlflow::training_tracking(engine, &target).await,
     };
     let manifest = match recipe.runtime {
         Runtime::HyperPodPytorch => pytorch_job(&spec),

@@ -1,0 +1,202 @@
+//! The `mlflow-setup` operation: the account's managed MLflow, made from one cluster.
+//!
+//! ```text
+//! mlflow-role      the role SageMaker's MLflow App runs as: mlflow/ of the cluster's bucket only
+//! mlflow-app       find the app by name, else CreateMlflowApp (artifact store s3://<bucket>/mlflow);
+//!                  watched until Created
+//! tracking-access  the training pods' identity on this cluster: an IRSA role that may call only
+//!                  this app's tracking server, and the service account bound to it
+//! ```
+//!
+//! An MLflow App rather than a tracking server: it is serverless (no instance size to pick, no
+//! idle instance-hours), it is what SageMaker AI offers for new MLflow setups, and clients reach
+//! it exactly as a tracking server (its ARN as the tracking URI, the `sagemaker-mlflow` plugin).
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use crate::cloud::{cluster_tags, CreateMlflowApp, ObjectRef, MANAGED_BY};
+use crate::ops::{Poll, Reconcile, Step, StepCx, StepError, StepResult};
+use crate::service::resources::Recorded;
+use crate::service::steps::addons::{ensure_role, kube_target, IrsaRole};
+use crate::service::steps::features::checkpoint_role_name;
+
+/// The account's MLflow App, by name (one per account and region).
+pub const APP_NAME: &str = "instantstart";
+/// The role the app uses for its artifact store.
+pub const APP_ROLE: &str = "instantstart-mlflow";
+/// Prefix of the cluster's bucket the app keeps artifacts under.
+pub const ARTIFACT_PREFIX: &str = "mlflow";
+/// The service account training pods run as to report to MLflow.
+pub const TRACKING_SA: (&str, &str) = ("default", "instantstart-training");
+
+pub fn tracking_role_name(cluster: &str) -> String {
+    format!("{cluster}-mlflow-tracking")
+}
+
+pub fn tracking_sa_ref() -> ObjectRef {
+    ObjectRef {
+        api_version: "v1".into(),
+        kind: "ServiceAccount".into(),
+        namespace: Some(TRACKING_SA.0.into()),
+        name: TRACKING_SA.1.into(),
+    }
+}
+
+/// What a pod needs to call one app's tracking server and nothing else.
+pub fn tracking_policy(app_arn: &str) -> Value {
+    json!({"Version": "2012-10-17", "Statement": [
+        {"Sid": "TrackToThisMlflowOnly", "Effect": "Allow", "Action": ["sagemaker-mlflow:*"],
+         "Resource": [app_arn]}]})
+}
+
+/// The app's artifact store: `mlflow/` of the bucket, nothing else.
+pub fn app_role_policy(bucket: &str) -> Value {
+    json!({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"],
+         "Resource": [format!("arn:aws:s3:::{bucket}")],
+         "Condition": {"StringLike": {"s3:prefix": [format!("{ARTIFACT_PREFIX}/*")]}}},
+        {"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+         "Resource": [format!("arn:aws:s3:::{bucket}/{ARTIFACT_PREFIX}/*")]}]})
+}
+
+pub struct MlflowRoleStep;
+
+#[async_trait]
+impl Reconcile for MlflowRoleStep {
+    fn phase(&self) -> &'static str {
+        "mlflow-role"
+    }
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let bucket = cx.recorded().bucket_name()?;
+        let trust = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+            "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}]});
+        let arn = ensure_role(
+            cx,
+            APP_ROLE,
+            "mlflow-role",
+            "instantstart-mlflow-artifacts",
+            &app_role_policy(&bucket),
+            || async { Ok(trust) },
+        )
+        .await?;
+        Ok(json!({"roleArn": arn}))
+    }
+}
+
+pub struct MlflowAppStep;
+
+#[async_trait]
+impl Step for MlflowAppStep {
+    fn name(&self) -> &'static str {
+        "mlflow-app"
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        Ok(cx
+            .cloud
+            .mlflow
+            .find_app(APP_NAME)
+            .await?
+            .map(|a| json!({"mlflowArn": a.arn, "artifactStore": a.artifact_store})))
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let bucket = cx.recorded().bucket_name()?;
+        let Some(role) = cx.cloud.iam.get_role(APP_ROLE).await? else {
+            return Err(StepError::fatal(
+                "missing-prerequisite",
+                "the MLflow role is missing",
+            ));
+        };
+        let store = format!("s3://{bucket}/{ARTIFACT_PREFIX}");
+        let arn = cx
+            .cloud
+            .mlflow
+            .create_app(&CreateMlflowApp {
+                name: APP_NAME,
+                artifact_store: &store,
+                role_arn: &role.arn,
+                tags: &cluster_tags(&cx.op.cluster, "mlflow"),
+            })
+            .await?;
+        Ok(json!({"mlflowArn": arn, "artifactStore": store}))
+    }
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        let Some(app) = cx.cloud.mlflow.find_app(APP_NAME).await? else {
+            return Ok(Poll::Pending("the MLflow app is not listed yet".into()));
+        };
+        match app.status.as_str() {
+            "Created" | "Updated" => Ok(Poll::Ready(out.clone())),
+            s if s.ends_with("Failed") || s.starts_with("Delet") => Err(StepError::fatal(
+                "mlflow-failed",
+                format!("the MLflow app {} is {s}", app.arn),
+            )),
+            s => Ok(Poll::Pending(format!("MLflow app {s}"))),
+        }
+    }
+    fn records_resources(&self) -> bool {
+        false
+    }
+}
+
+pub struct TrackingAccessStep;
+
+#[async_trait]
+impl Reconcile for TrackingAccessStep {
+    fn phase(&self) -> &'static str {
+        "tracking-access"
+    }
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let Some(app) = cx.cloud.mlflow.find_app(APP_NAME).await? else {
+            return Err(StepError::fatal(
+                "missing-prerequisite",
+                "the MLflow app is missing",
+            ));
+        };
+        let policy = tracking_policy(&app.arn);
+        let role = IrsaRole {
+            name: tracking_role_name(&cx.op.cluster),
+            namespace: TRACKING_SA.0,
+            service_account: TRACKING_SA.1,
+            tag_role: "mlflow-tracking-role",
+            policy_name: "instantstart-mlflow-tracking",
+        };
+        let arn = role.ensure(cx, &policy).await?;
+        // Jobs with managed tiered checkpointing run as its service account: it may report too.
+        let checkpoints = checkpoint_role_name(&cx.op.cluster);
+        if cx.cloud.iam.get_role(&checkpoints).await?.is_some() {
+            cx.cloud
+                .iam
+                .put_role_policy(&checkpoints, "instantstart-mlflow-tracking", &policy)
+                .await?;
+        }
+        let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": TRACKING_SA.1, "namespace": TRACKING_SA.0,
+                         "labels": { MANAGED_BY.0: MANAGED_BY.1 },
+                         "annotations": {"eks.amazonaws.com/role-arn": arn}}});
+        cx.cloud.kube.apply(&kube_target(cx)?, &sa).await?;
+        Ok(json!({"trackingRoleArn": arn,
+                  "serviceAccount": format!("{}/{}", TRACKING_SA.0, TRACKING_SA.1)}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_identity_reaches_only_what_it_needs() {
+        let p = tracking_policy("arn:aws:sagemaker:us-west-2:1:mlflow-app/app-x");
+        assert_eq!(p["Statement"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            p["Statement"][0]["Resource"],
+            json!(["arn:aws:sagemaker:us-west-2:1:mlflow-app/app-x"])
+        );
+        let s = app_role_policy("b1");
+        let text = s.to_string();
+        assert!(!text.contains("\"*\""), "{text}");
+        assert_eq!(
+            s["Statement"][1]["Resource"],
+            json!(["arn:aws:s3:::b1/mlflow/*"])
+        );
+    }
+}
