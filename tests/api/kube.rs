@@ -194,9 +194,11 @@ pub(crate) async fn aws_server(
     moto: &Moto,
     emu: &KubeEmulator,
     dir: &std::path::Path,
+    extra: &[(&'static str, String)],
 ) -> (Server, Mirror) {
     let mirror = mirror(&[], &[]).await.expect("the upstream CRD folder");
     let mut env = moto.env();
+    env.extend(extra.iter().cloned());
     env.push(("INSTANTSTART_KUBE_URL", emu.url.clone()));
     env.push(("INSTANTSTART_RELEASE_MIRROR", mirror.url.clone()));
     // One log follow at a time, so the logs test can reach the cap with two sockets.
@@ -225,10 +227,15 @@ pub(crate) struct AwsPipeline {
 
 impl AwsPipeline {
     pub async fn run() -> Self {
+        Self::run_with(&[]).await
+    }
+
+    /// The same, with extra environment for the binary.
+    pub async fn run_with(extra: &[(&'static str, String)]) -> Self {
         let moto = Moto::start().await;
         let emu = KubeEmulator::start(&["--seed-nodes", "2"]).await;
         let (dir, path) = temp_dir();
-        let (server, mirror) = aws_server(&moto, &emu, &path).await;
+        let (server, mirror) = aws_server(&moto, &emu, &path, extra).await;
         let (client, base) = (Client::new(), server.base.clone());
         let op = run(
             &client,
@@ -796,7 +803,7 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
     }
 
     let (_guard, dir) = temp_dir();
-    let (server, _mirror) = aws_server(&moto, &emu, &dir).await;
+    let (server, _mirror) = aws_server(&moto, &emu, &dir, &[]).await;
     let (client, base) = (Client::new(), server.base.clone());
     let (status, body) = post(
         &client,

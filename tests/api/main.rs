@@ -11,6 +11,7 @@ mod kube;
 mod layout;
 mod logs;
 mod mcp;
+mod mlflow;
 mod operations;
 mod pipeline;
 mod refusals;

@@ -1,4 +1,5 @@
-"""moto's server plus the EKS add-on and access-entry APIs, which moto does not emulate.
+"""moto's server plus the EKS add-on and access-entry APIs and SageMaker's MLflow App APIs, which
+moto does not emulate.
 Test infrastructure.
 
 Run: python moto_server.py -H 127.0.0.1 -p PORT   (same flags as `moto_server`)
@@ -7,6 +8,11 @@ Every request goes to moto except EKS add-on calls (SigV4 scope `/eks/`, paths
 `/clusters/<c>/addons[/<a>[/update]]`), which are kept in memory here with the response and error
 shapes of the EKS REST-JSON protocol. A new add-on reports CREATING on creation and ACTIVE from
 the first DescribeAddon on, so a caller has to watch it.
+
+SageMaker MLflow App calls (JSON 1.1, `X-Amz-Target: SageMaker.<Op>` for CreateMlflowApp,
+DescribeMlflowApp, ListMlflowApps, CreatePresignedMlflowAppUrl) are kept here too: an app reports
+Creating on creation and Created from the first describe on. `GET /_gapfiller/mlflow` shows the
+create requests as received.
 """
 
 import argparse
@@ -30,6 +36,9 @@ DEFAULT_VERSIONS = {
 }
 ADDONS = {}
 ACCESS = {}
+MLFLOW_APPS = {}
+MLFLOW_CREATES = []
+MLFLOW_TARGETS = ("CreateMlflowApp", "DescribeMlflowApp", "ListMlflowApps", "CreatePresignedMlflowAppUrl")
 LOCK = threading.Lock()
 
 
@@ -115,6 +124,47 @@ def access_entries(environ, start_response, cluster, principal, policies):
     return reply(start_response, "405 Method Not Allowed", {"message": "unsupported"}, "InvalidRequestException")
 
 
+def mlflow_apps(environ, start_response, operation):
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = json.loads(environ["wsgi.input"].read(length) or b"{}") if length else {}
+    now = time.time()
+
+    def error(code, message):
+        return reply(start_response, "400 Bad Request", {"__type": code, "message": message})
+
+    with LOCK:
+        if operation == "CreateMlflowApp":
+            MLFLOW_CREATES.append(body)
+            for field in ("Name", "ArtifactStoreUri", "RoleArn"):
+                if not body.get(field):
+                    return error("ValidationException", f"{field} is required")
+            if not body["ArtifactStoreUri"].startswith("s3://"):
+                return error("ValidationException", "ArtifactStoreUri must be an S3 URI")
+            if any(a["Name"] == body["Name"] for a in MLFLOW_APPS.values()):
+                return error("ResourceInUse", f"MLflow app {body['Name']} already exists")
+            arn = f"arn:aws:sagemaker:us-west-2:123456789012:mlflow-app/app-{len(MLFLOW_APPS) + 1:06d}"
+            MLFLOW_APPS[arn] = {"Arn": arn, "Name": body["Name"], "ArtifactStoreUri": body["ArtifactStoreUri"],
+                                "RoleArn": body["RoleArn"], "Status": "Creating", "MlflowVersion": "3.4",
+                                "CreationTime": now, "LastModifiedTime": now}
+            return reply(start_response, "200 OK", {"Arn": arn})
+        if operation == "ListMlflowApps":
+            summaries = [{k: a[k] for k in ("Arn", "Name", "Status", "CreationTime", "LastModifiedTime", "MlflowVersion")}
+                         for a in MLFLOW_APPS.values()]
+            return reply(start_response, "200 OK", {"Summaries": summaries})
+        app = MLFLOW_APPS.get(body.get("Arn", ""))
+        if app is None:
+            return error("ResourceNotFound", f"MLflow app {body.get('Arn')} not found")
+        if operation == "DescribeMlflowApp":
+            snapshot = dict(app)
+            app["Status"] = "Created"
+            return reply(start_response, "200 OK", snapshot)
+        if app["Status"] != "Created":
+            return error("ValidationException", "the app is not created yet")
+        token = f"token-{int(now * 1000)}"
+        region_host = "us-west-2.experiments.sagemaker.aws"
+        return reply(start_response, "200 OK", {"AuthorizedUrl": f"https://{app['Arn'].rsplit('/', 1)[1]}.{region_host}/auth?authToken={token}"})
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("-H", "--host", default="127.0.0.1")
@@ -123,6 +173,12 @@ def main():
     moto = DomainDispatcherApplication(create_backend_app)
 
     def app(environ, start_response):
+        if environ.get("PATH_INFO") == "/_gapfiller/mlflow":
+            with LOCK:
+                return reply(start_response, "200 OK", {"creates": MLFLOW_CREATES})
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if target.startswith("SageMaker.") and target.split(".", 1)[1] in MLFLOW_TARGETS:
+            return mlflow_apps(environ, start_response, target.split(".", 1)[1])
         match = ADDON_PATH.match(environ.get("PATH_INFO", ""))
         eks = "/eks/aws4_request" in environ.get("HTTP_AUTHORIZATION", "")
         if match and eks:

@@ -100,6 +100,10 @@ impl Step for MlflowAppStep {
             .map(|a| json!({"mlflowArn": a.arn, "artifactStore": a.artifact_store})))
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        // One app per account: an earlier setup (from any cluster) made it already.
+        if let Some(found) = self.find(cx).await? {
+            return Ok(found);
+        }
         let bucket = cx.recorded().bucket_name()?;
         let Some(role) = cx.cloud.iam.get_role(APP_ROLE).await? else {
             return Err(StepError::fatal(
