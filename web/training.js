@@ -3,6 +3,48 @@
 
 import { api, h, scoped, session, stateBadge, errorBox, table, follow, needsActive, startForm, input, removeWorkload } from './kit.js';
 import { logViewer } from './logs.js';
+import { lineChart } from './chart.js';
+
+/** MLflow for this account: set it up from the active cluster, or open its UI. */
+async function mlflowStrip(enc) {
+  const box = h('div', { id: 'mlflow', class: 'muted' });
+  const r = await api('/api/mlflow');
+  if (r.status === 404) {
+    box.append('MLflow is not set up: jobs train without reporting metrics. ',
+      h('button', { type: 'button', class: 'secondary', id: 'mlflow-setup', onclick: async (e) => {
+        e.target.disabled = true;
+        const s = await api('/api/mlflow', { method: 'POST', body: { cluster: decodeURIComponent(enc) } });
+        if (s.ok) location.hash = `#/op/${s.body.operationId}`;
+        else { e.target.disabled = false; box.append(errorBox(s)); }
+      } }, 'Set up MLflow'));
+  } else if (!r.ok) {
+    box.append(errorBox(r));
+  } else {
+    box.append(`MLflow ${r.body.state} (${r.body.arn}): jobs submitted now report to it. `,
+      r.body.url ? h('button', { type: 'button', class: 'secondary', id: 'mlflow-open', onclick: async () => {
+        // The link is single-use and short-lived: fetch a fresh one on each click.
+        const fresh = await api('/api/mlflow');
+        if (fresh.ok && fresh.body.url) window.open(fresh.body.url, '_blank', 'noopener');
+      } }, 'Open MLflow') : '');
+  }
+  return box;
+}
+
+/** The job's MLflow run as charts (throughput, loss), or why there are none. */
+async function metricsBox(job) {
+  const box = h('section', { id: 'job-metrics', 'aria-label': 'metrics' }, h('h2', {}, 'Metrics'));
+  const runs = await api(`/api/mlflow/runs?experiment=${encodeURIComponent(job)}`);
+  if (runs.status === 404) { box.append(h('p', { class: 'muted' }, 'MLflow is not set up: set it up on the training page, then train again.')); return box; }
+  if (!runs.ok) { box.append(errorBox(runs)); return box; }
+  if (!runs.body.length) { box.append(h('p', { class: 'muted' }, 'No MLflow run yet: metrics appear once the job logs its first step.')); return box; }
+  const run = runs.body[0];
+  const m = await api(`/api/mlflow/runs/${encodeURIComponent(run.runId)}/metrics?keys=throughput,loss`);
+  if (!m.ok) { box.append(errorBox(m)); return box; }
+  box.append(h('p', { class: 'muted' }, `Run ${run.runId} · ${run.status}`),
+    lineChart('chart-throughput', 'Throughput (samples/s)', m.body.metrics.throughput || []),
+    lineChart('chart-loss', 'Loss', m.body.metrics.loss || [], '#d1242f'));
+  return box;
+}
 
 /** Restarts against their limit, drawn: a meter is read at a glance, a fraction is not. */
 function budget(r) {
@@ -103,7 +145,7 @@ export async function training() {
             `Delete ${j.kind} ${j.name} and its pods (and their logs)?`, e.target) }, 'delete')]), 'No other jobs.') : errorBox(other));
   };
   await render();
-  const parts = [h('h1', {}, `Training · ${session.active}`), listBox];
+  const parts = [h('h1', {}, `Training · ${session.active}`), await mlflowStrip(enc), listBox];
   if (recipes.ok && groups.ok) {
     const f = submitForm(recipes.body, groups.body, enc);
     parts.push(h('h2', {}, 'Train from a recipe'),
@@ -123,6 +165,7 @@ export async function trainingJob(job) {
   const enc = encodeURIComponent(session.active);
   // The facts re-render on every change; the log viewer and the chart keep their state.
   const facts = h('div', { id: 'job-facts' });
+  const metrics = h('div', { id: 'job-metrics-box' });
   let viewer = null;
   const render = async () => {
     const r = await api(`/api/clusters/${enc}/training-jobs/${encodeURIComponent(job)}`);
@@ -130,8 +173,9 @@ export async function trainingJob(job) {
     const j = r.body;
     if (!viewer) {
       viewer = logViewer(session.active, j.kind === 'RayJob' ? 'ray' : 'pytorch', j.name);
-      show(facts, viewer.el);
+      show(facts, metrics, viewer.el);
     }
+    metrics.replaceChildren(await metricsBox(j.name));
     facts.replaceChildren(h('h1', {}, `${j.name} · ${j.kind}`),
       h('p', {}, stateBadge(j.state), ' ', j.message || ''),
       h('dl', { class: 'facts' },

@@ -33,6 +33,7 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
     ("workloads.js", JS, include_str!("../../web/workloads.js")),
     ("training.js", JS, include_str!("../../web/training.js")),
     ("logs.js", JS, include_str!("../../web/logs.js")),
+    ("chart.js", JS, include_str!("../../web/chart.js")),
     (
         "app.css",
         "text/css; charset=utf-8",

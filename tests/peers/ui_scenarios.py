@@ -189,8 +189,14 @@ def workloads(page, base, out):
 
 
 def training(page, base, out):
-    """Pick a recipe (the form asks only its inputs), submit, follow it, read the job's budget."""
+    """Set up MLflow; pick a recipe (the form asks only its inputs), submit, follow it, read the
+    job's budget, follow its logs, see its metrics charted from MLflow."""
     page.goto(f"{base}/#/training")
+    page.get_by_role("button", name="Set up MLflow").click()
+    page.wait_for_url("**/#/op/*")
+    expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
+    page.goto(f"{base}/#/training")
+    expect(page.locator("#mlflow")).to_contain_text("MLflow Created")
     page.locator("#train-recipe").select_option("pytorch")
     expect(page.get_by_label("Script")).to_be_visible()
     # A Ray recipe has no training-operator budget to set.
@@ -224,6 +230,12 @@ def training(page, base, out):
     page.get_by_label("search the log").fill("")
     page.locator("#logs-pod").select_option("ui-sft-pods-0")
     expect(page.locator("#logs-lines")).not_to_contain_text("rank 1 of")
+    # Its throughput and loss, charted from the MLflow run it reported to.
+    expect(page.locator("#chart-throughput figcaption")).to_contain_text("latest")
+    points = int(page.locator("#chart-throughput svg").get_attribute("data-points"))
+    assert points > 10, points
+    expect(page.locator("#chart-throughput polyline")).to_have_count(1)
+    expect(page.locator("#chart-loss polyline")).to_have_count(1)
     page.screenshot(path=f"{out}/training.png", full_page=True)
 
 

@@ -1,0 +1,47 @@
+// Line charts drawn as SVG (no library): a metric's history over training steps, as the job page
+// shows throughput and loss from MLflow.
+
+const NS = 'http://www.w3.org/2000/svg';
+const W = 640;
+const H = 200;
+const PAD = { left: 56, right: 12, top: 14, bottom: 28 };
+
+function svg(tag, attrs = {}, text) {
+  const el = document.createElementNS(NS, tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
+
+const fmt = (v) => (Math.abs(v) >= 100 ? v.toFixed(0) : v.toPrecision(3));
+
+/** A chart of `points` ([{step, value}]) titled `title`; `id` names the figure. */
+export function lineChart(id, title, points, color = '#1f6feb') {
+  const figure = document.createElement('figure');
+  figure.className = 'chart';
+  figure.id = id;
+  const caption = document.createElement('figcaption');
+  const last = points.length ? points[points.length - 1] : null;
+  caption.textContent = last ? `${title} · latest ${fmt(last.value)} at step ${last.step}` : `${title} · no points yet`;
+  figure.append(caption);
+  const root = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': `${title} over steps`, 'data-points': points.length });
+  figure.append(root);
+  if (points.length < 2) return figure;
+  const steps = points.map((p) => p.step);
+  const values = points.map((p) => p.value);
+  const [x0, x1] = [Math.min(...steps), Math.max(...steps)];
+  let [y0, y1] = [Math.min(...values), Math.max(...values)];
+  if (y0 === y1) { y0 -= 1; y1 += 1; }
+  const x = (s) => PAD.left + ((s - x0) / (x1 - x0 || 1)) * (W - PAD.left - PAD.right);
+  const y = (v) => H - PAD.bottom - ((v - y0) / (y1 - y0)) * (H - PAD.top - PAD.bottom);
+  root.append(
+    svg('line', { class: 'axis', x1: PAD.left, y1: H - PAD.bottom, x2: W - PAD.right, y2: H - PAD.bottom }),
+    svg('line', { class: 'axis', x1: PAD.left, y1: PAD.top, x2: PAD.left, y2: H - PAD.bottom }),
+    svg('text', { x: PAD.left - 6, y: y(y1) + 4, 'text-anchor': 'end' }, fmt(y1)),
+    svg('text', { x: PAD.left - 6, y: y(y0) + 4, 'text-anchor': 'end' }, fmt(y0)),
+    svg('text', { x: PAD.left, y: H - 8 }, `step ${x0}`),
+    svg('text', { x: W - PAD.right, y: H - 8, 'text-anchor': 'end' }, `step ${x1}`),
+    svg('polyline', { class: 'line', stroke: color, points: points.map((p) => `${x(p.step).toFixed(1)},${y(p.value).toFixed(1)}`).join(' ') }),
+  );
+  return figure;
+}
