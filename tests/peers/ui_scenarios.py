@@ -184,7 +184,7 @@ def workloads(page, base, out):
     page.screenshot(path=f"{out}/inference.png", full_page=True)
     # The deployment's page follows its replicas' logs.
     page.get_by_role("link", name="qwen").click()
-    expect(page.locator("#logs-lines")).to_contain_text("Uvicorn running")
+    expect(page.locator("#logs-lines")).to_contain_text("Avg generation throughput")
     expect(page.locator("#logs-status")).to_contain_text("following")
 
 

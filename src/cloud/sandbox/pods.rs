@@ -19,6 +19,8 @@ const EVERY: f64 = 5.0;
 const STEPS_PER_SEC: f64 = 2.0;
 /// Simulated seconds between two statistics lines of a model server.
 const SERVER_EVERY: f64 = 10.0;
+/// Statistics lines a model server keeps (its log is rotated, as a kubelet's would be).
+const SERVER_KEEP: f64 = 1000.0;
 
 /// What a simulated pod runs, which decides what it writes.
 #[derive(Debug, Clone, PartialEq)]
@@ -265,7 +267,10 @@ impl SimPod {
                     "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)"
                         .into(),
                 ));
-                let mut t = self.start + SERVER_EVERY;
+                // Only the last lines: a server that runs for days must not cost more per read.
+                let skipped =
+                    (((until - self.start) / SERVER_EVERY).floor() - SERVER_KEEP).max(0.0);
+                let mut t = self.start + SERVER_EVERY * (skipped + 1.0);
                 while t <= until {
                     let prompt = 40.0 + 25.0 * (t / 37.0).sin().abs();
                     let generation = 180.0 + 60.0 * (t / 23.0).cos().abs();
@@ -322,18 +327,22 @@ impl SimPod {
     /// reaches it, until the pod ends. `created_ms` anchors the workload's simulated time.
     pub(super) fn follow(self, query: &LogQuery, created_ms: i64, time_scale: f64) -> LogLines {
         let age = move || (super::now_ms() - created_ms).max(0) as f64 / 1000.0 * time_scale;
-        let first = select(self.lines_until(age()), age(), query);
-        let seen = self.lines_until(age()).len();
+        let now = age();
+        let lines = self.lines_until(now);
+        // Where the follow is: the time of the last line sent, and how many lines of that time.
+        let cursor = cursor_after(&lines, (f64::NEG_INFINITY, 0));
+        let first = select(lines, now, query);
         let tick = Duration::from_millis(200);
         let head = futures::stream::iter(first.into_iter().map(Ok));
-        let rest = futures::stream::unfold((self, seen), move |(pod, seen)| async move {
+        let rest = futures::stream::unfold((self, cursor), move |(pod, cursor)| async move {
             loop {
                 let now = age();
                 let lines = pod.lines_until(now);
-                if lines.len() > seen {
-                    let fresh: Vec<_> = lines[seen..].iter().map(|(_, l)| Ok(l.clone())).collect();
-                    let seen = lines.len();
-                    return Some((futures::stream::iter(fresh), (pod, seen)));
+                let fresh = after(&lines, cursor);
+                if !fresh.is_empty() {
+                    let cursor = cursor_after(&lines, cursor);
+                    let fresh: Vec<_> = fresh.into_iter().map(|(_, l)| Ok(l)).collect();
+                    return Some((futures::stream::iter(fresh), (pod, cursor)));
                 }
                 if pod.done(now) {
                     return None;
@@ -343,6 +352,31 @@ impl SimPod {
         })
         .flatten();
         head.chain(rest).boxed()
+    }
+}
+
+/// The lines after a cursor (time of the last line sent, lines of that time sent).
+fn after(lines: &[(f64, String)], (t, n): (f64, usize)) -> Vec<(f64, String)> {
+    let mut same = 0;
+    lines
+        .iter()
+        .filter(|(lt, _)| {
+            if *lt == t {
+                same += 1;
+                same > n
+            } else {
+                *lt > t
+            }
+        })
+        .cloned()
+        .collect()
+}
+
+/// The cursor once every line of `lines` is sent.
+fn cursor_after(lines: &[(f64, String)], cursor: (f64, usize)) -> (f64, usize) {
+    match lines.last() {
+        None => cursor,
+        Some((t, _)) => (*t, lines.iter().filter(|(lt, _)| lt == t).count()),
     }
 }
 
@@ -506,6 +540,26 @@ mod tests {
             },
         );
         assert!(small.len() <= 100);
+    }
+
+    #[test]
+    fn a_long_running_server_keeps_its_last_lines_and_a_cursor_sends_each_line_once() {
+        let d = json!({"kind": "Deployment", "metadata": {"name": "d"},
+                       "spec": {"template": {"metadata": {"labels": {"app": "d"}}}},
+                       "status": {"readyReplicas": 1}});
+        let pod = &pods_of(&d, 0.0, 0)[0];
+        assert_eq!(pod.labels["app"], "d");
+        let day = pod.lines_until(86_400.0);
+        assert!(day.len() <= SERVER_KEEP as usize + 2, "{}", day.len());
+        let earlier = pod.lines_until(86_000.0);
+        let cursor = cursor_after(&earlier, (f64::NEG_INFINITY, 0));
+        let fresh = after(&day, cursor);
+        assert_eq!(fresh.len(), 40);
+        assert!(fresh.iter().all(|(t, _)| *t > 86_000.0));
+        // Lines written at the same second are sent once each.
+        let burst = vec![(1.0, "a".to_string()), (2.0, "b".into()), (2.0, "c".into())];
+        let partial = cursor_after(&burst[..2], (f64::NEG_INFINITY, 0));
+        assert_eq!(after(&burst, partial), vec![(2.0, "c".to_string())]);
     }
 
     #[test]
