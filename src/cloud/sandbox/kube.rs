@@ -35,14 +35,8 @@ fn matches_labels(o: &Value, labels: Option<&str>) -> bool {
 }
 
 impl Sandbox {
-    /// Every simulated pod of a cluster, with its workload's simulated age and creation time.
-    pub(super) async fn sim_pods(
-        &self,
-        target: &KubeTarget,
-    ) -> CloudResult<Vec<(SimPod, f64, i64)>> {
-        let schedule = self.schedule(target).await?;
-        let prefix = format!("{}/", target.cluster);
-        let now = super::now_ms();
+    /// The stored objects whose key starts with `prefix` (`cluster/` or `cluster/apiVersion/Kind/`).
+    pub(super) async fn stored_objects(&self, prefix: &str) -> CloudResult<Vec<super::Res>> {
         Ok(self
             .list("k8s-object")
             .await?
@@ -51,8 +45,22 @@ impl Sandbox {
                 r.data
                     .get("__key")
                     .and_then(Value::as_str)
-                    .is_some_and(|k| k.starts_with(&prefix))
+                    .is_some_and(|k| k.starts_with(prefix))
             })
+            .collect())
+    }
+
+    /// Every simulated pod of a cluster, with its workload's simulated age and creation time.
+    pub(super) async fn sim_pods(
+        &self,
+        target: &KubeTarget,
+    ) -> CloudResult<Vec<(SimPod, f64, i64)>> {
+        let schedule = self.schedule(target).await?;
+        let now = super::now_ms();
+        Ok(self
+            .stored_objects(&format!("{}/", target.cluster))
+            .await?
+            .into_iter()
             .flat_map(|r| {
                 let age = self.simulated_secs(r.created_ms, now);
                 let created = r.created_ms;
@@ -217,17 +225,10 @@ impl Kube for Sandbox {
         } else {
             None
         };
-        let prefix = format!("{}/{api_version}/{kind}/", target.cluster);
         Ok(self
-            .list("k8s-object")
+            .stored_objects(&format!("{}/{api_version}/{kind}/", target.cluster))
             .await?
             .into_iter()
-            .filter(|r| {
-                r.data
-                    .get("__key")
-                    .and_then(Value::as_str)
-                    .is_some_and(|k| k.starts_with(&prefix))
-            })
             .map(|r| self.k8s_status(r, schedule.as_ref()))
             .filter(|o| {
                 namespace.is_none_or(|ns| {

@@ -145,6 +145,9 @@ impl Step for DeleteRolesStep {
             execution_role_name(c),
             super::addons::s3_csi_role_name(c),
             super::features::checkpoint_role_name(c),
+            // Its training pods' MLflow identity (the account's MLflow App and its role stay:
+            // other clusters may report to it).
+            super::mlflow::tracking_role_name(c),
         ];
         for f in super::features::FEATURES {
             for own in f.own_roles {
