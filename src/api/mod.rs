@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod aws;
 pub mod clusters;
+pub mod endpoints;
 pub mod events;
 pub mod extract;
 pub mod features;
@@ -368,6 +369,7 @@ pub fn rest() -> utoipa_axum::router::OpenApiRouter<AppState> {
         .merge(training::router())
         .merge(logs::router())
         .merge(mlflow::router())
+        .merge(endpoints::router())
 }
 
 /// The whole HTTP surface: REST, UI and the MCP endpoint, behind one edge layer.

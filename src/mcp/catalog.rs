@@ -153,6 +153,7 @@ mod tests {
         "job_delete",
         "training_job_delete",
         "deployment_delete",
+        "endpoint_delete",
         "hyperpod_software_update",
     ];
 
@@ -244,7 +245,10 @@ mod tests {
             let starts_operation = t.method != "GET"
                 && !matches!(
                     t.name.as_str(),
-                    "active_cluster_set" | "operation_cancel" | "deployment_invoke"
+                    "active_cluster_set"
+                        | "operation_cancel"
+                        | "deployment_invoke"
+                        | "endpoint_invoke"
                 );
             assert_eq!(t.duration.is_some(), starts_operation, "{}", t.name);
             if starts_operation {

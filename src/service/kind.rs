@@ -56,6 +56,10 @@ pub enum OpKind {
     /// The account's managed MLflow, and a cluster's access to it.
     MlflowSetup,
     InferenceDeploy,
+    /// A managed endpoint (`InferenceEndpointConfig`) applied and watched to deployment complete.
+    EndpointDeploy,
+    /// A change to a managed endpoint, watched the same way.
+    EndpointUpdate,
     WorkloadDelete,
     HyperPodSoftwareUpdate,
     NodeAction,
@@ -85,6 +89,8 @@ kinds! {
     TrainingJob => "training-job",
     MlflowSetup => "mlflow-setup",
     InferenceDeploy => "inference-deploy",
+    EndpointDeploy => "endpoint-deploy",
+    EndpointUpdate => "endpoint-update",
     WorkloadDelete => "workload-delete",
     HyperPodSoftwareUpdate => "hyperpod-software-update",
     NodeAction => "node-action",

@@ -2,6 +2,7 @@
 //! (with idempotency and conflict rules) and answers cluster queries. Handlers call this; it
 //! calls the engine and, for validation reads, the cloud ports.
 
+pub mod endpoints;
 mod groups;
 pub mod incluster;
 pub mod kind;

@@ -412,3 +412,45 @@ pub async fn mlflow_setup(
     let cluster = super::mlflow::setup_cluster(engine, req).await?;
     start(engine, OpKind::MlflowSetup, &cluster, &json!({}), caller).await
 }
+
+/// A managed inference endpoint, deployed through the HyperPod inference operator.
+pub async fn endpoint(
+    engine: &Engine,
+    name: &str,
+    req: &super::endpoints::EndpointRequest,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = super::endpoints::endpoint_params(engine, name, req).await?;
+    start(engine, OpKind::EndpointDeploy, name, &params, caller).await
+}
+
+/// A change to an endpoint; `None` when it already is as asked (nothing is started).
+pub async fn endpoint_update(
+    engine: &Engine,
+    name: &str,
+    endpoint: &str,
+    patch: &super::endpoints::EndpointPatch,
+    caller: &Caller,
+) -> ApiResult<Option<Accepted>> {
+    match super::endpoints::patch_params(engine, name, endpoint, patch).await? {
+        None => Ok(None),
+        Some(params) => Ok(Some(
+            start(engine, OpKind::EndpointUpdate, name, &params, caller).await?,
+        )),
+    }
+}
+
+/// Deletes an endpoint (the operator removes its deployment, services and registration).
+pub async fn endpoint_delete(
+    engine: &Engine,
+    name: &str,
+    endpoint: &str,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    super::endpoints::get_endpoint(engine, name, endpoint).await?;
+    let params = super::steps::workloads::DeleteParams {
+        workload: format!("endpoint/{endpoint}"),
+        objects: vec![super::endpoints::endpoint_ref(endpoint)],
+    };
+    start(engine, OpKind::WorkloadDelete, name, &params, caller).await
+}

@@ -5,6 +5,7 @@ mod aws;
 mod crash;
 mod crds;
 mod deploy;
+mod endpoints;
 mod features;
 mod helpers;
 mod kube;

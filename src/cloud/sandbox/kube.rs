@@ -120,16 +120,37 @@ impl Kube for Sandbox {
             namespace: Some(call.namespace.into()),
             name: call.name.into(),
         };
-        if Kube::get(self, target, &object("v1", "Service"))
+        let endpoint = Kube::get(
+            self,
+            target,
+            &object(
+                "inference.sagemaker.aws.amazon.com/v1",
+                "InferenceEndpointConfig",
+            ),
+        )
+        .await?;
+        if let Some(e) = &endpoint {
+            if e.pointer("/status/state") != Some(&json!("DeploymentComplete")) {
+                return Err(CloudError::new(
+                    "k8s",
+                    "ServiceProxy",
+                    "ServiceUnavailable",
+                    format!("no endpoints available for service {}", call.name),
+                ));
+            }
+        } else if Kube::get(self, target, &object("v1", "Service"))
             .await?
             .is_none()
         {
             return Err(not_found("k8s", "ServiceProxy", "NotFound", call.name));
         }
-        let ready = Kube::get(self, target, &object("apps/v1", "Deployment"))
-            .await?
-            .and_then(|d| d.pointer("/status/readyReplicas").and_then(Value::as_u64))
-            .unwrap_or(0);
+        let ready = match endpoint {
+            Some(_) => 1,
+            None => Kube::get(self, target, &object("apps/v1", "Deployment"))
+                .await?
+                .and_then(|d| d.pointer("/status/readyReplicas").and_then(Value::as_u64))
+                .unwrap_or(0),
+        };
         if ready == 0 {
             return Err(CloudError::new(
                 "k8s",
@@ -169,13 +190,20 @@ impl Kube for Sandbox {
             _ => {
                 let mut data = manifest.clone();
                 data["__key"] = Value::String(key.clone());
-                if super::training::is_training(manifest) {
-                    // Injected pod failures belong to the job from its creation.
+                // Injected failures belong to a job or endpoint from its creation.
+                let fault = if super::training::is_training(manifest) {
+                    Some(super::training::POD_FAILURE)
+                } else if super::endpoints::is_endpoint(manifest) {
+                    Some(super::endpoints::ENDPOINT_FAILURE)
+                } else {
+                    None
+                };
+                if let Some(key) = fault {
                     let failures = self
                         .faults
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .take(super::training::POD_FAILURE);
+                        .take(key);
                     data[super::training::FAILURES] = json!(failures);
                 }
                 self.create(api, "k8s-object", &new_id("uid"), Some(&key), &data)

@@ -9,6 +9,7 @@
 //! no mutation was ever replayed.
 
 mod eks;
+mod endpoints;
 mod faults;
 mod hyperpod;
 mod iam;

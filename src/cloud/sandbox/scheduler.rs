@@ -24,7 +24,7 @@ pub(crate) struct Schedule {
 pub(super) fn scheduled_kind(kind: &str) -> bool {
     matches!(
         kind,
-        "Deployment" | "DaemonSet" | "HyperPodPyTorchJob" | "RayJob"
+        "Deployment" | "DaemonSet" | "HyperPodPyTorchJob" | "RayJob" | "InferenceEndpointConfig"
     )
 }
 
@@ -277,6 +277,9 @@ impl Sandbox {
             }
             Some("HyperPodPyTorchJob" | "RayJob") => {
                 o["status"] = super::training::status(&o, age, schedule, failures);
+            }
+            Some("InferenceEndpointConfig") => {
+                o["status"] = super::endpoints::status(&o, age, schedule, failures);
             }
             Some("PersistentVolumeClaim") => o["status"] = json!({"phase": "Bound"}),
             Some("PersistentVolume") => o["status"] = json!({"phase": "Bound"}),

@@ -19,7 +19,7 @@
 //! instance-group-add    compute-subnet → update-cluster (every group resent)
 //! instance-group-scale  update-cluster
 //! instance-group-delete delete-group
-//! model-download | inference-deploy  apply (the workload's objects, watched to complete/ready)
+//! model-download | inference-deploy | endpoint-deploy | endpoint-update  apply (the workload's objects, watched to complete/ready)
 //! mlflow-setup  mlflow-role → mlflow-app (found or created, watched to Created) → tracking-access
 //! training-job  train (the HyperPodPyTorchJob or RayJob, followed to its end with its restarts)
 //! workload-delete delete (watched until gone)
@@ -294,7 +294,10 @@ impl Stages for OperationKinds {
                 let p: features::FeatureParams = serde_json::from_value(params.clone()).ok()?;
                 features::of(id).steps(p.enable)
             }
-            OpKind::ModelDownload | OpKind::InferenceDeploy => vec![Arc::new(workloads::ApplyStep)],
+            OpKind::ModelDownload
+            | OpKind::InferenceDeploy
+            | OpKind::EndpointDeploy
+            | OpKind::EndpointUpdate => vec![Arc::new(workloads::ApplyStep)],
             OpKind::TrainingJob => vec![Arc::new(training::TrainStep)],
             OpKind::MlflowSetup => vec![
                 Arc::new(mlflow::MlflowRoleStep),

@@ -145,6 +145,32 @@ pub fn workload_state(obj: &Value) -> WorkloadState {
                 WorkloadState::Pending(format!("{ready}/{want} replicas ready"))
             }
         }
+        Some("InferenceEndpointConfig") => {
+            // The HyperPod inference operator's own account of the deployment.
+            let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or_default();
+            match s("/status/state") {
+                "DeploymentComplete" => WorkloadState::Ready,
+                "DeploymentFailed" => WorkloadState::Failed(format!(
+                    "the inference operator failed the deployment: {}",
+                    [
+                        s("/status/deploymentStatus/reason"),
+                        s("/status/deploymentStatus/message")
+                    ]
+                    .into_iter()
+                    .filter(|x| !x.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(": ")
+                )),
+                "" => WorkloadState::Pending("waiting for the inference operator".into()),
+                state => WorkloadState::Pending(format!(
+                    "{state}, {} of {} replicas",
+                    n("/status/replicas"),
+                    obj.pointer("/spec/replicas")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(1)
+                )),
+            }
+        }
         _ => WorkloadState::Pending("unknown kind".into()),
     }
 }

@@ -59,7 +59,7 @@ pub struct DeploymentView {
     pub endpoint: Option<String>,
 }
 
-pub(super) fn image(field: &str, image: &str) -> ApiResult<()> {
+pub(crate) fn image(field: &str, image: &str) -> ApiResult<()> {
     let ok = (1..=255).contains(&image.len())
         && !image.starts_with(['-', '.', '/', ':'])
         && image
@@ -73,7 +73,7 @@ pub(super) fn image(field: &str, image: &str) -> ApiResult<()> {
     )
 }
 
-pub(super) fn bounded(
+pub(crate) fn bounded(
     field: &str,
     v: Option<i64>,
     default: i64,

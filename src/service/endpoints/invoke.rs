@@ -1,0 +1,55 @@
+//! A smoke test of a managed endpoint: one chat completion through the Kubernetes API server's
+//! service proxy to the service in front of the endpoint's workers — never an address a
+//! request names.
+
+use serde_json::{json, Value};
+
+use super::views::get_endpoint;
+use crate::cloud::ServiceCall;
+use crate::error::{ApiError, ApiResult};
+use crate::ops::Engine;
+use crate::service::incluster::kube_target;
+use crate::service::steps::workloads::WORKLOAD_NAMESPACE;
+use crate::service::workloads::{bounded, InvokeRequest};
+
+pub async fn invoke_endpoint(
+    engine: &Engine,
+    cluster: &str,
+    name: &str,
+    req: &InvokeRequest,
+) -> ApiResult<Value> {
+    if req.prompt.is_empty() || req.prompt.chars().count() > 16_000 {
+        return Err(ApiError::validation_hint(
+            "prompt",
+            "the prompt must have 1 to 16000 characters",
+            json!("e.g. Say hello in one word."),
+        ));
+    }
+    let max_tokens = bounded("maxTokens", req.max_tokens, 256, 1..=4096)?;
+    let e = get_endpoint(engine, cluster, name).await?;
+    if e.state != "DeploymentComplete" {
+        return Err(ApiError::Conflict {
+            slug: "endpoint-not-ready",
+            detail: format!(
+                "`{name}` is {}: wait for its operation (operation_get) first",
+                e.state
+            ),
+            field: None,
+            operation_id: None,
+        });
+    }
+    let target = kube_target(engine, cluster).await?;
+    let body = json!({"model": name, "max_tokens": max_tokens,
+                      "messages": [{"role": "user", "content": req.prompt}]});
+    let call = ServiceCall {
+        namespace: WORKLOAD_NAMESPACE,
+        name,
+        port: e.port,
+        path: &e.invocation_path,
+    };
+    Ok(engine
+        .cloud()
+        .kube
+        .service_post(&target, &call, &body)
+        .await?)
+}

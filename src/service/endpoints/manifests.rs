@@ -1,0 +1,139 @@
+//! The `InferenceEndpointConfig` an endpoint request becomes (`inference.sagemaker.aws.amazon.com/v1`,
+//! the HyperPod inference operator's current version): model source, worker, managed tiered KV
+//! cache, intelligent routing and autoscaling, in the shapes of AWS's examples. Nothing the
+//! operator deprecates (`v1alpha1`, `InitialReplicaCount`) is generated.
+
+use serde_json::{json, Map, Value};
+
+use crate::cloud::MANAGED_BY;
+use crate::service::steps::workloads::{WORKLOAD_LABEL, WORKLOAD_NAMESPACE};
+
+pub const API_VERSION: &str = "inference.sagemaker.aws.amazon.com/v1";
+pub const KIND: &str = "InferenceEndpointConfig";
+/// Where the worker sees the model.
+pub const MODEL_MOUNT: &str = "/opt/ml/model";
+
+/// Where the model's files are.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelSource {
+    S3 {
+        bucket: String,
+        region: String,
+        /// The prefix inside the bucket.
+        location: String,
+    },
+    Fsx {
+        file_system_id: String,
+        location: String,
+    },
+}
+
+/// The L2 KV cache backend.
+#[derive(Debug, Clone, PartialEq)]
+pub enum L2Cache {
+    /// HyperPod's managed tiered storage.
+    TieredStorage,
+    /// A Redis the user runs, by URL.
+    Redis(String),
+}
+
+/// Autoscaling of the model's replicas.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Autoscaling {
+    pub min_replicas: u32,
+    pub max_replicas: u32,
+    pub cooldown_seconds: u32,
+    /// A trigger as the operator takes it (`prometheusTrigger` or `cloudWatchTrigger` key).
+    pub trigger: Option<(&'static str, Value)>,
+}
+
+/// Everything a manifest is made from (validated by the caller).
+#[derive(Debug, Clone)]
+pub struct EndpointSpec {
+    pub name: String,
+    pub model_name: String,
+    pub sagemaker_endpoint: Option<String>,
+    pub instance_type: String,
+    pub replicas: u32,
+    pub source: ModelSource,
+    pub image: String,
+    pub args: Vec<String>,
+    pub port: u16,
+    pub gpus: u32,
+    pub invocation_path: String,
+    pub l1_cache: bool,
+    pub l2_cache: Option<L2Cache>,
+    /// `prefixaware`, `kvaware`, `session` or `roundrobin`.
+    pub routing: Option<String>,
+    pub autoscaling: Option<Autoscaling>,
+    /// `s3://bucket/prefix` for the operator's self-signed TLS certificate.
+    pub tls_output: Option<String>,
+}
+
+pub fn endpoint_config(spec: &EndpointSpec) -> Value {
+    let source = match &spec.source {
+        ModelSource::S3 {
+            bucket,
+            region,
+            location,
+        } => json!({"modelSourceType": "s3", "s3Storage": {"bucketName": bucket, "region": region},
+                    "modelLocation": location, "prefetchEnabled": false}),
+        ModelSource::Fsx {
+            file_system_id,
+            location,
+        } => json!({"modelSourceType": "fsx", "fsxStorage": {"fileSystemId": file_system_id},
+                    "modelLocation": location}),
+    };
+    let gpus = spec.gpus.to_string();
+    let worker = json!({
+        "image": spec.image,
+        "args": spec.args,
+        "modelInvocationPort": {"containerPort": spec.port, "name": "http"},
+        "modelVolumeMount": {"name": "model-weights", "mountPath": MODEL_MOUNT},
+        "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}},
+    });
+    let mut kv = json!({"enableL1Cache": spec.l1_cache});
+    if let Some(l2) = &spec.l2_cache {
+        kv["enableL2Cache"] = json!(true);
+        kv["l2CacheSpec"] = match l2 {
+            L2Cache::TieredStorage => json!({"l2CacheBackend": "tieredstorage"}),
+            L2Cache::Redis(url) => json!({"l2CacheBackend": "redis", "l2CacheLocalUrl": url}),
+        };
+    }
+    let mut s = Map::new();
+    s.insert("modelName".into(), json!(spec.model_name));
+    if let Some(e) = &spec.sagemaker_endpoint {
+        s.insert("endpointName".into(), json!(e));
+    }
+    s.insert("instanceType".into(), json!(spec.instance_type));
+    s.insert("invocationEndpoint".into(), json!(spec.invocation_path));
+    s.insert("replicas".into(), json!(spec.replicas));
+    s.insert("modelSourceConfig".into(), source);
+    s.insert("kvCacheSpec".into(), kv);
+    if let Some(strategy) = &spec.routing {
+        s.insert(
+            "intelligentRoutingSpec".into(),
+            json!({"enabled": true, "routingStrategy": strategy}),
+        );
+    }
+    if let Some(a) = &spec.autoscaling {
+        let mut auto = json!({"minReplicaCount": a.min_replicas, "maxReplicaCount": a.max_replicas,
+                              "cooldownPeriod": a.cooldown_seconds});
+        if let Some((key, trigger)) = &a.trigger {
+            auto[*key] = trigger.clone();
+        }
+        s.insert("autoScalingSpec".into(), auto);
+    }
+    if let Some(uri) = &spec.tls_output {
+        s.insert(
+            "tlsConfig".into(),
+            json!({"tlsCertificateOutputS3Uri": uri}),
+        );
+    }
+    s.insert("loadBalancer".into(), json!({"healthCheckPath": "/health"}));
+    s.insert("worker".into(), worker);
+    json!({"apiVersion": API_VERSION, "kind": KIND,
+           "metadata": {"name": spec.name, "namespace": WORKLOAD_NAMESPACE,
+                        "labels": {MANAGED_BY.0: MANAGED_BY.1, WORKLOAD_LABEL: "endpoint"}},
+           "spec": Value::Object(s)})
+}

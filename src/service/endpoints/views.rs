@@ -1,0 +1,233 @@
+//! What a cluster's endpoints are (read from their `InferenceEndpointConfig`s and the status the
+//! operator writes), and a change to one with the diff contract: only fields that differ from
+//! the actual resource are applied, routing is refused (the operator cannot change it).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use utoipa::ToSchema;
+
+use super::{autoscaling, endpoint_ref, AutoscalingRequest, API_VERSION, KIND};
+use crate::error::{ApiError, ApiResult};
+use crate::ops::Engine;
+use crate::service::incluster::kube_target;
+use crate::service::steps::workloads::{ApplyParams, WORKLOAD_NAMESPACE};
+use crate::service::validate;
+use crate::service::workloads::bounded;
+
+/// One managed endpoint.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointView {
+    pub name: String,
+    /// The operator's state: `DeploymentPending`, `DeploymentInProgress`, `DeploymentComplete`,
+    /// `DeploymentFailed`, …
+    pub state: String,
+    pub message: Option<String>,
+    pub instance_type: Option<String>,
+    pub replicas: u64,
+    /// Replicas the operator reports.
+    pub ready_replicas: u64,
+    /// Where the model comes from (`s3://…`, `fsx://…`).
+    pub model: Option<String>,
+    pub image: Option<String>,
+    /// The port the workers serve, and the path invocations go to.
+    pub port: u16,
+    pub invocation_path: String,
+    /// The intelligent routing strategy, when the endpoint was created with one.
+    pub routing: Option<String>,
+    /// `{"l1": bool, "l2": "tieredstorage" | "redis" | null}`.
+    #[schema(value_type = Object)]
+    pub kv_cache: Value,
+    #[schema(value_type = Option<Object>)]
+    pub autoscaling: Option<Value>,
+    /// The registered SageMaker endpoint and its state, if one is registered.
+    #[schema(value_type = Option<Object>)]
+    pub sagemaker_endpoint: Option<Value>,
+    #[schema(value_type = Vec<Object>)]
+    pub conditions: Vec<Value>,
+}
+
+pub fn endpoint_view(o: &Value) -> EndpointView {
+    let s = |p: &str| o.pointer(p).and_then(Value::as_str).map(str::to_string);
+    let spec = &o["spec"];
+    let model = match spec
+        .pointer("/modelSourceConfig/modelSourceType")
+        .and_then(Value::as_str)
+    {
+        Some("s3") => Some(format!(
+            "s3://{}/{}",
+            spec.pointer("/modelSourceConfig/s3Storage/bucketName")
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+            spec.pointer("/modelSourceConfig/modelLocation")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        )),
+        Some("fsx") => Some(format!(
+            "fsx://{}/{}",
+            spec.pointer("/modelSourceConfig/fsxStorage/fileSystemId")
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+            spec.pointer("/modelSourceConfig/modelLocation")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        )),
+        _ => None,
+    };
+    let routing =
+        (spec.pointer("/intelligentRoutingSpec/enabled") == Some(&json!(true))).then(|| {
+            spec.pointer("/intelligentRoutingSpec/routingStrategy")
+                .and_then(Value::as_str)
+                .unwrap_or("prefixaware")
+                .to_string()
+        });
+    let l2 = (spec.pointer("/kvCacheSpec/enableL2Cache") == Some(&json!(true)))
+        .then(|| {
+            spec.pointer("/kvCacheSpec/l2CacheSpec/l2CacheBackend")
+                .cloned()
+        })
+        .flatten();
+    EndpointView {
+        name: s("/metadata/name").unwrap_or_default(),
+        state: s("/status/state").unwrap_or_else(|| "DeploymentPending".into()),
+        message: s("/status/deploymentStatus/message")
+            .or_else(|| s("/status/deploymentStatus/reason")),
+        instance_type: spec["instanceType"].as_str().map(str::to_string),
+        replicas: spec["replicas"].as_u64().unwrap_or(1),
+        ready_replicas: o
+            .pointer("/status/replicas")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+        model,
+        image: spec
+            .pointer("/worker/image")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        port: spec
+            .pointer("/worker/modelInvocationPort/containerPort")
+            .and_then(Value::as_u64)
+            .and_then(|p| u16::try_from(p).ok())
+            .unwrap_or(8000),
+        invocation_path: spec["invocationEndpoint"]
+            .as_str()
+            .unwrap_or("invocations")
+            .to_string(),
+        routing,
+        kv_cache: json!({"l1": spec.pointer("/kvCacheSpec/enableL1Cache").and_then(Value::as_bool).unwrap_or(true),
+                         "l2": l2}),
+        autoscaling: spec.get("autoScalingSpec").cloned(),
+        sagemaker_endpoint: o.pointer("/status/endpoints/sagemaker").cloned(),
+        conditions: o
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+    }
+}
+
+pub async fn list_endpoints(engine: &Engine, cluster: &str) -> ApiResult<Vec<EndpointView>> {
+    let target = kube_target(engine, cluster).await?;
+    let items = match engine
+        .cloud()
+        .kube
+        .list(&target, API_VERSION, KIND, Some(WORKLOAD_NAMESPACE), None)
+        .await
+    {
+        Ok(items) => items,
+        // The operator is not installed: no endpoints.
+        Err(e) if matches!(e.code.as_str(), "KindNotServed" | "NotFound") => vec![],
+        Err(e) => return Err(e.into()),
+    };
+    let mut out: Vec<EndpointView> = items.iter().map(endpoint_view).collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+async fn actual(engine: &Engine, cluster: &str, name: &str) -> ApiResult<Value> {
+    validate::dns_label("endpoint", "endpoint name", name)?;
+    let target = kube_target(engine, cluster).await?;
+    let found = match engine.cloud().kube.get(&target, &endpoint_ref(name)).await {
+        Ok(found) => found,
+        Err(e) if e.code == "KindNotServed" => None,
+        Err(e) => return Err(e.into()),
+    };
+    found.ok_or_else(|| ApiError::NotFound {
+        what: format!("endpoint `{name}` on `{cluster}`"),
+        hint: Some(Box::new(json!(format!(
+            "list them with GET /api/clusters/{cluster}/endpoints"
+        )))),
+    })
+}
+
+pub async fn get_endpoint(engine: &Engine, cluster: &str, name: &str) -> ApiResult<EndpointView> {
+    Ok(endpoint_view(&actual(engine, cluster, name).await?))
+}
+
+/// Body of `PATCH …/endpoints/{endpoint}`: only the fields to change.
+#[derive(Debug, Default, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EndpointPatch {
+    pub replicas: Option<i64>,
+    pub autoscaling: Option<AutoscalingRequest>,
+    /// Refused unless equal to the endpoint's: routing is fixed when the endpoint is created.
+    pub routing: Option<String>,
+}
+
+/// The operation parameters of a change, or `None` when the endpoint already is as asked.
+pub async fn patch_params(
+    engine: &Engine,
+    cluster: &str,
+    name: &str,
+    patch: &EndpointPatch,
+) -> ApiResult<Option<Value>> {
+    let o = actual(engine, cluster, name).await?;
+    let view = endpoint_view(&o);
+    if let Some(r) = &patch.routing {
+        if view.routing.as_deref() != Some(r.as_str()) {
+            return Err(ApiError::Conflict {
+                slug: "routing-immutable",
+                detail: format!(
+                    "the inference operator cannot {} intelligent routing on an existing endpoint (it is {}): delete `{name}` and deploy it again with the routing you want",
+                    if view.routing.is_some() { "change or remove" } else { "add" },
+                    view.routing.as_deref().unwrap_or("off")
+                ),
+                field: Some("routing".into()),
+                operation_id: None,
+            });
+        }
+    }
+    let mut spec = o["spec"].clone();
+    if let Some(n) = patch.replicas {
+        spec["replicas"] = json!(bounded("replicas", Some(n), 1, 1..=64)?);
+    }
+    if let Some(a) = autoscaling(patch.autoscaling.as_ref())? {
+        let mut auto = spec
+            .get("autoScalingSpec")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        auto["minReplicaCount"] = json!(a.min_replicas);
+        auto["maxReplicaCount"] = json!(a.max_replicas);
+        auto["cooldownPeriod"] = json!(a.cooldown_seconds);
+        if let Some((key, trigger)) = a.trigger {
+            auto[key] = trigger;
+        }
+        spec["autoScalingSpec"] = auto;
+    }
+    if spec == o["spec"] {
+        return Ok(None);
+    }
+    // The whole spec as it is, with the change: an apply of fewer fields would drop the ones
+    // left out from what this field manager owns.
+    let manifest = json!({"apiVersion": API_VERSION, "kind": KIND,
+        "metadata": {"name": name, "namespace": WORKLOAD_NAMESPACE,
+                     "labels": o.pointer("/metadata/labels").cloned().unwrap_or_else(|| json!({}))},
+        "spec": spec});
+    let params = ApplyParams {
+        workload: format!("endpoint/{name}"),
+        manifests: vec![manifest],
+        watch: endpoint_ref(name),
+    };
+    Ok(Some(
+        serde_json::to_value(params).map_err(anyhow::Error::from)?,
+    ))
+}

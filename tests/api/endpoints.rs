@@ -1,0 +1,259 @@
+//! Managed inference endpoints in the sandbox: refused without the inference operator and for
+//! bad fields (nothing applied), deployed with L1+L2 cache and prefix-aware routing to the
+//! operator's DeploymentComplete, smoke-tested, scaled by PATCH (an identical PATCH does
+//! nothing; routing cannot change), deleted; an injected failure carries the operator's reason;
+//! every generated resource passes the CRD schema and the HyperPod SDK's endpoint model and
+//! reproduces the cache and routing shapes of AWS's examples.
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::crds::Schemas;
+use crate::helpers::*;
+
+const ENDPOINTS: &str = "/api/clusters/demo/endpoints";
+
+async fn enable(app: &TestApp, key: &str) {
+    let r = app
+        .client
+        .patch(app.url("/api/clusters/demo/features"))
+        .json(&json!({ key: true }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED, "{key}");
+    let body: Value = r.json().await.unwrap();
+    let id = body["features"][key]["operationId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded", "{key}");
+}
+
+fn endpoint(name: &str) -> Value {
+    json!({"endpointName": name, "model": "/s3/models/Qwen/Qwen3-8B", "instanceType": "ml.g5.8xlarge",
+           "sagemakerEndpoint": format!("{name}-sme"),
+           "kvCache": {"l1": true, "l2": "tieredstorage"}, "routing": "prefixaware",
+           "autoscaling": {"minReplicas": 1, "maxReplicas": 3,
+                           "prometheus": {"serverAddress": "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-0123abcd-4567",
+                                          "query": "sum(rate(vllm:request_success_total[1m]))", "targetValue": 10}}})
+}
+
+/// The manifests of an endpoint operation, checked against both schema peers.
+fn check_peers(manifests: &[Value]) {
+    if let Some(schemas) = Schemas::load() {
+        for m in manifests {
+            assert_eq!(schemas.errors(m), Vec::<String>::new(), "{m}");
+        }
+    }
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), serde_json::to_string(manifests).unwrap()).unwrap();
+    let out = std::process::Command::new(venv_python())
+        .arg(peer("hyperpod_endpoint_models.py"))
+        .arg(file.path())
+        .output()
+        .expect("run the SDK endpoint model check");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        report.contains(&format!("checked {}", manifests.len())),
+        "{report}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_with_cache_tiers_and_routing_deploys_answers_scales_and_is_deleted() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+
+    let r = app.post(ENDPOINTS, &endpoint("qwen")).await;
+    let p = problem(r, StatusCode::CONFLICT).await;
+    assert_eq!(
+        p["type"], "urn:instantstart:problem:inference-operator-missing",
+        "{p}"
+    );
+    enable(&app, "fsxCsi").await;
+    enable(&app, "inferenceOperator").await;
+
+    // Bad fields: refused by name, nothing applied.
+    let mut cases = Vec::new();
+    for (patch, field) in [
+        (json!({"routing": "fastest"}), "routing"),
+        (json!({"kvCache": {"l2": "redis"}}), "kvCache.redisUrl"),
+        (json!({"kvCache": {"l2": "disk"}}), "kvCache.l2"),
+        (
+            json!({"autoscaling": {"minReplicas": 4, "maxReplicas": 2}}),
+            "autoscaling",
+        ),
+        (json!({"model": "/etc/models/x"}), "model"),
+        (json!({"model": "/s3/../etc"}), "model"),
+        (json!({"instanceType": "ml.c5.large"}), "instanceType"),
+        (
+            json!({"image": "busybox", "kvCache": {"l1": true}}),
+            "kvCache",
+        ),
+        (json!({"replicas": 9}), "replicas"),
+        (
+            json!({"autoscaling": {"minReplicas": 1, "maxReplicas": 2,
+                   "prometheus": {"serverAddress": "http://prometheus.monitoring.svc:9090", "query": "up", "targetValue": 1}}}),
+            "autoscaling.prometheus.serverAddress",
+        ),
+    ] {
+        let mut body = endpoint("bad");
+        for (k, v) in patch.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        cases.push((body, field));
+    }
+    for (body, field) in cases {
+        let r = app.post(ENDPOINTS, &body).await;
+        let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+        assert_eq!(p["field"], field, "{body}: {p}");
+    }
+    assert_eq!(app.json(ENDPOINTS).await, json!([]));
+
+    let accepted = app.start(ENDPOINTS, &endpoint("qwen")).await;
+    let op = app.wait_terminal(&accepted).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let manifests = op["params"]["manifests"].as_array().unwrap().clone();
+    let spec = &manifests[0]["spec"];
+    // The shapes of AWS's example (L1+L2 on tiered storage, prefix-aware routing).
+    let example: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../shared/crds/examples/v1_s3_llama70b_IR_L1_L2_membrain.yaml"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(spec["kvCacheSpec"], example["spec"]["kvCacheSpec"]);
+    assert_eq!(
+        spec["intelligentRoutingSpec"],
+        example["spec"]["intelligentRoutingSpec"]
+    );
+    assert_eq!(
+        spec["modelSourceConfig"]["modelLocation"],
+        "models/Qwen/Qwen3-8B"
+    );
+    assert_eq!(
+        spec["worker"]["modelVolumeMount"],
+        example["spec"]["worker"]["modelVolumeMount"]
+    );
+    assert!(spec.get("InitialReplicaCount").is_none());
+    check_peers(&manifests);
+
+    let e = app.json(&format!("{ENDPOINTS}/qwen")).await;
+    assert_eq!(e["state"], "DeploymentComplete", "{e}");
+    assert_eq!(e["routing"], "prefixaware");
+    assert_eq!(e["kvCache"], json!({"l1": true, "l2": "tieredstorage"}));
+    assert_eq!(e["sagemakerEndpoint"]["state"], "CreationCompleted");
+    assert_eq!(e["autoscaling"]["maxReplicaCount"], 3);
+    assert_eq!(app.json(ENDPOINTS).await.as_array().unwrap().len(), 1);
+    let again = app.post(ENDPOINTS, &endpoint("qwen")).await;
+    problem(again, StatusCode::CONFLICT).await;
+
+    let r = app
+        .post(
+            &format!("{ENDPOINTS}/qwen/invoke"),
+            &json!({"prompt": "Say hello"}),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let answer: Value = r.json().await.unwrap();
+    assert_eq!(
+        answer["choices"][0]["message"]["content"],
+        "(sandbox) Say hello"
+    );
+
+    // Scale by PATCH; the same PATCH again changes nothing; routing is fixed.
+    let patch = |body: Value| {
+        app.client
+            .patch(app.url(&format!("{ENDPOINTS}/qwen")))
+            .json(&body)
+            .send()
+    };
+    let r = patch(json!({"replicas": 2})).await.unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let body: Value = r.json().await.unwrap();
+    let op = app
+        .wait_terminal(body["operationId"].as_str().unwrap())
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(op["kind"], "endpoint-update");
+    let applied = &op["params"]["manifests"][0]["spec"];
+    assert_eq!(applied["replicas"], 2);
+    assert_eq!(
+        applied["kvCacheSpec"], spec["kvCacheSpec"],
+        "nothing else changed"
+    );
+    check_peers(op["params"]["manifests"].as_array().unwrap());
+    let calls_before = app.calls().await;
+    let r = patch(json!({"replicas": 2})).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.json::<Value>().await.unwrap()["replicas"], 2);
+    assert_eq!(
+        calls_before,
+        app.calls().await,
+        "an identical PATCH makes no mutating call"
+    );
+    let r = patch(json!({"routing": "kvaware"})).await.unwrap();
+    let p = problem(r, StatusCode::CONFLICT).await;
+    assert_eq!(p["field"], "routing");
+    assert!(
+        p["detail"].as_str().unwrap().contains("deploy it again"),
+        "{p}"
+    );
+
+    let r = app
+        .client
+        .delete(app.url(&format!("{ENDPOINTS}/qwen")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        app.wait_terminal(body["operationId"].as_str().unwrap())
+            .await["state"],
+        "succeeded"
+    );
+    let r = app
+        .client
+        .get(app.url(&format!("{ENDPOINTS}/qwen")))
+        .send()
+        .await
+        .unwrap();
+    problem(r, StatusCode::NOT_FOUND).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_deployment_carries_the_operators_reason() {
+    let app = spawn_app_with(Opts {
+        faults: Some("k8s:EndpointFailure=1"),
+        ..Default::default()
+    })
+    .await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    enable(&app, "fsxCsi").await;
+    enable(&app, "inferenceOperator").await;
+    let mut body = endpoint("oom");
+    body["routing"] = Value::Null;
+    body["model"] = json!("s3://other-models-bucket/llama");
+    let op = app.wait_terminal(&app.start(ENDPOINTS, &body).await).await;
+    assert_eq!(op["state"], "failed", "{op}");
+    let message = op["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("ProgressDeadlineExceeded") && message.contains("CUDA out of memory"),
+        "{message}"
+    );
+    let e = app.json(&format!("{ENDPOINTS}/oom")).await;
+    assert_eq!(e["state"], "DeploymentFailed");
+    assert_eq!(e["model"], "s3://other-models-bucket/llama");
+    assert_eq!(e["routing"], Value::Null);
+}
