@@ -257,3 +257,103 @@ async fn a_failed_deployment_carries_the_operators_reason() {
     assert_eq!(e["model"], "s3://other-models-bucket/llama");
     assert_eq!(e["routing"], Value::Null);
 }
+
+/// Against moto and the Kubernetes emulator (the real kube-rs adapter): the endpoint is applied
+/// as generated, followed from the status the operator writes, scaled by a PATCH that changes
+/// only `replicas`, an identical PATCH makes no request that mutates, and delete removes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_is_applied_followed_scaled_and_deleted_on_the_kubernetes_emulator() {
+    use crate::kube::{get, AwsPipeline};
+    let p = AwsPipeline::run().await;
+    assert_eq!(p.op["state"], "succeeded", "{}", p.op);
+    let (moto, emu, client, base) = (&p.moto, &p.emu, p.client.clone(), p.base.clone());
+    // The inference operator add-on, as EKS has it once the feature is enabled.
+    let addons = format!("{}/clusters/demo/addons", moto.url);
+    let eks = "AWS4-HMAC-SHA256 Credential=test/20261201/us-west-2/eks/aws4_request, SignedHeaders=host, Signature=0";
+    let r = client
+        .post(&addons)
+        .header("authorization", eks)
+        .json(&json!({"addonName": "amazon-sagemaker-hyperpod-inference"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    client
+        .get(format!("{addons}/amazon-sagemaker-hyperpod-inference"))
+        .header("authorization", eks)
+        .send()
+        .await
+        .unwrap();
+
+    let mut body = endpoint("emu-ep");
+    body["autoscaling"] = Value::Null;
+    let accepted: Value = client
+        .post(format!("{base}{ENDPOINTS}"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = accepted["operationId"]
+        .as_str()
+        .expect("accepted")
+        .to_string();
+    let path = "/apis/inference.sagemaker.aws.amazon.com/v1/namespaces/default/inferenceendpointconfigs/emu-ep";
+    let mut applied = None;
+    for _ in 0..400 {
+        applied = emu.get(path).await;
+        if applied.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let applied = applied.expect("the endpoint is applied");
+    let op = get(&client, format!("{base}/api/operations/{id}")).await;
+    assert_eq!(applied["spec"], op["params"]["manifests"][0]["spec"]);
+    let status_path = format!("{path}/status");
+    let status = |s: Value| {
+        emu.send(
+            reqwest::Method::PATCH,
+            &status_path,
+            json!({"status": s}),
+            "application/merge-patch+json",
+        )
+    };
+    status(json!({"state": "DeploymentInProgress", "replicas": 0})).await;
+    let pending = get(&client, format!("{base}{ENDPOINTS}/emu-ep")).await;
+    assert_eq!(pending["state"], "DeploymentInProgress");
+    status(json!({"state": "DeploymentComplete", "replicas": 1})).await;
+    let done = wait_terminal(&client, &base, &id).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+
+    let patch = |b: Value| {
+        client
+            .patch(format!("{base}{ENDPOINTS}/emu-ep"))
+            .json(&b)
+            .send()
+    };
+    let r = patch(json!({"replicas": 2})).await.unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let b: Value = r.json().await.unwrap();
+    let scaled = wait_terminal(&client, &base, b["operationId"].as_str().unwrap()).await;
+    assert_eq!(scaled["state"], "succeeded", "{scaled}");
+    let now = emu.get(path).await.unwrap();
+    assert_eq!(now["spec"]["replicas"], 2);
+    let mut before = applied["spec"].clone();
+    before["replicas"] = json!(2);
+    assert_eq!(now["spec"], before, "only replicas changed");
+    let mutations = emu.get("/_emulator/stats").await.unwrap()["mutations"].clone();
+    let r = patch(json!({"replicas": 2})).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        emu.get("/_emulator/stats").await.unwrap()["mutations"],
+        mutations,
+        "an identical PATCH mutates nothing"
+    );
+
+    let deleted = delete_and_wait(&client, &base, &format!("{ENDPOINTS}/emu-ep")).await;
+    assert_eq!(deleted["state"], "succeeded", "{deleted}");
+    assert!(emu.get(path).await.is_none(), "the endpoint is gone");
+}

@@ -53,6 +53,7 @@ RESOURCES = {
     "apiregistration.k8s.io/v1/apiservices": ("APIService", False, ["status"]),
     "ray.io/v1/rayjobs": ("RayJob", True, ["status"]),
     "sagemaker.amazonaws.com/v1/hyperpodpytorchjobs": ("HyperPodPyTorchJob", True, ["status"]),
+    "inference.sagemaker.aws.amazon.com/v1/inferenceendpointconfigs": ("InferenceEndpointConfig", True, ["status"]),
     # HyperPod-managed Karpenter: the controller runs in AWS, only its objects live here.
     "karpenter.sh/v1/nodepools": ("NodePool", False, ["status"]),
     "karpenter.sagemaker.amazonaws.com/v1/hyperpodnodeclasses": ("HyperpodNodeClass", False, ["status"]),
