@@ -2,6 +2,7 @@
 
 import { api, h, live, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
 import { logViewer } from './logs.js';
+import { managedSection } from './endpoints.js';
 
 export async function models() {
   const show = scoped();
@@ -68,7 +69,9 @@ export async function inference() {
   const replicas = h('input', { type: 'number', id: 'dep-replicas', min: 1, max: 16, value: 1 });
   const service = h('select', { id: 'dep-service' }, ['cluster-ip', 'load-balancer'].map((v) => h('option', { value: v }, v)));
   await render();
-  show(h('h1', {}, `Inference · ${session.active}`), listBox, answer,
+  const managed = await managedSection(enc);
+  show(h('h1', {}, `Inference · ${session.active}`), managed.el,
+    h('h2', {}, 'Self-managed deployments'), listBox, answer,
     h('h2', {}, 'Serve a model'),
     startForm('Deploy', 'dep', [['Name', name], ['Image', image], ['Arguments', args, 'Space-separated; passed as a list, never to a shell. The storage claim is at /s3.'],
       ['GPUs per replica', gpus], ['Replicas', replicas],
@@ -80,7 +83,8 @@ export async function inference() {
       if (a) b.args = a.split(/\s+/);
       return b;
     }));
-  return follow((o) => o.cluster === session.active && ['inference-deploy', 'workload-delete'].includes(o.kind), render);
+  return follow((o) => o.cluster === session.active && ['inference-deploy', 'endpoint-deploy', 'endpoint-update', 'workload-delete'].includes(o.kind),
+    async () => { await render(); await managed.refresh(); });
 }
 
 /** One deployment: its state and endpoint, and its replicas' logs followed live. */

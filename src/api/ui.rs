@@ -34,6 +34,7 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
     ("training.js", JS, include_str!("../../web/training.js")),
     ("logs.js", JS, include_str!("../../web/logs.js")),
     ("chart.js", JS, include_str!("../../web/chart.js")),
+    ("endpoints.js", JS, include_str!("../../web/endpoints.js")),
     (
         "app.css",
         "text/css; charset=utf-8",

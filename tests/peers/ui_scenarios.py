@@ -175,13 +175,40 @@ def workloads(page, base, out):
     page.goto(f"{base}/#/inference")
     page.get_by_label("Name", exact=True).fill("qwen")
     page.get_by_label("Arguments").fill("--model /s3/models/Qwen/Qwen3-0.6B")
-    page.get_by_role("button", name="Deploy").click()
+    page.get_by_role("button", name="Deploy", exact=True).click()
     page.wait_for_url("**/#/op/*")
     expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
     page.goto(f"{base}/#/inference")
     page.locator("tr:has-text('qwen')").get_by_role("button", name="invoke").click()
     expect(page.locator("#invoke-answer")).to_contain_text("(sandbox) Say hello")
     page.screenshot(path=f"{out}/inference.png", full_page=True)
+    # The managed path: the inference operator (with the FSx CSI driver it needs), then an
+    # endpoint with L2 on tiered storage and prefix-aware routing, smoke-tested from the page.
+    for feature in ("fsxCsi", "inferenceOperator"):
+        r = page.request.patch(f"{base}/api/clusters/ui-demo/features", data={feature: True},
+                               headers={"X-InstantStart-Actor": "browser"})
+        assert r.status == 202, r.text()
+        op = r.json()["features"][feature]["operationId"]
+        for _ in range(60):
+            state = page.request.get(f"{base}/api/operations/{op}?wait=20").json()["state"]
+            if state in ("succeeded", "failed", "cancelled"):
+                break
+        assert state == "succeeded", (feature, state)
+    page.goto(f"{base}/#/inference")
+    page.get_by_label("Endpoint name").fill("qwen-ep")
+    page.get_by_label("Model", exact=True).fill("/s3/models/Qwen/Qwen3-0.6B")
+    page.locator("#ep-l2").select_option("tieredstorage")
+    page.get_by_role("button", name="Deploy endpoint").click()
+    page.wait_for_url("**/#/op/*")
+    expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
+    page.goto(f"{base}/#/inference")
+    row = page.locator("#endpoints-list tr:has-text('qwen-ep')")
+    expect(row).to_contain_text("DeploymentComplete")
+    expect(row).to_contain_text("prefixaware")
+    expect(row).to_contain_text("L2 tieredstorage")
+    row.get_by_role("button", name="invoke").click()
+    expect(page.locator("#endpoint-answer")).to_contain_text("(sandbox) Say hello")
+    page.screenshot(path=f"{out}/endpoints.png", full_page=True)
     # The deployment's page follows its replicas' logs.
     page.get_by_role("link", name="qwen").click()
     expect(page.locator("#logs-lines")).to_contain_text("Avg generation throughput")
