@@ -447,10 +447,10 @@ pub async fn endpoint_delete(
     endpoint: &str,
     caller: &Caller,
 ) -> ApiResult<Accepted> {
-    super::endpoints::get_endpoint(engine, name, endpoint).await?;
+    let found = super::endpoints::get_endpoint(engine, name, endpoint).await?;
     let params = super::steps::workloads::DeleteParams {
         workload: format!("endpoint/{endpoint}"),
-        objects: vec![super::endpoints::endpoint_ref(endpoint)],
+        objects: vec![super::endpoints::ref_of(&found.kind, endpoint)],
     };
     start(engine, OpKind::WorkloadDelete, name, &params, caller).await
 }

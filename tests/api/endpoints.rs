@@ -357,3 +357,53 @@ async fn an_endpoint_is_applied_followed_scaled_and_deleted_on_the_kubernetes_em
     assert_eq!(deleted["state"], "succeeded", "{deleted}");
     assert!(emu.get(path).await.is_none(), "the endpoint is gone");
 }
+
+/// A JumpStart model: its own kind (`JumpStartModel`), the EULA accepted explicitly, the worker
+/// fields refused; deployed, listed and deleted like any endpoint, and checked by both peers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jumpstart_model_is_served_as_its_own_kind() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    enable(&app, "fsxCsi").await;
+    enable(&app, "inferenceOperator").await;
+    let body = json!({"endpointName": "js", "model": "jumpstart:meta-textgeneration-llama-3-1-8b-instruct",
+                      "instanceType": "ml.g5.8xlarge", "sagemakerEndpoint": "js-sme", "routing": "roundrobin"});
+    let r = app.post(ENDPOINTS, &body).await;
+    assert_eq!(
+        problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],
+        "acceptEula"
+    );
+    let mut with_image = body.clone();
+    with_image["acceptEula"] = json!(true);
+    with_image["image"] = json!("vllm/vllm-openai:latest");
+    let r = app.post(ENDPOINTS, &with_image).await;
+    assert_eq!(
+        problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],
+        "image"
+    );
+    let mut ok = body.clone();
+    ok["acceptEula"] = json!(true);
+    ok["modelVersion"] = json!("2.0.4");
+    let op = app.wait_terminal(&app.start(ENDPOINTS, &ok).await).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let manifests = op["params"]["manifests"].as_array().unwrap().clone();
+    assert_eq!(manifests[0]["kind"], "JumpStartModel");
+    assert_eq!(
+        manifests[0]["spec"]["model"],
+        json!({"modelId": "meta-textgeneration-llama-3-1-8b-instruct", "acceptEula": true, "modelVersion": "2.0.4"})
+    );
+    check_peers(&manifests);
+    let e = app.json(&format!("{ENDPOINTS}/js")).await;
+    assert_eq!(e["kind"], "JumpStartModel");
+    assert_eq!(e["state"], "DeploymentComplete", "{e}");
+    assert_eq!(
+        e["model"],
+        "jumpstart:meta-textgeneration-llama-3-1-8b-instruct"
+    );
+    assert_eq!(e["instanceType"], "ml.g5.8xlarge");
+    assert_eq!(e["routing"], "roundrobin");
+    let deleted = app.delete_and_wait(&format!("{ENDPOINTS}/js")).await;
+    assert_eq!(deleted["state"], "succeeded", "{deleted}");
+    assert_eq!(app.json(ENDPOINTS).await, json!([]));
+}

@@ -1,10 +1,10 @@
-"""Validates InferenceEndpointConfig manifests against AWS's HyperPod SDK endpoint model
-(PyPI sagemaker-hyperpod, `_HPEndpoint`), by field name (the models declare snake_case aliases;
+"""Validates InferenceEndpointConfig and JumpStartModel manifests against AWS's HyperPod SDK
+endpoint models (PyPI sagemaker-hyperpod, `_HPEndpoint`, `_HPJumpStartEndpoint`), by field name (the models declare snake_case aliases;
 validating by alias would ignore every camelCase field). The top-level model ignores unknown
 keys, so those are held to the model's own field names. AWS's example endpoints must pass too,
 and the check proves it can fail.
 
-usage: hyperpod_endpoint_models.py <manifests.json>   (a JSON list of InferenceEndpointConfig objects)
+usage: hyperpod_endpoint_models.py <manifests.json>   (a JSON list of InferenceEndpointConfig / JumpStartModel objects)
 """
 import glob
 import importlib.metadata
@@ -16,24 +16,28 @@ import sys
 import yaml
 
 
-def sdk_model():
+def sdk_model(file, name):
     for f in importlib.metadata.files("sagemaker-hyperpod"):
-        if str(f).endswith("inference/config/hp_endpoint_config.py"):
-            spec = importlib.util.spec_from_file_location("hp_endpoint_config", f.locate())
+        if str(f).endswith(f"inference/config/{file}"):
+            spec = importlib.util.spec_from_file_location(file[:-3], f.locate())
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
-            return module._HPEndpoint
+            return getattr(module, name)
     raise SystemExit("sagemaker-hyperpod is not installed (./scripts/test installs it)")
 
 
-_HPEndpoint = sdk_model()
-FIELDS = set(_HPEndpoint.model_fields)
+MODELS = {
+    "InferenceEndpointConfig": sdk_model("hp_endpoint_config.py", "_HPEndpoint"),
+    "JumpStartModel": sdk_model("hp_jumpstart_endpoint_config.py", "_HPJumpStartEndpoint"),
+}
 
 
-def errors(spec):
-    problems = [f"unknown spec keys {sorted(set(spec) - FIELDS)}"] if set(spec) - FIELDS else []
+def errors(spec, kind="InferenceEndpointConfig"):
+    model = MODELS[kind]
+    fields = set(model.model_fields)
+    problems = [f"unknown spec keys {sorted(set(spec) - fields)}"] if set(spec) - fields else []
     try:
-        _HPEndpoint.model_validate(spec, by_alias=False, by_name=True)
+        model.model_validate(spec, by_alias=False, by_name=True)
     except Exception as e:  # pydantic.ValidationError
         problems.append(str(e))
     return problems
@@ -54,7 +58,7 @@ def main():
     items = json.load(open(sys.argv[1]))
     for item in items:
         assert item["apiVersion"] == "inference.sagemaker.aws.amazon.com/v1", item["apiVersion"]
-        problems = errors(item["spec"])
+        problems = errors(item["spec"], item["kind"])
         if problems:
             failures.append((item["metadata"]["name"], problems))
     for name, problems in failures:

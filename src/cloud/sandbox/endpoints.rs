@@ -16,7 +16,10 @@ const PENDING: f64 = 30.0;
 const SERVING: f64 = 150.0;
 
 pub(super) fn is_endpoint(obj: &Value) -> bool {
-    obj["kind"] == "InferenceEndpointConfig"
+    matches!(
+        obj["kind"].as_str(),
+        Some("InferenceEndpointConfig" | "JumpStartModel")
+    )
 }
 
 /// The status the operator would write now.
@@ -26,7 +29,10 @@ pub(super) fn status(obj: &Value, age: f64, schedule: Option<&Schedule>, failure
         .pointer("/spec/replicas")
         .and_then(Value::as_u64)
         .unwrap_or(1);
-    let instance_type = obj.pointer("/spec/instanceType").and_then(Value::as_str);
+    let instance_type = obj
+        .pointer("/spec/instanceType")
+        .or_else(|| obj.pointer("/spec/server/instanceType"))
+        .and_then(Value::as_str);
     let nodes = schedule
         .map(|s| {
             s.nodes
@@ -69,7 +75,11 @@ pub(super) fn status(obj: &Value, age: f64, schedule: Option<&Schedule>, failure
     let mut status = json!({"state": "DeploymentComplete", "replicas": want,
         "deploymentStatus": deployment("NewReplicaSetAvailable", format!("{want} of {want} workers ready"), "Available"),
         "conditions": [condition("DeploymentComplete", "True", "NewReplicaSetAvailable")]});
-    if let Some(e) = obj.pointer("/spec/endpointName").and_then(Value::as_str) {
+    let registered = obj
+        .pointer("/spec/endpointName")
+        .or_else(|| obj.pointer("/spec/sageMakerEndpoint/name"))
+        .and_then(Value::as_str);
+    if let Some(e) = registered {
         status["endpoints"] = json!({"sagemaker": {"state": "CreationCompleted",
             "endpointArn": format!("arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{e}")}});
     }

@@ -120,15 +120,17 @@ impl Kube for Sandbox {
             namespace: Some(call.namespace.into()),
             name: call.name.into(),
         };
-        let endpoint = Kube::get(
-            self,
-            target,
-            &object(
-                "inference.sagemaker.aws.amazon.com/v1",
-                "InferenceEndpointConfig",
-            ),
-        )
-        .await?;
+        let mut endpoint = None;
+        for kind in ["InferenceEndpointConfig", "JumpStartModel"] {
+            if endpoint.is_none() {
+                endpoint = Kube::get(
+                    self,
+                    target,
+                    &object("inference.sagemaker.aws.amazon.com/v1", kind),
+                )
+                .await?;
+            }
+        }
         if let Some(e) = &endpoint {
             if e.pointer("/status/state") != Some(&json!("DeploymentComplete")) {
                 return Err(CloudError::new(

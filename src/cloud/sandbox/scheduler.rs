@@ -24,7 +24,12 @@ pub(crate) struct Schedule {
 pub(super) fn scheduled_kind(kind: &str) -> bool {
     matches!(
         kind,
-        "Deployment" | "DaemonSet" | "HyperPodPyTorchJob" | "RayJob" | "InferenceEndpointConfig"
+        "Deployment"
+            | "DaemonSet"
+            | "HyperPodPyTorchJob"
+            | "RayJob"
+            | "InferenceEndpointConfig"
+            | "JumpStartModel"
     )
 }
 
@@ -278,7 +283,7 @@ impl Sandbox {
             Some("HyperPodPyTorchJob" | "RayJob") => {
                 o["status"] = super::training::status(&o, age, schedule, failures);
             }
-            Some("InferenceEndpointConfig") => {
+            Some("InferenceEndpointConfig" | "JumpStartModel") => {
                 o["status"] = super::endpoints::status(&o, age, schedule, failures);
             }
             Some("PersistentVolumeClaim") => o["status"] = json!({"phase": "Bound"}),

@@ -10,6 +10,8 @@ use crate::service::steps::workloads::{WORKLOAD_LABEL, WORKLOAD_NAMESPACE};
 
 pub const API_VERSION: &str = "inference.sagemaker.aws.amazon.com/v1";
 pub const KIND: &str = "InferenceEndpointConfig";
+/// A JumpStart model served by the same operator.
+pub const JUMPSTART_KIND: &str = "JumpStartModel";
 /// Where the worker sees the model.
 pub const MODEL_MOUNT: &str = "/opt/ml/model";
 
@@ -25,6 +27,11 @@ pub enum ModelSource {
     Fsx {
         file_system_id: String,
         location: String,
+    },
+    /// A SageMaker JumpStart model, by id (its EULA accepted by the request).
+    JumpStart {
+        model_id: String,
+        version: Option<String>,
     },
 }
 
@@ -70,28 +77,8 @@ pub struct EndpointSpec {
     pub tls_output: Option<String>,
 }
 
-pub fn endpoint_config(spec: &EndpointSpec) -> Value {
-    let source = match &spec.source {
-        ModelSource::S3 {
-            bucket,
-            region,
-            location,
-        } => json!({"modelSourceType": "s3", "s3Storage": {"bucketName": bucket, "region": region},
-                    "modelLocation": location, "prefetchEnabled": false}),
-        ModelSource::Fsx {
-            file_system_id,
-            location,
-        } => json!({"modelSourceType": "fsx", "fsxStorage": {"fileSystemId": file_system_id},
-                    "modelLocation": location}),
-    };
-    let gpus = spec.gpus.to_string();
-    let worker = json!({
-        "image": spec.image,
-        "args": spec.args,
-        "modelInvocationPort": {"containerPort": spec.port, "name": "http"},
-        "modelVolumeMount": {"name": "model-weights", "mountPath": MODEL_MOUNT},
-        "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}},
-    });
+/// The cache, routing, autoscaling and TLS parts both kinds share.
+fn shared(spec: &EndpointSpec, s: &mut Map<String, Value>) {
     let mut kv = json!({"enableL1Cache": spec.l1_cache});
     if let Some(l2) = &spec.l2_cache {
         kv["enableL2Cache"] = json!(true);
@@ -100,15 +87,6 @@ pub fn endpoint_config(spec: &EndpointSpec) -> Value {
             L2Cache::Redis(url) => json!({"l2CacheBackend": "redis", "l2CacheLocalUrl": url}),
         };
     }
-    let mut s = Map::new();
-    s.insert("modelName".into(), json!(spec.model_name));
-    if let Some(e) = &spec.sagemaker_endpoint {
-        s.insert("endpointName".into(), json!(e));
-    }
-    s.insert("instanceType".into(), json!(spec.instance_type));
-    s.insert("invocationEndpoint".into(), json!(spec.invocation_path));
-    s.insert("replicas".into(), json!(spec.replicas));
-    s.insert("modelSourceConfig".into(), source);
     s.insert("kvCacheSpec".into(), kv);
     if let Some(strategy) = &spec.routing {
         s.insert(
@@ -130,10 +108,72 @@ pub fn endpoint_config(spec: &EndpointSpec) -> Value {
             json!({"tlsCertificateOutputS3Uri": uri}),
         );
     }
+}
+
+fn metadata(spec: &EndpointSpec) -> Value {
+    json!({"name": spec.name, "namespace": WORKLOAD_NAMESPACE,
+           "labels": {MANAGED_BY.0: MANAGED_BY.1, WORKLOAD_LABEL: "endpoint"}})
+}
+
+/// The resource of an endpoint: a `JumpStartModel` for a JumpStart model, an
+/// `InferenceEndpointConfig` otherwise.
+pub fn endpoint_resource(spec: &EndpointSpec) -> Value {
+    match &spec.source {
+        ModelSource::JumpStart { model_id, version } => {
+            let mut model = json!({"modelId": model_id, "acceptEula": true});
+            if let Some(v) = version {
+                model["modelVersion"] = json!(v);
+            }
+            let mut s = Map::new();
+            s.insert("model".into(), model);
+            s.insert("server".into(), json!({"instanceType": spec.instance_type}));
+            s.insert("replicas".into(), json!(spec.replicas));
+            if let Some(e) = &spec.sagemaker_endpoint {
+                s.insert("sageMakerEndpoint".into(), json!({"name": e}));
+            }
+            shared(spec, &mut s);
+            json!({"apiVersion": API_VERSION, "kind": JUMPSTART_KIND, "metadata": metadata(spec),
+                   "spec": Value::Object(s)})
+        }
+        _ => endpoint_config(spec),
+    }
+}
+
+pub fn endpoint_config(spec: &EndpointSpec) -> Value {
+    let source = match &spec.source {
+        ModelSource::S3 {
+            bucket,
+            region,
+            location,
+        } => json!({"modelSourceType": "s3", "s3Storage": {"bucketName": bucket, "region": region},
+                    "modelLocation": location, "prefetchEnabled": false}),
+        ModelSource::Fsx {
+            file_system_id,
+            location,
+        } => json!({"modelSourceType": "fsx", "fsxStorage": {"fileSystemId": file_system_id},
+                    "modelLocation": location}),
+        ModelSource::JumpStart { .. } => return endpoint_resource(spec),
+    };
+    let gpus = spec.gpus.to_string();
+    let worker = json!({
+        "image": spec.image,
+        "args": spec.args,
+        "modelInvocationPort": {"containerPort": spec.port, "name": "http"},
+        "modelVolumeMount": {"name": "model-weights", "mountPath": MODEL_MOUNT},
+        "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}},
+    });
+    let mut s = Map::new();
+    s.insert("modelName".into(), json!(spec.model_name));
+    if let Some(e) = &spec.sagemaker_endpoint {
+        s.insert("endpointName".into(), json!(e));
+    }
+    s.insert("instanceType".into(), json!(spec.instance_type));
+    s.insert("invocationEndpoint".into(), json!(spec.invocation_path));
+    s.insert("replicas".into(), json!(spec.replicas));
+    s.insert("modelSourceConfig".into(), source);
+    shared(spec, &mut s);
     s.insert("loadBalancer".into(), json!({"healthCheckPath": "/health"}));
     s.insert("worker".into(), worker);
-    json!({"apiVersion": API_VERSION, "kind": KIND,
-           "metadata": {"name": spec.name, "namespace": WORKLOAD_NAMESPACE,
-                        "labels": {MANAGED_BY.0: MANAGED_BY.1, WORKLOAD_LABEL: "endpoint"}},
+    json!({"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata(spec),
            "spec": Value::Object(s)})
 }

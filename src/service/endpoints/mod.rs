@@ -69,8 +69,13 @@ pub struct EndpointRequest {
     /// The endpoint's name (a DNS label): the Kubernetes resource and the model name.
     pub endpoint_name: String,
     /// Where the model is: a path under `/s3` (the cluster's S3 claim, e.g. what a model
-    /// download wrote), `s3://bucket/prefix`, or `fsx://fs-…/path`.
+    /// download wrote), `s3://bucket/prefix`, `fsx://fs-…/path`, or `jumpstart:<modelId>` for a
+    /// SageMaker JumpStart model (then `acceptEula` must be true).
     pub model: String,
+    /// JumpStart: the model's end-user license agreement is accepted.
+    pub accept_eula: Option<bool>,
+    /// JumpStart: a model version (`1.2.3`; default the latest).
+    pub model_version: Option<String>,
     /// One of the cluster's instance types with NVIDIA GPUs.
     pub instance_type: String,
     /// Also register a SageMaker endpoint of this name.
@@ -99,9 +104,14 @@ fn cloud_err(e: crate::cloud::CloudError) -> ApiError {
 }
 
 pub fn endpoint_ref(name: &str) -> ObjectRef {
+    ref_of(KIND, name)
+}
+
+/// An endpoint's resource of either kind (`InferenceEndpointConfig` or `JumpStartModel`).
+pub fn ref_of(kind: &str, name: &str) -> ObjectRef {
     ObjectRef {
         api_version: API_VERSION.into(),
-        kind: KIND.into(),
+        kind: kind.into(),
         namespace: Some(WORKLOAD_NAMESPACE.into()),
         name: name.into(),
     }
@@ -118,8 +128,21 @@ async fn model_source(engine: &Engine, cluster: &str, model: &str) -> ApiResult<
     let hint = json!([
         "/s3/models/Qwen/Qwen3-8B",
         "s3://bucket/prefix",
-        "fsx://fs-0123456789abcdef0/models/x"
+        "fsx://fs-0123456789abcdef0/models/x",
+        "jumpstart:meta-textgeneration-llama-3-1-8b-instruct"
     ]);
+    if let Some(id) = model.strip_prefix("jumpstart:") {
+        let ok = (1..=63).contains(&id.len())
+            && id.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && !id.ends_with('-')
+            && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        if ok {
+            return Ok(ModelSource::JumpStart {
+                model_id: id.to_string(),
+                version: None,
+            });
+        }
+    }
     if let Some(rest) = model.strip_prefix("/s3/") {
         if !clean(rest) {
             return Err(ApiError::validation_hint(
@@ -301,8 +324,54 @@ fn autoscaling(req: Option<&AutoscalingRequest>) -> ApiResult<Option<Autoscaling
 }
 
 /// Validates a request into the endpoint's spec (no cluster reads).
-pub(crate) fn spec_of(req: &EndpointRequest, source: ModelSource) -> ApiResult<EndpointSpec> {
+pub(crate) fn spec_of(req: &EndpointRequest, mut source: ModelSource) -> ApiResult<EndpointSpec> {
     validate::dns_label("endpointName", "endpoint name", &req.endpoint_name)?;
+    let jumpstart = matches!(source, ModelSource::JumpStart { .. });
+    if jumpstart {
+        // JumpStart brings its own serving container: the worker fields are not asked.
+        for (field, given) in [
+            ("image", req.image.is_some()),
+            ("args", req.args.is_some()),
+            ("port", req.port.is_some()),
+            ("gpus", req.gpus.is_some()),
+            ("invocationPath", req.invocation_path.is_some()),
+        ] {
+            if given {
+                return Err(ApiError::validation(
+                    field,
+                    format!("`{field}` is chosen by JumpStart for a jumpstart: model"),
+                ));
+            }
+        }
+        validate::require(
+            req.accept_eula == Some(true),
+            "acceptEula",
+            "a JumpStart model is served only once its license agreement is accepted".into(),
+            json!(true),
+        )?;
+        if let (ModelSource::JumpStart { version, .. }, Some(v)) = (&mut source, &req.model_version)
+        {
+            let ok = v.split('.').count() == 3
+                && v.split('.')
+                    .all(|p| (1..=4).contains(&p.len()) && p.chars().all(|c| c.is_ascii_digit()));
+            validate::require(
+                ok,
+                "modelVersion",
+                format!("`{}` is not a version like 1.2.3", validate::truncate(v)),
+                json!("2.0.4"),
+            )?;
+            *version = Some(v.clone());
+        }
+    } else if req.accept_eula.is_some() || req.model_version.is_some() {
+        return Err(ApiError::validation(
+            if req.accept_eula.is_some() {
+                "acceptEula"
+            } else {
+                "modelVersion"
+            },
+            "`acceptEula` and `modelVersion` go with a jumpstart: model only",
+        ));
+    }
     validate::require(
         req.endpoint_name.len() <= 50,
         "endpointName",
@@ -326,7 +395,8 @@ pub(crate) fn spec_of(req: &EndpointRequest, source: ModelSource) -> ApiResult<E
     }
     let img = req.image.as_deref().unwrap_or(DEFAULT_IMAGE);
     image("image", img)?;
-    let vllm = img.contains("vllm") || img.contains("lmcache");
+    // JumpStart's serving containers support the operator's cache tiers and routing.
+    let vllm = jumpstart || img.contains("vllm") || img.contains("lmcache");
     let args = req
         .args
         .clone()
@@ -406,6 +476,24 @@ pub(crate) fn spec_of(req: &EndpointRequest, source: ModelSource) -> ApiResult<E
     })
 }
 
+/// The endpoint of this name, of either kind, if the cluster has one.
+pub(crate) async fn find(
+    engine: &Engine,
+    target: &crate::cloud::KubeTarget,
+    name: &str,
+) -> ApiResult<Option<Value>> {
+    for kind in [KIND, JUMPSTART_KIND] {
+        match engine.cloud().kube.get(target, &ref_of(kind, name)).await {
+            Ok(Some(o)) => return Ok(Some(o)),
+            Ok(None) => {}
+            // The operator is not installed: no endpoint of that kind.
+            Err(e) if e.code == "KindNotServed" => {}
+            Err(e) => return Err(cloud_err(e)),
+        }
+    }
+    Ok(None)
+}
+
 /// Validates a request and makes its operation's parameters. Nothing is applied here.
 pub async fn endpoint_params(
     engine: &Engine,
@@ -447,14 +535,7 @@ pub async fn endpoint_params(
         });
     }
     let target = kube_target(engine, cluster).await?;
-    if engine
-        .cloud()
-        .kube
-        .get(&target, &endpoint_ref(&req.endpoint_name))
-        .await
-        .map_err(cloud_err)?
-        .is_some()
-    {
+    if find(engine, &target, &req.endpoint_name).await?.is_some() {
         return Err(ApiError::Conflict {
             slug: "endpoint-exists",
             detail: format!("an endpoint `{}` already exists on `{cluster}`: change it with PATCH, or pick another name", req.endpoint_name),
@@ -470,10 +551,14 @@ pub async fn endpoint_params(
     {
         spec.tls_output = Some(format!("s3://{bucket}/tls/{}", spec.name));
     }
+    let manifest = endpoint_resource(&spec);
     let params = ApplyParams {
         workload: format!("endpoint/{}", req.endpoint_name),
-        manifests: vec![endpoint_config(&spec)],
-        watch: endpoint_ref(&req.endpoint_name),
+        watch: ref_of(
+            manifest["kind"].as_str().unwrap_or(KIND),
+            &req.endpoint_name,
+        ),
+        manifests: vec![manifest],
     };
     Ok(serde_json::to_value(params).map_err(anyhow::Error::from)?)
 }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
-use super::{autoscaling, endpoint_ref, AutoscalingRequest, API_VERSION, KIND};
+use super::{autoscaling, find, ref_of, AutoscalingRequest, API_VERSION, JUMPSTART_KIND, KIND};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::incluster::kube_target;
@@ -19,6 +19,8 @@ use crate::service::workloads::bounded;
 #[serde(rename_all = "camelCase")]
 pub struct EndpointView {
     pub name: String,
+    /// `InferenceEndpointConfig` or `JumpStartModel`.
+    pub kind: String,
     /// The operator's state: `DeploymentPending`, `DeploymentInProgress`, `DeploymentComplete`,
     /// `DeploymentFailed`, …
     pub state: String,
@@ -72,7 +74,10 @@ pub fn endpoint_view(o: &Value) -> EndpointView {
                 .and_then(Value::as_str)
                 .unwrap_or("")
         )),
-        _ => None,
+        _ => spec
+            .pointer("/model/modelId")
+            .and_then(Value::as_str)
+            .map(|id| format!("jumpstart:{id}")),
     };
     let routing =
         (spec.pointer("/intelligentRoutingSpec/enabled") == Some(&json!(true))).then(|| {
@@ -89,10 +94,14 @@ pub fn endpoint_view(o: &Value) -> EndpointView {
         .flatten();
     EndpointView {
         name: s("/metadata/name").unwrap_or_default(),
+        kind: s("/kind").unwrap_or_else(|| KIND.to_string()),
         state: s("/status/state").unwrap_or_else(|| "DeploymentPending".into()),
         message: s("/status/deploymentStatus/message")
             .or_else(|| s("/status/deploymentStatus/reason")),
-        instance_type: spec["instanceType"].as_str().map(str::to_string),
+        instance_type: spec["instanceType"]
+            .as_str()
+            .or_else(|| spec.pointer("/server/instanceType").and_then(Value::as_str))
+            .map(str::to_string),
         replicas: spec["replicas"].as_u64().unwrap_or(1),
         ready_replicas: o
             .pointer("/status/replicas")
@@ -127,18 +136,20 @@ pub fn endpoint_view(o: &Value) -> EndpointView {
 
 pub async fn list_endpoints(engine: &Engine, cluster: &str) -> ApiResult<Vec<EndpointView>> {
     let target = kube_target(engine, cluster).await?;
-    let items = match engine
-        .cloud()
-        .kube
-        .list(&target, API_VERSION, KIND, Some(WORKLOAD_NAMESPACE), None)
-        .await
-    {
-        Ok(items) => items,
-        // The operator is not installed: no endpoints.
-        Err(e) if matches!(e.code.as_str(), "KindNotServed" | "NotFound") => vec![],
-        Err(e) => return Err(e.into()),
-    };
-    let mut out: Vec<EndpointView> = items.iter().map(endpoint_view).collect();
+    let mut out = Vec::new();
+    for kind in [KIND, JUMPSTART_KIND] {
+        match engine
+            .cloud()
+            .kube
+            .list(&target, API_VERSION, kind, Some(WORKLOAD_NAMESPACE), None)
+            .await
+        {
+            Ok(items) => out.extend(items.iter().map(endpoint_view)),
+            // The operator is not installed: no endpoints of that kind.
+            Err(e) if matches!(e.code.as_str(), "KindNotServed" | "NotFound") => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }
@@ -146,17 +157,14 @@ pub async fn list_endpoints(engine: &Engine, cluster: &str) -> ApiResult<Vec<End
 async fn actual(engine: &Engine, cluster: &str, name: &str) -> ApiResult<Value> {
     validate::dns_label("endpoint", "endpoint name", name)?;
     let target = kube_target(engine, cluster).await?;
-    let found = match engine.cloud().kube.get(&target, &endpoint_ref(name)).await {
-        Ok(found) => found,
-        Err(e) if e.code == "KindNotServed" => None,
-        Err(e) => return Err(e.into()),
-    };
-    found.ok_or_else(|| ApiError::NotFound {
-        what: format!("endpoint `{name}` on `{cluster}`"),
-        hint: Some(Box::new(json!(format!(
-            "list them with GET /api/clusters/{cluster}/endpoints"
-        )))),
-    })
+    find(engine, &target, name)
+        .await?
+        .ok_or_else(|| ApiError::NotFound {
+            what: format!("endpoint `{name}` on `{cluster}`"),
+            hint: Some(Box::new(json!(format!(
+                "list them with GET /api/clusters/{cluster}/endpoints"
+            )))),
+        })
 }
 
 pub async fn get_endpoint(engine: &Engine, cluster: &str, name: &str) -> ApiResult<EndpointView> {
@@ -218,14 +226,15 @@ pub async fn patch_params(
     }
     // The whole spec as it is, with the change: an apply of fewer fields would drop the ones
     // left out from what this field manager owns.
-    let manifest = json!({"apiVersion": API_VERSION, "kind": KIND,
+    let kind = o["kind"].as_str().unwrap_or(KIND);
+    let manifest = json!({"apiVersion": API_VERSION, "kind": kind,
         "metadata": {"name": name, "namespace": WORKLOAD_NAMESPACE,
                      "labels": o.pointer("/metadata/labels").cloned().unwrap_or_else(|| json!({}))},
         "spec": spec});
     let params = ApplyParams {
         workload: format!("endpoint/{name}"),
         manifests: vec![manifest],
-        watch: endpoint_ref(name),
+        watch: ref_of(kind, name),
     };
     Ok(Some(
         serde_json::to_value(params).map_err(anyhow::Error::from)?,

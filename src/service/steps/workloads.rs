@@ -145,7 +145,7 @@ pub fn workload_state(obj: &Value) -> WorkloadState {
                 WorkloadState::Pending(format!("{ready}/{want} replicas ready"))
             }
         }
-        Some("InferenceEndpointConfig") => {
+        Some("InferenceEndpointConfig" | "JumpStartModel") => {
             // The HyperPod inference operator's own account of the deployment.
             let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or_default();
             match s("/status/state") {
