@@ -266,24 +266,10 @@ async fn an_endpoint_is_applied_followed_scaled_and_deleted_on_the_kubernetes_em
     use crate::kube::{get, AwsPipeline};
     let p = AwsPipeline::run().await;
     assert_eq!(p.op["state"], "succeeded", "{}", p.op);
-    let (moto, emu, client, base) = (&p.moto, &p.emu, p.client.clone(), p.base.clone());
+    let (emu, client, base) = (&p.emu, p.client.clone(), p.base.clone());
     // The inference operator add-on, as EKS has it once the feature is enabled.
-    let addons = format!("{}/clusters/demo/addons", moto.url);
-    let eks = "AWS4-HMAC-SHA256 Credential=test/20261201/us-west-2/eks/aws4_request, SignedHeaders=host, Signature=0";
-    let r = client
-        .post(&addons)
-        .header("authorization", eks)
-        .json(&json!({"addonName": "amazon-sagemaker-hyperpod-inference"}))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.status());
-    client
-        .get(format!("{addons}/amazon-sagemaker-hyperpod-inference"))
-        .header("authorization", eks)
-        .send()
-        .await
-        .unwrap();
+    p.activate_addon("amazon-sagemaker-hyperpod-inference")
+        .await;
 
     let mut body = endpoint("emu-ep");
     body["autoscaling"] = Value::Null;

@@ -226,6 +226,28 @@ pub(crate) struct AwsPipeline {
 }
 
 impl AwsPipeline {
+    /// An EKS add-on of the cluster, as EKS has it once enabled (moto's gap-filler answers
+    /// EKS-signed add-on calls, unverified, and reports ACTIVE after the first describe).
+    pub async fn activate_addon(&self, addon: &str) {
+        let addons = format!("{}/clusters/demo/addons", self.moto.url);
+        let eks = "AWS4-HMAC-SHA256 Credential=test/20261201/us-west-2/eks/aws4_request, SignedHeaders=host, Signature=0";
+        let r = self
+            .client
+            .post(&addons)
+            .header("authorization", eks)
+            .json(&serde_json::json!({ "addonName": addon }))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{addon}: {}", r.status());
+        self.client
+            .get(format!("{addons}/{addon}"))
+            .header("authorization", eks)
+            .send()
+            .await
+            .unwrap();
+    }
+
     pub async fn run() -> Self {
         Self::run_with(&[]).await
     }

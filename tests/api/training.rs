@@ -336,29 +336,12 @@ async fn a_training_job_is_applied_followed_and_deleted_on_the_kubernetes_emulat
     use crate::kube::{get, AwsPipeline};
     let p = AwsPipeline::run().await;
     assert_eq!(p.op["state"], "succeeded", "{}", p.op);
-    let (moto, emu, client, base) = (&p.moto, &p.emu, p.client.clone(), p.base.clone());
+    let (emu, client, base) = (&p.emu, p.client.clone(), p.base.clone());
 
     // The training operator add-on, as EKS would have it once enabled (ACTIVE after the first
     // describe, as moto's gap-filler plays it).
-    let addons = format!("{}/clusters/demo/addons", moto.url);
-    // The add-on API is moto's gap-filler, which answers EKS-signed requests (unverified).
-    let eks = "AWS4-HMAC-SHA256 Credential=test/20261201/us-west-2/eks/aws4_request, SignedHeaders=host, Signature=0";
-    let r = client
-        .post(&addons)
-        .header("authorization", eks)
-        .json(&json!({"addonName": "amazon-sagemaker-hyperpod-training-operator"}))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.status());
-    client
-        .get(format!(
-            "{addons}/amazon-sagemaker-hyperpod-training-operator"
-        ))
-        .header("authorization", eks)
-        .send()
-        .await
-        .unwrap();
+    p.activate_addon("amazon-sagemaker-hyperpod-training-operator")
+        .await;
 
     let submit = |key: &'static str| {
         client

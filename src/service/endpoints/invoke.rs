@@ -2,7 +2,7 @@
 //! service proxy to the service in front of the endpoint's workers — never an address a
 //! request names.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::views::get_endpoint;
 use crate::cloud::ServiceCall;
@@ -10,7 +10,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::incluster::kube_target;
 use crate::service::steps::workloads::WORKLOAD_NAMESPACE;
-use crate::service::workloads::{bounded, InvokeRequest};
+use crate::service::workloads::InvokeRequest;
 
 pub async fn invoke_endpoint(
     engine: &Engine,
@@ -18,14 +18,7 @@ pub async fn invoke_endpoint(
     name: &str,
     req: &InvokeRequest,
 ) -> ApiResult<Value> {
-    if req.prompt.is_empty() || req.prompt.chars().count() > 16_000 {
-        return Err(ApiError::validation_hint(
-            "prompt",
-            "the prompt must have 1 to 16000 characters",
-            json!("e.g. Say hello in one word."),
-        ));
-    }
-    let max_tokens = bounded("maxTokens", req.max_tokens, 256, 1..=4096)?;
+    let body = req.chat_body(name)?;
     let e = get_endpoint(engine, cluster, name).await?;
     if e.state != "DeploymentComplete" {
         return Err(ApiError::Conflict {
@@ -39,8 +32,6 @@ pub async fn invoke_endpoint(
         });
     }
     let target = kube_target(engine, cluster).await?;
-    let body = json!({"model": name, "max_tokens": max_tokens,
-                      "messages": [{"role": "user", "content": req.prompt}]});
     let call = ServiceCall {
         namespace: WORKLOAD_NAMESPACE,
         name,

@@ -177,3 +177,57 @@ pub fn endpoint_config(spec: &EndpointSpec) -> Value {
     json!({"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata(spec),
            "spec": Value::Object(s)})
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(l2: Option<L2Cache>, routing: Option<&str>) -> EndpointSpec {
+        EndpointSpec {
+            name: "llama".into(),
+            model_name: "llama".into(),
+            sagemaker_endpoint: None,
+            instance_type: "ml.g5.8xlarge".into(),
+            replicas: 1,
+            source: ModelSource::S3 {
+                bucket: "b".into(),
+                region: "us-west-2".into(),
+                location: "llama31_8b".into(),
+            },
+            image: "lmcache/vllm-openai:v0.3.7".into(),
+            args: vec![MODEL_MOUNT.into(), "--max-model-len".into(), "4096".into()],
+            port: 8000,
+            gpus: 1,
+            invocation_path: "v1/chat/completions".into(),
+            l1_cache: true,
+            l2_cache: l2,
+            routing: routing.map(str::to_string),
+            autoscaling: None,
+            tls_output: None,
+        }
+    }
+
+    #[test]
+    fn the_redis_l2_and_routing_shapes_are_those_of_awss_examples() {
+        // v1_llama31_8b_kv_cache_l1_l2.yaml and v1_llama31_8b_intelligent_routing.yaml.
+        let url = "redis://redis.ns-team-a.svc.cluster.local:6379";
+        let m = endpoint_config(&spec(Some(L2Cache::Redis(url.into())), Some("prefixaware")));
+        assert_eq!(
+            m["spec"]["kvCacheSpec"],
+            json!({"enableL1Cache": true, "enableL2Cache": true,
+                   "l2CacheSpec": {"l2CacheBackend": "redis", "l2CacheLocalUrl": url}})
+        );
+        assert_eq!(
+            m["spec"]["intelligentRoutingSpec"],
+            json!({"enabled": true, "routingStrategy": "prefixaware"})
+        );
+        assert_eq!(
+            m["spec"]["worker"]["modelInvocationPort"],
+            json!({"containerPort": 8000, "name": "http"})
+        );
+        assert_eq!(m["spec"]["invocationEndpoint"], "v1/chat/completions");
+        let plain = endpoint_config(&spec(None, None));
+        assert_eq!(plain["spec"]["kvCacheSpec"], json!({"enableL1Cache": true}));
+        assert!(plain["spec"].get("intelligentRoutingSpec").is_none());
+    }
+}

@@ -347,6 +347,23 @@ pub struct InvokeRequest {
     pub max_tokens: Option<i64>,
 }
 
+impl InvokeRequest {
+    /// The OpenAI-style chat request this asks for (`model` as the server knows it), once the
+    /// prompt and token limit are checked.
+    pub fn chat_body(&self, model: &str) -> ApiResult<Value> {
+        if self.prompt.is_empty() || self.prompt.chars().count() > 16_000 {
+            return Err(ApiError::validation_hint(
+                "prompt",
+                "the prompt must have 1 to 16000 characters",
+                json!("e.g. Say hello in one word."),
+            ));
+        }
+        let max_tokens = bounded("maxTokens", self.max_tokens, 256, 1..=4096)?;
+        Ok(json!({"model": model, "max_tokens": max_tokens,
+                  "messages": [{"role": "user", "content": self.prompt}]}))
+    }
+}
+
 /// Sends one OpenAI-style chat request to a deployment this control plane made, through the
 /// Kubernetes API server's service proxy — never to an address the request names.
 pub async fn invoke(
@@ -355,14 +372,7 @@ pub async fn invoke(
     dep: &str,
     req: &InvokeRequest,
 ) -> ApiResult<Value> {
-    if req.prompt.is_empty() || req.prompt.chars().count() > 16_000 {
-        return Err(ApiError::validation_hint(
-            "prompt",
-            "the prompt must have 1 to 16000 characters",
-            json!("e.g. Say hello in one word."),
-        ));
-    }
-    let max_tokens = bounded("maxTokens", req.max_tokens, 256, 1..=4096)?;
+    let body = req.chat_body("")?;
     let d = known_deployment(engine, name, dep).await?;
     if d.state != "ready" {
         return Err(ApiError::Conflict {
@@ -384,8 +394,6 @@ pub async fn invoke(
             operation_id: None,
         });
     };
-    let body = json!({"model": "", "max_tokens": max_tokens,
-                      "messages": [{"role": "user", "content": req.prompt}]});
     let call = ServiceCall {
         namespace: WORKLOAD_NAMESPACE,
         name: dep,
