@@ -55,7 +55,7 @@ export async function inference() {
   const render = async () => {
     const list = await api(`/api/clusters/${enc}/deployments`);
     listBox.replaceChildren(list.ok ? table(['Deployment', 'Image', 'Ready', 'State', 'Service', 'Endpoint', 'Smoke test', ''],
-      list.body.map((d) => [h('a', { href: `#/inference/${encodeURIComponent(d.name)}` }, d.name), d.image, `${d.readyReplicas}/${d.replicas}`, stateBadge(d.state), d.service, d.endpoint || '',
+      list.body.map((d) => [h('a', { href: `#/inference/${encodeURIComponent(d.name)}` }, d.name), d.image, `${d.readyReplicas}/${d.replicas}`, stateBadge(d.state), d.public ? h('span', { class: 'error' }, `${d.service} · PUBLIC from ${d.allowedSources.join(', ')}`) : d.service, d.endpoint || '',
         d.state === 'ready' ? invoke(d) : '',
         h('button', { type: 'button', class: 'secondary', 'aria-label': `remove deployment ${d.name}`,
           onclick: (e) => removeWorkload(`/api/clusters/${enc}/deployments/${encodeURIComponent(d.name)}`,
@@ -67,7 +67,8 @@ export async function inference() {
   const args = input('dep-args', { placeholder: '--model /s3/models/Qwen/Qwen3-8B' });
   const gpus = h('input', { type: 'number', id: 'dep-gpus', min: 1, max: 8, value: 1 });
   const replicas = h('input', { type: 'number', id: 'dep-replicas', min: 1, max: 16, value: 1 });
-  const service = h('select', { id: 'dep-service' }, ['cluster-ip', 'load-balancer'].map((v) => h('option', { value: v }, v)));
+  const service = h('select', { id: 'dep-service' }, ['cluster-ip', 'load-balancer', 'external-load-balancer'].map((v) => h('option', { value: v }, v)));
+  const sources = input('dep-sources', { placeholder: '203.0.113.0/24, 198.51.100.7/32' });
   await render();
   const managed = await managedSection(enc);
   show(h('h1', {}, `Inference · ${session.active}`), managed.el,
@@ -75,9 +76,12 @@ export async function inference() {
     h('h2', {}, 'Serve a model'),
     startForm('Deploy', 'dep', [['Name', name], ['Image', image], ['Arguments', args, 'Space-separated; passed as a list, never to a shell. The storage claim is at /s3.'],
       ['GPUs per replica', gpus], ['Replicas', replicas],
-      ['Service', service, 'load-balancer is internal to the VPC, never internet-facing.']],
+      ['Service', service, 'load-balancer is internal to the VPC; external-load-balancer is on the internet, for the networks below only.'],
+      ['Allowed source CIDRs', sources, 'Required for external-load-balancer (comma-separated IPv4 CIDRs; never 0.0.0.0/0).']],
     `/api/clusters/${enc}/deployments`, () => {
       const b = { deploymentName: name.value.trim(), gpus: Number(gpus.value), replicas: Number(replicas.value), service: service.value };
+      const cidrs = sources.value.split(',').map((c) => c.trim()).filter(Boolean);
+      if (cidrs.length) b.allowedSourceCidrs = cidrs;
       if (image.value.trim()) b.image = image.value.trim();
       const a = args.value.trim();
       if (a) b.args = a.split(/\s+/);

@@ -324,3 +324,65 @@ async fn the_software_update_is_one_watched_operation() {
         before + 1
     );
 }
+
+/// An internet-facing load balancer only on explicit request, with its source networks required
+/// and validated (never the whole internet), and the deployment's view saying it is public.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_load_balancer_needs_its_source_networks_and_says_it_is_public() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let base = json!({"deploymentName": "pub", "args": ["--model", "/s3/models/Qwen/Qwen3-8B"],
+                      "service": "external-load-balancer"});
+    for (extra, why) in [
+        (json!({}), "no source networks"),
+        (json!({"allowedSourceCidrs": []}), "an empty list"),
+        (
+            json!({"allowedSourceCidrs": ["0.0.0.0/0"]}),
+            "the whole internet",
+        ),
+        (json!({"allowedSourceCidrs": ["10.0.0.0/33"]}), "no CIDR"),
+        (
+            json!({"service": "cluster-ip", "allowedSourceCidrs": ["203.0.113.0/24"]}),
+            "not external",
+        ),
+    ] {
+        let mut body = base.clone();
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let r = app.post("/api/clusters/demo/deployments", &body).await;
+        let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+        assert_eq!(p["field"], "allowedSourceCidrs", "{why}: {p}");
+    }
+    assert_eq!(app.json("/api/clusters/demo/deployments").await, json!([]));
+    let mut body = base.clone();
+    body["allowedSourceCidrs"] = json!(["203.0.113.0/24", "198.51.100.7/32"]);
+    let op = started(&app, "/api/clusters/demo/deployments", &body).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let svc = op["params"]["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["kind"] == "Service")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        svc["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-scheme"],
+        "internet-facing"
+    );
+    assert_eq!(
+        svc["spec"]["loadBalancerSourceRanges"],
+        json!(["203.0.113.0/24", "198.51.100.7/32"])
+    );
+    let list = app.json("/api/clusters/demo/deployments").await;
+    assert_eq!(list[0]["public"], true, "{list}");
+    assert_eq!(
+        list[0]["allowedSources"],
+        json!(["203.0.113.0/24", "198.51.100.7/32"])
+    );
+    assert!(
+        !list[0]["endpoint"].as_str().unwrap().contains("internal-"),
+        "{list}"
+    );
+}

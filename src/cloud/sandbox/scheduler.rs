@@ -274,10 +274,14 @@ impl Sandbox {
                 // balancer its (internal) DNS name once provisioned.
                 let octet = res.created_ms.rem_euclid(250) + 2;
                 o["spec"]["clusterIP"] = json!(format!("10.100.0.{octet}"));
+                let public = o.pointer(
+                    "/metadata/annotations/service.beta.kubernetes.io~1aws-load-balancer-scheme",
+                ) == Some(&json!("internet-facing"));
                 if o.pointer("/spec/type") == Some(&json!("LoadBalancer")) && ready {
                     let name = o["metadata"]["name"].as_str().unwrap_or("svc").to_string();
                     o["status"] = json!({"loadBalancer": {"ingress": [
-                        {"hostname": format!("internal-{name}-sandbox.{REGION}.elb.amazonaws.com")}]}});
+                        {"hostname": format!("{}{name}-sandbox.{REGION}.elb.amazonaws.com",
+                            if public { "" } else { "internal-" })}]}});
                 }
             }
             Some("HyperPodPyTorchJob" | "RayJob") => {

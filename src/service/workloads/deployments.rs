@@ -31,9 +31,14 @@ pub struct DeploymentRequest {
     pub replicas: Option<i64>,
     /// Port the server listens on (default 8000).
     pub port: Option<i64>,
-    /// `cluster-ip` (default: reachable inside the cluster and through `deployment_invoke`) or
-    /// `load-balancer` (an internal AWS load balancer in the VPC; never internet-facing).
+    /// `cluster-ip` (default: reachable inside the cluster and through `deployment_invoke`),
+    /// `load-balancer` (an internal network load balancer in the VPC), or
+    /// `external-load-balancer` (an internet-facing network load balancer: only with
+    /// `allowedSourceCidrs`).
     pub service: Option<String>,
+    /// With `external-load-balancer`: the IPv4 networks that may reach it (1–20 CIDRs, none of
+    /// them the whole internet).
+    pub allowed_source_cidrs: Option<Vec<String>>,
     /// Pin replicas to an instance type of the cluster's groups.
     pub instance_type: Option<String>,
     /// Storage claim mounted read-only at `/s3` (default `s3-claim` when it exists).
@@ -53,6 +58,9 @@ pub struct DeploymentView {
     /// `ready`, `pending` or `failed`.
     pub state: String,
     pub service: String,
+    /// Reachable from the internet (an internet-facing load balancer), from `allowedSources`.
+    pub public: bool,
+    pub allowed_sources: Vec<String>,
     /// The service's port.
     pub port: Option<u16>,
     /// `http://<cluster IP>:<port>` or the load balancer's host, once known.
@@ -91,7 +99,52 @@ pub(crate) fn bounded(
     }
 }
 
-pub(super) const SERVICE_TYPES: &[&str] = &["cluster-ip", "load-balancer"];
+pub(super) const SERVICE_TYPES: &[&str] =
+    &["cluster-ip", "load-balancer", "external-load-balancer"];
+
+/// The source networks of an internet-facing load balancer: required, valid, never `/0`.
+fn source_cidrs(service: &str, cidrs: Option<&[String]>) -> ApiResult<Vec<ipnet::Ipv4Net>> {
+    let hint = json!(["203.0.113.0/24", "198.51.100.7/32"]);
+    match (service, cidrs) {
+        ("external-load-balancer", None) => Err(ApiError::validation_hint(
+            "allowedSourceCidrs",
+            "an internet-facing load balancer needs the networks that may reach it",
+            hint,
+        )),
+        ("external-load-balancer", Some(list)) => {
+            validate::require(
+                (1..=20).contains(&list.len()),
+                "allowedSourceCidrs",
+                "1 to 20 CIDRs".into(),
+                hint.clone(),
+            )?;
+            list.iter()
+                .map(|c| {
+                    let net: ipnet::Ipv4Net = c.parse().map_err(|_| {
+                        ApiError::validation_hint(
+                            "allowedSourceCidrs",
+                            format!("`{}` is not an IPv4 CIDR", validate::truncate(c)),
+                            hint.clone(),
+                        )
+                    })?;
+                    if net.prefix_len() == 0 {
+                        return Err(ApiError::validation_hint(
+                            "allowedSourceCidrs",
+                            "0.0.0.0/0 opens the model to the whole internet: name the networks that need it",
+                            hint.clone(),
+                        ));
+                    }
+                    Ok(net.trunc())
+                })
+                .collect()
+        }
+        (_, Some(_)) => Err(ApiError::validation(
+            "allowedSourceCidrs",
+            "`allowedSourceCidrs` goes with service `external-load-balancer` only",
+        )),
+        (_, None) => Ok(vec![]),
+    }
+}
 
 pub async fn deployment_params(
     engine: &Engine,
@@ -127,6 +180,7 @@ pub async fn deployment_params(
             json!(SERVICE_TYPES),
         ));
     }
+    let sources = source_cidrs(service, req.allowed_source_cidrs.as_deref())?;
     let groups = crate::service::list_groups(engine, name).await?;
     if let Some(t) = &req.instance_type {
         if !groups.iter().any(|g| &g.instance_type == t) {
@@ -215,13 +269,21 @@ pub async fn deployment_params(
             "template": {"metadata": {"labels": l}, "spec": pod}}});
     let mut svc = json!({"apiVersion": "v1", "kind": "Service",
         "metadata": {"name": req.deployment_name, "namespace": WORKLOAD_NAMESPACE, "labels": l},
-        "spec": {"type": if service == "load-balancer" { "LoadBalancer" } else { "ClusterIP" },
+        "spec": {"type": if service == "cluster-ip" { "ClusterIP" } else { "LoadBalancer" },
             "selector": {"app.kubernetes.io/name": req.deployment_name},
             "ports": [{"name": "http", "port": port, "targetPort": port}]}});
     if service == "load-balancer" {
         // Internal to the VPC: a model endpoint is never put on the internet by default.
         svc["metadata"]["annotations"] = json!({"service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
                    "service.beta.kubernetes.io/aws-load-balancer-internal": "true"});
+    } else if service == "external-load-balancer" {
+        // Asked for explicitly: a network load balancer on the internet, reachable from the
+        // named networks only (the controller turns the ranges into security group rules).
+        svc["metadata"]["annotations"] = json!({"service.beta.kubernetes.io/aws-load-balancer-type": "external",
+                   "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type": "ip",
+                   "service.beta.kubernetes.io/aws-load-balancer-scheme": "internet-facing"});
+        svc["spec"]["loadBalancerSourceRanges"] =
+            json!(sources.iter().map(ToString::to_string).collect::<Vec<_>>());
     }
     let params = ApplyParams {
         workload: format!("deployment/{}", req.deployment_name),
@@ -298,6 +360,15 @@ pub async fn list_deployments(engine: &Engine, name: &str) -> ApiResult<Vec<Depl
                     .and_then(Value::as_str)
                     .unwrap_or("none")
                     .into(),
+                public: svc
+                    .and_then(|s| {
+                        s.pointer("/metadata/annotations/service.beta.kubernetes.io~1aws-load-balancer-scheme")
+                    })
+                    .is_some_and(|v| v == "internet-facing"),
+                allowed_sources: svc
+                    .and_then(|s| s.pointer("/spec/loadBalancerSourceRanges"))
+                    .and_then(|r| serde_json::from_value(r.clone()).ok())
+                    .unwrap_or_default(),
                 endpoint,
                 port: port.and_then(|p| u16::try_from(p).ok()),
                 name,
