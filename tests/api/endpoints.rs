@@ -46,23 +46,7 @@ fn check_peers(manifests: &[Value]) {
             assert_eq!(schemas.errors(m), Vec::<String>::new(), "{m}");
         }
     }
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), serde_json::to_string(manifests).unwrap()).unwrap();
-    let out = std::process::Command::new(venv_python())
-        .arg(peer("hyperpod_endpoint_models.py"))
-        .arg(file.path())
-        .output()
-        .expect("run the SDK endpoint model check");
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{report}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        report.contains(&format!("checked {}", manifests.len())),
-        "{report}"
-    );
+    assert_peer_accepts("hyperpod_endpoint_models.py", manifests);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -318,6 +318,28 @@ pub fn peer(script: &str) -> std::path::PathBuf {
         .join(script)
 }
 
+/// Runs a schema peer (`tests/peers/<script>`) on a JSON list of manifests and asserts that it
+/// passed and checked every one of them.
+pub fn assert_peer_accepts(script: &str, manifests: &[Value]) {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), serde_json::to_string(manifests).unwrap()).unwrap();
+    let out = std::process::Command::new(venv_python())
+        .arg(peer(script))
+        .arg(file.path())
+        .output()
+        .unwrap_or_else(|e| panic!("run {script}: {e}"));
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        report.contains(&format!("checked {}", manifests.len())),
+        "{report}"
+    );
+}
+
 /// A loopback HTTP server over a directory (Python's http.server), killed on drop.
 pub struct Mirror {
     child: std::process::Child,

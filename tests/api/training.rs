@@ -278,23 +278,7 @@ async fn every_recipe_makes_a_job_that_the_sdk_models_and_the_crd_accept() {
         assert_eq!(pod["serviceAccountName"], sa, "{pod}");
         specs.push(job);
     }
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), serde_json::to_string(&specs).unwrap()).unwrap();
-    let out = std::process::Command::new(venv_python())
-        .arg(peer("hyperpod_models.py"))
-        .arg(file.path())
-        .output()
-        .expect("run the SDK model check");
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{report}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        report.contains(&format!("checked {}", specs.len())),
-        "{report}"
-    );
+    assert_peer_accepts("hyperpod_models.py", &specs);
 
     // VERL: the RayJob against the real CRD schema.
     use instantstart::service::training::{ray_job, recipe, CommandInputs, JobSpec};
