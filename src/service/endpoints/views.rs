@@ -52,28 +52,18 @@ pub struct EndpointView {
 pub fn endpoint_view(o: &Value) -> EndpointView {
     let s = |p: &str| o.pointer(p).and_then(Value::as_str).map(str::to_string);
     let spec = &o["spec"];
-    let model = match spec
-        .pointer("/modelSourceConfig/modelSourceType")
-        .and_then(Value::as_str)
-    {
-        Some("s3") => Some(format!(
-            "s3://{}/{}",
-            spec.pointer("/modelSourceConfig/s3Storage/bucketName")
-                .and_then(Value::as_str)
-                .unwrap_or(""),
-            spec.pointer("/modelSourceConfig/modelLocation")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-        )),
-        Some("fsx") => Some(format!(
-            "fsx://{}/{}",
-            spec.pointer("/modelSourceConfig/fsxStorage/fileSystemId")
-                .and_then(Value::as_str)
-                .unwrap_or(""),
-            spec.pointer("/modelSourceConfig/modelLocation")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-        )),
+    let text = |p: &str| spec.pointer(p).and_then(Value::as_str).unwrap_or("");
+    // `<scheme>://<store>/<location>` of the model source, as the request named it.
+    let at = |scheme: &str, store: &str| {
+        format!(
+            "{scheme}://{}/{}",
+            text(store),
+            text("/modelSourceConfig/modelLocation")
+        )
+    };
+    let model = match text("/modelSourceConfig/modelSourceType") {
+        "s3" => Some(at("s3", "/modelSourceConfig/s3Storage/bucketName")),
+        "fsx" => Some(at("fsx", "/modelSourceConfig/fsxStorage/fileSystemId")),
         _ => spec
             .pointer("/model/modelId")
             .and_then(Value::as_str)
