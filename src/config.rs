@@ -127,6 +127,12 @@ pub struct ServeConfig {
     /// refused with 429 until another closes.
     #[arg(long, env = "INSTANTSTART_MAX_LOG_FOLLOWS", default_value_t = 32)]
     pub max_log_follows: usize,
+
+    /// The Prometheus KEDA queries to autoscale deployments, when a request names none: an
+    /// in-cluster URL (`http://prometheus-server.monitoring.svc.cluster.local:80`) or an Amazon
+    /// Managed Service for Prometheus workspace (`https://aps-workspaces.<region>.amazonaws.com/workspaces/ws-…`).
+    #[arg(long, env = "INSTANTSTART_PROMETHEUS_URL")]
+    pub prometheus_url: Option<String>,
 }
 
 impl ServeConfig {
@@ -161,6 +167,7 @@ impl ServeConfig {
             poll_interval_ms: None,
             max_log_follows: 32,
             mlflow_endpoint: None,
+            prometheus_url: None,
         }
     }
 }

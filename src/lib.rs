@@ -46,6 +46,8 @@ pub struct AppState {
     pub allowed_features: Arc<Vec<String>>,
     /// The cap on log follows served at once.
     pub follows: Arc<service::logs::Follows>,
+    /// The Prometheus KEDA reads for autoscaling when a request names none.
+    pub prometheus_url: Option<Arc<str>>,
 }
 
 /// A bound, ready-to-serve application.
@@ -254,6 +256,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         cloud_warning,
         allowed_features: Arc::new(allowed_features),
         follows: Arc::new(service::logs::Follows::new(config.max_log_follows.max(1))),
+        prometheus_url: config.prometheus_url.as_deref().map(Arc::from),
     };
     let mcp = mcp::McpContext::new(
         format!("localhost:{port}"),

@@ -3,6 +3,8 @@
 import { api, h, live, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
 import { logViewer } from './logs.js';
 import { managedSection } from './endpoints.js';
+import { poolsSection } from './pools.js';
+import { lineChart } from './chart.js';
 
 export async function models() {
   const show = scoped();
@@ -54,8 +56,12 @@ export async function inference() {
   };
   const render = async () => {
     const list = await api(`/api/clusters/${enc}/deployments`);
-    listBox.replaceChildren(list.ok ? table(['Deployment', 'Image', 'Ready', 'State', 'Service', 'Endpoint', 'Smoke test', ''],
-      list.body.map((d) => [h('a', { href: `#/inference/${encodeURIComponent(d.name)}` }, d.name), d.image, `${d.readyReplicas}/${d.replicas}`, stateBadge(d.state), d.public ? h('span', { class: 'error' }, `${d.service} · PUBLIC from ${d.allowedSources.join(', ')}`) : d.service, d.endpoint || '',
+    await pools.refresh();
+    listBox.replaceChildren(list.ok ? table(['Deployment', 'Image', 'Ready', 'State', 'Service', 'Scaling', 'Endpoint', 'Smoke test', ''],
+      list.body.map((d) => [h('a', { href: `#/inference/${encodeURIComponent(d.name)}` }, d.name), d.image, `${d.readyReplicas}/${d.replicas}`, stateBadge(d.state),
+        h('span', {}, d.public ? h('span', { class: 'error' }, `${d.service} · PUBLIC from ${d.allowedSources.join(', ')}`) : d.service,
+          d.router ? h('div', { class: 'muted' }, `router ${d.router.policy}${d.router.ready ? '' : ' (starting)'}`) : null),
+        scaling(d), d.endpoint || '',
         d.state === 'ready' ? invoke(d) : '',
         h('button', { type: 'button', class: 'secondary', 'aria-label': `remove deployment ${d.name}`,
           onclick: (e) => removeWorkload(`/api/clusters/${enc}/deployments/${encodeURIComponent(d.name)}`,
@@ -69,26 +75,52 @@ export async function inference() {
   const replicas = h('input', { type: 'number', id: 'dep-replicas', min: 1, max: 16, value: 1 });
   const service = h('select', { id: 'dep-service' }, ['cluster-ip', 'load-balancer', 'external-load-balancer'].map((v) => h('option', { value: v }, v)));
   const sources = input('dep-sources', { placeholder: '203.0.113.0/24, 198.51.100.7/32' });
+  const pool = input('dep-pool', { placeholder: 'a warm pool, or empty' });
+  const router = h('input', { type: 'checkbox', id: 'dep-router' });
+  const maxReplicas = h('input', { type: 'number', id: 'dep-max', min: 0, max: 16, value: 0 });
+  const target = h('input', { type: 'number', id: 'dep-target', min: 1, value: 5 });
+  const prometheus = input('dep-prometheus', { placeholder: 'http://prometheus-server.monitoring.svc.cluster.local:80' });
+  const pools = await poolsSection(enc);
   await render();
   const managed = await managedSection(enc);
   show(h('h1', {}, `Inference · ${session.active}`), managed.el,
-    h('h2', {}, 'Self-managed deployments'), listBox, answer,
+    h('h2', {}, 'Self-managed deployments'), listBox, answer, pools.el,
     h('h2', {}, 'Serve a model'),
     startForm('Deploy', 'dep', [['Name', name], ['Image', image], ['Arguments', args, 'Space-separated; passed as a list, never to a shell. The storage claim is at /s3.'],
       ['GPUs per replica', gpus], ['Replicas', replicas],
       ['Service', service, 'load-balancer is internal to the VPC; external-load-balancer is on the internet, for the networks below only.'],
-      ['Allowed source CIDRs', sources, 'Required for external-load-balancer (comma-separated IPv4 CIDRs; never 0.0.0.0/0).']],
+      ['Allowed source CIDRs', sources, 'Required for external-load-balancer (comma-separated IPv4 CIDRs; never 0.0.0.0/0).'],
+      ['Warm pool', pool, 'Serve from this pool\'s pods (assign them below); image, GPUs and replicas come from the pool.'],
+      ['SGLang router', router, 'A cache-aware router of its own in front of two or more SGLang workers.'],
+      ['Autoscale up to', maxReplicas, '0: no autoscaling. Otherwise KEDA scales between Replicas and this on the engine\'s queue.'],
+      ['Queued requests per replica', target], ['Prometheus URL', prometheus, 'Only when the server has no --prometheus-url setting.']],
     `/api/clusters/${enc}/deployments`, () => {
-      const b = { deploymentName: name.value.trim(), gpus: Number(gpus.value), replicas: Number(replicas.value), service: service.value };
+      const b = { deploymentName: name.value.trim(), service: service.value };
+      if (pool.value.trim()) b.pool = pool.value.trim();
+      else Object.assign(b, { gpus: Number(gpus.value), replicas: Number(replicas.value) });
+      if (router.checked) b.router = {};
+      if (Number(maxReplicas.value) > 0 && !b.pool) {
+        b.autoscaling = { minReplicas: b.replicas, maxReplicas: Number(maxReplicas.value), target: Number(target.value) };
+        delete b.replicas;
+        if (prometheus.value.trim()) b.autoscaling.prometheusUrl = prometheus.value.trim();
+      }
       const cidrs = sources.value.split(',').map((c) => c.trim()).filter(Boolean);
       if (cidrs.length) b.allowedSourceCidrs = cidrs;
-      if (image.value.trim()) b.image = image.value.trim();
+      if (image.value.trim() && !b.pool) b.image = image.value.trim();
       const a = args.value.trim();
-      if (a) b.args = a.split(/\s+/);
+      if (a && !b.pool) b.args = a.split(/\s+/);
       return b;
     }));
-  return follow((o) => o.cluster === session.active && ['inference-deploy', 'endpoint-deploy', 'endpoint-update', 'workload-delete'].includes(o.kind),
+  return follow((o) => o.cluster === session.active && ['inference-deploy', 'endpoint-deploy', 'endpoint-update', 'workload-delete', 'pool-create', 'pool-scale', 'pool-assign'].includes(o.kind),
     async () => { await render(); await managed.refresh(); });
+}
+
+/** How a deployment scales: its pool, or KEDA's bounds and whether its trigger is active. */
+function scaling(d) {
+  if (d.pool) return `pool ${d.pool} · ${d.pods.length} pod${d.pods.length === 1 ? '' : 's'}`;
+  if (!d.autoscaling) return 'fixed';
+  const a = d.autoscaling;
+  return h('span', {}, `KEDA ${a.minReplicas}–${a.maxReplicas}`, a.active ? h('strong', {}, ' · scaling up') : h('span', { class: 'muted' }, ' · idle'));
 }
 
 /** One deployment: its state and endpoint, and its replicas' logs followed live. */
@@ -97,21 +129,34 @@ export async function deployment(name) {
   if (needsActive('Inference')) return null;
   const enc = encodeURIComponent(session.active);
   const facts = h('div', { id: 'deployment-facts' });
+  const chart = h('div', { id: 'deployment-replicas' });
   const viewer = logViewer(session.active, 'deployment', name);
+  // Replicas over time, sampled while the page is open (what an autoscaler did, at a glance).
+  const since = Date.now();
+  const samples = [];
   const render = async () => {
     const list = await api(`/api/clusters/${enc}/deployments`);
     const d = list.ok ? list.body.find((x) => x.name === name) : null;
+    if (d) {
+      samples.push({ step: Math.round((Date.now() - since) / 1000), value: d.replicas });
+      if (samples.length > 500) samples.shift();
+      chart.replaceChildren(lineChart('replicas-chart', 'Replicas (seconds since this page opened)', samples, '#2da44e'));
+    }
     facts.replaceChildren(h('h1', {}, `${name} · deployment`),
       !list.ok ? errorBox(list) : !d ? h('p', { class: 'error' }, `No deployment ${name} on ${session.active}.`)
         : h('dl', { class: 'facts' },
           h('dt', {}, 'State'), h('dd', {}, stateBadge(d.state)),
           h('dt', {}, 'Image'), h('dd', {}, d.image),
           h('dt', {}, 'Replicas ready'), h('dd', {}, `${d.readyReplicas}/${d.replicas}`),
-          h('dt', {}, 'Service'), h('dd', {}, `${d.service}${d.endpoint ? ` · ${d.endpoint}` : ''}`)),
+          h('dt', {}, 'Service'), h('dd', {}, `${d.service}${d.endpoint ? ` · ${d.endpoint}` : ''}`),
+          h('dt', {}, 'Router'), h('dd', {}, d.router ? `${d.router.name} · ${d.router.policy} · ${d.router.image}${d.router.ready ? '' : ' (starting)'}` : 'none'),
+          h('dt', {}, 'Scaling'), h('dd', {}, scaling(d)),
+          ...(d.autoscaling ? [h('dt', {}, 'Trigger'), h('dd', {}, h('code', {}, d.autoscaling.query), ` · target ${d.autoscaling.target} per replica`)] : []),
+          ...(d.pool ? [h('dt', {}, 'Pool pods'), h('dd', {}, d.pods.join(', ') || 'none assigned')] : [])),
       h('p', {}, h('a', { href: '#/inference' }, 'All deployments')));
   };
   await render();
-  show(facts, viewer.el);
-  const stop = follow((o) => o.cluster === session.active && ['inference-deploy', 'workload-delete'].includes(o.kind), render);
+  show(facts, chart, viewer.el);
+  const stop = follow((o) => o.cluster === session.active && ['inference-deploy', 'workload-delete', 'pool-assign'].includes(o.kind), render);
   return () => { stop(); viewer.close(); };
 }

@@ -15,6 +15,7 @@ pub mod logs;
 pub mod mlflow;
 pub mod openapi;
 pub mod operations;
+pub mod pools;
 pub mod stages;
 pub mod trace;
 pub mod training;
@@ -370,6 +371,7 @@ pub fn rest() -> utoipa_axum::router::OpenApiRouter<AppState> {
         .merge(logs::router())
         .merge(mlflow::router())
         .merge(endpoints::router())
+        .merge(pools::router())
 }
 
 /// The whole HTTP surface: REST, UI and the MCP endpoint, behind one edge layer.

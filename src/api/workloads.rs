@@ -93,9 +93,14 @@ async fn delete_job(
 }
 
 /// Serve a model with your own container (default vllm/vllm-openai) as a Deployment and Service:
-/// args as a list (no shell), GPUs per replica, replicas, port, service cluster-ip (default) or
-/// load-balancer (internal to the VPC), optional instance type; the storage claim is mounted
-/// read-only at /s3. Ask only for the model, GPUs and replicas.
+/// args as a list (no shell), GPUs per replica, replicas, port, service cluster-ip (default),
+/// load-balancer (internal to the VPC) or external-load-balancer (internet, with
+/// allowedSourceCidrs), optional instance type; the storage claim is mounted read-only at /s3.
+/// Or serve it from a warm pool (pool; then assign pods with pool_assign). router puts an SGLang
+/// router (cache-aware) of its own in front of two or more SGLang workers; autoscaling gives it
+/// a KEDA ScaledObject of its own (min/max, target per replica on the engine's queue or the
+/// router's requests). Posting again with the same name updates it (a router or autoscaling left
+/// out is removed). Ask only for the model, GPUs and replicas.
 #[utoipa::path(post, path = "/api/clusters/{name}/deployments", operation_id = "deployment_create",
     extensions(("x-mcp" = json!({"openWorld": true, "duration": "5-20 minutes (image pull and model load)"}))),
     params(("name" = String, Path)),
@@ -108,11 +113,19 @@ async fn create_deployment(
     ApiJson(req): ApiJson<w::DeploymentRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::deployment(&state.engine, &name, &req, &caller).await?,
+        start::deployment(
+            &state.engine,
+            &name,
+            &req,
+            state.prometheus_url.as_deref(),
+            &caller,
+        )
+        .await?,
     ))
 }
 
-/// Inference deployments made here: image, replicas ready/wanted, state, service type and endpoint.
+/// Inference deployments made here: image, replicas ready/wanted, state, service type and
+/// endpoint, the warm pool and pods serving it, its router and its autoscaling.
 #[utoipa::path(get, path = "/api/clusters/{name}/deployments", operation_id = "deployment_list",
     extensions(("x-mcp" = json!({"openWorld": true}))),
     params(("name" = String, Path)),
@@ -124,7 +137,8 @@ async fn list_deployments(
     Ok(Json(w::list_deployments(&state.engine, &name).await?))
 }
 
-/// Stop serving: removes the deployment, its service and its token Secret. Confirm with the user.
+/// Stop serving: removes the deployment, its service, router, ScaledObject and token Secret; pool
+/// pods it had go back to their pool. Other models are not touched. Confirm with the user.
 #[utoipa::path(delete, path = "/api/clusters/{name}/deployments/{deployment}", operation_id = "deployment_delete",
     extensions(("x-mcp" = json!({"destructive": true, "openWorld": true, "duration": "under a minute"}))),
     params(("name" = String, Path), ("deployment" = String, Path)),

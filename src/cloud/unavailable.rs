@@ -293,6 +293,15 @@ impl Kube for Unavailable {
     async fn delete(&self, _target: &KubeTarget, _obj: &ObjectRef) -> CloudResult<()> {
         Err(self.refuse("delete"))
     }
+    async fn patch_metadata(
+        &self,
+        _target: &KubeTarget,
+        _obj: &ObjectRef,
+        _labels: &Value,
+        _annotations: &Value,
+    ) -> CloudResult<()> {
+        Err(self.refuse("patch_metadata"))
+    }
     async fn list(
         &self,
         _target: &KubeTarget,

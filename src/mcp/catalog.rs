@@ -154,6 +154,8 @@ mod tests {
         "training_job_delete",
         "deployment_delete",
         "endpoint_delete",
+        "pool_delete",
+        "pool_unassign",
         "hyperpod_software_update",
     ];
 

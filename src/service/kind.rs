@@ -60,6 +60,11 @@ pub enum OpKind {
     EndpointDeploy,
     /// A change to a managed endpoint, watched the same way.
     EndpointUpdate,
+    /// A warm GPU pool (a Deployment of model servers that serve nothing until assigned).
+    PoolCreate,
+    PoolScale,
+    /// A pool pod given to a model, or back to its pool.
+    PoolAssign,
     WorkloadDelete,
     HyperPodSoftwareUpdate,
     NodeAction,
@@ -91,6 +96,9 @@ kinds! {
     InferenceDeploy => "inference-deploy",
     EndpointDeploy => "endpoint-deploy",
     EndpointUpdate => "endpoint-update",
+    PoolCreate => "pool-create",
+    PoolScale => "pool-scale",
+    PoolAssign => "pool-assign",
     WorkloadDelete => "workload-delete",
     HyperPodSoftwareUpdate => "hyperpod-software-update",
     NodeAction => "node-action",

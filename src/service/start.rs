@@ -370,14 +370,74 @@ pub async fn job_delete(
     start(engine, OpKind::WorkloadDelete, name, &params, caller).await
 }
 
+/// A self-managed deployment; `prometheus` is the server's default for its autoscaling.
 pub async fn deployment(
     engine: &Engine,
     name: &str,
     req: &super::workloads::DeploymentRequest,
+    prometheus: Option<&str>,
     caller: &Caller,
 ) -> ApiResult<Accepted> {
-    let params = super::workloads::deployment_params(engine, name, req).await?;
+    let params = super::workloads::deployment_params(engine, name, req, prometheus).await?;
     start(engine, OpKind::InferenceDeploy, name, &params, caller).await
+}
+
+pub async fn pool(
+    engine: &Engine,
+    name: &str,
+    req: &super::workloads::PoolRequest,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = super::workloads::pool_params(engine, name, req).await?;
+    start(engine, OpKind::PoolCreate, name, &params, caller).await
+}
+
+/// A new size for a pool; `None` when it already has it (nothing is started).
+pub async fn pool_scale(
+    engine: &Engine,
+    name: &str,
+    pool: &str,
+    patch: &super::workloads::PoolPatch,
+    caller: &Caller,
+) -> ApiResult<Option<Accepted>> {
+    match super::workloads::pool_scale_params(engine, name, pool, patch).await? {
+        None => Ok(None),
+        Some(params) => Ok(Some(
+            start(engine, OpKind::PoolScale, name, &params, caller).await?,
+        )),
+    }
+}
+
+pub async fn pool_delete(
+    engine: &Engine,
+    name: &str,
+    pool: &str,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = super::workloads::pool_delete_params(engine, name, pool).await?;
+    start(engine, OpKind::WorkloadDelete, name, &params, caller).await
+}
+
+pub async fn pool_assign(
+    engine: &Engine,
+    name: &str,
+    pool: &str,
+    req: &super::workloads::AssignRequest,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = super::workloads::assign_params(engine, name, pool, req).await?;
+    start(engine, OpKind::PoolAssign, name, &params, caller).await
+}
+
+pub async fn pool_unassign(
+    engine: &Engine,
+    name: &str,
+    pool: &str,
+    req: &super::workloads::UnassignRequest,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = super::workloads::unassign_params(engine, name, pool, req).await?;
+    start(engine, OpKind::PoolAssign, name, &params, caller).await
 }
 
 pub async fn deployment_delete(
@@ -451,6 +511,7 @@ pub async fn endpoint_delete(
     let params = super::steps::workloads::DeleteParams {
         workload: format!("endpoint/{endpoint}"),
         objects: vec![super::endpoints::ref_of(&found.kind, endpoint)],
+        release: None,
     };
     start(engine, OpKind::WorkloadDelete, name, &params, caller).await
 }

@@ -18,6 +18,7 @@ mod pipeline;
 mod refusals;
 mod releases;
 mod security;
+mod serving;
 mod training;
 mod ui;
 mod validation;

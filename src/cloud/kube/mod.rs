@@ -280,6 +280,21 @@ impl Kube for KubeRs {
         }
     }
 
+    async fn patch_metadata(
+        &self,
+        target: &KubeTarget,
+        obj: &ObjectRef,
+        labels: &Value,
+        annotations: &Value,
+    ) -> CloudResult<()> {
+        let api = self.object_api(target, obj).await?;
+        let patch = serde_json::json!({"metadata": {"labels": labels, "annotations": annotations}});
+        api.patch(&obj.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| k8s_err("Patch", e))?;
+        Ok(())
+    }
+
     async fn list(
         &self,
         target: &KubeTarget,

@@ -152,6 +152,16 @@ pub trait Kube: Send + Sync {
     async fn apply(&self, target: &KubeTarget, manifest: &Value) -> CloudResult<()>;
     async fn get(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<Option<Value>>;
     async fn delete(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<()>;
+    /// Merges labels and annotations into an existing object's metadata (a JSON merge patch of
+    /// `metadata` only; a `null` value removes the key). A missing object is `NotFound`. How a
+    /// pod changes hands without being restarted: its controller's selector does not change.
+    async fn patch_metadata(
+        &self,
+        target: &KubeTarget,
+        obj: &ObjectRef,
+        labels: &Value,
+        annotations: &Value,
+    ) -> CloudResult<()>;
     /// Objects of one kind, optionally in one namespace and matching a label selector.
     async fn list(
         &self,

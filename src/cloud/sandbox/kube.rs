@@ -57,7 +57,7 @@ impl Sandbox {
     ) -> CloudResult<Vec<(SimPod, f64, i64)>> {
         let schedule = self.schedule(target).await?;
         let now = super::now_ms();
-        Ok(self
+        let mut pods: Vec<(SimPod, f64, i64)> = self
             .stored_objects(&format!("{}/", target.cluster))
             .await?
             .into_iter()
@@ -65,12 +65,18 @@ impl Sandbox {
                 let age = self.simulated_secs(r.created_ms, now);
                 let created = r.created_ms;
                 let failures = r.data[super::training::FAILURES].as_u64().unwrap_or(0);
-                let obj = self.k8s_status(r, Some(&schedule));
+                let names = r.data.get(super::serving::PODS).cloned();
+                let mut obj = self.k8s_status(r, Some(&schedule));
+                if let Some(n) = names {
+                    obj[super::serving::PODS] = n;
+                }
                 pods_of(&obj, age, failures)
                     .into_iter()
                     .map(move |p| (p, age, created))
             })
-            .collect())
+            .collect();
+        self.with_meta(target, &mut pods).await?;
+        Ok(pods)
     }
 
     /// One simulated pod, refused as the API server refuses a missing pod or container.
@@ -106,7 +112,8 @@ impl Sandbox {
 #[async_trait]
 impl Kube for Sandbox {
     /// The simulated model server answers an OpenAI-style chat request by echoing the last
-    /// message, once the Deployment behind the Service of the same name is ready.
+    /// message: a ready managed endpoint, or a ready pod the Service selects (through the
+    /// model's router, when it fronts one), named in `x_sandbox`.
     async fn service_post(
         &self,
         target: &KubeTarget,
@@ -140,26 +147,6 @@ impl Kube for Sandbox {
                     format!("no endpoints available for service {}", call.name),
                 ));
             }
-        } else if Kube::get(self, target, &object("v1", "Service"))
-            .await?
-            .is_none()
-        {
-            return Err(not_found("k8s", "ServiceProxy", "NotFound", call.name));
-        }
-        let ready = match endpoint {
-            Some(_) => 1,
-            None => Kube::get(self, target, &object("apps/v1", "Deployment"))
-                .await?
-                .and_then(|d| d.pointer("/status/readyReplicas").and_then(Value::as_u64))
-                .unwrap_or(0),
-        };
-        if ready == 0 {
-            return Err(CloudError::new(
-                "k8s",
-                "ServiceProxy",
-                "ServiceUnavailable",
-                format!("no endpoints available for service {}", call.name),
-            ));
         }
         let prompt = body
             .pointer("/messages")
@@ -167,9 +154,19 @@ impl Kube for Sandbox {
             .and_then(|m| m.last())
             .and_then(|m| m["content"].as_str())
             .unwrap_or_default();
-        Ok(json!({"object": "chat.completion", "model": call.name,
+        // A managed endpoint's operator routes for itself; a Service's pods answer here.
+        let served = match endpoint {
+            Some(_) => json!({}),
+            None => {
+                let (pod, router) = self.serve(target, call, prompt).await?;
+                json!({"pod": pod, "router": router})
+            }
+        };
+        Ok(
+            json!({"object": "chat.completion", "model": call.name, "x_sandbox": served,
                   "choices": [{"index": 0, "finish_reason": "stop",
-                               "message": {"role": "assistant", "content": format!("(sandbox) {prompt}")}}]}))
+                               "message": {"role": "assistant", "content": format!("(sandbox) {prompt}")}}]}),
+        )
     }
 
     async fn apply(&self, target: &KubeTarget, manifest: &Value) -> CloudResult<()> {
@@ -187,11 +184,18 @@ impl Kube for Sandbox {
             Some(r) if r.deleted_ms.is_none() => {
                 let mut data = manifest.clone();
                 data["__key"] = Value::String(key.clone());
+                if obj.kind == "Deployment" {
+                    data[super::serving::PODS] =
+                        self.next_pods(target, manifest, Some(&r.data)).await?;
+                }
                 self.update(api, "k8s-object", &r.id, &data).await
             }
             _ => {
                 let mut data = manifest.clone();
                 data["__key"] = Value::String(key.clone());
+                if obj.kind == "Deployment" {
+                    data[super::serving::PODS] = self.next_pods(target, manifest, None).await?;
+                }
                 // Injected failures belong to a job or endpoint from its creation.
                 let fault = if super::training::is_training(manifest) {
                     Some(super::training::POD_FAILURE)
@@ -216,6 +220,15 @@ impl Kube for Sandbox {
 
     async fn get(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<Option<Value>> {
         self.gate("k8s:Get", false).await?;
+        if (obj.api_version.as_str(), obj.kind.as_str()) == ("v1", "Pod") {
+            let ns = obj.namespace.as_deref().unwrap_or("default");
+            return Ok(self
+                .sim_pods(target)
+                .await?
+                .into_iter()
+                .find(|(p, ..)| p.namespace == ns && p.name == obj.name)
+                .map(|(p, age, created)| p.manifest(age, &crate::store::rfc3339_ms(created))));
+        }
         let Some(r) = self
             .by_name("k8s-object", &object_key(target, obj))
             .await?
@@ -307,6 +320,17 @@ impl Kube for Sandbox {
             pending_gpu_pods: s.pending_pods,
             pending_gpus: s.pending_gpus,
         })
+    }
+
+    async fn patch_metadata(
+        &self,
+        target: &KubeTarget,
+        obj: &ObjectRef,
+        labels: &Value,
+        annotations: &Value,
+    ) -> CloudResult<()> {
+        self.gate("k8s:Patch", true).await?;
+        self.patch_meta(target, obj, labels, annotations).await
     }
 
     async fn delete(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<()> {

@@ -21,6 +21,7 @@ mod pods;
 mod releases;
 mod rules;
 mod scheduler;
+mod serving;
 mod shared;
 mod training;
 mod verdicts;

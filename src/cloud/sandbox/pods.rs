@@ -45,7 +45,9 @@ pub(super) struct SimPod {
     pub name: String,
     pub namespace: String,
     pub container: String,
+    image: String,
     labels: Value,
+    annotations: Value,
     program: Program,
     /// Simulated seconds after the workload's apply at which the pod started.
     start: f64,
@@ -82,11 +84,14 @@ pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
         "" => "default".to_string(),
         ns => ns.to_string(),
     };
+    let image = s(obj, "/spec/template/spec/containers/0/image").to_string();
     let pod = |pod: String, container: String, labels: Value, program, start, end| SimPod {
         name: pod,
         namespace: namespace.clone(),
         container,
+        image: image.clone(),
         labels,
+        annotations: json!({}),
         program,
         start,
         end,
@@ -178,10 +183,18 @@ pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
                 .cloned()
                 .unwrap_or_else(|| json!({}));
             let container = first_container(obj.pointer("/spec/template/spec"));
+            // The names its ReplicaSet gave (kept with the stored object); more as it grows.
+            let names: Vec<String> = obj
+                .get(super::serving::PODS)
+                .and_then(|p| serde_json::from_value(p.clone()).ok())
+                .unwrap_or_default();
             (0..ready)
                 .map(|i| {
                     pod(
-                        format!("{name}-sbx-{i}"),
+                        usize::try_from(i)
+                            .ok()
+                            .and_then(|i| names.get(i).cloned())
+                            .unwrap_or_else(|| format!("{name}-sbx-{i}")),
                         container.clone(),
                         labels.clone(),
                         Program::Server,
@@ -236,11 +249,35 @@ impl SimPod {
             }
             _ => "Running",
         };
+        let ready = if phase == "Running" { "True" } else { "False" };
         json!({"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": self.name, "namespace": self.namespace, "labels": self.labels,
-                            "creationTimestamp": created},
-               "spec": {"containers": [{"name": self.container}]},
-               "status": {"phase": phase}})
+                            "annotations": self.annotations, "creationTimestamp": created},
+               "spec": {"containers": [{"name": self.container, "image": self.image}]},
+               "status": {"phase": phase, "conditions": [{"type": "Ready", "status": ready}]}})
+    }
+
+    pub(super) fn labels(&self) -> &Value {
+        &self.labels
+    }
+
+    /// Labels and annotations changed on the pod since its controller made it.
+    pub(super) fn relabel(&mut self, labels: &Value, annotations: &Value) {
+        for (into, from) in [
+            (&mut self.labels, labels),
+            (&mut self.annotations, annotations),
+        ] {
+            if let (Some(m), Some(f)) = (into.as_object_mut(), from.as_object()) {
+                for (k, v) in f {
+                    m.insert(k.clone(), v.clone());
+                }
+            }
+        }
+    }
+
+    /// Whether the pod is running (ready) at `age`.
+    pub(super) fn running(&self, age: f64) -> bool {
+        age >= self.start && !self.done(age)
     }
 
     /// Whether the pod's container is still writing at `age`.

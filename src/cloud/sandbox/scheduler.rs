@@ -18,6 +18,25 @@ pub(crate) struct Schedule {
     pub pods: usize,
     /// The role the nodes run as (the first instance group's execution role).
     pub node_role: Option<String>,
+    /// KEDA's decisions, by ScaledObject name.
+    pub scaled: std::collections::HashMap<String, super::serving::Scaled>,
+}
+
+impl Schedule {
+    /// The replicas KEDA gives a Deployment, when a ScaledObject targets it.
+    fn autoscaled(&self, deployment: &str) -> Option<u64> {
+        Self::autoscaled_in(&self.scaled, deployment)
+    }
+
+    fn autoscaled_in(
+        scaled: &std::collections::HashMap<String, super::serving::Scaled>,
+        deployment: &str,
+    ) -> Option<u64> {
+        scaled
+            .values()
+            .find(|s| s.target == deployment)
+            .map(|s| s.replicas)
+    }
 }
 
 /// Kinds whose status depends on the nodes (their pods must be placed to become ready).
@@ -30,6 +49,7 @@ pub(super) fn scheduled_kind(kind: &str) -> bool {
             | "RayJob"
             | "InferenceEndpointConfig"
             | "JumpStartModel"
+            | "ScaledObject"
     )
 }
 
@@ -151,13 +171,13 @@ impl Sandbox {
             })
             .collect();
         deployments.sort_by_key(|r| r.created_ms);
+        let scaled = self.scaled(target).await?;
         let (mut placed, mut pending_pods, mut pending_gpus, mut pods) =
             (std::collections::HashMap::new(), 0, 0, 0);
         for r in &deployments {
-            let want = r
-                .data
-                .pointer("/spec/replicas")
-                .and_then(Value::as_u64)
+            let name = r.data["metadata"]["name"].as_str().unwrap_or_default();
+            let want = Schedule::autoscaled_in(&scaled, name)
+                .or_else(|| r.data.pointer("/spec/replicas").and_then(Value::as_u64))
                 .unwrap_or(1);
             let g = gpu_request(&r.data);
             let selector = r
@@ -194,6 +214,7 @@ impl Sandbox {
             pending_gpus,
             pods,
             node_role,
+            scaled,
         })
     }
 
@@ -209,11 +230,20 @@ impl Sandbox {
         if let Some(m) = o.as_object_mut() {
             m.remove("__key");
             m.remove(super::training::FAILURES);
+            m.remove(super::serving::PODS);
         }
         o["metadata"]["creationTimestamp"] = json!(crate::store::rfc3339_ms(res.created_ms));
         let n = u64::from(ready);
         match o["kind"].as_str() {
             Some("Deployment") => {
+                // KEDA's autoscaler writes the replicas of a Deployment it scales.
+                let name = o["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                if let Some(n) = schedule.and_then(|s| s.autoscaled(&name)) {
+                    o["spec"]["replicas"] = json!(n);
+                }
                 let want = o
                     .pointer("/spec/replicas")
                     .and_then(Value::as_u64)
@@ -289,6 +319,22 @@ impl Sandbox {
             }
             Some("InferenceEndpointConfig" | "JumpStartModel") => {
                 o["status"] = super::endpoints::status(&o, age, schedule, failures);
+            }
+            Some("ScaledObject") => {
+                let name = o["metadata"]["name"].as_str().unwrap_or_default();
+                if let Some(k) = schedule.and_then(|s| s.scaled.get(name)) {
+                    let flag = |b: bool| if b { "True" } else { "False" };
+                    o["status"] = json!({"scaleTargetKind": "apps/v1.Deployment",
+                        "originalReplicaCount": 1,
+                        "externalMetricNames": ["s0-prometheus"],
+                        "conditions": [
+                            {"type": "Ready", "status": "True", "reason": "ScaledObjectReady",
+                             "message": "ScaledObject is defined correctly and is ready for scaling"},
+                            {"type": "Active", "status": flag(k.active),
+                             "reason": if k.active { "ScalerActive" } else { "ScalerNotActive" },
+                             "message": format!("simulated queue {} → {} replicas", k.queue, k.replicas)},
+                            {"type": "Fallback", "status": "False", "reason": "NoFallbackFound"}]});
+                }
             }
             Some("PersistentVolumeClaim") => o["status"] = json!({"phase": "Bound"}),
             Some("PersistentVolume") => o["status"] = json!({"phase": "Bound"}),

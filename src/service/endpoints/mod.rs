@@ -559,6 +559,8 @@ pub async fn endpoint_params(
             &req.endpoint_name,
         ),
         manifests: vec![manifest],
+        prune: vec![],
+        also_watch: vec![],
     };
     Ok(serde_json::to_value(params).map_err(anyhow::Error::from)?)
 }

@@ -225,6 +225,8 @@ pub async fn patch_params(
         workload: format!("endpoint/{name}"),
         manifests: vec![manifest],
         watch: ref_of(kind, name),
+        prune: vec![],
+        also_watch: vec![],
     };
     Ok(Some(
         serde_json::to_value(params).map_err(anyhow::Error::from)?,

@@ -19,7 +19,10 @@
 //! instance-group-add    compute-subnet → update-cluster (every group resent)
 //! instance-group-scale  update-cluster
 //! instance-group-delete delete-group
-//! model-download | inference-deploy | endpoint-deploy | endpoint-update  apply (the workload's objects, watched to complete/ready)
+//! model-download | inference-deploy | endpoint-deploy | endpoint-update | pool-create | pool-scale
+//!               apply (what differs of the workload's objects, watched to complete/ready; pruned
+//!               companions removed)
+//! pool-assign   assign (a warm-pool pod relabelled for a model or back to its pool, read back)
 //! mlflow-setup  mlflow-role → mlflow-app (found or created, watched to Created) → tracking-access
 //! training-job  train (the HyperPodPyTorchJob or RayJob, followed to its end with its restarts)
 //! workload-delete delete (watched until gone)
@@ -37,6 +40,7 @@ pub mod import;
 pub mod mlflow;
 pub mod network;
 pub mod nodes;
+pub mod pools;
 pub mod storage;
 pub mod teardown;
 pub mod training;
@@ -297,7 +301,10 @@ impl Stages for OperationKinds {
             OpKind::ModelDownload
             | OpKind::InferenceDeploy
             | OpKind::EndpointDeploy
-            | OpKind::EndpointUpdate => vec![Arc::new(workloads::ApplyStep)],
+            | OpKind::EndpointUpdate
+            | OpKind::PoolCreate
+            | OpKind::PoolScale => vec![Arc::new(workloads::ApplyStep)],
+            OpKind::PoolAssign => vec![Arc::new(pools::AssignStep)],
             OpKind::TrainingJob => vec![Arc::new(training::TrainStep)],
             OpKind::MlflowSetup => vec![
                 Arc::new(mlflow::MlflowRoleStep),

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use super::addons::kube_target;
 use super::hyperpod::hyperpod_name;
-use crate::cloud::{HyperPodStatus, ObjectRef};
+use crate::cloud::{json_contains, HyperPodStatus, ObjectRef, MANAGED_BY};
 use crate::ops::{Poll, Reconcile, Step, StepCx, StepError, StepResult};
 
 /// Namespace of the workloads we run (the default storage claims live there too).
@@ -26,14 +26,54 @@ pub struct ApplyParams {
     pub workload: String,
     pub manifests: Vec<Value>,
     pub watch: ObjectRef,
+    /// Companions the workload no longer has (a router or autoscaler taken off): deleted after
+    /// the apply, when they exist and are ours.
+    #[serde(default)]
+    pub prune: Vec<ObjectRef>,
+    /// More objects that must be ready too (a model's router beside its workers).
+    #[serde(default)]
+    pub also_watch: Vec<ObjectRef>,
 }
 
-/// Applies every manifest of the operation (server-side apply: a repeat is a no-op).
+/// Whether an object carries the label every object of this control plane has.
+pub fn ours(obj: &Value) -> bool {
+    obj.pointer("/metadata/labels")
+        .and_then(|l| l.get(MANAGED_BY.0))
+        .and_then(Value::as_str)
+        == Some(MANAGED_BY.1)
+}
+
+/// Applies what differs from the cluster (an object that already holds every field asked for
+/// is not written), refusing to touch an object of the same name someone else made; then
+/// removes the pruned companions.
 pub(super) async fn apply_all(cx: &StepCx<'_>) -> StepResult<ApplyParams> {
     let p: ApplyParams = cx.param()?;
     let target = kube_target(cx)?;
     for m in &p.manifests {
-        cx.cloud.kube.apply(&target, m).await?;
+        let r = ObjectRef::to_apply(m)?;
+        match cx.cloud.kube.get(&target, &r).await? {
+            Some(existing) if !ours(&existing) => {
+                return Err(StepError::fatal(
+                    "not-ours",
+                    format!(
+                        "{} {}/{} exists and was not made by InstantStart: it is left as it is; \
+                         choose another name or remove it yourself",
+                        r.kind,
+                        r.namespace.as_deref().unwrap_or(""),
+                        r.name
+                    ),
+                ))
+            }
+            Some(existing) if json_contains(&existing, m) => {}
+            _ => cx.cloud.kube.apply(&target, m).await?,
+        }
+    }
+    for r in &p.prune {
+        if let Some(existing) = cx.cloud.kube.get(&target, r).await? {
+            if ours(&existing) {
+                cx.cloud.kube.delete(&target, r).await?;
+            }
+        }
     }
     Ok(p)
 }
@@ -41,11 +81,15 @@ pub(super) async fn apply_all(cx: &StepCx<'_>) -> StepResult<ApplyParams> {
 /// The object the operation watches, as it is now; gone is an error.
 pub(super) async fn watched(cx: &StepCx<'_>) -> StepResult<Value> {
     let p: ApplyParams = cx.param()?;
+    watched_one(cx, &p.watch).await
+}
+
+async fn watched_one(cx: &StepCx<'_>, r: &ObjectRef) -> StepResult<Value> {
     let target = kube_target(cx)?;
-    cx.cloud.kube.get(&target, &p.watch).await?.ok_or_else(|| {
+    cx.cloud.kube.get(&target, r).await?.ok_or_else(|| {
         StepError::fatal(
             "object-missing",
-            format!("{} {} disappeared", p.watch.kind, p.watch.name),
+            format!("{} {} disappeared", r.kind, r.name),
         )
     })
 }
@@ -64,11 +108,20 @@ impl Reconcile for ApplyStep {
         Ok(json!({"applied": p.manifests.len()}))
     }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
-        match workload_state(&watched(cx).await?) {
-            WorkloadState::Succeeded | WorkloadState::Ready => Ok(Poll::Ready(out.clone())),
-            WorkloadState::Failed(why) => Err(StepError::fatal("workload-failed", why)),
-            WorkloadState::Pending(what) => Ok(Poll::Pending(what)),
+        let p: ApplyParams = cx.param()?;
+        for r in std::iter::once(&p.watch).chain(&p.also_watch) {
+            match workload_state(&watched_one(cx, r).await?) {
+                WorkloadState::Succeeded | WorkloadState::Ready => {}
+                WorkloadState::Failed(why) => return Err(StepError::fatal("workload-failed", why)),
+                WorkloadState::Pending(what) if p.also_watch.is_empty() => {
+                    return Ok(Poll::Pending(what))
+                }
+                WorkloadState::Pending(what) => {
+                    return Ok(Poll::Pending(format!("{} {}: {what}", r.kind, r.name)))
+                }
+            }
         }
+        Ok(Poll::Ready(out.clone()))
     }
 }
 
@@ -171,6 +224,8 @@ pub fn workload_state(obj: &Value) -> WorkloadState {
                 )),
             }
         }
+        // A model served by warm-pool pods: its Service is the whole workload.
+        Some("Service") => WorkloadState::Ready,
         _ => WorkloadState::Pending("unknown kind".into()),
     }
 }
@@ -181,6 +236,9 @@ pub fn workload_state(obj: &Value) -> WorkloadState {
 pub struct DeleteParams {
     pub workload: String,
     pub objects: Vec<ObjectRef>,
+    /// Warm-pool pods serving the removed model (a label selector): handed back to their pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
 }
 
 pub struct DeleteObjectsStep;
@@ -196,7 +254,11 @@ impl Reconcile for DeleteObjectsStep {
         for o in &p.objects {
             cx.cloud.kube.delete(&target, o).await?;
         }
-        Ok(json!({"deleted": p.objects.len()}))
+        let released = match &p.release {
+            Some(selector) => super::pools::release(cx, &target, selector).await?,
+            None => 0,
+        };
+        Ok(json!({"deleted": p.objects.len(), "released": released}))
     }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
         let p: DeleteParams = cx.param()?;

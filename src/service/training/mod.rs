@@ -520,6 +520,8 @@ pub async fn training_params(
         workload: format!("training/{}", req.job_name),
         manifests: vec![manifest],
         watch,
+        prune: vec![],
+        also_watch: vec![],
     };
     Ok(serde_json::to_value(params).map_err(anyhow::Error::from)?)
 }

@@ -162,6 +162,7 @@ pub async fn training_delete_params(engine: &Engine, cluster: &str, job: &str) -
     let params = DeleteParams {
         workload: format!("training/{job}"),
         objects: vec![job_ref(runtime, job)],
+        release: None,
     };
     Ok(serde_json::to_value(params).map_err(anyhow::Error::from)?)
 }

@@ -1,17 +1,26 @@
-//! Self-managed inference: a model served by a Deployment and Service, listed, deleted, and
-//! smoke-tested through the API server's service proxy.
+//! Self-managed inference: a model served by its own Deployment (or by warm-pool pods) behind a
+//! Service of a chosen shape, optionally through its own SGLang router and scaled by its own
+//! KEDA ScaledObject; deleted with all of that, and smoke-tested through the API server's
+//! service proxy.
 
-use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
+use super::autoscale::{self, AutoscalingRequest};
+use super::pools::{get_pool, taken};
+use super::router::{self, RouterRequest};
+use super::server::{bounded, server_pod, ServerFields};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::incluster::kube_target;
+use crate::service::steps::pools::{POOL_LABEL, SERVES_LABEL};
 use crate::service::validate;
 use crate::service::workloads::{
-    cloud_err, labels, list_storage, obj, put_token_secret, workload_state, ApplyParams,
-    DeleteParams, ServiceCall, WORKLOAD_LABEL, WORKLOAD_NAMESPACE,
+    cloud_err, labels, list_deployments, obj, ApplyParams, DeleteParams, DeploymentView,
+    ServiceCall, WORKLOAD_NAMESPACE,
 };
 
 /// `POST /api/clusters/{name}/deployments`: a model server (vLLM, SGLang or any image) as a
@@ -45,58 +54,13 @@ pub struct DeploymentRequest {
     pub claim: Option<String>,
     /// For gated models; kept in a Kubernetes Secret only.
     pub hf_token: Option<String>,
-}
-
-/// A deployment and where it stands.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DeploymentView {
-    pub name: String,
-    pub image: String,
-    pub replicas: u64,
-    pub ready_replicas: u64,
-    /// `ready`, `pending` or `failed`.
-    pub state: String,
-    pub service: String,
-    /// Reachable from the internet (an internet-facing load balancer), from `allowedSources`.
-    pub public: bool,
-    pub allowed_sources: Vec<String>,
-    /// The service's port.
-    pub port: Option<u16>,
-    /// `http://<cluster IP>:<port>` or the load balancer's host, once known.
-    pub endpoint: Option<String>,
-}
-
-pub(crate) fn image(field: &str, image: &str) -> ApiResult<()> {
-    let ok = (1..=255).contains(&image.len())
-        && !image.starts_with(['-', '.', '/', ':'])
-        && image
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | ':' | '@'));
-    validate::require(
-        ok,
-        field,
-        format!("`{}` is not a container image", validate::truncate(image)),
-        json!("registry/repository:tag, e.g. vllm/vllm-openai:latest"),
-    )
-}
-
-pub(crate) fn bounded(
-    field: &str,
-    v: Option<i64>,
-    default: i64,
-    range: std::ops::RangeInclusive<i64>,
-) -> ApiResult<i64> {
-    let v = v.unwrap_or(default);
-    if range.contains(&v) {
-        Ok(v)
-    } else {
-        Err(ApiError::validation_hint(
-            field,
-            format!("{v} is out of range"),
-            json!(format!("{} to {}", range.start(), range.end())),
-        ))
-    }
+    /// Serve from this warm pool's pods instead of a Deployment of its own: the model's Service
+    /// selects the pool pods assigned to it (pool_assign). Server fields come from the pool.
+    pub pool: Option<String>,
+    /// Route through an SGLang router of the model's own (SGLang workers, two or more).
+    pub router: Option<RouterRequest>,
+    /// Scale the replicas with KEDA on a Prometheus metric (not with `pool`).
+    pub autoscaling: Option<AutoscalingRequest>,
 }
 
 pub(super) const SERVICE_TYPES: &[&str] =
@@ -150,28 +114,17 @@ pub async fn deployment_params(
     engine: &Engine,
     name: &str,
     req: &DeploymentRequest,
+    default_prometheus: Option<&str>,
 ) -> ApiResult<Value> {
-    validate::dns_label("deploymentName", "deployment name", &req.deployment_name)?;
-    if req.deployment_name.len() > 40 {
+    let dep = &req.deployment_name;
+    validate::dns_label("deploymentName", "deployment name", dep)?;
+    if dep.len() > 40 {
         return Err(ApiError::validation_hint(
             "deploymentName",
             "a deployment name has at most 40 characters",
             json!("e.g. qwen3-8b"),
         ));
     }
-    let img = req.image.as_deref().unwrap_or("vllm/vllm-openai:latest");
-    image("image", img)?;
-    let args = req.args.clone().unwrap_or_default();
-    if args.len() > 64 || args.iter().any(|a| a.len() > 1024 || a.contains('\0')) {
-        return Err(ApiError::validation_hint(
-            "args",
-            "at most 64 arguments of at most 1024 characters each",
-            json!(["--model", "/s3/models/owner/name"]),
-        ));
-    }
-    let gpus = bounded("gpus", req.gpus, 1, 1..=8)?;
-    let replicas = bounded("replicas", req.replicas, 1, 1..=16)?;
-    let port = bounded("port", req.port, 8000, 1..=65535)?;
     let service = req.service.as_deref().unwrap_or("cluster-ip");
     if !SERVICE_TYPES.contains(&service) {
         return Err(ApiError::validation_hint(
@@ -181,97 +134,107 @@ pub async fn deployment_params(
         ));
     }
     let sources = source_cidrs(service, req.allowed_source_cidrs.as_deref())?;
-    let groups = crate::service::list_groups(engine, name).await?;
-    if let Some(t) = &req.instance_type {
-        if !groups.iter().any(|g| &g.instance_type == t) {
-            return Err(ApiError::validation_hint(
-                "instanceType",
-                format!(
-                    "no instance group of `{name}` has {}",
-                    validate::truncate(t)
-                ),
-                json!(groups.iter().map(|g| &g.instance_type).collect::<Vec<_>>()),
-            ));
+    let l = labels("inference", &[("app.kubernetes.io/name", dep)]);
+    let mut manifests = Vec::new();
+    let (workers, image, port, most) = match &req.pool {
+        Some(pool) => {
+            for (field, given) in [
+                ("image", req.image.is_some()),
+                ("args", req.args.is_some()),
+                ("gpus", req.gpus.is_some()),
+                ("replicas", req.replicas.is_some()),
+                ("port", req.port.is_some()),
+                ("instanceType", req.instance_type.is_some()),
+                ("claim", req.claim.is_some()),
+                ("hfToken", req.hf_token.is_some()),
+                ("autoscaling", req.autoscaling.is_some()),
+            ] {
+                if given {
+                    return Err(ApiError::validation(
+                        field,
+                        format!(
+                            "a model served from warm pool `{pool}` takes `{field}` from the pool \
+                             (it grows by assigning pool pods: pool_assign)"
+                        ),
+                    ));
+                }
+            }
+            let p = get_pool(engine, name, pool).await?;
+            let workers = BTreeMap::from([
+                (POOL_LABEL.to_string(), pool.clone()),
+                (SERVES_LABEL.to_string(), dep.clone()),
+            ]);
+            let size = i64::try_from(p.size).unwrap_or(0);
+            (workers, p.image, i64::from(p.port.unwrap_or(8000)), size)
         }
-    }
-    // A replica runs on one node: it cannot ask for more GPUs than the largest node has.
-    let per_node = |t: &str| i64::from(crate::cloud::gpus_per_instance(t));
-    let most = match &req.instance_type {
-        Some(t) => per_node(t),
-        None => groups
-            .iter()
-            .map(|g| per_node(&g.instance_type))
-            .max()
-            .unwrap_or(0),
-    };
-    if gpus > most {
-        return Err(ApiError::validation_hint(
-            "gpus",
-            format!("a replica needs {gpus} GPUs but no node of `{name}` has more than {most}"),
-            json!(format!(
-                "1 to {most}, or add an instance group with larger instances"
-            )),
-        ));
-    }
-    let claims = list_storage(engine, name).await?;
-    let in_default = |c: &str| {
-        claims
-            .iter()
-            .any(|v| v.claim_name == c && v.namespace == WORKLOAD_NAMESPACE)
-    };
-    let claim = match req.claim.as_deref() {
-        Some(c) if in_default(c) => Some(c.to_string()),
-        Some(c) => {
-            return Err(ApiError::validation_hint(
-                "claim",
-                format!(
-                    "`{}` is not a storage claim in namespace default",
-                    validate::truncate(c)
-                ),
-                json!(claims.iter().map(|c| &c.claim_name).collect::<Vec<_>>()),
-            ))
+        None => {
+            if get_pool(engine, name, dep).await.is_ok() {
+                return Err(taken("deploymentName", dep));
+            }
+            let server = server_pod(
+                engine,
+                name,
+                dep,
+                &ServerFields {
+                    image: req.image.as_deref(),
+                    args: req.args.as_deref(),
+                    gpus: req.gpus,
+                    port: req.port,
+                    instance_type: req.instance_type.as_deref(),
+                    claim: req.claim.as_deref(),
+                    hf_token: req.hf_token.as_deref(),
+                },
+            )
+            .await?;
+            let replicas = bounded("replicas", req.replicas, 1, 1..=16)?;
+            let mut spec = json!({"progressDeadlineSeconds": 3600,
+                "selector": {"matchLabels": {"app.kubernetes.io/name": dep}},
+                "template": {"metadata": {"labels": l}, "spec": server.spec}});
+            // With autoscaling KEDA's autoscaler owns the replica count: this manifest leaves
+            // it out, so a later apply never resets what the autoscaler chose.
+            if req.autoscaling.is_none() {
+                spec["replicas"] = json!(replicas);
+            }
+            manifests.push(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": dep, "namespace": WORKLOAD_NAMESPACE, "labels": l},
+                "spec": spec}));
+            let workers = BTreeMap::from([("app.kubernetes.io/name".to_string(), dep.clone())]);
+            let most = req
+                .autoscaling
+                .as_ref()
+                .map_or(replicas, |a| a.max_replicas.max(replicas));
+            (workers, server.image, server.port, most)
         }
-        None => in_default("s3-claim").then(|| "s3-claim".to_string()),
     };
-    let target = kube_target(engine, name).await?;
-    let secret = format!("{}-token", req.deployment_name);
-    if let Some(token) = &req.hf_token {
-        put_token_secret(engine, &target, &secret, token, "inference").await?;
-    }
-    let l = labels(
-        "inference",
-        &[("app.kubernetes.io/name", &req.deployment_name)],
-    );
-    let mut mounts = vec![json!({"name": "shm", "mountPath": "/dev/shm"})];
-    let mut volumes =
-        vec![json!({"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}})];
-    if let Some(c) = &claim {
-        mounts.push(json!({"name": "data", "mountPath": "/s3", "readOnly": true}));
-        volumes.push(
-            json!({"name": "data", "persistentVolumeClaim": {"claimName": c, "readOnly": true}}),
+    let mut also_watch = Vec::new();
+    let mut prune = Vec::new();
+    let selector = match &req.router {
+        Some(r) => {
+            router::check(&image, most)?;
+            let policy = router::policy(r)?;
+            manifests.extend(router::router_objects(dep, port, &workers, policy));
+            also_watch.push(obj("apps/v1", "Deployment", &router::router_name(dep)));
+            BTreeMap::from([(
+                "app.kubernetes.io/name".to_string(),
+                router::router_name(dep),
+            )])
+        }
+        None => {
+            prune.extend(router::router_refs(dep));
+            workers
+        }
+    };
+    let mut ports = vec![json!({"name": "http", "port": port, "targetPort": port})];
+    if req.router.is_some() {
+        ports.push(
+            json!({"name": "metrics", "port": router::ROUTER_METRICS_PORT,
+                          "targetPort": router::ROUTER_METRICS_PORT}),
         );
     }
-    let mut pod = json!({
-        "containers": [{"name": "server", "image": img, "args": args,
-            "ports": [{"containerPort": port, "name": "http"}],
-            "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret, "key": "token", "optional": true}}}],
-            "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}},
-            "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 10},
-            "volumeMounts": mounts}],
-        "volumes": volumes});
-    if let Some(t) = &req.instance_type {
-        pod["nodeSelector"] = json!({"node.kubernetes.io/instance-type": t});
-    }
-    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": req.deployment_name, "namespace": WORKLOAD_NAMESPACE, "labels": l},
-        "spec": {"replicas": replicas, "progressDeadlineSeconds": 3600,
-            "selector": {"matchLabels": {"app.kubernetes.io/name": req.deployment_name}},
-            "template": {"metadata": {"labels": l}, "spec": pod}}});
     let mut svc = json!({"apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": req.deployment_name, "namespace": WORKLOAD_NAMESPACE, "labels": l},
+        "metadata": {"name": dep, "namespace": WORKLOAD_NAMESPACE, "labels": l},
         "spec": {"type": if service == "cluster-ip" { "ClusterIP" } else { "LoadBalancer" },
-            "selector": {"app.kubernetes.io/name": req.deployment_name},
-            "ports": [{"name": "http", "port": port, "targetPort": port}]}});
+            "selector": selector, "ports": ports}});
     if service == "load-balancer" {
         // Internal to the VPC: a model endpoint is never put on the internet by default.
         svc["metadata"]["annotations"] = json!({"service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
@@ -285,98 +248,46 @@ pub async fn deployment_params(
         svc["spec"]["loadBalancerSourceRanges"] =
             json!(sources.iter().map(ToString::to_string).collect::<Vec<_>>());
     }
+    if let Some(pool) = &req.pool {
+        // What says, even before a pod is assigned, which pool the model is served from.
+        svc["metadata"]["labels"][POOL_LABEL] = json!(pool);
+    }
+    manifests.push(svc);
+    match &req.autoscaling {
+        Some(a) => {
+            let s = autoscale::scaling(dep, &image, req.router.is_some(), a, default_prometheus)?;
+            if let Some(r) = req.replicas {
+                if !(s.min..=s.max).contains(&r) {
+                    return Err(ApiError::validation_hint(
+                        "replicas",
+                        format!(
+                            "with autoscaling the replicas stay within {}–{}",
+                            s.min, s.max
+                        ),
+                        json!("leave replicas out: KEDA sets them"),
+                    ));
+                }
+            }
+            let has_auth = s.objects.len() > 1;
+            manifests.extend(s.objects);
+            if !has_auth {
+                prune.extend(autoscale::scaling_refs(dep).into_iter().skip(1));
+            }
+        }
+        None => prune.extend(autoscale::scaling_refs(dep)),
+    }
+    let watch = match &req.pool {
+        Some(_) => obj("v1", "Service", dep),
+        None => obj("apps/v1", "Deployment", dep),
+    };
     let params = ApplyParams {
-        workload: format!("deployment/{}", req.deployment_name),
-        manifests: vec![deployment, svc],
-        watch: obj("apps/v1", "Deployment", &req.deployment_name),
+        workload: format!("deployment/{dep}"),
+        manifests,
+        watch,
+        prune,
+        also_watch,
     };
     Ok(serde_json::to_value(params).map_err(anyhow::Error::from)?)
-}
-
-pub async fn list_deployments(engine: &Engine, name: &str) -> ApiResult<Vec<DeploymentView>> {
-    let target = kube_target(engine, name).await?;
-    let selector = format!("{WORKLOAD_LABEL}=inference");
-    let list = |api_version: &'static str, kind: &'static str| {
-        let target = target.clone();
-        let selector = selector.clone();
-        async move {
-            engine
-                .cloud()
-                .kube
-                .list(
-                    &target,
-                    api_version,
-                    kind,
-                    Some(WORKLOAD_NAMESPACE),
-                    Some(&selector),
-                )
-                .await
-                .map_err(cloud_err)
-        }
-    };
-    let deployments = list("apps/v1", "Deployment").await?;
-    let services = list("v1", "Service").await?;
-    let mut out: Vec<DeploymentView> = deployments
-        .iter()
-        .map(|d| {
-            let name = d["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let svc = services
-                .iter()
-                .find(|s| s["metadata"]["name"] == name.as_str());
-            let port = svc
-                .and_then(|s| s.pointer("/spec/ports/0/port"))
-                .and_then(Value::as_u64);
-            let endpoint = svc.and_then(|s| {
-                let lb = s
-                    .pointer("/status/loadBalancer/ingress/0/hostname")
-                    .and_then(Value::as_str);
-                let ip = s.pointer("/spec/clusterIP").and_then(Value::as_str);
-                match (lb, ip, port) {
-                    (Some(host), _, Some(p)) => Some(format!("http://{host}:{p}")),
-                    (None, Some(ip), Some(p)) if ip != "None" => Some(format!("http://{ip}:{p}")),
-                    _ => None,
-                }
-            });
-            DeploymentView {
-                image: d
-                    .pointer("/spec/template/spec/containers/0/image")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .into(),
-                replicas: d
-                    .pointer("/spec/replicas")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(1),
-                ready_replicas: d
-                    .pointer("/status/readyReplicas")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0),
-                state: workload_state(d).as_str().into(),
-                service: svc
-                    .and_then(|s| s.pointer("/spec/type"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("none")
-                    .into(),
-                public: svc
-                    .and_then(|s| {
-                        s.pointer("/metadata/annotations/service.beta.kubernetes.io~1aws-load-balancer-scheme")
-                    })
-                    .is_some_and(|v| v == "internet-facing"),
-                allowed_sources: svc
-                    .and_then(|s| s.pointer("/spec/loadBalancerSourceRanges"))
-                    .and_then(|r| serde_json::from_value(r.clone()).ok())
-                    .unwrap_or_default(),
-                endpoint,
-                port: port.and_then(|p| u16::try_from(p).ok()),
-                name,
-            }
-        })
-        .collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(out)
 }
 
 pub(super) async fn known_deployment(
@@ -396,14 +307,22 @@ pub(super) async fn known_deployment(
 }
 
 pub async fn deployment_delete_params(engine: &Engine, name: &str, dep: &str) -> ApiResult<Value> {
-    known_deployment(engine, name, dep).await?;
+    let d = known_deployment(engine, name, dep).await?;
+    let mut objects = autoscale::scaling_refs(dep);
+    objects.push(obj("v1", "Service", dep));
+    objects.extend(router::router_refs(dep));
+    if d.pool.is_none() {
+        objects.push(obj("apps/v1", "Deployment", dep));
+        objects.push(obj("v1", "Secret", &format!("{dep}-token")));
+    }
     let params = DeleteParams {
         workload: format!("deployment/{dep}"),
-        objects: vec![
-            obj("v1", "Service", dep),
-            obj("apps/v1", "Deployment", dep),
-            obj("v1", "Secret", &format!("{dep}-token")),
-        ],
+        objects,
+        // The model's pool pods go back to the pool, still warm.
+        release: d
+            .pool
+            .as_ref()
+            .map(|p| format!("{POOL_LABEL}={p},{SERVES_LABEL}={dep}")),
     };
     Ok(serde_json::to_value(params).map_err(anyhow::Error::from)?)
 }

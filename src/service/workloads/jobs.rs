@@ -149,6 +149,7 @@ pub async fn job_delete_params(
     let params = DeleteParams {
         workload: format!("job/{kind}/{job}"),
         objects,
+        release: None,
     };
     Ok(serde_json::to_value(params).map_err(anyhow::Error::from)?)
 }

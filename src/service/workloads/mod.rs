@@ -2,15 +2,25 @@
 //! the HyperPod software update and a look into a storage claim. Validates every field, turns a
 //! request into the named objects an operation applies, and reads what is running.
 
+mod autoscale;
 mod deployments;
 mod jobs;
+mod listing;
 mod models;
 mod objects;
+mod pools;
+mod router;
+mod server;
 
+pub use autoscale::{AutoscalingRequest, AutoscalingView};
 pub use deployments::*;
 pub use jobs::*;
+pub use listing::*;
 pub use models::*;
 pub use objects::*;
+pub use pools::*;
+pub use router::{RouterRequest, RouterView, ROUTER_IMAGE};
+pub(crate) use server::{bounded, image};
 
 use std::collections::BTreeMap;
 

@@ -155,6 +155,8 @@ pub async fn model_params(
         workload: format!("model/{job}"),
         manifests: vec![manifest],
         watch: job_ref,
+        prune: vec![],
+        also_watch: vec![],
     };
     Ok(serde_json::to_value(params).map_err(anyhow::Error::from)?)
 }

@@ -1,0 +1,209 @@
+//! What self-managed inference is running: each deployment with its replicas, service shape and
+//! address, the warm pool and pods it is served from, its router and its autoscaling.
+
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::autoscale::{scaling_view, AutoscalingView, KEDA_API};
+use super::pools::pod_ready;
+use super::router::{router_view, RouterView, ROUTER_FOR_LABEL};
+use crate::error::ApiResult;
+use crate::ops::Engine;
+use crate::service::incluster::kube_target;
+use crate::service::steps::pools::{POOL_LABEL, SERVES_LABEL};
+use crate::service::workloads::{cloud_err, workload_state, WORKLOAD_LABEL, WORKLOAD_NAMESPACE};
+
+/// A deployment and where it stands.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentView {
+    pub name: String,
+    pub image: String,
+    /// Replicas wanted (for a pool-served model: pool pods assigned to it; with autoscaling:
+    /// what KEDA chose last).
+    pub replicas: u64,
+    pub ready_replicas: u64,
+    /// `ready`, `pending` or `failed`.
+    pub state: String,
+    pub service: String,
+    /// Reachable from the internet (an internet-facing load balancer), from `allowedSources`.
+    pub public: bool,
+    pub allowed_sources: Vec<String>,
+    /// The service's port.
+    pub port: Option<u16>,
+    /// `http://<cluster IP>:<port>` or the load balancer's host, once known.
+    pub endpoint: Option<String>,
+    /// The warm pool it is served from.
+    pub pool: Option<String>,
+    /// The pool pods assigned to it.
+    pub pods: Vec<String>,
+    pub router: Option<RouterView>,
+    pub autoscaling: Option<AutoscalingView>,
+}
+
+fn name_of(o: &Value) -> &str {
+    o["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+fn label<'a>(o: &'a Value, key: &str) -> Option<&'a str> {
+    o.pointer("/metadata/labels")
+        .and_then(|l| l.get(key))
+        .and_then(Value::as_str)
+}
+
+pub async fn list_deployments(engine: &Engine, name: &str) -> ApiResult<Vec<DeploymentView>> {
+    let target = kube_target(engine, name).await?;
+    let kube = &engine.cloud().kube;
+    let selector = format!("{WORKLOAD_LABEL}=inference");
+    let list = |api_version: &'static str, kind: &'static str, selector: String| {
+        let target = target.clone();
+        async move {
+            kube.list(
+                &target,
+                api_version,
+                kind,
+                Some(WORKLOAD_NAMESPACE),
+                Some(&selector),
+            )
+            .await
+        }
+    };
+    let deployments = list("apps/v1", "Deployment", selector.clone())
+        .await
+        .map_err(cloud_err)?;
+    let services = list("v1", "Service", selector.clone())
+        .await
+        .map_err(cloud_err)?;
+    // Without KEDA's CRDs nothing autoscales: no ScaledObjects to read.
+    let scaled = list(KEDA_API, "ScaledObject", selector)
+        .await
+        .unwrap_or_default();
+    let (routers, workers): (Vec<&Value>, Vec<&Value>) = deployments
+        .iter()
+        .partition(|d| label(d, ROUTER_FOR_LABEL).is_some());
+    let pooled: Vec<&Value> = services
+        .iter()
+        .filter(|s| label(s, POOL_LABEL).is_some())
+        .collect();
+    let pool_pods = if pooled.is_empty() {
+        vec![]
+    } else {
+        list("v1", "Pod", format!("{WORKLOAD_LABEL}=pool"))
+            .await
+            .map_err(cloud_err)?
+    };
+    let mut out = Vec::new();
+    for d in &workers {
+        out.push(view(
+            name_of(d),
+            Some(d),
+            &services,
+            &routers,
+            &scaled,
+            None,
+        ));
+    }
+    for s in pooled {
+        let model = name_of(s);
+        if out.iter().any(|v| v.name == model) {
+            continue;
+        }
+        let pool = label(s, POOL_LABEL).map(str::to_string);
+        let mine: Vec<&Value> = pool_pods
+            .iter()
+            .filter(|p| label(p, SERVES_LABEL) == Some(model))
+            .filter(|p| pool.is_none() || label(p, POOL_LABEL) == pool.as_deref())
+            .collect();
+        let mut v = view(model, None, &services, &routers, &scaled, pool);
+        v.replicas = mine.len() as u64;
+        v.ready_replicas = mine.iter().filter(|p| pod_ready(p)).count() as u64;
+        v.state = if v.ready_replicas > 0 && v.router.as_ref().is_none_or(|r| r.ready) {
+            "ready"
+        } else {
+            "pending"
+        }
+        .into();
+        v.pods = mine.iter().map(|p| name_of(p).to_string()).collect();
+        v.pods.sort();
+        if let Some(p) = mine.first() {
+            v.image = p
+                .pointer("/spec/containers/0/image")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .into();
+        }
+        out.push(v);
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+fn view(
+    name: &str,
+    d: Option<&&Value>,
+    services: &[Value],
+    routers: &[&Value],
+    scaled: &[Value],
+    pool: Option<String>,
+) -> DeploymentView {
+    let svc = services.iter().find(|s| name_of(s) == name);
+    let port = svc
+        .and_then(|s| s.pointer("/spec/ports/0/port"))
+        .and_then(Value::as_u64);
+    let endpoint = svc.and_then(|s| {
+        let lb = s
+            .pointer("/status/loadBalancer/ingress/0/hostname")
+            .and_then(Value::as_str);
+        let ip = s.pointer("/spec/clusterIP").and_then(Value::as_str);
+        match (lb, ip, port) {
+            (Some(host), _, Some(p)) => Some(format!("http://{host}:{p}")),
+            (None, Some(ip), Some(p)) if ip != "None" => Some(format!("http://{ip}:{p}")),
+            _ => None,
+        }
+    });
+    let router = routers
+        .iter()
+        .find(|r| label(r, ROUTER_FOR_LABEL) == Some(name))
+        .map(|r| router_view(r));
+    let n = |p: &str| d.and_then(|d| d.pointer(p)).and_then(Value::as_u64);
+    let mut state = d
+        .map_or("pending", |d| workload_state(d).as_str())
+        .to_string();
+    if state == "ready" && router.as_ref().is_some_and(|r| !r.ready) {
+        state = "pending".into();
+    }
+    DeploymentView {
+        image: d
+            .and_then(|d| d.pointer("/spec/template/spec/containers/0/image"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .into(),
+        replicas: n("/spec/replicas").unwrap_or(1),
+        ready_replicas: n("/status/readyReplicas").unwrap_or(0),
+        state,
+        service: svc
+            .and_then(|s| s.pointer("/spec/type"))
+            .and_then(Value::as_str)
+            .unwrap_or("none")
+            .into(),
+        public: svc
+            .and_then(|s| {
+                s.pointer(
+                    "/metadata/annotations/service.beta.kubernetes.io~1aws-load-balancer-scheme",
+                )
+            })
+            .is_some_and(|v| v == "internet-facing"),
+        allowed_sources: svc
+            .and_then(|s| s.pointer("/spec/loadBalancerSourceRanges"))
+            .and_then(|r| serde_json::from_value(r.clone()).ok())
+            .unwrap_or_default(),
+        endpoint,
+        port: port.and_then(|p| u16::try_from(p).ok()),
+        pool,
+        pods: vec![],
+        router,
+        autoscaling: scaled.iter().find(|s| name_of(s) == name).map(scaling_view),
+        name: name.to_string(),
+    }
+}

@@ -1,0 +1,369 @@
+//! Self-managed serving, complete, in the sandbox and on the Kubernetes emulator: a two-replica
+//! SGLang model served through its own router and scaled by its own ScaledObject, a second model
+//! with its own, a warm-pool pod moved between two models by its label, a pool that will not
+//! shrink below what it has given out, and deletions that leave the other model untouched.
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::crds::Schemas;
+use crate::helpers::*;
+
+const DEPLOYMENTS: &str = "/api/clusters/demo/deployments";
+const POOLS: &str = "/api/clusters/demo/pools";
+const SGLANG: &str = "lmsysorg/sglang:v0.5.8";
+const PROMETHEUS: &str = "http://prometheus-server.monitoring.svc.cluster.local:80";
+
+fn routed(name: &str, min: i64, max: i64, cooldown: i64) -> Value {
+    json!({"deploymentName": name, "image": SGLANG,
+           "args": ["python3", "-m", "sglang.launch_server", "--model-path", "/s3/models/Qwen/Qwen3-8B", "--port", "8000"],
+           "router": {},
+           "autoscaling": {"minReplicas": min, "maxReplicas": max, "target": 3, "cooldownPeriod": cooldown,
+                           "prometheusUrl": PROMETHEUS}})
+}
+
+async fn accepted(app: &TestApp, r: reqwest::Response) -> Value {
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let body: Value = r.json().await.unwrap();
+    app.wait_terminal(body["operationId"].as_str().unwrap())
+        .await
+}
+
+async fn deployment(app: &TestApp, name: &str) -> Option<Value> {
+    app.json(DEPLOYMENTS)
+        .await
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == name)
+        .cloned()
+}
+
+async fn invoke(app: &TestApp, name: &str, prompt: &str) -> reqwest::Response {
+    app.post(
+        &format!("{DEPLOYMENTS}/{name}/invoke"),
+        &json!({"prompt": prompt}),
+    )
+    .await
+}
+
+/// Every object a deployment operation applied, as `Kind/name`.
+fn objects(op: &Value) -> Vec<String> {
+    op["params"]["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            format!(
+                "{}/{}",
+                m["kind"].as_str().unwrap(),
+                m["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+fn check_schemas(op: &Value) {
+    let Some(schemas) = Schemas::load() else {
+        return;
+    };
+    for m in op["params"]["manifests"].as_array().unwrap() {
+        if m["apiVersion"].as_str().unwrap().starts_with("keda.sh/") {
+            assert_eq!(schemas.errors(m), Vec::<String>::new(), "{m}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routed_autoscaled_models_and_a_warm_pool_serve_side_by_side_in_the_sandbox() {
+    let app = spawn_app().await;
+    let mut body = pipeline_body();
+    body["instanceType"] = json!("ml.g5.12xlarge");
+    let id = app.start("/api/pipelines", &body).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+
+    // Refusals by field, nothing started.
+    for (patch, field) in [
+        (json!({"image": "vllm/vllm-openai:latest"}), "router"),
+        (
+            json!({"autoscaling": {"minReplicas": 1, "maxReplicas": 1, "target": 3, "prometheusUrl": PROMETHEUS}}),
+            "router",
+        ),
+        (
+            json!({"autoscaling": {"maxReplicas": 2, "target": 3, "prometheusUrl": "http://169.254.169.254/"}}),
+            "autoscaling.prometheusUrl",
+        ),
+        (
+            json!({"autoscaling": {"maxReplicas": 2, "target": 3}}),
+            "autoscaling.prometheusUrl",
+        ),
+        (json!({"router": {"policy": "fastest"}}), "router.policy"),
+    ] {
+        let mut b = routed("chat", 2, 4, 86_400);
+        for (k, v) in patch.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        let p = problem(
+            app.post(DEPLOYMENTS, &b).await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        )
+        .await;
+        assert_eq!(p["field"], field, "{b}: {p}");
+    }
+    let ops = app.json("/api/operations").await;
+
+    // Two SGLang models, each with a router and a ScaledObject of its own.
+    let chat = accepted(
+        &app,
+        app.post(DEPLOYMENTS, &routed("chat", 2, 4, 86_400)).await,
+    )
+    .await;
+    assert_eq!(chat["state"], "succeeded", "{chat}");
+    let code = accepted(&app, app.post(DEPLOYMENTS, &routed("code", 1, 2, 30)).await).await;
+    assert_eq!(code["state"], "succeeded", "{code}");
+    assert!(
+        app.json("/api/operations").await.as_array().unwrap().len()
+            >= ops.as_array().unwrap().len() + 2
+    );
+    check_schemas(&chat);
+    check_schemas(&code);
+    let (a, b) = (objects(&chat), objects(&code));
+    assert_eq!(
+        a,
+        [
+            "Deployment/chat",
+            "ServiceAccount/chat-router",
+            "Role/chat-router",
+            "RoleBinding/chat-router",
+            "Deployment/chat-router",
+            "Service/chat",
+            "ScaledObject/chat"
+        ]
+    );
+    assert!(
+        a.iter().all(|o| !b.contains(o)),
+        "no object is shared: {a:?} {b:?}"
+    );
+    assert!(a
+        .iter()
+        .chain(&b)
+        .all(|o| !o.starts_with("Cluster") && !o.starts_with("ConfigMap")));
+    let worker = &chat["params"]["manifests"][0];
+    assert!(
+        worker["spec"].get("replicas").is_none(),
+        "KEDA owns the replica count: {worker}"
+    );
+
+    let d = deployment(&app, "chat").await.unwrap();
+    assert_eq!(d["state"], "ready", "{d}");
+    assert_eq!(
+        (d["replicas"].as_u64(), d["readyReplicas"].as_u64()),
+        (Some(2), Some(2)),
+        "{d}"
+    );
+    assert_eq!(d["router"]["policy"], "cache_aware");
+    assert_eq!(d["router"]["ready"], true);
+    assert_eq!(d["autoscaling"]["minReplicas"], 2);
+    assert_eq!(d["autoscaling"]["active"], false, "{d}");
+
+    // Served through its own router, by one of its own workers; a prompt keeps its worker.
+    let r = invoke(&app, "chat", "Say hello in one word.").await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let first: Value = r.json().await.unwrap();
+    let via = first["x_sandbox"]["router"].as_str().unwrap().to_string();
+    let pod = first["x_sandbox"]["pod"].as_str().unwrap().to_string();
+    assert!(via.starts_with("chat-router-"), "{first}");
+    assert!(
+        pod.starts_with("chat-") && !pod.starts_with("chat-router-"),
+        "{first}"
+    );
+    for _ in 0..3 {
+        let again: Value = invoke(&app, "chat", "Say hello in one word.")
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            again["x_sandbox"]["pod"],
+            pod.as_str(),
+            "same prefix, same worker"
+        );
+    }
+
+    // Load on chat's queue scales chat, and only chat.
+    for i in 0..8 {
+        let r = invoke(&app, "chat", &format!("question {i}: what is a GPU?")).await;
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    let d = deployment(&app, "chat").await.unwrap();
+    assert_eq!(
+        d["replicas"], 4,
+        "12 queued requests at 3 per replica, capped at 4: {d}"
+    );
+    assert_eq!(d["autoscaling"]["active"], true);
+    let c = deployment(&app, "code").await.unwrap();
+    assert_eq!(c["replicas"], 1, "{c}");
+
+    // A warm pool; two models served from it; one pod moved between them by its label.
+    let pool = accepted(
+        &app,
+        app.post(
+            POOLS,
+            &json!({"poolName": "warm", "image": SGLANG, "size": 2}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(pool["state"], "succeeded", "{pool}");
+    let p = app.json(&format!("{POOLS}/warm")).await;
+    assert_eq!(
+        (p["ready"].as_u64(), p["free"].as_u64()),
+        (Some(2), Some(2)),
+        "{p}"
+    );
+    let pods: Vec<String> = p["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["name"].as_str().unwrap().to_string())
+        .collect();
+    for m in ["m1", "m2"] {
+        let op = accepted(
+            &app,
+            app.post(DEPLOYMENTS, &json!({"deploymentName": m, "pool": "warm"}))
+                .await,
+        )
+        .await;
+        assert_eq!(op["state"], "succeeded", "{op}");
+        assert_eq!(objects(&op), [format!("Service/{m}")]);
+    }
+    let p = problem(
+        app.post(
+            DEPLOYMENTS,
+            &json!({"deploymentName": "m3", "pool": "warm", "gpus": 2}),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    assert_eq!(p["field"], "gpus");
+    let assign = |pod: &str, model: &str| {
+        let body = json!({"pod": pod, "model": model});
+        let url = app.url(&format!("{POOLS}/warm/assign"));
+        let client = app.client.clone();
+        async move { client.post(url).json(&body).send().await.unwrap() }
+    };
+    let op = accepted(&app, assign(&pods[0], "m1").await).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(
+        deployment(&app, "m1").await.unwrap()["pods"],
+        json!([pods[0]])
+    );
+    let served: Value = invoke(&app, "m1", "hi").await.json().await.unwrap();
+    assert_eq!(served["x_sandbox"]["pod"], pods[0].as_str());
+    let op = accepted(&app, assign(&pods[0], "m2").await).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let (m1, m2) = (
+        deployment(&app, "m1").await.unwrap(),
+        deployment(&app, "m2").await.unwrap(),
+    );
+    assert_eq!(m1["pods"], json!([]), "{m1}");
+    assert_eq!(m2["pods"], json!([pods[0]]), "{m2}");
+    let served: Value = invoke(&app, "m2", "hi").await.json().await.unwrap();
+    assert_eq!(served["x_sandbox"]["pod"], pods[0].as_str());
+    assert_eq!(
+        problem(invoke(&app, "m1", "hi").await, StatusCode::CONFLICT).await["type"],
+        "urn:instantstart:problem:deployment-not-ready"
+    );
+    let p = app.json(&format!("{POOLS}/warm")).await;
+    let now: Vec<&str> = p["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(now, pods, "no pod of the pool was restarted or replaced");
+    let bad = problem(assign("nope", "m1").await, StatusCode::NOT_FOUND).await;
+    assert!(bad["hint"].to_string().contains(&pods[1]), "{bad}");
+    let bad = problem(
+        assign(&pods[1], "chat").await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    assert_eq!(bad["field"], "model");
+
+    // A scale-down below what is assigned is refused and changes nothing; to 1, the free pod goes.
+    let scale = |size: i64| {
+        app.client
+            .patch(app.url(&format!("{POOLS}/warm")))
+            .json(&json!({"size": size}))
+            .send()
+    };
+    let refused = problem(scale(0).await.unwrap(), StatusCode::CONFLICT).await;
+    assert_eq!(
+        refused["type"],
+        "urn:instantstart:problem:pool-pods-assigned"
+    );
+    assert!(
+        refused["detail"]
+            .as_str()
+            .unwrap()
+            .contains("1 of its pods are free"),
+        "{refused}"
+    );
+    assert_eq!(app.json(&format!("{POOLS}/warm")).await["size"], 2);
+    assert_eq!(scale(2).await.unwrap().status(), StatusCode::OK);
+    let op = accepted(&app, scale(1).await.unwrap()).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let p = app.json(&format!("{POOLS}/warm")).await;
+    let left: Vec<&str> = p["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(left, [pods[0].as_str()], "the assigned pod stays: {p}");
+    let refused = problem(
+        app.client
+            .delete(app.url(&format!("{POOLS}/warm")))
+            .send()
+            .await
+            .unwrap(),
+        StatusCode::CONFLICT,
+    )
+    .await;
+    assert_eq!(
+        refused["type"],
+        "urn:instantstart:problem:pool-pods-assigned"
+    );
+
+    // Deleting one model leaves the other's objects as they were.
+    let code_before = deployment(&app, "code").await.unwrap();
+    let gone = app.delete_and_wait(&format!("{DEPLOYMENTS}/chat")).await;
+    assert_eq!(gone["state"], "succeeded", "{gone}");
+    assert!(deployment(&app, "chat").await.is_none());
+    assert_eq!(deployment(&app, "code").await.unwrap(), code_before);
+    let served: Value = invoke(&app, "code", "still here?")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        served["x_sandbox"]["router"]
+            .as_str()
+            .map(|r| r.starts_with("code-router-")),
+        Some(true),
+        "{served}"
+    );
+    // A pool-served model's pods go back to the pool when it is deleted.
+    let gone = app.delete_and_wait(&format!("{DEPLOYMENTS}/m2")).await;
+    assert_eq!(gone["state"], "succeeded", "{gone}");
+    let p = app.json(&format!("{POOLS}/warm")).await;
+    assert_eq!(
+        (p["assigned"].as_u64(), p["free"].as_u64()),
+        (Some(0), Some(1)),
+        "{p}"
+    );
+    let gone = app.delete_and_wait(&format!("{POOLS}/warm")).await;
+    assert_eq!(gone["state"], "succeeded", "{gone}");
+}
