@@ -60,8 +60,8 @@ export async function poolsSection(enc) {
   await refresh();
   const el = h('div', {}, h('h2', {}, 'Warm GPU pools'), listBox, note,
     h('details', {}, h('summary', {}, 'Make a warm pool'),
-      startForm('Create pool', 'pool', [['Name', name], ['Image', image], ['Arguments', args, 'Space-separated; passed as a list, never to a shell.'],
-        ['GPUs per pod', gpus], ['Size', size, 'Pods kept warm. Serve a model from the pool by deploying it with this pool, then assigning pods.']],
+      startForm('Create pool', 'pool', [['Pool name', name], ['Pool image', image], ['Pool arguments', args, 'Space-separated; passed as a list, never to a shell.'],
+        ['GPUs per pod', gpus], ['Pool size', size, 'Pods kept warm. Serve a model from the pool by deploying it with this pool, then assigning pods.']],
       `/api/clusters/${enc}/pools`, () => {
         const b = { poolName: name.value.trim(), gpus: Number(gpus.value), size: Number(size.value) };
         if (image.value.trim()) b.image = image.value.trim();

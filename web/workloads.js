@@ -79,7 +79,7 @@ export async function inference() {
   const router = h('input', { type: 'checkbox', id: 'dep-router' });
   const maxReplicas = h('input', { type: 'number', id: 'dep-max', min: 0, max: 16, value: 0 });
   const target = h('input', { type: 'number', id: 'dep-target', min: 1, value: 5 });
-  const prometheus = input('dep-prometheus', { placeholder: 'http://prometheus-server.monitoring.svc.cluster.local:80' });
+  const prometheus = input('dep-prometheus', { placeholder: 'prometheus-server.monitoring.svc… (an in-cluster URL) or an AMP workspace URL' });
   const pools = await poolsSection(enc);
   await render();
   const managed = await managedSection(enc);

@@ -35,6 +35,7 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
     ("logs.js", JS, include_str!("../../web/logs.js")),
     ("chart.js", JS, include_str!("../../web/chart.js")),
     ("endpoints.js", JS, include_str!("../../web/endpoints.js")),
+    ("pools.js", JS, include_str!("../../web/pools.js")),
     (
         "app.css",
         "text/css; charset=utf-8",

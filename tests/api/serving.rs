@@ -367,3 +367,251 @@ async fn routed_autoscaled_models_and_a_warm_pool_serve_side_by_side_in_the_sand
     let gone = app.delete_and_wait(&format!("{POOLS}/warm")).await;
     assert_eq!(gone["state"], "succeeded", "{gone}");
 }
+
+/// The paths of a routed, autoscaled model's objects on the API server.
+fn model_paths(name: &str) -> Vec<String> {
+    let ns = "namespaces/default";
+    vec![
+        format!("/apis/apps/v1/{ns}/deployments/{name}"),
+        format!("/apis/apps/v1/{ns}/deployments/{name}-router"),
+        format!("/api/v1/{ns}/serviceaccounts/{name}-router"),
+        format!("/api/v1/{ns}/services/{name}"),
+        format!("/apis/rbac.authorization.k8s.io/v1/{ns}/roles/{name}-router"),
+        format!("/apis/rbac.authorization.k8s.io/v1/{ns}/rolebindings/{name}-router"),
+        format!("/apis/keda.sh/v1alpha1/{ns}/scaledobjects/{name}"),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routers_scalers_and_a_relabelled_pool_pod_on_the_kubernetes_emulator() {
+    use crate::kube::AwsPipeline;
+    let p = AwsPipeline::run().await;
+    assert_eq!(p.op["state"], "succeeded", "{}", p.op);
+    let (emu, client, base) = (&p.emu, p.client.clone(), p.base.clone());
+    let post = |path: &str, body: Value| {
+        let req = client.post(format!("{base}{path}")).json(&body);
+        async move { req.send().await.unwrap() }
+    };
+    let started = |r: reqwest::Response| async move {
+        assert_eq!(r.status(), StatusCode::ACCEPTED);
+        let b: Value = r.json().await.unwrap();
+        b["operationId"].as_str().unwrap().to_string()
+    };
+    let until_exists = |path: String| async move {
+        for _ in 0..400 {
+            if let Some(o) = emu.get(&path).await {
+                return o;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        panic!("{path} never appeared");
+    };
+
+    // An internet-facing load balancer without its source networks: 422, nothing written.
+    let before = emu.mutations().await;
+    let r = post(
+        DEPLOYMENTS,
+        json!({"deploymentName": "open", "service": "external-load-balancer"}),
+    )
+    .await;
+    assert_eq!(
+        problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],
+        "allowedSourceCidrs"
+    );
+    assert_eq!(emu.mutations().await, before);
+
+    // Two SGLang models, each with its own router and ScaledObject.
+    let mut snapshot = Vec::new();
+    for name in ["alpha", "beta"] {
+        let id = started(post(DEPLOYMENTS, routed(name, 2, 4, 300)).await).await;
+        until_exists(model_paths(name)[6].clone()).await;
+        emu.mark_workloads_ready().await;
+        let op = wait_terminal(&client, &base, &id).await;
+        assert_eq!(op["state"], "succeeded", "{op}");
+        if name == "alpha" {
+            for path in model_paths("alpha") {
+                snapshot.push(emu.get(&path).await.unwrap_or_else(|| panic!("{path}")));
+            }
+        }
+    }
+    let role = emu.get(&model_paths("beta")[4]).await.unwrap();
+    assert_eq!(
+        role["rules"],
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}])
+    );
+    let binding = emu.get(&model_paths("beta")[5]).await.unwrap();
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "beta-router", "namespace": "default"}])
+    );
+    let so = emu.get(&model_paths("beta")[6]).await.unwrap();
+    assert_eq!(so["spec"]["scaleTargetRef"]["name"], "beta");
+    if let Some(schemas) = Schemas::load() {
+        assert_eq!(schemas.errors(&so), Vec::<String>::new(), "{so}");
+    }
+    let svc = emu.get(&model_paths("beta")[3]).await.unwrap();
+    assert_eq!(
+        svc["spec"]["selector"],
+        json!({"app.kubernetes.io/name": "beta-router"})
+    );
+    assert!(
+        emu.items("/apis/rbac.authorization.k8s.io/v1/clusterroles")
+            .await
+            .iter()
+            .all(|r| !r["metadata"]["name"].as_str().unwrap().contains("router")),
+        "no cluster-wide role for a router"
+    );
+    let listed: Value = client
+        .get(format!("{base}{DEPLOYMENTS}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["alpha", "beta"],
+        "routers are not listed as models: {listed}"
+    );
+
+    // A warm pool whose pods the test plays the ReplicaSet for.
+    let id = started(
+        post(
+            POOLS,
+            json!({"poolName": "warm", "image": SGLANG, "size": 2}),
+        )
+        .await,
+    )
+    .await;
+    let pool = until_exists("/apis/apps/v1/namespaces/default/deployments/warm".into()).await;
+    let labels = pool["spec"]["template"]["metadata"]["labels"].clone();
+    assert_eq!(labels["instantstart.io/serves"], "unassigned");
+    for pod in ["warm-7d4b9c-a1", "warm-7d4b9c-b2"] {
+        emu.send(reqwest::Method::POST, "/api/v1/namespaces/default/pods",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": "default", "labels": labels},
+                   "spec": {"containers": [{"name": "server", "image": SGLANG}]},
+                   "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}),
+            "application/json").await;
+    }
+    emu.send(
+        reqwest::Method::PATCH,
+        "/apis/apps/v1/namespaces/default/deployments/warm/status",
+        json!({"status": {"replicas": 2, "readyReplicas": 2}}),
+        "application/merge-patch+json",
+    )
+    .await;
+    assert_eq!(
+        wait_terminal(&client, &base, &id).await["state"],
+        "succeeded"
+    );
+    for m in ["m1", "m2"] {
+        let id =
+            started(post(DEPLOYMENTS, json!({"deploymentName": m, "pool": "warm"})).await).await;
+        assert_eq!(
+            wait_terminal(&client, &base, &id).await["state"],
+            "succeeded"
+        );
+    }
+    // The pods each model's Service sends requests to, by its own selector.
+    let backends = |m: &'static str| async move {
+        let svc = emu
+            .get(&format!("/api/v1/namespaces/default/services/{m}"))
+            .await
+            .unwrap();
+        let selector: Vec<String> = svc["spec"]["selector"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap()))
+            .collect();
+        let mut pods: Vec<String> = emu
+            .items(&format!(
+                "/api/v1/namespaces/default/pods?labelSelector={}",
+                selector.join(",")
+            ))
+            .await
+            .iter()
+            .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        pods.sort();
+        pods
+    };
+    let assign = |model: &str| {
+        post(
+            "/api/clusters/demo/pools/warm/assign",
+            json!({"pod": "warm-7d4b9c-a1", "model": model}),
+        )
+    };
+    let id = started(assign("m1").await).await;
+    assert_eq!(
+        wait_terminal(&client, &base, &id).await["state"],
+        "succeeded"
+    );
+    assert_eq!(
+        (backends("m1").await, backends("m2").await),
+        (vec!["warm-7d4b9c-a1".to_string()], vec![])
+    );
+    let id = started(assign("m2").await).await;
+    assert_eq!(
+        wait_terminal(&client, &base, &id).await["state"],
+        "succeeded"
+    );
+    assert_eq!(
+        (backends("m1").await, backends("m2").await),
+        (vec![], vec!["warm-7d4b9c-a1".to_string()])
+    );
+    let moved = emu
+        .get("/api/v1/namespaces/default/pods/warm-7d4b9c-a1")
+        .await
+        .unwrap();
+    assert_eq!(
+        moved["metadata"]["annotations"]["controller.kubernetes.io/pod-deletion-cost"],
+        "1000"
+    );
+    assert_eq!(
+        moved["metadata"]["labels"]["instantstart.io/pool"], "warm",
+        "still the pool's pod"
+    );
+
+    // Shrinking below the assigned pod: refused, nothing written.
+    let before = emu.mutations().await;
+    let r = client
+        .patch(format!("{base}{POOLS}/warm"))
+        .json(&json!({"size": 0}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        problem(r, StatusCode::CONFLICT).await["type"],
+        "urn:instantstart:problem:pool-pods-assigned"
+    );
+    assert_eq!(emu.mutations().await, before);
+    assert_eq!(
+        emu.get("/apis/apps/v1/namespaces/default/deployments/warm")
+            .await
+            .unwrap()["spec"]["replicas"],
+        2
+    );
+
+    // Deleting one model removes its objects only.
+    let gone =
+        crate::helpers::delete_and_wait(&client, &base, &format!("{DEPLOYMENTS}/beta")).await;
+    assert_eq!(gone["state"], "succeeded", "{gone}");
+    for path in model_paths("beta") {
+        assert!(emu.get(&path).await.is_none(), "{path} is gone");
+    }
+    for (path, was) in model_paths("alpha").iter().zip(&snapshot) {
+        let now = emu.get(path).await.unwrap();
+        assert_eq!(
+            now["metadata"]["resourceVersion"], was["metadata"]["resourceVersion"],
+            "{path} untouched"
+        );
+    }
+}

@@ -174,7 +174,7 @@ def workloads(page, base, out):
     expect(page.locator("#objects")).to_contain_text("lifecycle/on_create.sh")
     page.goto(f"{base}/#/inference")
     page.get_by_label("Name", exact=True).fill("qwen")
-    page.get_by_label("Arguments").fill("--model /s3/models/Qwen/Qwen3-0.6B")
+    page.get_by_label("Arguments", exact=True).fill("--model /s3/models/Qwen/Qwen3-0.6B")
     page.get_by_role("button", name="Deploy", exact=True).click()
     page.wait_for_url("**/#/op/*")
     expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
@@ -213,6 +213,39 @@ def workloads(page, base, out):
     page.get_by_role("link", name="qwen").click()
     expect(page.locator("#logs-lines")).to_contain_text("Avg generation throughput")
     expect(page.locator("#logs-status")).to_contain_text("following")
+    # A warm pool in qwen's place: made from the page, a model served from it, its pod assigned
+    # from the page; the table shows who serves what, then everything is put back.
+    def finish(r):
+        assert r.status == 202, r.text()
+        op = r.json()["operationId"]
+        for _ in range(60):
+            state = page.request.get(f"{base}/api/operations/{op}?wait=20").json()["state"]
+            if state in ("succeeded", "failed", "cancelled"):
+                break
+        assert state == "succeeded", state
+    actor = {"X-InstantStart-Actor": "browser"}
+    finish(page.request.delete(f"{base}/api/clusters/ui-demo/deployments/qwen", headers=actor))
+    page.goto(f"{base}/#/inference")
+    page.get_by_text("Make a warm pool").click()
+    page.get_by_label("Pool name").fill("warm")
+    page.get_by_label("Pool size").fill("1")
+    page.get_by_role("button", name="Create pool").click()
+    page.wait_for_url("**/#/op/*")
+    expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
+    finish(page.request.post(f"{base}/api/clusters/ui-demo/deployments", data={"deploymentName": "m1", "pool": "warm"}, headers=actor))
+    page.goto(f"{base}/#/inference")
+    pool = page.locator("section[data-pool=warm]")
+    expect(pool).to_contain_text("0 assigned")
+    pool.get_by_role("combobox").select_option("m1")
+    pool.get_by_role("button", name="apply").click()
+    page.wait_for_url("**/#/op/*")
+    expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
+    page.goto(f"{base}/#/inference")
+    expect(page.locator("section[data-pool=warm]")).to_contain_text("1 assigned")
+    expect(page.locator("#deployments-list tr:has-text('m1')")).to_contain_text("pool warm · 1 pod")
+    page.screenshot(path=f"{out}/pools.png", full_page=True)
+    finish(page.request.delete(f"{base}/api/clusters/ui-demo/deployments/m1", headers=actor))
+    finish(page.request.delete(f"{base}/api/clusters/ui-demo/pools/warm", headers=actor))
 
 
 def training(page, base, out):

@@ -46,11 +46,11 @@ pub(super) struct SimPod {
     pub namespace: String,
     pub container: String,
     image: String,
-    labels: Value,
-    annotations: Value,
+    pub(super) labels: Value,
+    pub(super) annotations: Value,
     program: Program,
     /// Simulated seconds after the workload's apply at which the pod started.
-    start: f64,
+    pub(super) start: f64,
     /// When the pod's containers ended, if they do; and whether they succeeded.
     end: Option<(f64, bool)>,
 }
@@ -257,31 +257,8 @@ impl SimPod {
                "status": {"phase": phase, "conditions": [{"type": "Ready", "status": ready}]}})
     }
 
-    pub(super) fn labels(&self) -> &Value {
-        &self.labels
-    }
-
-    /// Labels and annotations changed on the pod since its controller made it.
-    pub(super) fn relabel(&mut self, labels: &Value, annotations: &Value) {
-        for (into, from) in [
-            (&mut self.labels, labels),
-            (&mut self.annotations, annotations),
-        ] {
-            if let (Some(m), Some(f)) = (into.as_object_mut(), from.as_object()) {
-                for (k, v) in f {
-                    m.insert(k.clone(), v.clone());
-                }
-            }
-        }
-    }
-
-    /// Whether the pod is running (ready) at `age`.
-    pub(super) fn running(&self, age: f64) -> bool {
-        age >= self.start && !self.done(age)
-    }
-
     /// Whether the pod's container is still writing at `age`.
-    fn done(&self, age: f64) -> bool {
+    pub(super) fn done(&self, age: f64) -> bool {
         self.end.is_some_and(|(end, _)| age >= end)
     }
 

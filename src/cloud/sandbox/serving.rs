@@ -65,6 +65,31 @@ fn merge(into: &mut Value, patch: &Value) {
     }
 }
 
+impl SimPod {
+    pub(super) fn labels(&self) -> &Value {
+        &self.labels
+    }
+
+    /// Labels and annotations changed on the pod since its controller made it.
+    pub(super) fn relabel(&mut self, labels: &Value, annotations: &Value) {
+        for (into, from) in [
+            (&mut self.labels, labels),
+            (&mut self.annotations, annotations),
+        ] {
+            if let (Some(m), Some(f)) = (into.as_object_mut(), from.as_object()) {
+                for (k, v) in f {
+                    m.insert(k.clone(), v.clone());
+                }
+            }
+        }
+    }
+
+    /// Whether the pod is running (ready) at `age`.
+    pub(super) fn running(&self, age: f64) -> bool {
+        age >= self.start && !self.done(age)
+    }
+}
+
 impl Sandbox {
     /// The names a Deployment's pods have after an apply asking for `want` of them: new ones get
     /// fresh names; surplus ones go cheapest first (free pool pods before assigned ones), newest
