@@ -249,6 +249,9 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
             );
         }
     }
+    if let Some(url) = &config.prometheus_url {
+        service::workloads::check_prometheus_setting(url)?;
+    }
     let state = AppState {
         engine: engine.clone(),
         edge,

@@ -271,15 +271,7 @@ async fn an_endpoint_is_applied_followed_scaled_and_deleted_on_the_kubernetes_em
         .expect("accepted")
         .to_string();
     let path = "/apis/inference.sagemaker.aws.amazon.com/v1/namespaces/default/inferenceendpointconfigs/emu-ep";
-    let mut applied = None;
-    for _ in 0..400 {
-        applied = emu.get(path).await;
-        if applied.is_some() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    }
-    let applied = applied.expect("the endpoint is applied");
+    let applied = emu.appeared(path).await;
     let op = get(&client, format!("{base}/api/operations/{id}")).await;
     assert_eq!(applied["spec"], op["params"]["manifests"][0]["spec"]);
     let status_path = format!("{path}/status");

@@ -83,6 +83,17 @@ impl KubeEmulator {
         r.json().await.unwrap()
     }
 
+    /// Waits (bounded) until an object exists, as its controller would first see it.
+    pub async fn appeared(&self, path: &str) -> Value {
+        for _ in 0..400 {
+            if let Some(o) = self.get(path).await {
+                return o;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("{path} never appeared");
+    }
+
     /// Mutating requests (POST/PUT/PATCH/DELETE) the emulator has served.
     pub async fn mutations(&self) -> u64 {
         let stats = self.get("/_emulator/stats").await.expect("stats");

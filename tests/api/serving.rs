@@ -397,15 +397,6 @@ async fn routers_scalers_and_a_relabelled_pool_pod_on_the_kubernetes_emulator() 
         let b: Value = r.json().await.unwrap();
         b["operationId"].as_str().unwrap().to_string()
     };
-    let until_exists = |path: String| async move {
-        for _ in 0..400 {
-            if let Some(o) = emu.get(&path).await {
-                return o;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-        }
-        panic!("{path} never appeared");
-    };
 
     // An internet-facing load balancer without its source networks: 422, nothing written.
     let before = emu.mutations().await;
@@ -424,7 +415,7 @@ async fn routers_scalers_and_a_relabelled_pool_pod_on_the_kubernetes_emulator() 
     let mut snapshot = Vec::new();
     for name in ["alpha", "beta"] {
         let id = started(post(DEPLOYMENTS, routed(name, 2, 4, 300)).await).await;
-        until_exists(model_paths(name)[6].clone()).await;
+        emu.appeared(&model_paths(name)[6]).await;
         emu.mark_workloads_ready().await;
         let op = wait_terminal(&client, &base, &id).await;
         assert_eq!(op["state"], "succeeded", "{op}");
@@ -490,7 +481,9 @@ async fn routers_scalers_and_a_relabelled_pool_pod_on_the_kubernetes_emulator() 
         .await,
     )
     .await;
-    let pool = until_exists("/apis/apps/v1/namespaces/default/deployments/warm".into()).await;
+    let pool = emu
+        .appeared("/apis/apps/v1/namespaces/default/deployments/warm")
+        .await;
     let labels = pool["spec"]["template"]["metadata"]["labels"].clone();
     assert_eq!(labels["instantstart.io/serves"], "unassigned");
     for pod in ["warm-7d4b9c-a1", "warm-7d4b9c-b2"] {

@@ -115,6 +115,16 @@ fn prometheus(url: &str) -> ApiResult<Option<String>> {
     }
 }
 
+/// Checks the server's `--prometheus-url` setting at start-up, with the request's rule.
+pub fn check_prometheus_setting(url: &str) -> anyhow::Result<()> {
+    prometheus(url).map(|_| ()).map_err(|e| {
+        anyhow::anyhow!(
+            "INSTANTSTART_PROMETHEUS_URL: {e}: an in-cluster URL (http://<service>.<namespace>.svc…) \
+             or https://aps-workspaces.<region>.amazonaws.com/workspaces/ws-…"
+        )
+    })
+}
+
 fn one_line(field: &str, q: &str) -> ApiResult<()> {
     validate::require(
         !q.trim().is_empty() && q.len() <= 1000 && !q.contains(['\n', '\r', '\0']),
@@ -324,6 +334,9 @@ mod tests {
                 .unwrap(),
             Some("us-west-2".into())
         );
+        assert!(check_prometheus_setting("http://prom.monitoring.svc:9090").is_ok());
+        let e = check_prometheus_setting("http://evil.example.com").unwrap_err();
+        assert!(e.to_string().contains("INSTANTSTART_PROMETHEUS_URL"), "{e}");
         for bad in [
             "http://169.254.169.254/latest",
             "http://evil.example.com",

@@ -12,7 +12,7 @@ mod pools;
 mod router;
 mod server;
 
-pub use autoscale::{AutoscalingRequest, AutoscalingView};
+pub use autoscale::{check_prometheus_setting, AutoscalingRequest, AutoscalingView};
 pub use deployments::*;
 pub use jobs::*;
 pub use listing::*;
