@@ -48,6 +48,8 @@ pub struct AppState {
     pub follows: Arc<service::logs::Follows>,
     /// The Prometheus KEDA reads for autoscaling when a request names none.
     pub prometheus_url: Option<Arc<str>>,
+    /// Each cluster's status, serialized once per change.
+    pub status_bytes: Arc<api::clusters::StatusBytes>,
 }
 
 /// A bound, ready-to-serve application.
@@ -260,6 +262,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         allowed_features: Arc::new(allowed_features),
         follows: Arc::new(service::logs::Follows::new(config.max_log_follows.max(1))),
         prometheus_url: config.prometheus_url.as_deref().map(Arc::from),
+        status_bytes: Arc::default(),
     };
     let mcp = mcp::McpContext::new(
         format!("localhost:{port}"),

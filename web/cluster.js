@@ -36,7 +36,7 @@ function nodesTable(status) {
   if (!status.ok) return errorBox(status);
   const s = status.body;
   return h('div', {},
-    h('p', { class: 'muted' }, `${s.readyNodes} ready of ${s.nodes.length} · GPUs free ${s.gpusFree} of ${s.gpusTotal} · pending GPU demand ${s.pendingGpus} · cache age ${s.cache.ageMs} ms`),
+    h('p', { class: 'muted' }, `${s.readyNodes} ready of ${s.nodes.length} · GPUs free ${s.gpusFree} of ${s.gpusTotal} · pending GPU demand ${s.pendingGpus} · ${s.cache.source} view ${s.cache.revision}`),
     table(['Node', 'Instance type', 'Group', 'Capacity', 'GPUs (requested/allocatable)', 'Ready', 'Health'],
       s.nodes.map((n) => [n.name, n.instanceType || '', n.instanceGroup || '', n.capacityType || '',
         `${n.gpus.requested}/${n.gpus.allocatable}`, readyCell(n),

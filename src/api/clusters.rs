@@ -93,18 +93,72 @@ async fn delete_cluster(
 
 /// Live Kubernetes node state from a watch-backed cache: per node instance type, instance group,
 /// capacity type, readiness, GPUs total/allocatable/requested/free, health labels; plus pending GPU
-/// demand and the cache's age.
+/// demand and the cache's revision (also the ETag: send it as If-None-Match to get 304 while
+/// nothing changed).
 #[utoipa::path(get, path = "/api/clusters/{name}/status", operation_id = "cluster_status",
     extensions(("x-mcp" = json!({"openWorld": true}))),
-    params(("name" = String, Path)),
-    responses((status = 200, body = service::incluster::ClusterStatus), (status = 404, body = Problem), (status = 409, body = Problem)))]
+    params(("name" = String, Path), ("If-None-Match" = Option<String>, Header, description = "an ETag of an earlier answer")),
+    responses((status = 200, body = service::incluster::ClusterStatus, headers(("ETag" = String, description = "weak; changes with the view"))),
+               (status = 304, description = "unchanged since the ETag given"),
+               (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn cluster_status(
     State(state): State<AppState>,
     ClusterName(name): ClusterName,
-) -> ApiResult<Json<service::incluster::ClusterStatus>> {
-    Ok(Json(
-        service::incluster::status(&state.engine, &name).await?,
-    ))
+    headers: axum::http::HeaderMap,
+) -> ApiResult<axum::response::Response> {
+    use axum::http::header::{CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+    use axum::response::IntoResponse as _;
+    let live = service::incluster::live_state(&state.engine, &name).await?;
+    let etag = format!("W/\"{}\"", live.cache.revision);
+    let unchanged = headers
+        .get(IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+    if unchanged {
+        return Ok((axum::http::StatusCode::NOT_MODIFIED, [(ETAG, etag)]).into_response());
+    }
+    // Serialized once per change of the view, then the same bytes for every reader.
+    let body = state.status_bytes.get_or_make(&name, &etag, || {
+        serde_json::to_vec(&service::incluster::status_of(&name, &live))
+            .map_err(anyhow::Error::from)
+    })?;
+    Ok((
+        [(CONTENT_TYPE, "application/json".to_string()), (ETAG, etag)],
+        body,
+    )
+        .into_response())
+}
+
+/// The last serialized status of each cluster, by ETag.
+#[derive(Default)]
+pub struct StatusBytes(
+    std::sync::Mutex<std::collections::HashMap<String, (String, axum::body::Bytes)>>,
+);
+
+impl StatusBytes {
+    fn get_or_make(
+        &self,
+        cluster: &str,
+        etag: &str,
+        make: impl FnOnce() -> anyhow::Result<Vec<u8>>,
+    ) -> anyhow::Result<axum::body::Bytes> {
+        if let Some((tag, bytes)) = self
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(cluster)
+        {
+            if tag == etag {
+                return Ok(bytes.clone());
+            }
+        }
+        let bytes = axum::body::Bytes::from(make()?);
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(cluster.to_string(), (etag.to_string(), bytes.clone()));
+        Ok(bytes)
+    }
 }
 
 #[derive(Serialize, ToSchema)]

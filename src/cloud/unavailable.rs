@@ -312,7 +312,10 @@ impl Kube for Unavailable {
     ) -> CloudResult<Vec<Value>> {
         Err(self.refuse("list"))
     }
-    async fn cluster_state(&self, _target: &KubeTarget) -> CloudResult<ClusterState> {
+    async fn cluster_state(
+        &self,
+        _target: &KubeTarget,
+    ) -> CloudResult<std::sync::Arc<ClusterState>> {
         Err(self.refuse("cluster_state"))
     }
     async fn service_post(

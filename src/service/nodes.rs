@@ -37,8 +37,8 @@ pub struct NodeView {
 pub async fn list_nodes(engine: &Engine, name: &str) -> ApiResult<NodeList> {
     let hyperpod = hyperpod_of(engine, name).await?;
     let nodes = steps::nodes::all_nodes(engine.cloud(), &hyperpod).await?;
-    let (mut k8s, kubernetes_error) = match incluster::status(engine, name).await {
-        Ok(s) => (s.state.nodes, None),
+    let (mut k8s, kubernetes_error) = match incluster::live_state(engine, name).await {
+        Ok(s) => (s.nodes.clone(), None),
         Err(e) => (Vec::new(), Some(e.to_string())),
     };
     let nodes: Vec<NodeView> = nodes

@@ -919,6 +919,49 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
         samples[samples.len() * 99 / 100],
         samples[samples.len() - 1]
     );
+
+    // Pollers pay nothing while nothing changes: the ETag comes back as 304, no body.
+    let status_url = format!("{base}/api/clusters/theirs/status");
+    let r = client.get(&status_url).send().await.unwrap();
+    let etag = r.headers()["etag"].to_str().unwrap().to_string();
+    assert!(etag.starts_with("W/\""), "{etag}");
+    let again = |tag: String| {
+        let req = client.get(&status_url).header("if-none-match", tag);
+        async move { req.send().await.unwrap() }
+    };
+    let r = again(etag.clone()).await;
+    assert_eq!(r.status(), StatusCode::NOT_MODIFIED);
+    assert_eq!(r.headers()["etag"].to_str().unwrap(), etag);
+    assert!(r.bytes().await.unwrap().is_empty());
+    // One more pending GPU pod: a new view, a new ETag, and the old one gets the body again.
+    emu.send(
+        reqwest::Method::POST,
+        "/api/v1/namespaces/default/pods",
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "one-more", "namespace": "default"},
+               "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+               "status": {"phase": "Pending"}}),
+        "application/json",
+    )
+    .await;
+    let mut changed = None;
+    for _ in 0..400 {
+        let r = again(etag.clone()).await;
+        if r.status() == StatusCode::OK {
+            let tag = r.headers()["etag"].to_str().unwrap().to_string();
+            changed = Some((tag, r.json::<Value>().await.unwrap()));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (tag, body) = changed.expect("the new pod changes the view");
+    assert_ne!(tag, etag);
+    assert_eq!(body["pendingGpuPods"], 1668);
+    assert_eq!(
+        body["pendingGpus"],
+        first["pendingGpus"].as_u64().unwrap() + 2
+    );
+    assert_eq!(body["cache"]["pods"], 5001);
+    assert_eq!(again(tag).await.status(), StatusCode::NOT_MODIFIED);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

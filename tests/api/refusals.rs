@@ -193,6 +193,7 @@ impl Setup {
             .await
             .unwrap()
             .nodes
+            .clone()
     }
 }
 

@@ -3,6 +3,7 @@
 //! with field manager `instantstart`, and watch-backed node/pod caches for the status routes.
 
 mod state;
+mod summary;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -23,7 +24,7 @@ use super::{
     ServiceCall,
 };
 
-pub use state::summarize;
+pub use summary::{summarize, Summary};
 
 /// Field manager for every server-side apply.
 pub const FIELD_MANAGER: &str = "instantstart";
@@ -398,7 +399,7 @@ impl Kube for KubeRs {
         }
     }
 
-    async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<ClusterState> {
+    async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<Arc<ClusterState>> {
         let cache = {
             let mut caches = self.caches.lock().await;
             match caches.get(&target.cluster) {

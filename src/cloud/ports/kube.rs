@@ -99,10 +99,10 @@ pub struct GpuUsage {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CacheInfo {
-    /// `watch` (kube-runtime reflectors) or `sandbox` (the simulated cluster).
+    /// `watch` (kube-runtime watchers) or `sandbox` (the simulated cluster).
     pub source: String,
-    /// Milliseconds since the cache last heard from the API server (an event or the initial list).
-    pub age_ms: u64,
+    /// Changes whenever the view does (the status route's `ETag`).
+    pub revision: String,
     pub nodes: usize,
     pub pods: usize,
 }
@@ -172,7 +172,9 @@ pub trait Kube: Send + Sync {
         labels: Option<&str>,
     ) -> CloudResult<Vec<Value>>;
     /// Nodes and GPU demand, from a watch-backed cache (started on first use, kept live after).
-    async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<ClusterState>;
+    /// The same `Arc` until the view changes (its `cache.revision` says when it does).
+    async fn cluster_state(&self, target: &KubeTarget)
+        -> CloudResult<std::sync::Arc<ClusterState>>;
     /// POSTs JSON to a Service through the API server's service proxy
     /// (`/api/v1/namespaces/{ns}/services/{name}:{port}/proxy/{path}`): the only way the
     /// control plane talks to a workload, so it never dials an address a request names.

@@ -306,20 +306,33 @@ impl Kube for Sandbox {
         Ok(p.follow(query, created, self.time_scale))
     }
 
-    async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<ClusterState> {
+    async fn cluster_state(
+        &self,
+        target: &KubeTarget,
+    ) -> CloudResult<std::sync::Arc<ClusterState>> {
         self.gate("k8s:Watch", false).await?;
         let s = self.schedule(target).await?;
-        Ok(ClusterState {
+        // The simulated view is computed afresh: its revision is a digest of what it says.
+        let digest = {
+            use sha2::Digest as _;
+            let text = serde_json::to_string(&(&s.nodes, s.pending_pods, s.pending_gpus, s.pods))
+                .unwrap_or_default();
+            sha2::Sha256::digest(text.as_bytes())[..8]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        };
+        Ok(std::sync::Arc::new(ClusterState {
             cache: CacheInfo {
                 source: "sandbox".into(),
-                age_ms: 0,
+                revision: format!("sbx-{digest}"),
                 nodes: s.nodes.len(),
                 pods: s.pods,
             },
             nodes: s.nodes,
             pending_gpu_pods: s.pending_pods,
             pending_gpus: s.pending_gpus,
-        })
+        }))
     }
 
     async fn patch_metadata(

@@ -105,19 +105,24 @@ pub struct ClusterStatus {
     pub state: ClusterState,
 }
 
-pub async fn status(engine: &Engine, name: &str) -> ApiResult<ClusterStatus> {
+/// The watch-backed view as it is now (the same `Arc` until it changes).
+pub async fn live_state(engine: &Engine, name: &str) -> ApiResult<std::sync::Arc<ClusterState>> {
     let target = kube_target(engine, name).await?;
-    let state = engine
+    engine
         .cloud()
         .kube
         .cluster_state(&target)
         .await
-        .map_err(|e| ApiError::Cloud(Box::new(e)))?;
-    Ok(ClusterStatus {
+        .map_err(|e| ApiError::Cloud(Box::new(e)))
+}
+
+/// The status of a cluster from its view.
+pub fn status_of(name: &str, state: &ClusterState) -> ClusterStatus {
+    ClusterStatus {
         cluster: name.to_string(),
         ready_nodes: state.nodes.iter().filter(|n| n.ready).count(),
         gpus_total: state.nodes.iter().map(|n| n.gpus.total).sum(),
         gpus_free: state.nodes.iter().map(|n| n.gpus.free).sum(),
-        state,
-    })
+        state: state.clone(),
+    }
 }

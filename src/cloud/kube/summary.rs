@@ -1,0 +1,464 @@
+//! The per-cluster summary the status routes serve, kept up to date one watch event at a time:
+//! a slim record per node (the view's fields only) and per pod (its node, its GPU request,
+//! whether it still counts), per-node requested GPUs and the pending demand adjusted by each
+//! event's difference — so a read costs the number of nodes, never the number of pods, and the
+//! watched objects themselves are never kept.
+
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::ResourceExt as _;
+
+use crate::cloud::{CacheInfo, ClusterState, GpuUsage, NodeState};
+
+const GPU: &str = "nvidia.com/gpu";
+
+/// Labels that carry a node's HyperPod health.
+const HEALTH_LABELS: [&str; 2] = [
+    "sagemaker.amazonaws.com/node-health-status",
+    "sagemaker.amazonaws.com/deep-health-check-status",
+];
+
+/// What the summary keeps of one pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PodSlim {
+    /// GPUs it holds or waits for (0 once it finished, or when it asks for none).
+    gpus: u32,
+    /// Index of its node in `node_names`, when bound; `None` while pending.
+    node: Option<usize>,
+}
+
+/// The maintained summary of one cluster.
+#[derive(Debug, Default)]
+pub struct Summary {
+    /// A node's view without its requested/free GPUs (those come from `requested`).
+    nodes: BTreeMap<String, NodeState>,
+    pods: HashMap<String, PodSlim>,
+    /// Node names pods are bound to, interned (pods name their node; the node may come later).
+    node_names: Vec<String>,
+    node_index: HashMap<String, usize>,
+    /// GPUs requested on each interned node name.
+    requested: Vec<u32>,
+    pending_pods: u32,
+    pending_gpus: u32,
+    /// Bumped by every change that alters the view.
+    pub revision: u64,
+}
+
+fn gpus(q: Option<&Quantity>) -> u32 {
+    q.and_then(|q| q.0.parse::<u32>().ok()).unwrap_or(0)
+}
+
+/// GPUs a pod asks for: its containers' requests (or limits, which imply requests for extended
+/// resources), or the largest init container's if that is larger.
+fn pod_gpus(pod: &Pod) -> u32 {
+    let Some(spec) = &pod.spec else { return 0 };
+    let one = |c: &k8s_openapi::api::core::v1::Container| {
+        let r = c.resources.as_ref();
+        let req = r.and_then(|r| r.requests.as_ref()).and_then(|m| m.get(GPU));
+        let lim = r.and_then(|r| r.limits.as_ref()).and_then(|m| m.get(GPU));
+        gpus(req.or(lim))
+    };
+    let main: u32 = spec.containers.iter().map(one).sum();
+    let init = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(one)
+        .max()
+        .unwrap_or(0);
+    main.max(init)
+}
+
+fn finished(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+fn label(labels: &BTreeMap<String, String>, keys: &[&str]) -> Option<String> {
+    keys.iter().find_map(|k| labels.get(*k).cloned())
+}
+
+/// Normalises the capacity labels of HyperPod, EKS node groups and Karpenter.
+fn capacity_type(labels: &BTreeMap<String, String>) -> Option<String> {
+    let raw = label(
+        labels,
+        &[
+            "sagemaker.amazonaws.com/capacity-type",
+            "karpenter.sh/capacity-type",
+            "eks.amazonaws.com/capacityType",
+        ],
+    )?;
+    Some(match raw.to_ascii_lowercase().as_str() {
+        "spot" => "spot".into(),
+        "on_demand" | "on-demand" | "ondemand" => "on-demand".into(),
+        "training-plan" | "training_plan" | "capacity_block" | "reserved" => "training-plan".into(),
+        other => other.to_string(),
+    })
+}
+
+/// A node's view (GPUs requested 0: the summary adds them).
+fn node_view(n: &Node) -> NodeState {
+    let name = n.name_any();
+    let labels = n.labels();
+    let status = n.status.as_ref();
+    let total = gpus(status.and_then(|s| s.capacity.as_ref()?.get(GPU)));
+    let allocatable = gpus(status.and_then(|s| s.allocatable.as_ref()?.get(GPU)));
+    let ready_condition = status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "Ready");
+    let ready = ready_condition.is_some_and(|c| c.status == "True");
+    let not_ready_reason = (!ready).then(|| match ready_condition {
+        None => "the node has not reported a Ready condition".to_string(),
+        Some(c) => [c.reason.as_deref(), c.message.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(": "),
+    });
+    let instance_id = name
+        .strip_prefix("hyperpod-")
+        .map(str::to_string)
+        .or_else(|| {
+            n.spec
+                .as_ref()?
+                .provider_id
+                .as_deref()?
+                .rsplit('/')
+                .next()
+                .filter(|s| s.starts_with("i-"))
+                .map(str::to_string)
+        });
+    NodeState {
+        instance_id,
+        instance_type: label(
+            labels,
+            &[
+                "node.kubernetes.io/instance-type",
+                "beta.kubernetes.io/instance-type",
+            ],
+        ),
+        instance_group: label(labels, &["sagemaker.amazonaws.com/instance-group-name"]),
+        capacity_type: capacity_type(labels),
+        ready,
+        not_ready_reason,
+        unschedulable: n
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false),
+        gpus: GpuUsage {
+            total,
+            allocatable,
+            requested: 0,
+            free: allocatable,
+        },
+        health: HEALTH_LABELS
+            .iter()
+            .filter_map(|k| labels.get(*k).map(|v| (k.to_string(), v.clone())))
+            .collect(),
+        name,
+    }
+}
+
+fn pod_key(p: &Pod) -> String {
+    format!(
+        "{}/{}",
+        p.metadata.namespace.as_deref().unwrap_or(""),
+        p.name_any()
+    )
+}
+
+impl Summary {
+    fn intern(&mut self, node: &str) -> usize {
+        if let Some(i) = self.node_index.get(node) {
+            return *i;
+        }
+        self.node_names.push(node.to_string());
+        self.requested.push(0);
+        let i = self.node_names.len() - 1;
+        self.node_index.insert(node.to_string(), i);
+        i
+    }
+
+    fn slim(&mut self, p: &Pod) -> PodSlim {
+        let gpus = if finished(p) { 0 } else { pod_gpus(p) };
+        let node = match p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            Some(n) if gpus > 0 => Some(self.intern(n)),
+            _ => None,
+        };
+        PodSlim { gpus, node }
+    }
+
+    /// Adds (`sign` 1) or removes (`sign` -1) a pod's share of the totals.
+    fn count(&mut self, p: PodSlim, add: bool) {
+        if p.gpus == 0 {
+            return;
+        }
+        let change = |v: &mut u32, by: u32| {
+            *v = if add { *v + by } else { v.saturating_sub(by) };
+        };
+        match p.node {
+            Some(i) => change(&mut self.requested[i], p.gpus),
+            None => {
+                change(&mut self.pending_pods, 1);
+                change(&mut self.pending_gpus, p.gpus);
+            }
+        }
+    }
+
+    pub fn apply_node(&mut self, n: &Node) {
+        let view = node_view(n);
+        if self.nodes.get(&view.name) != Some(&view) {
+            self.nodes.insert(view.name.clone(), view);
+            self.revision += 1;
+        }
+    }
+
+    pub fn delete_node(&mut self, name: &str) {
+        if self.nodes.remove(name).is_some() {
+            self.revision += 1;
+        }
+    }
+
+    pub fn apply_pod(&mut self, p: &Pod) {
+        let key = pod_key(p);
+        let new = self.slim(p);
+        match self.pods.insert(key, new) {
+            Some(old) if old == new => {}
+            Some(old) => {
+                self.count(old, false);
+                self.count(new, true);
+                self.revision += 1;
+            }
+            None => {
+                self.count(new, true);
+                self.revision += 1;
+            }
+        }
+    }
+
+    pub fn delete_pod(&mut self, p: &Pod) {
+        if let Some(old) = self.pods.remove(&pod_key(p)) {
+            self.count(old, false);
+            self.revision += 1;
+        }
+    }
+
+    /// Replaces every node (a relist): what the list no longer has is gone.
+    pub fn replace_nodes(&mut self, nodes: &[Node]) {
+        self.nodes = nodes
+            .iter()
+            .map(|n| {
+                let v = node_view(n);
+                (v.name.clone(), v)
+            })
+            .collect();
+        self.revision += 1;
+    }
+
+    /// Replaces every pod (a relist), recounting the totals from the new list.
+    pub fn replace_pods(&mut self, pods: &[Pod]) {
+        self.pods.clear();
+        self.requested.iter_mut().for_each(|r| *r = 0);
+        self.pending_pods = 0;
+        self.pending_gpus = 0;
+        for p in pods {
+            let s = self.slim(p);
+            self.count(s, true);
+            self.pods.insert(pod_key(p), s);
+        }
+        self.revision += 1;
+    }
+
+    /// The view now: one pass over the nodes.
+    pub fn state(&self, cache: CacheInfo) -> ClusterState {
+        let nodes = self
+            .nodes
+            .values()
+            .map(|n| {
+                let used = self
+                    .node_index
+                    .get(&n.name)
+                    .map_or(0, |i| self.requested[*i]);
+                let mut n = n.clone();
+                n.gpus.requested = used;
+                n.gpus.free = n.gpus.allocatable.saturating_sub(used);
+                n
+            })
+            .collect();
+        ClusterState {
+            cache: CacheInfo {
+                nodes: self.nodes.len(),
+                pods: self.pods.len(),
+                ..cache
+            },
+            nodes,
+            pending_gpu_pods: self.pending_pods,
+            pending_gpus: self.pending_gpus,
+        }
+    }
+}
+
+/// The same view from whole objects, from scratch (what the summary must always equal).
+pub fn summarize(nodes: &[Node], pods: &[Pod], cache: CacheInfo) -> ClusterState {
+    let mut s = Summary::default();
+    s.replace_nodes(nodes);
+    s.replace_pods(pods);
+    s.state(cache)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use serde_json::json;
+
+    fn node(i: usize, gpus: u32, ready: bool) -> Node {
+        serde_json::from_value(json!({"metadata": {"name": format!("hyperpod-i-{i:04}"),
+            "labels": {"node.kubernetes.io/instance-type": "ml.g5.12xlarge",
+                       "sagemaker.amazonaws.com/node-health-status": if ready { "Schedulable" } else { "Unschedulable" }}},
+            "status": {"capacity": {GPU: gpus.to_string()}, "allocatable": {GPU: gpus.to_string()},
+                       "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}}))
+        .unwrap()
+    }
+
+    fn pod(i: usize, node: Option<usize>, gpus: u32, phase: &str, init: u32) -> Pod {
+        let mut spec = json!({"containers": [{"name": "c", "resources": {"limits": {GPU: gpus.to_string()}}}]});
+        if init > 0 {
+            spec["initContainers"] =
+                json!([{"name": "i", "resources": {"requests": {GPU: init.to_string()}}}]);
+        }
+        if let Some(n) = node {
+            spec["nodeName"] = json!(format!("hyperpod-i-{n:04}"));
+        }
+        serde_json::from_value(
+            json!({"metadata": {"name": format!("p{i}"), "namespace": "default"},
+            "spec": spec, "status": {"phase": phase}}),
+        )
+        .unwrap()
+    }
+
+    fn cache() -> CacheInfo {
+        CacheInfo {
+            source: "watch".into(),
+            revision: String::new(),
+            nodes: 0,
+            pods: 0,
+        }
+    }
+
+    /// Random creates, updates and deletes of nodes and pods (pods bound to nodes that may not
+    /// exist yet, rebound, finished, pending): after each step the maintained summary equals
+    /// the one computed from scratch from the same objects.
+    #[test]
+    fn the_maintained_summary_always_equals_one_made_from_scratch() {
+        for seed in 0..40u64 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut s = Summary::default();
+            let mut nodes: BTreeMap<usize, Node> = BTreeMap::new();
+            let mut pods: BTreeMap<usize, Pod> = BTreeMap::new();
+            for step in 0..300 {
+                let before = s.revision;
+                match rng.gen_range(0..10) {
+                    0 | 1 => {
+                        let i = rng.gen_range(0..12);
+                        let n = node(i, [0, 1, 4, 8][rng.gen_range(0..4)], rng.gen_bool(0.8));
+                        s.apply_node(&n);
+                        nodes.insert(i, n);
+                    }
+                    2 => {
+                        let i = rng.gen_range(0..12);
+                        s.delete_node(&format!("hyperpod-i-{i:04}"));
+                        nodes.remove(&i);
+                    }
+                    3..=6 => {
+                        let i = rng.gen_range(0..60);
+                        let bound = rng.gen_bool(0.7).then(|| rng.gen_range(0..14));
+                        let phase = ["Pending", "Running", "Running", "Succeeded", "Failed"]
+                            [rng.gen_range(0..5)];
+                        let p = pod(
+                            i,
+                            bound,
+                            rng.gen_range(0..5),
+                            phase,
+                            [0, 0, 2, 6][rng.gen_range(0..4)],
+                        );
+                        s.apply_pod(&p);
+                        pods.insert(i, p);
+                    }
+                    7 | 8 => {
+                        let i = rng.gen_range(0..60);
+                        if let Some(p) = pods.remove(&i) {
+                            s.delete_pod(&p);
+                        }
+                    }
+                    _ => {
+                        // A relist: everything replaced at once.
+                        let n: Vec<Node> = nodes.values().cloned().collect();
+                        let p: Vec<Pod> = pods.values().cloned().collect();
+                        s.replace_nodes(&n);
+                        s.replace_pods(&p);
+                    }
+                }
+                let n: Vec<Node> = nodes.values().cloned().collect();
+                let p: Vec<Pod> = pods.values().cloned().collect();
+                let fresh = summarize(&n, &p, cache());
+                let now = s.state(cache());
+                assert_eq!(now, fresh, "seed {seed} step {step}");
+                // And by the plain definition, pod by pod.
+                let live = |p: &&Pod| !finished(p) && pod_gpus(p) > 0;
+                for v in &now.nodes {
+                    let want: u32 = p
+                        .iter()
+                        .filter(live)
+                        .filter(|p| {
+                            p.spec.as_ref().unwrap().node_name.as_deref() == Some(v.name.as_str())
+                        })
+                        .map(pod_gpus)
+                        .sum();
+                    assert_eq!(v.gpus.requested, want, "seed {seed} step {step} {}", v.name);
+                    assert_eq!(v.gpus.free, v.gpus.allocatable.saturating_sub(want));
+                }
+                let pending: Vec<&Pod> = p
+                    .iter()
+                    .filter(live)
+                    .filter(|p| p.spec.as_ref().unwrap().node_name.is_none())
+                    .collect();
+                assert_eq!(now.pending_gpu_pods as usize, pending.len());
+                assert_eq!(
+                    now.pending_gpus,
+                    pending.iter().map(|p| pod_gpus(p)).sum::<u32>()
+                );
+                assert_eq!((now.cache.nodes, now.cache.pods), (n.len(), p.len()));
+                assert!(s.revision >= before);
+            }
+        }
+    }
+
+    #[test]
+    fn an_event_that_changes_nothing_keeps_the_revision() {
+        let mut s = Summary::default();
+        s.apply_node(&node(1, 8, true));
+        s.apply_pod(&pod(1, Some(1), 2, "Running", 0));
+        let r = s.revision;
+        s.apply_node(&node(1, 8, true));
+        s.apply_pod(&pod(1, Some(1), 2, "Running", 0));
+        assert_eq!(
+            s.revision, r,
+            "a resync of equal objects serves the same bytes"
+        );
+        s.apply_pod(&pod(1, Some(1), 2, "Succeeded", 0));
+        assert!(s.revision > r);
+        let st = s.state(cache());
+        assert_eq!(
+            st.nodes[0].gpus.requested, 0,
+            "a finished pod frees its GPUs"
+        );
+    }
+}
