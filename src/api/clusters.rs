@@ -23,11 +23,34 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_active, put_active))
 }
 
-/// Every cluster with the latest operation of each stage. Call first: never create what already
-/// exists.
-#[utoipa::path(get, path = "/api/clusters", operation_id = "cluster_list", responses((status = 200, body = [ClusterView])))]
-async fn list_clusters(State(state): State<AppState>) -> ApiResult<Json<Vec<ClusterView>>> {
-    Ok(Json(service::list_clusters(&state.engine).await?))
+/// Query of `GET /api/clusters`.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ClustersQuery {
+    /// At most this many, by name (default 100, max 1000).
+    limit: Option<i64>,
+    /// Where the previous page ended (from its `Link: <…>; rel="next"` header).
+    cursor: Option<String>,
+}
+
+/// Every cluster in brief (name, region, state of each stage, whether it is active, links; the
+/// full record is cluster_get), by name. Call first: never create what already exists.
+#[utoipa::path(get, path = "/api/clusters", operation_id = "cluster_list", params(ClustersQuery),
+    responses((status = 200, body = [service::ClusterSummary],
+               headers(("Link" = String, description = "`<…?cursor=…>; rel=\"next\"` when more follow"))),
+              (status = 422, body = Problem)))]
+async fn list_clusters(
+    State(state): State<AppState>,
+    query: Result<axum::extract::Query<ClustersQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<axum::response::Response> {
+    let axum::extract::Query(q) =
+        query.map_err(|e| crate::error::ApiError::validation("query", e.body_text()))?;
+    let (list, next) = service::list_clusters(&state.engine, q.limit, q.cursor.as_deref()).await?;
+    Ok(super::paged(
+        Json(list),
+        next.map(|c| format!("/api/clusters?limit={}&cursor={c}", q.limit.unwrap_or(100))),
+    ))
 }
 
 /// Create the network (VPC, subnets, NAT, security groups, S3 endpoint) and the EKS control plane.

@@ -355,6 +355,22 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJ
     }
 }
 
+/// A list page, with `Link: <next>; rel="next"` when more follow.
+pub(crate) fn paged(
+    body: impl axum::response::IntoResponse,
+    next: Option<String>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    match next {
+        Some(url) => (
+            [(axum::http::header::LINK, format!("<{url}>; rel=\"next\""))],
+            body,
+        )
+            .into_response(),
+        None => body.into_response(),
+    }
+}
+
 /// Every documented REST operation, each declared once in its resource's router.
 pub fn rest() -> utoipa_axum::router::OpenApiRouter<AppState> {
     use utoipa::OpenApi;

@@ -34,25 +34,51 @@ struct OperationsQuery {
     state: Option<String>,
     /// At most this many, newest first (default 100, max 1000).
     limit: Option<i64>,
+    /// Where the previous page ended (from its `Link: <…>; rel="next"` header).
+    cursor: Option<String>,
 }
 
 /// Operations, newest first, optionally for one cluster or in one state.
 #[utoipa::path(get, path = "/api/operations", operation_id = "operation_list", params(OperationsQuery),
-    responses((status = 200, body = [Operation]), (status = 422, body = Problem)))]
+    responses((status = 200, body = [Operation],
+               headers(("Link" = String, description = "`<…?cursor=…>; rel=\"next\"` when more follow"))),
+              (status = 422, body = Problem)))]
 async fn list_operations(
     State(state): State<AppState>,
     query: Result<Query<OperationsQuery>, axum::extract::rejection::QueryRejection>,
-) -> ApiResult<Json<Vec<Operation>>> {
+) -> ApiResult<Response> {
     let Query(q) = query.map_err(|e| ApiError::validation("query", e.body_text()))?;
-    Ok(Json(
-        service::list_operations(
-            &state.engine,
-            q.cluster.as_deref(),
-            q.state.as_deref(),
-            q.limit,
-        )
-        .await?,
-    ))
+    let (ops, next) = service::list_operations(
+        &state.engine,
+        q.cluster.as_deref(),
+        q.state.as_deref(),
+        q.limit,
+        q.cursor.as_deref(),
+    )
+    .await?;
+    let next = next.map(|c| {
+        let mut url = format!(
+            "/api/operations?limit={}&cursor={c}",
+            q.limit.unwrap_or(100)
+        );
+        for (k, v) in [("cluster", &q.cluster), ("state", &q.state)] {
+            if let Some(v) = v {
+                url.push_str(&format!("&{k}={}", urlencoding_min(v)));
+            }
+        }
+        url
+    });
+    Ok(super::paged(Json(ops), next))
+}
+
+/// Percent-encodes what a query value must not carry raw.
+fn urlencoding_min(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 #[derive(Deserialize, IntoParams)]

@@ -44,13 +44,104 @@ pub async fn cluster_view(engine: &Engine, name: &str) -> ApiResult<ClusterView>
     })
 }
 
-/// Every cluster that is not deleted, as its view.
-pub async fn list_clusters(engine: &Engine) -> ApiResult<Vec<ClusterView>> {
-    let mut views = Vec::new();
-    for c in engine.store().list_clusters().await? {
-        views.push(cluster_view(engine, &c.name).await?);
+/// One stage of a cluster in a list: its newest operation, in brief.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StageSummary {
+    pub id: String,
+    pub state: crate::store::OpState,
+    pub updated_at: String,
+}
+
+/// Where a cluster's full record, status and operations are.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterLinks {
+    #[serde(rename = "self")]
+    pub self_: String,
+    pub status: String,
+    pub operations: String,
+}
+
+/// A cluster in a list: the full record is one GET away (`links.self`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSummary {
+    pub name: String,
+    pub region: String,
+    pub status: crate::store::Lifecycle,
+    pub created_at: String,
+    /// Whether this is the active cluster.
+    pub active: bool,
+    /// Stage kind → its newest operation.
+    #[schema(value_type = Object)]
+    pub stages: std::collections::BTreeMap<String, StageSummary>,
+    pub links: ClusterLinks,
+}
+
+/// A page size: 1–1000, 100 by default.
+pub(crate) fn page_limit(limit: Option<i64>) -> ApiResult<i64> {
+    let limit = limit.unwrap_or(100);
+    if (1..=1000).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(ApiError::validation_hint(
+            "limit",
+            format!("{limit} is out of range"),
+            json!("1 to 1000"),
+        ))
     }
-    Ok(views)
+}
+
+/// Clusters that are not deleted, by name, `limit` at a time after `cursor` (the last name of the
+/// previous page); the next page's cursor when there is one. Three queries whatever the count.
+pub async fn list_clusters(
+    engine: &Engine,
+    limit: Option<i64>,
+    cursor: Option<&str>,
+) -> ApiResult<(Vec<ClusterSummary>, Option<String>)> {
+    let limit = page_limit(limit)?;
+    if let Some(c) = cursor {
+        validate::cluster_name("cursor", c)?;
+    }
+    let store = engine.store();
+    let mut records = store.cluster_page(cursor, limit + 1).await?;
+    let more = records.len() > usize::try_from(limit).unwrap_or(usize::MAX);
+    records.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    let names: Vec<String> = records.iter().map(|r| r.name.clone()).collect();
+    let mut stages: std::collections::HashMap<
+        String,
+        std::collections::BTreeMap<String, StageSummary>,
+    > = std::collections::HashMap::new();
+    for s in store.latest_stages(&names).await? {
+        stages.entry(s.cluster).or_default().insert(
+            s.kind,
+            StageSummary {
+                id: s.id,
+                state: s.state,
+                updated_at: s.updated_at,
+            },
+        );
+    }
+    let active = store.setting(ACTIVE_CLUSTER).await?;
+    let next = more.then(|| names.last().cloned()).flatten();
+    let list = records
+        .into_iter()
+        .map(|r| ClusterSummary {
+            active: active.as_deref() == Some(r.name.as_str()),
+            stages: stages.remove(&r.name).unwrap_or_default(),
+            links: ClusterLinks {
+                self_: format!("/api/clusters/{}", r.name),
+                status: format!("/api/clusters/{}/status", r.name),
+                operations: format!("/api/operations?cluster={}", r.name),
+            },
+            name: r.name,
+            region: r.region,
+            status: r.status,
+            created_at: r.created_at,
+        })
+        .collect();
+    Ok((list, next))
 }
 
 /// The cluster used when a request names none.
@@ -71,13 +162,15 @@ pub async fn set_active_cluster(engine: &Engine, name: &str) -> ApiResult<String
     Ok(name.to_string())
 }
 
-/// Operations, newest first, optionally of one cluster and in one state.
+/// Operations, newest first, optionally of one cluster and in one state, `limit` at a time
+/// older than `cursor` (the last id of the previous page); the next cursor when there is more.
 pub async fn list_operations(
     engine: &Engine,
     cluster: Option<&str>,
     state: Option<&str>,
     limit: Option<i64>,
-) -> ApiResult<Vec<Operation>> {
+    cursor: Option<&str>,
+) -> ApiResult<(Vec<Operation>, Option<String>)> {
     let state = state
         .map(|s| {
             s.parse::<crate::store::OpState>().map_err(|_| {
@@ -89,18 +182,23 @@ pub async fn list_operations(
             })
         })
         .transpose()?;
-    let limit = limit.unwrap_or(100);
-    if !(1..=1000).contains(&limit) {
-        return Err(ApiError::validation_hint(
-            "limit",
-            format!("{limit} is out of range"),
-            json!("1 to 1000"),
-        ));
+    let limit = page_limit(limit)?;
+    if let Some(c) = cursor {
+        validate::require(
+            (1..=64).contains(&c.len()) && c.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
+            "cursor",
+            "not a cursor of this list".into(),
+            json!("the value of the previous page's next link"),
+        )?;
     }
-    Ok(engine
+    let mut ops = engine
         .store()
-        .list_operations(cluster, state, limit)
-        .await?)
+        .operation_page(cluster, state, cursor, limit + 1)
+        .await?;
+    let more = ops.len() > usize::try_from(limit).unwrap_or(usize::MAX);
+    ops.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    let next = more.then(|| ops.last().map(|o| o.id.clone())).flatten();
+    Ok((ops, next))
 }
 
 /// The accelerated SageMaker instance types offered in a zone (validated), sorted.

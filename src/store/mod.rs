@@ -129,6 +129,8 @@ pub struct Store {
     pub pool: SqlitePool,
     /// Serialises read-then-write transactions (see module docs).
     pub write_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// Read queries of the paths that must cost the same whatever the data (see `pages`).
+    reads: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Store {
@@ -157,6 +159,7 @@ impl Store {
         Ok(Self {
             pool,
             write_lock: Default::default(),
+            reads: Default::default(),
         })
     }
 
@@ -244,6 +247,7 @@ impl Store {
 
     /// The newest operation of each kind for a cluster.
     pub async fn latest_per_kind(&self, cluster: &str) -> anyhow::Result<Vec<Operation>> {
+        self.count_read();
         let rows = sqlx::query(
             "SELECT * FROM operations o WHERE cluster = ? AND id = (
                  SELECT id FROM operations i WHERE i.cluster = o.cluster AND i.kind = o.kind
@@ -256,7 +260,7 @@ impl Store {
         self.with_phases(&rows).await
     }
 
-    async fn with_phases(
+    pub(super) async fn with_phases(
         &self,
         rows: &[sqlx::sqlite::SqliteRow],
     ) -> anyhow::Result<Vec<Operation>> {
@@ -268,6 +272,7 @@ impl Store {
             return Ok(ops);
         }
         // One query for every listed operation's phases, not one per operation.
+        self.count_read();
         let mut query = sqlx::QueryBuilder::new("SELECT * FROM phases WHERE operation_id IN (");
         let mut ids = query.separated(", ");
         for op in &ops {
@@ -399,6 +404,7 @@ impl Store {
     }
 
     pub async fn get_cluster(&self, name: &str) -> anyhow::Result<Option<ClusterRecord>> {
+        self.count_read();
         let row = sqlx::query("SELECT * FROM clusters WHERE name = ?")
             .bind(name)
             .fetch_optional(&self.pool)
@@ -454,6 +460,7 @@ impl Store {
     // --- settings -----------------------------------------------------------------------------
 
     pub async fn setting(&self, key: &str) -> sqlx::Result<Option<String>> {
+        self.count_read();
         sqlx::query_scalar("SELECT value FROM settings WHERE key = ?")
             .bind(key)
             .fetch_optional(&self.pool)
@@ -483,8 +490,10 @@ impl Store {
     }
 }
 
+mod pages;
 mod rows;
 mod states;
+pub use pages::StageRow;
 use rows::{cluster_of, operation_of, phase_of};
 pub use states::{Lifecycle, OpState, PhaseState};
 

@@ -14,6 +14,7 @@ mod logs;
 mod mcp;
 mod mlflow;
 mod operations;
+mod pages;
 mod pipeline;
 mod refusals;
 mod releases;
