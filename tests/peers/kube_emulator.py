@@ -284,7 +284,45 @@ class Emulator(kmock.KubernetesEmulator):
         return await super()._render_error(exc)
 
 
-def seed(k8s_emulator, nodes, pods):
+def real_pod(name, node, i):
+    """A pod shaped like a real training or serving pod (~2.9 KB of compact JSON): env,
+    volumes, tolerations, owner references, container statuses — what a cache must not keep."""
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"worker-{i // 8}-7d4b9c", "uid": str(uuid.uuid4()),
+             "controller": True, "blockOwnerDeletion": True}
+    env = [{"name": f"VAR_{k}", "value": f"value-{k}-{i}"} for k in range(12)]
+    env += [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token", "optional": True}}}]
+    spec = {"containers": [{"name": "main", "image": "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.5.1-gpu-py311",
+                            "command": ["torchrun", "--nproc-per-node", "8", "train.py"], "env": env,
+                            "resources": {"limits": {"nvidia.com/gpu": "1", "vpc.amazonaws.com/efa": "4"},
+                                          "requests": {"nvidia.com/gpu": "1", "cpu": "90", "memory": "900Gi"}},
+                            "volumeMounts": [{"name": "data", "mountPath": "/s3"}, {"name": "shm", "mountPath": "/dev/shm"},
+                                             {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": True}]}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "s3-claim"}},
+                        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}},
+                        {"name": "kube-api-access", "projected": {"sources": [{"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}]}}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}],
+            "serviceAccountName": "default", "restartPolicy": "Always", "schedulerName": "default-scheduler"}
+    if node:
+        spec["nodeName"] = node
+    running = node is not None
+    status = {"phase": "Running" if running else "Pending", "qosClass": "Burstable",
+              "conditions": [{"type": t, "status": "True" if running else "False", "lastTransitionTime": "2026-12-01T00:00:00Z"}
+                             for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")]}
+    if running:
+        status.update({"hostIP": "10.1.2.3", "podIP": f"10.1.{i // 250 % 250}.{i % 250}",
+                       "containerStatuses": [{"name": "main", "ready": True, "restartCount": 0, "started": True,
+                                              "image": spec["containers"][0]["image"], "imageID": "sha256:" + "ab" * 32,
+                                              "containerID": "containerd://" + "cd" * 32,
+                                              "state": {"running": {"startedAt": "2026-12-01T00:00:00Z"}}}]})
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "ownerReferences": [owner],
+                         "labels": {"app": f"worker-{i // 8}", "pod-template-hash": "7d4b9c"},
+                         "annotations": {"kubectl.kubernetes.io/restartedAt": "2026-12-01T00:00:00Z"}},
+            "spec": spec, "status": status}
+
+
+def seed(k8s_emulator, nodes, pods, shape="small"):
     """Pre-loads GPU nodes and pods (a third pending) for the status benchmark."""
     node_res = kmock.resource("", "v1", "nodes")
     pod_res = kmock.resource("", "v1", "pods")
@@ -300,6 +338,11 @@ def seed(k8s_emulator, nodes, pods):
         k8s_emulator.objects[node_res, None, name] = data
     for i in range(pods):
         name = f"worker-{i}"
+        if shape == "real":
+            data = real_pod(name, f"hyperpod-i-{i % max(nodes, 1):017x}" if i % 3 else None, i)
+            k8s_emulator.stamp(data, "default", name)
+            k8s_emulator.objects[pod_res, "default", name] = data
+            continue
         spec = {"containers": [{"name": "main", "image": "busybox",
                                 "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
         if i % 3:
@@ -314,6 +357,7 @@ async def main():
     args = argparse.ArgumentParser()
     args.add_argument("--seed-nodes", type=int, default=0)
     args.add_argument("--seed-pods", type=int, default=0)
+    args.add_argument("--pod-shape", choices=["small", "real"], default="small")
     opts = args.parse_args()
     async with Emulator() as emulator:
         for path, (kind, namespaced, subresources) in RESOURCES.items():
@@ -322,7 +366,7 @@ async def main():
                 kind=kind, singular=kind.lower(), namespaced=namespaced,
                 verbs={"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"},
                 subresources=set(subresources))
-        seed(emulator, opts.seed_nodes, opts.seed_pods)
+        seed(emulator, opts.seed_nodes, opts.seed_pods, opts.pod_shape)
         async with kmock.Server(emulator, host="127.0.0.1", port=None) as server:
             print(f"READY http://{server.host}:{server.port}", flush=True)
             await asyncio.Event().wait()

@@ -1,0 +1,187 @@
+"""The benchmark: a release build against moto and the Kubernetes emulator on loopback, with
+nodes and pods shaped like real ones, printing each figure beside the public project's where
+docs/benchmarks.md records one. Run through scripts/bench (which builds what it needs)."""
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = os.path.join(ROOT, ".venv", "bin", "python")
+PEERS = os.path.join(ROOT, "tests", "peers")
+BIN = os.environ["INSTANTSTART_BIN"]
+LOADGEN = os.environ["INSTANTSTART_LOADGEN"]
+SECONDS = float(os.environ.get("BENCH_SECONDS", "5"))
+# The public project's figures (docs/benchmarks.md says where they come from).
+ANCHOR = {
+    "status 10/100 req/s": 2650,
+    "status 200/2000 req/s": 820,
+}
+ROWS = []
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url, timeout=60):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except Exception:
+            time.sleep(0.02)
+    raise SystemExit(f"{url} did not answer")
+
+
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def row(what, value, unit, anchor=None, target=None):
+    ROWS.append((what, value, unit, anchor, target))
+    ratio = f"  ({value / anchor:.1f}× the public project's {anchor:g})" if anchor else ""
+    goal = f"  [target {target}]" if target else ""
+    print(f"{what:<58} {value:>12.3f} {unit}{ratio}{goal}", flush=True)
+
+
+def loadgen(*args):
+    out = subprocess.run([LOADGEN, *map(str, args)], check=True, capture_output=True, text=True).stdout
+    return [float(x) for x in out.split()]
+
+
+def server(data_dir, port, extra_args=(), env=None):
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "INSTANTSTART_"))}
+    e.update({"AWS_EC2_METADATA_DISABLED": "true", "RUST_LOG": "warn"})
+    e.update(env or {})
+    log = open(os.path.join(data_dir, f"server-{port}.log"), "w")
+    t = time.time()
+    p = subprocess.Popen([BIN, "serve", "--bind", f"127.0.0.1:{port}", "--data-dir", data_dir, *extra_args],
+                         env=e, stdout=log, stderr=log)
+    wait_http(f"http://127.0.0.1:{port}/healthz")
+    return p, (time.time() - t) * 1000
+
+
+def stop(p):
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+
+
+def startup_and_lists():
+    with tempfile.TemporaryDirectory() as d:
+        port = free_port()
+        p, ms = server(d, port)
+        row("start-up to the first 200 (sandbox)", ms, "ms", target="≤ 50 ms")
+        time.sleep(0.5)
+        row("resident memory, idle", rss_mib(p.pid), "MiB", target="≤ 25 MiB")
+        stop(p)
+        db = sqlite3.connect(os.path.join(d, "instantstart.db"))
+        have = 0
+        for n in (1, 30, 300):
+            now = "2026-12-01T00:00:00.000Z"
+            for i in range(have, n):
+                name = f"bench-{i:03d}"
+                db.execute("INSERT INTO clusters (name, region, spec_json, created_at, updated_at) VALUES (?, 'us-west-2', '{}', ?, ?)",
+                           (name, now, now))
+                for k, kind in enumerate(("cluster", "dependencies", "hyperpod", "storage")):
+                    op = f"01900000-{i:04d}-{k:04d}-0000-000000000000"
+                    db.execute("INSERT INTO operations (id, kind, cluster, params_json, state, actor, created_at, updated_at) "
+                               "VALUES (?, ?, ?, '{}', 'succeeded', 'bench', ?, ?)", (op, kind, name, now, now))
+                    db.execute("INSERT INTO phases (operation_id, seq, name, state) VALUES (?, 0, 'a', 'succeeded')", (op,))
+            db.commit()
+            have = n
+            p, _ = server(d, port)
+            for path, label, target in (("/api/clusters?limit=1000", "GET /api/clusters", {30: "≥ 10,000 req/s", 300: "≥ 2,000 req/s"}),
+                                        ("/api/operations", "GET /api/operations", {})):
+                rps, p50, _, size = loadgen("load", f"127.0.0.1:{port}", path, 20, SECONDS)
+                row(f"{label}, {n} clusters, 20 connections ({size / 1024:.0f} KB)", rps, "req/s", target=target.get(n))
+            stop(p)
+        db.close()
+        p, _ = server(d, port)
+        rps, *_ = loadgen("load", f"127.0.0.1:{port}", "/healthz", 20, SECONDS)
+        row("GET /healthz, 20 connections (for scale)", rps, "req/s")
+        stop(p)
+
+
+def start_peer(script, *args):
+    p = subprocess.Popen([PY, os.path.join(PEERS, script), *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return p
+
+
+def status_at(nodes, pods):
+    moto_port = free_port()
+    moto = start_peer("moto_server.py", "-H", "127.0.0.1", "-p", str(moto_port))
+    wait_http(f"http://127.0.0.1:{moto_port}/moto-api/", 60)
+    emu = start_peer("kube_emulator.py", "--seed-nodes", str(nodes), "--seed-pods", str(pods), "--pod-shape", "real")
+    line = emu.stdout.readline().strip()
+    emu_url = line.removeprefix("READY ")
+    env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{moto_port}", "AWS_REGION": "us-west-2",
+           "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "INSTANTSTART_KUBE_URL": emu_url}
+    import boto3
+    session = boto3.Session(aws_access_key_id="test", aws_secret_access_key="test", region_name="us-west-2")
+    iam = session.client("iam", endpoint_url=env["AWS_ENDPOINT_URL"])
+    role = iam.create_role(RoleName="bench-eks", AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"Service": "eks.amazonaws.com"}, "Action": "sts:AssumeRole"}]}))
+    session.client("eks", endpoint_url=env["AWS_ENDPOINT_URL"]).create_cluster(
+        name="bench", roleArn=role["Role"]["Arn"], resourcesVpcConfig={"subnetIds": ["subnet-1", "subnet-2"]})
+    with tempfile.TemporaryDirectory() as d:
+        port = free_port()
+        p, _ = server(d, port, ("--cloud", "aws"), env)
+        base = f"http://127.0.0.1:{port}"
+        req = urllib.request.Request(f"{base}/api/clusters/import", data=json.dumps({"eksClusterName": "bench"}).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        op = json.load(urllib.request.urlopen(req))["operationId"]
+        for _ in range(120):
+            state = json.load(urllib.request.urlopen(f"{base}/api/operations/{op}?wait=20"))["state"]
+            if state in ("succeeded", "failed", "cancelled"):
+                break
+        assert state == "succeeded", state
+        wait_http(f"{base}/api/clusters/bench/status", 60)
+        path = "/api/clusters/bench/status"
+        p50, p99 = loadgen("seq", f"127.0.0.1:{port}", path, 1000)
+        row(f"status p50, {nodes} nodes / {pods} pods, sequential, new connection", p50, "ms")
+        row(f"status p99, {nodes} nodes / {pods} pods, sequential, new connection", p99, "ms", target="≤ 2 ms")
+        rps, _, p99c, size = loadgen("load", f"127.0.0.1:{port}", path, 20, SECONDS)
+        key = f"status {nodes}/{pods} req/s"
+        row(f"status, {nodes}/{pods}, 20 connections ({size / 1024:.0f} KB), p99 {p99c:.1f} ms", rps, "req/s",
+            anchor=ANCHOR.get(key), target="≥ 15,000 req/s" if nodes == 200 else None)
+        with urllib.request.urlopen(f"{base}{path}") as r:
+            etag = r.headers["ETag"]
+        rps304, *_ = loadgen("load", f"127.0.0.1:{port}", path, 20, SECONDS, f"If-None-Match: {etag}")
+        row(f"status, {nodes}/{pods}, 20 connections, If-None-Match → 304", rps304, "req/s")
+        row(f"resident memory, {nodes} nodes / {pods} pods cached", rss_mib(p.pid), "MiB",
+            target="≤ 60 MiB" if pods == 5000 else None)
+        stop(p)
+    emu.kill()
+    moto.kill()
+
+
+def main():
+    print(f"InstantStart benchmark · {time.strftime('%Y-%m-%d %H:%M')} · {os.cpu_count()} cores · {BIN}")
+    row("release binary size", os.path.getsize(BIN) / 1024 / 1024, "MiB")
+    startup_and_lists()
+    for nodes, pods in ((10, 100), (200, 2000), (200, 5000)):
+        status_at(nodes, pods)
+    print("not measured yet: AWS calls per cluster refresh and per node listing; MCP tool-call overhead")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
