@@ -46,37 +46,48 @@ impl Drop for Cache {
     }
 }
 
-/// One kind's watch: relists replace that kind wholesale, events apply one object.
+/// One kind's watch: relists replace that kind wholesale (from briefs taken as each page
+/// arrives, so no object outlives its page), events apply one object.
 trait Watched: Clone + Send + Sync + 'static {
     const SYNCED: u8;
+    type Brief: Send;
+    fn brief(o: &Self) -> Self::Brief;
     fn apply(s: &mut Summary, o: &Self);
     fn delete(s: &mut Summary, o: &Self);
-    fn replace(s: &mut Summary, all: &[Self]);
+    fn replace(s: &mut Summary, all: Vec<Self::Brief>);
 }
 
 impl Watched for Node {
     const SYNCED: u8 = NODES_SYNCED;
+    type Brief = crate::cloud::NodeState;
+    fn brief(o: &Self) -> Self::Brief {
+        super::summary::node_brief(o)
+    }
     fn apply(s: &mut Summary, o: &Self) {
         s.apply_node(o);
     }
     fn delete(s: &mut Summary, o: &Self) {
         s.delete_node(o.metadata.name.as_deref().unwrap_or_default());
     }
-    fn replace(s: &mut Summary, all: &[Self]) {
-        s.replace_nodes(all);
+    fn replace(s: &mut Summary, all: Vec<Self::Brief>) {
+        s.replace_node_views(all);
     }
 }
 
 impl Watched for Pod {
     const SYNCED: u8 = PODS_SYNCED;
+    type Brief = super::summary::PodBrief;
+    fn brief(o: &Self) -> Self::Brief {
+        super::summary::pod_brief(o)
+    }
     fn apply(s: &mut Summary, o: &Self) {
         s.apply_pod(o);
     }
     fn delete(s: &mut Summary, o: &Self) {
         s.delete_pod(o);
     }
-    fn replace(s: &mut Summary, all: &[Self]) {
-        s.replace_pods(all);
+    fn replace(s: &mut Summary, all: Vec<Self::Brief>) {
+        s.replace_pod_briefs(all);
     }
 }
 
@@ -91,16 +102,15 @@ async fn follow<K>(
 {
     let stream = watcher(api, watcher::Config::default()).default_backoff();
     let mut stream = std::pin::pin!(stream);
-    // A relist's objects, held only until it completes.
-    let mut relist: Vec<K> = Vec::new();
+    // A relist's briefs, held only until it completes.
+    let mut relist: Vec<K::Brief> = Vec::new();
     while let Some(ev) = stream.next().await {
         let lock = || shared.lock().unwrap_or_else(|e| e.into_inner());
         match ev {
             Ok(watcher::Event::Init) => relist.clear(),
-            Ok(watcher::Event::InitApply(o)) => relist.push(o),
+            Ok(watcher::Event::InitApply(o)) => relist.push(K::brief(&o)),
             Ok(watcher::Event::InitDone) => {
-                K::replace(&mut lock().summary, &relist);
-                relist = Vec::new();
+                K::replace(&mut lock().summary, std::mem::take(&mut relist));
                 synced.send_modify(|s| *s |= K::SYNCED);
             }
             Ok(watcher::Event::Apply(o)) => K::apply(&mut lock().summary, &o),

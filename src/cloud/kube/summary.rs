@@ -166,6 +166,19 @@ fn node_view(n: &Node) -> NodeState {
     }
 }
 
+/// What a relist keeps of a pod until it completes: its key, GPUs (0 once finished), node.
+pub type PodBrief = (String, u32, Option<String>);
+
+pub fn pod_brief(p: &Pod) -> PodBrief {
+    let gpus = if finished(p) { 0 } else { pod_gpus(p) };
+    let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+    (pod_key(p), gpus, node)
+}
+
+pub fn node_brief(n: &Node) -> NodeState {
+    node_view(n)
+}
+
 fn pod_key(p: &Pod) -> String {
     format!(
         "{}/{}",
@@ -187,8 +200,12 @@ impl Summary {
     }
 
     fn slim(&mut self, p: &Pod) -> PodSlim {
-        let gpus = if finished(p) { 0 } else { pod_gpus(p) };
-        let node = match p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+        let (_, gpus, node) = pod_brief(p);
+        self.slim_of(gpus, node.as_deref())
+    }
+
+    fn slim_of(&mut self, gpus: u32, node: Option<&str>) -> PodSlim {
+        let node = match node {
             Some(n) if gpus > 0 => Some(self.intern(n)),
             _ => None,
         };
@@ -252,26 +269,30 @@ impl Summary {
 
     /// Replaces every node (a relist): what the list no longer has is gone.
     pub fn replace_nodes(&mut self, nodes: &[Node]) {
-        self.nodes = nodes
-            .iter()
-            .map(|n| {
-                let v = node_view(n);
-                (v.name.clone(), v)
-            })
-            .collect();
+        self.replace_node_views(nodes.iter().map(node_view).collect());
+    }
+
+    /// The same from views made while the relist arrived (so no object outlives its page).
+    pub fn replace_node_views(&mut self, views: Vec<NodeState>) {
+        self.nodes = views.into_iter().map(|v| (v.name.clone(), v)).collect();
         self.revision += 1;
     }
 
     /// Replaces every pod (a relist), recounting the totals from the new list.
     pub fn replace_pods(&mut self, pods: &[Pod]) {
+        self.replace_pod_briefs(pods.iter().map(pod_brief).collect());
+    }
+
+    /// The same from briefs (key, GPUs, node) made while the relist arrived.
+    pub fn replace_pod_briefs(&mut self, briefs: Vec<PodBrief>) {
         self.pods.clear();
         self.requested.iter_mut().for_each(|r| *r = 0);
         self.pending_pods = 0;
         self.pending_gpus = 0;
-        for p in pods {
-            let s = self.slim(p);
+        for (key, gpus, node) in briefs {
+            let s = self.slim_of(gpus, node.as_deref());
             self.count(s, true);
-            self.pods.insert(pod_key(p), s);
+            self.pods.insert(key, s);
         }
         self.revision += 1;
     }
