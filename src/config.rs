@@ -87,6 +87,18 @@ pub struct ServeConfig {
     #[arg(long, env = "INSTANTSTART_SANDBOX_FAULTS", default_value = "")]
     pub sandbox_faults: String,
 
+    /// The write gate for agents: serve the MCP tools read-only (mutating tools are listed as
+    /// such and refused with a problem saying how to allow writes). REST and the UI are
+    /// unaffected.
+    #[arg(long, env = "INSTANTSTART_MCP_READ_ONLY")]
+    pub mcp_read_only: bool,
+
+    /// Phase deadlines overridden by phase name, in seconds: `eks-cluster=1800,*=3600`
+    /// (`*`: every other phase). By default each phase has one suited to what it waits for
+    /// (EKS 25 min, HyperPod 60 min, an add-on 15 min).
+    #[arg(long, env = "INSTANTSTART_PHASE_DEADLINES", default_value = "")]
+    pub phase_deadlines: String,
+
     /// Reach every cluster's Kubernetes API at this URL without credentials, instead of the EKS
     /// endpoint with an IAM token: for an authenticating proxy in front of the API server, or a
     /// Kubernetes API emulator in tests.
@@ -160,6 +172,8 @@ impl ServeConfig {
             allowed_hosts: Vec::new(),
             sandbox_time_scale: 60.0,
             sandbox_faults: String::new(),
+            phase_deadlines: String::new(),
+            mcp_read_only: false,
             kube_url: None,
             release_mirror: None,
             allowed_features: Vec::new(),

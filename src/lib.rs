@@ -15,6 +15,7 @@ pub mod cloud;
 pub mod config;
 pub mod error;
 pub mod mcp;
+pub mod metrics;
 pub mod ops;
 pub mod service;
 pub mod store;
@@ -48,8 +49,10 @@ pub struct AppState {
     pub follows: Arc<service::logs::Follows>,
     /// The Prometheus KEDA reads for autoscaling when a request names none.
     pub prometheus_url: Option<Arc<str>>,
-    /// Each cluster's status, serialized once per change.
-    pub status_bytes: Arc<api::clusters::StatusBytes>,
+    /// Each cluster's status, serialized once per change of its view.
+    pub status_memo: Arc<api::memo::Memo>,
+    /// Pages of the cluster and operation lists, serialized once per stored revision.
+    pub list_memo: Arc<api::memo::Memo>,
 }
 
 /// A bound, ready-to-serve application.
@@ -201,6 +204,8 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         }
     };
 
+    // Repeatable Kubernetes calls ride out throttling and transient faults one by one.
+    cloud.kube = Arc::new(cloud::retry::RetryingKube(cloud.kube.clone()));
     if let Some(mirror) = &config.release_mirror {
         anyhow::ensure!(
             cloud::web::allowed_url(mirror),
@@ -212,13 +217,18 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         CloudMode::Sandbox => 250,
         CloudMode::Aws => 10_000,
     }));
+    let deadlines = ops::Deadlines::parse(&config.phase_deadlines)
+        .map_err(|e| anyhow::anyhow!("INSTANTSTART_PHASE_DEADLINES: {e}"))?;
     let engine = Engine::new(
         store,
         cloud,
         Arc::new(service::steps::OperationKinds),
         EngineConfig {
             poll_interval: poll,
-            max_transient_retries: 8,
+            // The phase's deadline is the real bound: with backoff capped at 30 s this lets a
+            // throttled phase keep trying for about 25 minutes.
+            max_transient_retries: 50,
+            deadlines,
         },
     );
 
@@ -262,11 +272,13 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         allowed_features: Arc::new(allowed_features),
         follows: Arc::new(service::logs::Follows::new(config.max_log_follows.max(1))),
         prometheus_url: config.prometheus_url.as_deref().map(Arc::from),
-        status_bytes: Arc::default(),
+        status_memo: Arc::default(),
+        list_memo: Arc::default(),
     };
     let mcp = mcp::McpContext::new(
         format!("localhost:{port}"),
         config.token.as_ref().map(|t| t.0.clone()),
+        config.mcp_read_only,
     );
     let router = api::router(state.clone(), mcp_service(mcp.clone()));
     // The MCP tools dispatch into this same router (edge, validation, audit included).

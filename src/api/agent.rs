@@ -1,4 +1,5 @@
-//! The agent kit: the Kiro CLI agent, its prompt, a generic MCP client configuration, the skills.
+//! The agent kit: the Kiro CLI 3 agent profile (Markdown and JSON), its prompt, a generic MCP
+//! client configuration, the skills.
 
 use axum::Json;
 use serde::Serialize;
@@ -16,7 +17,10 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentConfig {
-    /// `hypd-inst-agent` for Kiro CLI (save as `.kiro/agents/hypd-inst-agent.json`).
+    /// `hypd-inst-agent` for Kiro CLI 3 as Markdown with YAML front matter (save as
+    /// `~/.kiro/agents/hypd-inst-agent.md`; `scripts/install-agent` does it with the skills).
+    pub profile: String,
+    /// The same profile as JSON (the prompt inline).
     #[schema(value_type = Object)]
     pub agent: Value,
     pub prompt: String,
@@ -38,8 +42,9 @@ async fn agent_config() -> ApiResult<Json<AgentConfig>> {
         .map(|(name, text)| (name.to_string(), Value::String(text.to_string())))
         .collect();
     Ok(Json(AgentConfig {
-        agent: parse(include_str!("../../skills/hypd-inst-agent/agent.json"))?,
-        prompt: include_str!("../../skills/hypd-inst-agent/prompt.md").to_string(),
+        profile: crate::mcp::kiro::profile(),
+        agent: crate::mcp::kiro::agent(),
+        prompt: crate::mcp::skills::AGENT_PROMPT.to_string(),
         mcp_client: parse(include_str!("../../skills/hypd-inst-agent/mcp.json"))?,
         skills: Value::Object(skills),
     }))

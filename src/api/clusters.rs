@@ -42,15 +42,20 @@ pub struct ClustersQuery {
               (status = 422, body = Problem)))]
 async fn list_clusters(
     State(state): State<AppState>,
+    uri: axum::http::Uri,
     query: Result<axum::extract::Query<ClustersQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<axum::response::Response> {
     let axum::extract::Query(q) =
         query.map_err(|e| crate::error::ApiError::validation("query", e.body_text()))?;
-    let (list, next) = service::list_clusters(&state.engine, q.limit, q.cursor.as_deref()).await?;
-    Ok(super::paged(
-        Json(list),
-        next.map(|c| format!("/api/clusters?limit={}&cursor={c}", q.limit.unwrap_or(100))),
-    ))
+    let revision = service::stored_revision(&state.engine);
+    let page = async {
+        let (list, next) =
+            service::list_clusters(&state.engine, q.limit, q.cursor.as_deref()).await?;
+        let next =
+            next.map(|c| format!("/api/clusters?limit={}&cursor={c}", q.limit.unwrap_or(100)));
+        Ok((list, next))
+    };
+    state.list_memo.page(&uri.to_string(), revision, page).await
 }
 
 /// Create the network (VPC, subnets, NAT, security groups, S3 endpoint) and the EKS control plane.
@@ -141,7 +146,7 @@ async fn cluster_status(
         return Ok((axum::http::StatusCode::NOT_MODIFIED, [(ETAG, etag)]).into_response());
     }
     // Serialized once per change of the view, then the same bytes for every reader.
-    let body = state.status_bytes.get_or_make(&name, &etag, || {
+    let body = state.status_memo.bytes(&name, &etag, || {
         serde_json::to_vec(&service::incluster::status_of(&name, &live))
             .map_err(anyhow::Error::from)
     })?;
@@ -150,38 +155,6 @@ async fn cluster_status(
         body,
     )
         .into_response())
-}
-
-/// The last serialized status of each cluster, by ETag.
-#[derive(Default)]
-pub struct StatusBytes(
-    std::sync::Mutex<std::collections::HashMap<String, (String, axum::body::Bytes)>>,
-);
-
-impl StatusBytes {
-    fn get_or_make(
-        &self,
-        cluster: &str,
-        etag: &str,
-        make: impl FnOnce() -> anyhow::Result<Vec<u8>>,
-    ) -> anyhow::Result<axum::body::Bytes> {
-        if let Some((tag, bytes)) = self
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(cluster)
-        {
-            if tag == etag {
-                return Ok(bytes.clone());
-            }
-        }
-        let bytes = axum::body::Bytes::from(make()?);
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(cluster.to_string(), (etag.to_string(), bytes.clone()));
-        Ok(bytes)
-    }
 }
 
 #[derive(Serialize, ToSchema)]

@@ -4,6 +4,7 @@
 //! `service/` call and responds.
 
 pub mod agent;
+pub mod audit;
 pub mod aws;
 pub mod clusters;
 pub mod endpoints;
@@ -12,6 +13,7 @@ pub mod extract;
 pub mod features;
 pub mod groups;
 pub mod logs;
+pub mod memo;
 pub mod mlflow;
 pub mod openapi;
 pub mod operations;
@@ -355,20 +357,17 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJ
     }
 }
 
-/// A list page, with `Link: <next>; rel="next"` when more follow.
-pub(crate) fn paged(
-    body: impl axum::response::IntoResponse,
-    next: Option<String>,
-) -> axum::response::Response {
+/// `GET /metrics`: the Prometheus text exposition (behind the same edge and token as the API).
+async fn metrics() -> axum::response::Response {
     use axum::response::IntoResponse as _;
-    match next {
-        Some(url) => (
-            [(axum::http::header::LINK, format!("<{url}>; rel=\"next\""))],
-            body,
-        )
-            .into_response(),
-        None => body.into_response(),
-    }
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        crate::metrics::global().render(),
+    )
+        .into_response()
 }
 
 /// Every documented REST operation, each declared once in its resource's router.
@@ -377,6 +376,7 @@ pub fn rest() -> utoipa_axum::router::OpenApiRouter<AppState> {
     utoipa_axum::router::OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(aws::router())
         .merge(agent::router())
+        .merge(audit::router())
         .merge(clusters::router())
         .merge(stages::router())
         .merge(features::router())
@@ -397,7 +397,8 @@ where
     M::Response: axum::response::IntoResponse,
     M::Future: Send + 'static,
 {
-    let (rest, _) = rest().split_for_parts();
+    let (rest, doc) = rest().split_for_parts();
+    openapi::keep(doc);
     let api = rest
         .merge(ui::router())
         .route("/api/events", axum::routing::get(events::events))
@@ -406,7 +407,13 @@ where
             axum::routing::get(logs::follow),
         )
         .route("/api/openapi.json", axum::routing::get(openapi::serve))
+        .route("/metrics", axum::routing::get(metrics))
         .route_layer(axum::middleware::from_fn(trace::trace))
+        // Outside the trace layer, so the answer already carries its request id.
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            audit::record,
+        ))
         .nest_service("/mcp", mcp)
         .fallback(|| async { ApiError::not_found("route") })
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT));

@@ -53,9 +53,15 @@ use crate::store::{ClusterRecord, OpState, Operation, Phase, PhaseState};
 pub struct ApiDoc;
 
 /// The document, built once from the routers.
+static DOC: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
+
 pub fn document() -> &'static utoipa::openapi::OpenApi {
-    static DOC: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
     DOC.get_or_init(|| super::rest().split_for_parts().1)
+}
+
+/// Keeps the document the router was built with, so start-up builds it once.
+pub(crate) fn keep(doc: utoipa::openapi::OpenApi) {
+    let _ = DOC.set(doc);
 }
 
 pub async fn serve() -> Json<utoipa::openapi::OpenApi> {

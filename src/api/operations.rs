@@ -45,30 +45,35 @@ struct OperationsQuery {
               (status = 422, body = Problem)))]
 async fn list_operations(
     State(state): State<AppState>,
+    uri: axum::http::Uri,
     query: Result<Query<OperationsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(q) = query.map_err(|e| ApiError::validation("query", e.body_text()))?;
-    let (ops, next) = service::list_operations(
-        &state.engine,
-        q.cluster.as_deref(),
-        q.state.as_deref(),
-        q.limit,
-        q.cursor.as_deref(),
-    )
-    .await?;
-    let next = next.map(|c| {
-        let mut url = format!(
-            "/api/operations?limit={}&cursor={c}",
-            q.limit.unwrap_or(100)
-        );
-        for (k, v) in [("cluster", &q.cluster), ("state", &q.state)] {
-            if let Some(v) = v {
-                url.push_str(&format!("&{k}={}", urlencoding_min(v)));
+    let revision = service::stored_revision(&state.engine);
+    let page = async {
+        let (ops, next) = service::list_operations(
+            &state.engine,
+            q.cluster.as_deref(),
+            q.state.as_deref(),
+            q.limit,
+            q.cursor.as_deref(),
+        )
+        .await?;
+        let next = next.map(|c| {
+            let mut url = format!(
+                "/api/operations?limit={}&cursor={c}",
+                q.limit.unwrap_or(100)
+            );
+            for (k, v) in [("cluster", &q.cluster), ("state", &q.state)] {
+                if let Some(v) = v {
+                    url.push_str(&format!("&{k}={}", urlencoding_min(v)));
+                }
             }
-        }
-        url
-    });
-    Ok(super::paged(Json(ops), next))
+            url
+        });
+        Ok((ops, next))
+    };
+    state.list_memo.page(&uri.to_string(), revision, page).await
 }
 
 /// Percent-encodes what a query value must not carry raw.

@@ -14,6 +14,7 @@ pub mod aws;
 pub mod instances;
 pub mod kube;
 mod ports;
+pub mod retry;
 pub mod sandbox;
 pub mod unavailable;
 pub mod web;

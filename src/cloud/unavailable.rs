@@ -237,6 +237,9 @@ impl Iam for Unavailable {
     ) -> CloudResult<Role> {
         Err(self.refuse("create_role"))
     }
+    async fn get_role_policy(&self, _role: &str, _policy_name: &str) -> CloudResult<Option<Value>> {
+        Err(self.refuse("get_role_policy"))
+    }
     async fn put_role_policy(
         &self,
         _role: &str,

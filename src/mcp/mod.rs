@@ -10,15 +10,22 @@
 //! types), so REST, UI and agent can never disagree on a field.
 
 pub mod catalog;
+pub mod kiro;
+mod schema;
 pub mod skills;
+
+pub use schema::input_schema;
 
 use std::sync::{Arc, OnceLock};
 
 use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, Prompt, PromptMessage, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, Role, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -35,22 +42,44 @@ pub struct McpContext {
     pub host: String,
     /// The bearer token, when the server requires one.
     pub token: Option<String>,
-    /// Tool definitions with their input schemas, built once from the OpenAPI document.
-    pub tools: Vec<Tool>,
+    /// The write gate: when set, only read-only tools run; the others answer a problem that
+    /// says how to allow writes.
+    pub read_only: bool,
+    /// Tool definitions with their input schemas, built from the OpenAPI document when an
+    /// agent first asks (not at start-up).
+    tools: OnceLock<Vec<Tool>>,
 }
 
 impl McpContext {
-    pub fn new(host: String, token: Option<String>) -> Arc<Self> {
-        let doc = serde_json::to_value(crate::api::openapi::document()).unwrap_or_default();
-        let tools = catalog::tools()
-            .iter()
-            .map(|spec| tool_of(spec, &doc))
-            .collect();
+    pub fn new(host: String, token: Option<String>, read_only: bool) -> Arc<Self> {
         Arc::new(Self {
             router: OnceLock::new(),
             host,
             token,
-            tools,
+            read_only,
+            tools: OnceLock::new(),
+        })
+    }
+
+    pub fn tools(&self) -> &[Tool] {
+        self.tools.get_or_init(|| {
+            let doc = serde_json::to_value(crate::api::openapi::document()).unwrap_or_default();
+            catalog::tools()
+                .iter()
+                .map(|spec| {
+                    let mut tool = tool_of(spec, &doc);
+                    if self.read_only && !spec.read_only() {
+                        tool.description = Some(
+                            format!(
+                                "[writes disabled on this server] {}",
+                                spec.full_description()
+                            )
+                            .into(),
+                        );
+                    }
+                    tool
+                })
+                .collect()
         })
     }
 }
@@ -59,97 +88,6 @@ impl McpContext {
 #[derive(Clone)]
 pub struct McpServer {
     pub cx: Arc<McpContext>,
-}
-
-/// Input schema of a tool: path and query parameters plus the request body's fields, as the
-/// OpenAPI document describes them.
-pub fn input_schema(spec: &ToolSpec, doc: &Value) -> Map<String, Value> {
-    let op = &doc["paths"][&spec.path][spec.method.to_ascii_lowercase()];
-    let mut properties = Map::new();
-    let mut required: Vec<Value> = Vec::new();
-    for p in op["parameters"].as_array().into_iter().flatten() {
-        let location = p["in"].as_str().unwrap_or("");
-        if location != "path" && location != "query" {
-            continue;
-        }
-        let name = p["name"].as_str().unwrap_or_default();
-        let arg = spec.rename_arg(name);
-        let mut schema = p["schema"].clone();
-        if let Some(d) = p["description"].as_str() {
-            schema["description"] = json!(d);
-        }
-        properties.insert(arg.to_string(), schema);
-        if p["required"].as_bool() == Some(true) {
-            required.push(json!(arg));
-        }
-    }
-    if let Some(reference) = op
-        .pointer("/requestBody/content/application~1json/schema/$ref")
-        .and_then(Value::as_str)
-    {
-        let name = reference.rsplit('/').next().unwrap_or_default();
-        let body = &doc["components"]["schemas"][name];
-        if let Some(props) = body["properties"].as_object() {
-            for (k, v) in props {
-                properties.insert(k.clone(), v.clone());
-            }
-        }
-        if op.pointer("/requestBody/required").and_then(Value::as_bool) != Some(false) {
-            required.extend(body["required"].as_array().cloned().unwrap_or_default());
-        }
-    }
-    if spec.method != "GET" {
-        properties.insert(
-            "idempotency_key".into(),
-            json!({"type": "string", "description": "Reuse the same key when resending this call: the operation is then created only once."}),
-        );
-    }
-    let mut schema = Map::new();
-    schema.insert("type".into(), json!("object"));
-    schema.insert("properties".into(), Value::Object(properties));
-    schema.insert("additionalProperties".into(), json!(false));
-    if !required.is_empty() {
-        schema.insert("required".into(), Value::Array(required));
-    }
-    // The OpenAPI components the properties refer to (transitively) travel with the schema.
-    if let Some(components) = doc["components"]["schemas"].as_object() {
-        let mut defs = Map::new();
-        let mut pending = refs_in(&Value::Object(schema.clone()));
-        while let Some(name) = pending.pop() {
-            if defs.contains_key(&name) {
-                continue;
-            }
-            if let Some(def) = components.get(&name) {
-                pending.extend(refs_in(def));
-                defs.insert(name, def.clone());
-            }
-        }
-        if !defs.is_empty() {
-            schema.insert("$defs".into(), Value::Object(defs));
-        }
-    }
-    let text = Value::Object(schema)
-        .to_string()
-        .replace("#/components/schemas/", "#/$defs/");
-    serde_json::from_str(&text).unwrap_or_default()
-}
-
-/// Component names referenced (`#/components/schemas/X`) anywhere in a schema.
-fn refs_in(v: &Value) -> Vec<String> {
-    match v {
-        Value::Object(map) => map
-            .iter()
-            .flat_map(|(k, v)| match (k.as_str(), v) {
-                ("$ref", Value::String(r)) => r
-                    .strip_prefix("#/components/schemas/")
-                    .map(|n| vec![n.to_string()])
-                    .unwrap_or_default(),
-                _ => refs_in(v),
-            })
-            .collect(),
-        Value::Array(list) => list.iter().flat_map(refs_in).collect(),
-        _ => Vec::new(),
-    }
 }
 
 fn tool_of(spec: &ToolSpec, doc: &Value) -> Tool {
@@ -173,7 +111,7 @@ impl McpServer {
         &self,
         spec: &ToolSpec,
         args: Map<String, Value>,
-    ) -> Result<(StatusCode, Value), McpError> {
+    ) -> Result<(StatusCode, axum::body::Bytes, std::time::Duration), McpError> {
         let router = self
             .cx
             .router
@@ -250,18 +188,29 @@ impl McpServer {
             req.body(Body::empty())
         }
         .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let handler_started = std::time::Instant::now();
         let response = router
             .oneshot(request)
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let in_handler = handler_started.elapsed();
         let status = response.status();
         let bytes = axum::body::to_bytes(response.into_body(), 16 * 1024 * 1024)
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-        let value = serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| json!({"text": String::from_utf8_lossy(&bytes)}));
-        Ok((status, value))
+        Ok((status, bytes, in_handler))
     }
+}
+
+/// The problem a mutating tool answers behind the write gate.
+fn writes_disabled(tool: &str) -> Value {
+    json!({
+        "type": "urn:instantstart:problem:writes-disabled",
+        "title": "Writes are disabled for agents on this server",
+        "status": 403,
+        "detail": format!("`{tool}` changes the account, and this server serves its MCP tools read-only"),
+        "hint": "Read-only tools still work. To let the agent act, restart the server without --mcp-read-only (INSTANTSTART_MCP_READ_ONLY), or make the change in the web UI or over REST.",
+    })
 }
 
 /// Adds the status contract to a result: which tool decides completion, and what to do next.
@@ -305,7 +254,13 @@ pub fn with_status_contract(spec: &ToolSpec, status: StatusCode, mut value: Valu
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_prompts()
+                .enable_resources()
+                .build(),
+        )
             .with_server_info(Implementation::new("instantstart", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "InstantStart: SageMaker HyperPod on EKS. Inspect before creating (cluster_list, zone_list, \
@@ -314,12 +269,72 @@ impl ServerHandler for McpServer {
             )
     }
 
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let prompts = skills::playbooks()
+            .into_iter()
+            .map(|(name, description)| Prompt::new(name, Some(description), None))
+            .collect();
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let text = skills::playbook(&request.name).ok_or_else(|| {
+            McpError::invalid_params(format!("unknown prompt {}", request.name), None)
+        })?;
+        Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)]).into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let resources = skills::playbooks()
+            .into_iter()
+            .map(|(name, description)| {
+                let mut r = Resource::new(skills::uri(name), name).with_description(description);
+                r.mime_type = Some("text/markdown".into());
+                r
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let text = request
+            .uri
+            .strip_prefix("skill://")
+            .and_then(skills::playbook)
+            .ok_or_else(|| {
+                McpError::resource_not_found(format!("no resource {}", request.uri), None)
+            })?;
+        let contents = ResourceContents::TextResourceContents {
+            uri: request.uri.clone(),
+            mime_type: Some("text/markdown".into()),
+            text: text.to_string(),
+            meta: None,
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.cx.tools.clone()))
+        Ok(ListToolsResult::with_all_items(self.cx.tools().to_vec()))
     }
 
     async fn call_tool(
@@ -333,13 +348,57 @@ impl ServerHandler for McpServer {
                 None,
             ));
         };
-        let (status, value) = self
+        if self.cx.read_only && !spec.read_only() {
+            crate::metrics::global()
+                .tool_calls
+                .get_or_create(&crate::metrics::ToolLabels {
+                    tool: spec.name.to_string(),
+                    outcome: "refused",
+                })
+                .inc();
+            return Ok(CallToolResponse::Complete(
+                CallToolResult::structured_error(writes_disabled(&spec.name)),
+            ));
+        }
+        let started = std::time::Instant::now();
+        let metrics = crate::metrics::global();
+        let count = |outcome| {
+            metrics
+                .tool_calls
+                .get_or_create(&crate::metrics::ToolLabels {
+                    tool: spec.name.to_string(),
+                    outcome,
+                })
+                .inc();
+        };
+        let (status, bytes, in_handler) = match self
             .dispatch(spec, request.arguments.unwrap_or_default())
-            .await?;
+            .await
+        {
+            Ok(answer) => answer,
+            Err(e) => {
+                count("error");
+                return Err(e);
+            }
+        };
+        count(if status.is_success() { "ok" } else { "problem" });
+        let value: Value = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| json!({"text": String::from_utf8_lossy(&bytes)}));
         let result = if status.is_success() {
+            let fields = value.as_object().map(Map::len);
             let value = with_status_contract(spec, status, value);
             if value.is_object() {
-                CallToolResult::structured(value)
+                // The text block is the structured content serialized: the REST body itself
+                // when the contract added nothing (parsed once, never serialized again).
+                let text = if value.as_object().map(Map::len) == fields {
+                    String::from_utf8_lossy(&bytes).into_owned()
+                } else {
+                    value.to_string()
+                };
+                let mut r = CallToolResult::structured(Value::Null);
+                r.content = vec![rmcp::model::ContentBlock::text(text)];
+                r.structured_content = Some(value);
+                r
             } else {
                 // Structured content is an object; the text block stays the REST body verbatim.
                 let mut r = CallToolResult::structured(json!({ "items": value }));
@@ -350,6 +409,9 @@ impl ServerHandler for McpServer {
             // The REST problem body, unchanged: the agent sees `field` and `hint`.
             CallToolResult::structured_error(value)
         };
+        metrics
+            .tool_overhead_seconds
+            .observe(started.elapsed().saturating_sub(in_handler).as_secs_f64());
         Ok(CallToolResponse::Complete(result))
     }
 }

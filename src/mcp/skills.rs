@@ -1,5 +1,7 @@
 //! The agent skills (markdown playbooks in `skills/`), embedded so `GET /api/agent/config` serves
-//! exactly what the repository holds.
+//! exactly what the repository holds, and served over MCP too: each skill is a prompt (named
+//! after it) and a resource (`skill://<name>`), so an agent given only the MCP URL still gets
+//! every playbook; the agent's own prompt is the prompt `hypd-inst-agent`.
 
 /// (name, SKILL.md text), in the order a newcomer meets them.
 pub const SKILLS: &[(&str, &str)] = &[
@@ -41,6 +43,36 @@ pub const SKILLS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The agent's system prompt.
+pub const AGENT_PROMPT: &str = include_str!("../../skills/hypd-inst-agent/prompt.md");
+pub const AGENT: &str = "hypd-inst-agent";
+
+/// A playbook by name: a skill's SKILL.md, or the agent's prompt.
+pub fn playbook(name: &str) -> Option<&'static str> {
+    if name == AGENT {
+        return Some(AGENT_PROMPT);
+    }
+    SKILLS.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
+/// Every playbook as (name, description), the agent's prompt first.
+pub fn playbooks() -> Vec<(&'static str, String)> {
+    let mut all = vec![(
+        AGENT,
+        "The hypd-inst-agent system prompt: how to drive InstantStart safely (inspect first, confirm destructive calls, monitor every operation).".to_string(),
+    )];
+    all.extend(SKILLS.iter().map(|(name, text)| {
+        let description = front_matter(text).map(|(_, d)| d).unwrap_or_default();
+        (*name, description)
+    }));
+    all
+}
+
+/// The resource URI of a skill.
+pub fn uri(name: &str) -> String {
+    format!("skill://{name}")
+}
+
 /// The front matter fields of a SKILL.md (`name`, `description`).
 pub fn front_matter(text: &str) -> Option<(String, String)> {
     let rest = text.strip_prefix("---\n")?;
@@ -56,8 +88,7 @@ pub fn front_matter(text: &str) -> Option<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::catalog::{tool, tools};
-    use serde_json::Value;
+    use crate::mcp::catalog::tools;
 
     fn tool_names() -> Vec<&'static str> {
         tools().iter().map(|t| t.name.as_str()).collect()
@@ -120,58 +151,6 @@ mod tests {
                 rule.contains(&format!("`{}`", t.name)),
                 "{} missing",
                 t.name
-            );
-        }
-    }
-
-    #[test]
-    fn the_agent_config_is_complete_and_auto_approves_only_read_only_tools() {
-        let agent: Value =
-            serde_json::from_str(include_str!("../../skills/hypd-inst-agent/agent.json")).unwrap();
-        for field in [
-            "name",
-            "description",
-            "prompt",
-            "mcpServers",
-            "tools",
-            "allowedTools",
-            "resources",
-            "toolsSettings",
-        ] {
-            assert!(agent.get(field).is_some(), "{field}");
-        }
-        assert_eq!(agent["name"], "hypd-inst-agent");
-        assert_eq!(
-            agent["mcpServers"]["instantstart"]["url"],
-            "http://localhost:3099/mcp"
-        );
-        let allowed = agent["allowedTools"].as_array().unwrap();
-        for entry in allowed {
-            let name = entry
-                .as_str()
-                .unwrap()
-                .strip_prefix("@instantstart/")
-                .unwrap();
-            let spec = tool(name).unwrap_or_else(|| panic!("unknown tool {name}"));
-            assert!(
-                spec.read_only(),
-                "{name} is auto-approved but not read-only"
-            );
-        }
-        let read_only = tools().iter().filter(|t| t.read_only()).count();
-        assert_eq!(
-            allowed.len(),
-            read_only,
-            "every read-only tool is auto-approved"
-        );
-        for (name, _) in SKILLS {
-            assert!(
-                agent["resources"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .any(|r| r.as_str().unwrap().contains(&format!("/{name}/SKILL.md"))),
-                "{name} is not a resource"
             );
         }
     }

@@ -23,16 +23,28 @@ use tokio::sync::watch;
 use crate::cloud::Cloud;
 use crate::store::{OpState, Operation, PhaseState, PhaseUpdate, Store};
 
+pub mod deadline;
 mod step;
+pub use deadline::Deadlines;
 pub use step::*;
 
 /// Tuning of the engine's waits.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct EngineConfig {
     /// How often to look at a resource being watched.
     pub poll_interval: Duration,
-    /// How many transient errors in a row a phase absorbs before failing.
+    /// How many transient errors in a row a phase absorbs before failing (its deadline
+    /// bounds the retries too).
     pub max_transient_retries: u32,
+    /// Operator overrides of the phases' deadlines.
+    pub deadlines: Deadlines,
+}
+
+/// A phase being watched: its row and when it must be done.
+struct Watch {
+    seq: i64,
+    limit: Duration,
+    due: time::OffsetDateTime,
 }
 
 #[derive(Clone)]
@@ -196,10 +208,7 @@ impl Engine {
             if phase.state == PhaseState::Succeeded {
                 continue;
             }
-            match self
-                .run_phase(&op, seq, phase.state, phase.outputs, step.as_ref())
-                .await
-            {
+            match self.run_phase(&op, &phase, step.as_ref()).await {
                 Ok(PhaseEnd::Succeeded) => {}
                 Ok(PhaseEnd::Cancelled) => return Ok(Outcome::Cancelled),
                 Err(err) => {
@@ -237,27 +246,46 @@ impl Engine {
     }
 
     /// Backoff before the `n`th retry of a transient error.
+    /// Capped exponential backoff with jitter (up to half again), so retries of many phases
+    /// throttled at once spread out instead of arriving together.
     fn backoff(&self, n: u32) -> Duration {
+        use rand::Rng as _;
         let base = self
             .inner
             .config
             .poll_interval
             .max(Duration::from_millis(50));
-        (base * 2u32.saturating_pow(n.min(6))).min(Duration::from_secs(30))
+        let capped = (base * 2u32.saturating_pow(n.min(6))).min(Duration::from_secs(30));
+        capped.mul_f64(1.0 + rand::thread_rng().gen_range(0.0..0.5))
     }
 
     async fn run_phase(
         &self,
         op: &Operation,
-        seq: i64,
-        state: PhaseState,
-        outputs: Option<Value>,
+        phase: &crate::store::Phase,
         step: &dyn Step,
     ) -> StepResult<PhaseEnd> {
+        let (seq, state) = (phase.seq, phase.state);
         let id = op.id.as_str();
         let cx = self.cx(op).await?;
-        let outputs = match (state, outputs) {
-            (PhaseState::Submitted, Some(outputs)) => outputs,
+        let limit = self.inner.config.deadlines.of(step);
+        let now = time::OffsetDateTime::now_utc();
+        let (outputs, due) = match (state, phase.outputs.clone()) {
+            (PhaseState::Submitted, Some(outputs)) => {
+                // Resumed while watching: the deadline runs from the phase's recorded start.
+                let started = phase
+                    .started_at
+                    .as_deref()
+                    .and_then(|t| {
+                        time::OffsetDateTime::parse(
+                            t,
+                            &time::format_description::well_known::Rfc3339,
+                        )
+                        .ok()
+                    })
+                    .unwrap_or(now);
+                (outputs, started + limit)
+            }
             _ => {
                 // An earlier attempt may have acted if the phase was left `submitting`/`failed`.
                 let mut adopt = state != PhaseState::Pending;
@@ -273,6 +301,7 @@ impl Engine {
                     },
                 )
                 .await?;
+                let due = now + limit;
                 let mut transient = 0;
                 let outputs = loop {
                     let attempt = async {
@@ -288,9 +317,11 @@ impl Engine {
                         Ok(v) => break v,
                         Err(e)
                             if e.retryable
-                                && transient < self.inner.config.max_transient_retries =>
+                                && transient < self.inner.config.max_transient_retries
+                                && time::OffsetDateTime::now_utc() < due =>
                         {
                             tracing::warn!(phase = step.name(), error = %e.message, "transient error; looking again before acting");
+                            crate::metrics::global().retried("phase", e.cloud.as_deref());
                             tokio::time::sleep(self.backoff(transient)).await;
                             transient += 1;
                             adopt = true;
@@ -308,20 +339,22 @@ impl Engine {
                     },
                 )
                 .await?;
-                outputs
+                (outputs, due)
             }
         };
-        self.watch_phase(op, seq, &cx, outputs, step).await
+        let watch = Watch { seq, limit, due };
+        self.watch_phase(op, &cx, outputs, step, watch).await
     }
 
     async fn watch_phase(
         &self,
         op: &Operation,
-        seq: i64,
         cx: &StepCx<'_>,
         outputs: Value,
         step: &dyn Step,
+        watch: Watch,
     ) -> StepResult<PhaseEnd> {
+        let seq = watch.seq;
         let mut changes = self.subscribe();
         let mut last_progress: Option<String> = None;
         let mut transient = 0;
@@ -350,6 +383,13 @@ impl Engine {
                 }
                 Ok(Poll::Pending(progress)) => {
                     transient = 0;
+                    if time::OffsetDateTime::now_utc() >= watch.due {
+                        return Err(deadline::exceeded(
+                            step.name(),
+                            watch.limit,
+                            Some(&progress),
+                        ));
+                    }
                     if last_progress.as_deref() != Some(progress.as_str()) {
                         self.update_phase(
                             &op.id,
@@ -363,8 +403,13 @@ impl Engine {
                         last_progress = Some(progress);
                     }
                 }
-                Err(e) if e.retryable && transient < self.inner.config.max_transient_retries => {
+                Err(e)
+                    if e.retryable
+                        && transient < self.inner.config.max_transient_retries
+                        && time::OffsetDateTime::now_utc() < watch.due =>
+                {
                     tracing::warn!(phase = step.name(), error = %e.message, "transient error while watching");
+                    crate::metrics::global().retried("phase", e.cloud.as_deref());
                     tokio::time::sleep(self.backoff(transient)).await;
                     transient += 1;
                     continue;

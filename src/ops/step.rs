@@ -108,7 +108,14 @@ pub trait Step: Send + Sync {
     fn records_resources(&self) -> bool {
         true
     }
+    /// How long the phase may take from its start, watching included (see `ops::deadline`).
+    fn deadline(&self) -> std::time::Duration {
+        DEFAULT_DEADLINE
+    }
 }
+
+/// The deadline of a phase that does not say: enough for an add-on or a Kubernetes rollout.
+pub const DEFAULT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 /// A phase whose single call reads the actual state first and changes only what differs, so
 /// repeating it after a crash is safe: resuming runs it again instead of searching, and it
@@ -119,6 +126,9 @@ pub trait Reconcile: Send + Sync {
     async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value>;
     async fn poll(&self, _cx: &StepCx<'_>, outputs: &Value) -> StepResult<Poll> {
         Ok(Poll::Ready(outputs.clone()))
+    }
+    fn deadline(&self) -> std::time::Duration {
+        DEFAULT_DEADLINE
     }
 }
 
@@ -138,6 +148,9 @@ impl<T: Reconcile> Step for T {
     }
     fn records_resources(&self) -> bool {
         false
+    }
+    fn deadline(&self) -> std::time::Duration {
+        Reconcile::deadline(self)
     }
 }
 

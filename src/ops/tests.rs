@@ -123,6 +123,7 @@ async fn harness() -> Harness {
     let config = EngineConfig {
         poll_interval: Duration::from_millis(5),
         max_transient_retries: 3,
+        deadlines: Default::default(),
     };
     Harness {
         _dir: dir,
@@ -149,6 +150,7 @@ impl Harness {
         };
         Store::insert_operation(&mut tx, &op).await.unwrap();
         tx.commit().await.unwrap();
+        store.changed();
     }
 
     /// What a process killed at some point left: phases written as they were.

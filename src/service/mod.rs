@@ -2,6 +2,7 @@
 //! (with idempotency and conflict rules) and answers cluster queries. Handlers call this; it
 //! calls the engine and, for validation reads, the cloud ports.
 
+pub mod audit;
 pub mod endpoints;
 mod groups;
 pub mod incluster;
@@ -11,6 +12,7 @@ pub mod mlflow;
 mod nodes;
 mod params;
 mod preflight;
+pub mod reads;
 mod records;
 mod requests;
 pub mod resources;

@@ -43,7 +43,8 @@ pub async fn cluster_params(
     let region = validate::region("region", req.region.as_deref(), cloud)?;
     let kubernetes_version =
         validate::kubernetes_version("kubernetesVersion", req.kubernetes_version.as_deref())?;
-    let all = cloud.network.describe_availability_zones().await?;
+    let all =
+        crate::service::reads::retrying(|| cloud.network.describe_availability_zones()).await?;
     let zones = match &req.zones {
         Some(names) => {
             if names.len() != 2 || names[0] == names[1] {
@@ -110,7 +111,8 @@ pub async fn hyperpod_params(
         &req.capacity_type,
         req.training_plan_arn.as_deref(),
     )?;
-    let zones = cloud.network.describe_availability_zones().await?;
+    let zones =
+        crate::service::reads::retrying(|| cloud.network.describe_availability_zones()).await?;
     let plan_zone = match &capacity {
         crate::cloud::Capacity::TrainingPlan { arn } => {
             training_plan_zone(cloud, arn, &req.instance_type).await?
@@ -175,7 +177,7 @@ pub(super) async fn training_plan_zone(
     arn: &str,
     instance_type: &str,
 ) -> ApiResult<Option<String>> {
-    let plans = cloud.hyperpod.list_training_plans().await?;
+    let plans = crate::service::reads::retrying(|| cloud.hyperpod.list_training_plans()).await?;
     let Some(plan) = plans.iter().find(|p| p.arn == arn) else {
         return Err(ApiError::validation_hint(
             "trainingPlanArn",

@@ -87,17 +87,22 @@ pub async fn preflight(
             (None, None)
         }
     };
-    let training_plans = match cloud.hyperpod.list_training_plans().await {
-        Ok(plans) => plans,
-        Err(e) => {
-            advice.push(format!("Training plans could not be listed ({}).", e.code));
-            Vec::new()
-        }
-    };
+    let training_plans =
+        match crate::service::reads::retrying(|| cloud.hyperpod.list_training_plans()).await {
+            Ok(plans) => plans,
+            Err(e) => {
+                advice.push(format!("Training plans could not be listed ({}).", e.code));
+                Vec::new()
+            }
+        };
     let quota = match instance_type {
         None => None,
         Some(t) => {
-            let limit = match cloud.quotas.hyperpod_cluster_usage(t).await {
+            let limit = match crate::service::reads::retrying(|| {
+                cloud.quotas.hyperpod_cluster_usage(t)
+            })
+            .await
+            {
                 Ok(limit) => limit,
                 Err(e) => {
                     advice.push(format!("The Service Quotas API did not answer ({}); check '{t} for cluster usage' by hand.", e.code));

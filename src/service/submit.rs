@@ -92,6 +92,7 @@ pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
     }
     Store::insert_operation(&mut tx, &new).await?;
     tx.commit().await?;
+    store.changed();
     drop(guard);
     tracing::info!(operation_id = %id, kind = %sub.kind, cluster = %sub.cluster, actor = %sub.actor, "operation submitted");
     engine.changed();
@@ -305,6 +306,7 @@ mod tests {
             Store::insert_operation(&mut tx, &op).await.unwrap();
         }
         tx.commit().await.unwrap();
+        store.changed();
         store
             .merge_resources(
                 cluster,

@@ -93,6 +93,11 @@ pub(crate) fn page_limit(limit: Option<i64>) -> ApiResult<i64> {
     }
 }
 
+/// The stored revision: lists read at the same revision are the same (see `store::pages`).
+pub fn stored_revision(engine: &Engine) -> u64 {
+    engine.store().revision()
+}
+
 /// Clusters that are not deleted, by name, `limit` at a time after `cursor` (the last name of the
 /// previous page); the next page's cursor when there is one. Three queries whatever the count.
 pub async fn list_clusters(
@@ -204,16 +209,17 @@ pub async fn list_operations(
 /// The accelerated SageMaker instance types offered in a zone (validated), sorted.
 pub async fn instance_types(engine: &Engine, zone: &str) -> ApiResult<(String, Vec<String>)> {
     let cloud = engine.cloud();
-    let zones = cloud.network.describe_availability_zones().await?;
+    let zones =
+        crate::service::reads::retrying(|| cloud.network.describe_availability_zones()).await?;
     let zone = validate::zone("zone", zone, &zones)?;
-    let mut types: Vec<String> = cloud
-        .network
-        .describe_instance_type_offerings(&zone.name)
-        .await?
-        .into_iter()
-        .filter(|t| ["p", "g", "trn", "inf"].iter().any(|f| t.starts_with(f)))
-        .map(|t| format!("ml.{t}"))
-        .collect();
+    let mut types: Vec<String> = crate::service::reads::retrying(|| {
+        cloud.network.describe_instance_type_offerings(&zone.name)
+    })
+    .await?
+    .into_iter()
+    .filter(|t| ["p", "g", "trn", "inf"].iter().any(|f| t.starts_with(f)))
+    .map(|t| format!("ml.{t}"))
+    .collect();
     types.sort();
     Ok((zone.name, types))
 }

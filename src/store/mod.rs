@@ -131,7 +131,14 @@ pub struct Store {
     pub write_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// Read queries of the paths that must cost the same whatever the data (see `pages`).
     reads: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Bumped after every committed write (see `pages`): what was read at an older revision
+    /// may be stale, what was read at the current one is not.
+    revision: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Cluster records by name, each with the revision it was read at.
+    records: std::sync::Arc<std::sync::Mutex<ClusterMemo>>,
 }
+
+type ClusterMemo = std::collections::HashMap<String, (u64, Option<ClusterRecord>)>;
 
 impl Store {
     /// Opens (creating if needed) `instantstart.db` in `data_dir` and applies migrations.
@@ -160,6 +167,8 @@ impl Store {
             pool,
             write_lock: Default::default(),
             reads: Default::default(),
+            revision: Default::default(),
+            records: Default::default(),
         })
     }
 
@@ -314,6 +323,7 @@ impl Store {
             .bind(id)
             .execute(&self.pool)
             .await?;
+        self.changed();
         Ok(())
     }
 
@@ -324,6 +334,7 @@ impl Store {
             .bind(id)
             .execute(&self.pool)
             .await?;
+        self.changed();
         Ok(())
     }
 
@@ -361,6 +372,7 @@ impl Store {
             .bind(id)
             .execute(&self.pool)
             .await?;
+        self.changed();
         Ok(())
     }
 
@@ -403,13 +415,33 @@ impl Store {
         Ok(())
     }
 
+    /// One cluster's record, read again only when something was written since the last read.
     pub async fn get_cluster(&self, name: &str) -> anyhow::Result<Option<ClusterRecord>> {
+        // Read before the query: a write committed meanwhile bumps past it, so the answer
+        // is never kept for longer than it is current.
+        let revision = self.revision();
+        if let Some((at, record)) = self.memo().get(name) {
+            if *at == revision {
+                return Ok(record.clone());
+            }
+        }
         self.count_read();
         let row = sqlx::query("SELECT * FROM clusters WHERE name = ?")
             .bind(name)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref().map(cluster_of).transpose()
+        let record = row.as_ref().map(cluster_of).transpose()?;
+        let mut memo = self.memo();
+        // Names come from requests: a flood of unknown ones must not grow the memo forever.
+        if memo.len() >= 1024 {
+            memo.clear();
+        }
+        memo.insert(name.to_string(), (revision, record.clone()));
+        Ok(record)
+    }
+
+    fn memo(&self) -> std::sync::MutexGuard<'_, ClusterMemo> {
+        self.records.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub async fn list_clusters(&self) -> anyhow::Result<Vec<ClusterRecord>> {
@@ -434,6 +466,7 @@ impl Store {
         .bind(name)
         .execute(&self.pool)
         .await?;
+        self.changed();
         Ok(())
     }
 
@@ -444,6 +477,7 @@ impl Store {
             .bind(name)
             .execute(&self.pool)
             .await?;
+        self.changed();
         Ok(())
     }
 
@@ -486,13 +520,16 @@ impl Store {
                     .await?
             }
         };
+        self.changed();
         Ok(())
     }
 }
 
+mod audit;
 mod pages;
 mod rows;
 mod states;
+pub use audit::{AuditEntry, AuditFilter, NewAudit};
 pub use pages::StageRow;
 use rows::{cluster_of, operation_of, phase_of};
 pub use states::{Lifecycle, OpState, PhaseState};

@@ -1,7 +1,8 @@
 //! Reads that cost the same whatever the number of clusters and operations: a page of
 //! clusters with the newest operation of each of their stages in one more query, and pages of
 //! operations, each in a stable order with a cursor. Every query here is counted, so a test can
-//! prove the count does not grow with the data.
+//! prove the count does not grow with the data. The store's revision lets readers keep what
+//! they built from a read until the next committed write.
 
 use std::sync::atomic::Ordering;
 
@@ -28,6 +29,18 @@ impl Store {
 
     pub(super) fn count_read(&self) {
         self.reads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The revision of everything stored: it changes after every committed write, so a
+    /// reader may keep what it built from a read for as long as this stays the same.
+    pub fn revision(&self) -> u64 {
+        self.revision.load(Ordering::Acquire)
+    }
+
+    /// Marks a write as committed. Writes made in a caller's transaction call this after the
+    /// commit (see `service::submit`).
+    pub fn changed(&self) {
+        self.revision.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Up to `limit` clusters that are not deleted, by name, after `after`.

@@ -27,7 +27,9 @@ fn new_op(id: &str, key: Option<&str>) -> NewOperation {
 async fn insert(s: &Store, op: &NewOperation) -> sqlx::Result<()> {
     let mut tx = s.pool.begin().await?;
     Store::insert_operation(&mut tx, op).await?;
-    tx.commit().await
+    tx.commit().await?;
+    s.changed();
+    Ok(())
 }
 
 #[tokio::test]
@@ -134,4 +136,44 @@ async fn recorded_resources_merge_key_by_key_and_survive_a_reopen() {
         c.resources,
         json!({"vpcId": "vpc-1", "subnets": ["a", "b"]})
     );
+}
+
+#[tokio::test]
+async fn a_cluster_record_is_read_once_per_revision_and_never_kept_past_a_write() {
+    let (_d, s) = store().await;
+    let mut tx = s.pool.begin().await.unwrap();
+    Store::insert_cluster(&mut tx, "demo", "us-west-2", &json!({}))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    s.changed();
+    let before = s.reads();
+    for _ in 0..5 {
+        assert!(s
+            .get_cluster("demo")
+            .await
+            .unwrap()
+            .unwrap()
+            .resources
+            .get("eksEndpoint")
+            .is_none());
+    }
+    assert_eq!(s.reads() - before, 1, "unchanged: one query for five reads");
+    s.merge_resources("demo", &json!({"eksEndpoint": "https://x"}))
+        .await
+        .unwrap();
+    let record = s.get_cluster("demo").await.unwrap().unwrap();
+    assert_eq!(record.resources["eksEndpoint"], "https://x");
+    s.set_cluster_status("demo", Lifecycle::Deleted)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.get_cluster("demo").await.unwrap().unwrap().status,
+        Lifecycle::Deleted
+    );
+    assert_eq!(s.reads() - before, 3);
+    // A name that is not there is remembered as absent, until a write.
+    assert!(s.get_cluster("other").await.unwrap().is_none());
+    assert!(s.get_cluster("other").await.unwrap().is_none());
+    assert_eq!(s.reads() - before, 4);
 }

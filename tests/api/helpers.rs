@@ -25,6 +25,7 @@ pub struct Opts {
     pub allowed_hosts: Vec<String>,
     pub allowed_features: Vec<String>,
     pub release_mirror: Option<String>,
+    pub phase_deadlines: Option<&'static str>,
 }
 
 pub async fn spawn_app() -> TestApp {
@@ -43,6 +44,7 @@ pub async fn spawn_app_with(opts: Opts) -> TestApp {
     config.allowed_hosts = opts.allowed_hosts;
     config.allowed_features = opts.allowed_features;
     config.release_mirror = opts.release_mirror;
+    config.phase_deadlines = opts.phase_deadlines.unwrap_or("").to_string();
     let app = instantstart::build_app(config).await.expect("app builds");
     let base = format!("http://127.0.0.1:{}", app.port());
     tokio::spawn(app.run());

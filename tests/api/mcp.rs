@@ -90,6 +90,117 @@ async fn an_mcp_client_sees_the_rest_catalog_with_the_same_answers_and_audit() {
         "urn:instantstart:problem:validation"
     );
     assert!(seen["invalid"]["value"]["hint"].is_string());
+
+    // Every playbook is served over MCP: the skills as prompts and as skill:// resources.
+    let agent_config = app.json("/api/agent/config").await;
+    let skills = agent_config["skills"].as_object().unwrap();
+    for name in skills.keys() {
+        assert!(
+            seen["prompts"].as_array().unwrap().contains(&json!(name)),
+            "{name}"
+        );
+        assert!(seen["resources"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(format!("skill://{name}"))));
+    }
+    assert!(seen["prompts"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("hypd-inst-agent")));
+    assert_eq!(seen["prompt_text"], skills["deploy-model"]);
+    assert_eq!(seen["resource_text"], skills["diagnose-nccl"]);
+
+    // The Kiro CLI 3 profile, installed into a fresh home, resolves: the MCP URL is this
+    // server's, every skill:// resource is on disk, exactly the read-only tools are allowed.
+    let home = tempfile::tempdir().unwrap();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let install = tokio::process::Command::new(venv_python())
+        .arg(root.join("scripts/install-agent"))
+        .arg(&app.base)
+        .env("HOME", home.path())
+        .env_remove("INSTANTSTART_TOKEN")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        install.status.success(),
+        "{}",
+        String::from_utf8_lossy(&install.stderr)
+    );
+    let checked = tokio::process::Command::new(venv_python())
+        .arg(peer("kiro_agent_check.py"))
+        .arg(home.path())
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    let installed: Value = serde_json::from_slice(&checked.stdout).unwrap();
+    let front = &installed["front"];
+    assert_eq!(
+        front["mcpServers"]["instantstart"]["url"],
+        format!("{}/mcp", app.base)
+    );
+    assert_eq!(installed["body"], agent_config["prompt"]);
+    assert_eq!(installed["skills"].as_object().unwrap().len(), skills.len());
+    for (name, found) in installed["skills"].as_object().unwrap() {
+        assert_eq!(found["found"], true, "{name}");
+        assert_eq!(found["name"], json!(name));
+    }
+    let mut allowed: Vec<String> = front["permissions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|rule| rule["capability"] == "mcp" && rule["effect"] == "allow")
+        .flat_map(|rule| rule["match"].as_array().unwrap().clone())
+        .map(|m| {
+            m.as_str()
+                .unwrap()
+                .strip_prefix("instantstart/")
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let mut read_only: Vec<String> = tools
+        .iter()
+        .filter(|t| t["read_only"] == true)
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    allowed.sort();
+    read_only.sort();
+    assert_eq!(allowed, read_only, "read-only tools run, the rest ask");
+    assert!(front.get("allowedTools").is_none() && front.get("toolsSettings").is_none());
+
+    // The calls are in the metrics, by tool and outcome, with their overhead timed.
+    let r = app.get("/metrics").await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("application/openmetrics-text"));
+    let text = r.text().await.unwrap();
+    let sample = |line: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(line)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no `{line}` in\n{text}"))
+    };
+    assert!(
+        sample(r#"instantstart_mcp_tool_calls_total{tool="pipeline_create",outcome="ok"}"#) >= 1.0
+    );
+    assert!(
+        sample(r#"instantstart_mcp_tool_calls_total{tool="pipeline_create",outcome="problem"}"#)
+            >= 1.0
+    );
+    assert!(sample("instantstart_mcp_tool_overhead_seconds_count") >= 4.0);
+    assert!(
+        sample(
+            r#"instantstart_http_requests_total{method="POST",route="/api/pipelines",status="202"}"#
+        ) >= 1.0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,4 +311,43 @@ async fn the_submit_training_skill_runs_over_mcp_to_a_trained_job() {
         steps[9],
         json!(["workload_logs", false, 1, "[agent-sft-pods-0 rank 0]"])
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_write_gate_gives_an_agent_eyes_before_hands() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = instantstart::config::ServeConfig::sandbox(dir.path().to_path_buf());
+    config.mcp_read_only = true;
+    config.sandbox_time_scale = 6000.0;
+    let app = instantstart::build_app(config).await.unwrap();
+    let base = format!("http://127.0.0.1:{}", app.port());
+    tokio::spawn(app.run());
+    let seen = mcp_client(&base, "readonly").await;
+    assert_eq!(seen["read"]["is_error"], false, "{seen}");
+    assert_eq!(seen["write"]["is_error"], true);
+    let problem = &seen["write"]["value"];
+    assert_eq!(problem["type"], "urn:instantstart:problem:writes-disabled");
+    assert!(problem["hint"]
+        .as_str()
+        .unwrap()
+        .contains("--mcp-read-only"));
+    assert!(seen["write_description"]
+        .as_str()
+        .unwrap()
+        .starts_with("[writes disabled"));
+    assert!(!seen["read_description"]
+        .as_str()
+        .unwrap()
+        .contains("writes disabled"));
+    // Nothing was submitted; REST is not gated.
+    let client = reqwest::Client::new();
+    let ops: Value = client
+        .get(format!("{base}/api/operations"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ops.as_array().unwrap().len(), 0, "{ops}");
 }

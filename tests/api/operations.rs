@@ -287,3 +287,34 @@ async fn preflight_checks_quota_and_reserved_capacity_in_plain_words() {
         serde_json::json!(["on-demand", "spot", "training-plan"])
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_phase_that_never_finishes_fails_at_its_deadline_with_what_it_awaited() {
+    // 600×: the NAT gateway takes 0.15 s, EKS 1 s: far beyond the configured deadline of 0 s.
+    let app = spawn_app_with(Opts {
+        time_scale: Some(600.0),
+        phase_deadlines: Some("eks-cluster=0"),
+        ..Default::default()
+    })
+    .await;
+    let id = app.start("/api/clusters", &json!({"name": "stuck"})).await;
+    let op = app.wait_terminal(&id).await;
+    assert_eq!(op["state"], "failed", "{op}");
+    let phase = op["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "eks-cluster")
+        .unwrap();
+    assert_eq!(phase["state"], "failed", "{phase}");
+    assert_eq!(phase["error"]["code"], "deadline-exceeded", "{phase}");
+    let message = phase["error"]["message"].as_str().unwrap();
+    assert!(message.contains("last state seen: "), "{message}");
+    assert!(
+        message.contains("INSTANTSTART_PHASE_DEADLINES"),
+        "{message}"
+    );
+    // The phases before it finished; it was acted on once and is not retried by itself.
+    assert_eq!(phase_state(&op, "vpc"), "succeeded");
+    assert_eq!(accepted_count(&app.calls().await, "eks:CreateCluster"), 1);
+}

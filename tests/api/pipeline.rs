@@ -595,3 +595,93 @@ async fn a_new_group_resolves_interface_plan_zone_and_lifecycle_and_keeps_what_i
         "the current script is no change"
     );
 }
+
+/// Accepted mutating calls by API (reads repeat under throttling; mutations must not).
+fn mutations(calls: &serde_json::Value) -> std::collections::BTreeMap<String, i64> {
+    calls["accepted"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(api, _)| {
+            let op = api.split(':').nth(1).unwrap_or("");
+            !["Describe", "List", "Get", "Head"]
+                .iter()
+                .any(|read| op.starts_with(read))
+        })
+        .map(|(api, n)| (api.clone(), n.as_i64().unwrap()))
+        .collect()
+}
+
+/// Waits longer than `wait_terminal`: throttled pipelines back off and take more time.
+async fn finished(app: &TestApp, id: &str) -> serde_json::Value {
+    // Long-polls answer at every change of the operation, so this bounds time, not polls.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while std::time::Instant::now() < until {
+        let op = app.json(&format!("/api/operations/{id}?wait=20")).await;
+        if ["succeeded", "failed", "cancelled"].contains(&op["state"].as_str().unwrap_or("")) {
+            return op;
+        }
+    }
+    panic!("operation {id} did not finish in 5 minutes");
+}
+
+fn named(name: &str) -> serde_json::Value {
+    let mut b = pipeline_body();
+    b["name"] = json!(name);
+    b
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelines_converge_under_throttling_with_the_same_mutations_as_without() {
+    // The same five pipelines without faults (all at once) give the mutations to expect.
+    let calm = spawn_app().await;
+    let mut ids = Vec::new();
+    for name in ["seq-a", "seq-b", "par-a", "par-b", "par-c"] {
+        ids.push(calm.start("/api/pipelines", &named(name)).await);
+    }
+    for id in &ids {
+        assert_eq!(finished(&calm, id).await["state"], "succeeded");
+    }
+    let expected = mutations(&calm.calls().await);
+
+    // Five with a fifth of all cloud calls throttled: two one after the other, three at once.
+    let throttled = spawn_app_with(Opts {
+        faults: Some("throttle=0.2"),
+        ..Default::default()
+    })
+    .await;
+    for name in ["seq-a", "seq-b"] {
+        let id = throttled.start("/api/pipelines", &named(name)).await;
+        let op = finished(&throttled, &id).await;
+        assert_eq!(op["state"], "succeeded", "{op}");
+    }
+    let mut ids = Vec::new();
+    for name in ["par-a", "par-b", "par-c"] {
+        ids.push(throttled.start("/api/pipelines", &named(name)).await);
+    }
+    for id in &ids {
+        let op = finished(&throttled, id).await;
+        assert_eq!(op["state"], "succeeded", "{op}");
+    }
+    let calls = throttled.calls().await;
+    assert!(
+        calls["rejected"].as_object().is_some_and(|r| !r.is_empty()),
+        "the run was throttled: {calls}"
+    );
+    assert_eq!(
+        mutations(&calls),
+        expected,
+        "no mutation duplicated or lost"
+    );
+    let metrics = throttled.get("/metrics").await.text().await.unwrap();
+    let retried: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("instantstart_retries_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(retried > 0.0, "retries are counted:\n{metrics}");
+    assert!(
+        metrics.contains(r#"outcome="throttled""#),
+        "throttles are counted"
+    );
+}

@@ -11,8 +11,10 @@ Gaps filled (see the project's test-peer notes for how plain kmock behaves):
   * error reasons `NotFound` and `AlreadyExists` (kube-rs's is_not_found()/get_opt() check them);
   * label and field selectors on list and watch;
   * server-side apply on a missing object creates it;
-  * PUT replaces an object; DELETE on a collection deletes what matches.
-Extra: `GET /_emulator/stats` returns counts of mutating requests, so a test can prove that a
+  * PUT replaces an object; DELETE on a collection deletes what matches;
+  * lists are paged by `limit` with `metadata.continue`, as the API server pages them.
+Extra: `GET /_emulator/stats` returns counts of requests by method (`requests`, watches apart)
+and of mutating requests, so a test can prove that a
 second reconciliation changes nothing, and of pod log streams (`logs`: open, opened, closed), so a
 test can prove that a follow closed upstream. `POST /_emulator/logs/<namespace>/<pod>` with
 `{"lines": [...]}` appends to a pod's log; `GET …/pods/<pod>/log` serves it (`tailLines`,
@@ -139,6 +141,7 @@ class Emulator(kmock.KubernetesEmulator):
         super().__attrs_post_init__()
         self.versions = itertools.count(1)
         self.mutations = {}
+        self.requests = {}
         self.logs = {}
         self.log_tick = asyncio.Event()
         self.log_streams = {"open": 0, "opened": 0, "closed": 0}
@@ -159,7 +162,8 @@ class Emulator(kmock.KubernetesEmulator):
 
     async def _handle(self, request):
         if request.url.path == "/_emulator/stats":
-            return aiohttp.web.json_response({"mutations": self.mutations, "logs": self.log_streams})
+            return aiohttp.web.json_response({"mutations": self.mutations, "logs": self.log_streams,
+                                              "requests": self.requests})
         method = str(request.method.value if hasattr(request.method, "value") else request.method).upper()
         if request.url.path.startswith("/_emulator/logs/") and method == "POST":
             _, _, _, namespace, pod = request.url.path.split("/")
@@ -169,6 +173,9 @@ class Emulator(kmock.KubernetesEmulator):
             return aiohttp.web.json_response({"lines": len(self.logs[(namespace, pod)])})
         if request.resource is not None and request.subresource == "log" and method == "GET":
             return await self.serve_log(request)
+        if request.resource is not None:
+            kind = "watch" if request.params.get("watch") in ("true", "1") else method
+            self.requests[kind] = self.requests.get(kind, 0) + 1
         if request.resource is not None and method in ("POST", "PUT", "PATCH", "DELETE"):
             self.mutations[method] = self.mutations.get(method, 0) + 1
         if request.resource is None:
@@ -269,7 +276,17 @@ class Emulator(kmock.KubernetesEmulator):
     async def _serve_list(self, request):
         listing = await super()._serve_list(request)
         listing["items"] = [o for o in listing["items"] if selected(o, request.params)]
-        listing["metadata"]["resourceVersion"] = str(next(self.versions))
+        # Pages, as the API server serves them: `limit` items, then `metadata.continue` naming
+        # where the next page starts (kmock alone ignores `limit` and sends everything at once).
+        token = request.params.get("continue")
+        start, version = (int(token.split(":")[0]), token.split(":")[1]) if token else (0, str(next(self.versions)))
+        limit = int(request.params.get("limit") or 0)
+        if limit > 0:
+            rest = listing["items"][start + limit:]
+            listing["items"] = listing["items"][start:start + limit]
+            if rest:
+                listing["metadata"]["continue"] = f"{start + limit}:{version}"
+        listing["metadata"]["resourceVersion"] = version
         return listing
 
     async def _serve_watch(self, request):

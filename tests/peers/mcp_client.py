@@ -1,7 +1,9 @@
 """Drives the InstantStart MCP endpoint with the official MCP Python SDK.
 
 Usage: mcp_client.py URL SCENARIO  — prints one JSON object with what the scenario saw.
-  basic      list tools; call a read tool; a mutating tool followed to a terminal state with
+  readonly   against a server with the write gate: a read tool answers, a mutating one is
+             refused with the writes-disabled problem and is described as such.
+  basic      list tools, prompts and resources (the skills); read one of each; call a read tool; a mutating tool followed to a terminal state with
              operation_get(wait_seconds); a validation error.
   rehearsal  the create-cluster-pipeline skill, step by step, through MCP only; a failed stage
              is retried with the tool the failure names.
@@ -46,6 +48,14 @@ async def basic(client):
             for t in tools
         ]
     }
+    prompts = (await client.list_prompts()).prompts
+    out["prompts"] = [p.name for p in prompts]
+    prompt = await client.get_prompt("deploy-model")
+    out["prompt_text"] = prompt.messages[0].content.text
+    resources = (await client.list_resources()).resources
+    out["resources"] = [str(r.uri) for r in resources]
+    read = await client.read_resource("skill://diagnose-nccl")
+    out["resource_text"] = read.contents[0].text
     out["instance_types"] = await call(client, "instance_type_list", {"zone": "us-west-2b"})
     zones = await client.call_tool("zone_list", {})
     out["zones_text"] = zones.content[0].text
@@ -143,10 +153,22 @@ async def training(client):
     return {"steps": steps}
 
 
+async def readonly(client):
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    return {
+        "read": await call(client, "cluster_list", {}),
+        "write": await call(client, "pipeline_create", {
+            "name": "gated", "zone": "us-west-2a", "instanceType": "ml.g5.8xlarge",
+            "instanceCount": 1, "capacityType": "on-demand"}),
+        "write_description": tools["pipeline_create"].description,
+        "read_description": tools["cluster_list"].description,
+    }
+
+
 async def main():
     url, scenario = sys.argv[1], sys.argv[2]
     async with Client(url) as client:
-        result = await {"basic": basic, "rehearsal": rehearsal, "training": training}[scenario](client)
+        result = await {"basic": basic, "rehearsal": rehearsal, "training": training, "readonly": readonly}[scenario](client)
     print(json.dumps(result))
 
 

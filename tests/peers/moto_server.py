@@ -13,6 +13,13 @@ SageMaker MLflow App calls (JSON 1.1, `X-Amz-Target: SageMaker.<Op>` for CreateM
 DescribeMlflowApp, ListMlflowApps, CreatePresignedMlflowAppUrl) are kept here too: an app reports
 Creating on creation and Created from the first describe on. `GET /_gapfiller/mlflow` shows the
 create requests as received.
+
+SageMaker `ListClusterNodes` is paged here: moto ignores `NextToken` and returns the first page
+forever, where SageMaker returns the next `MaxResults` (≤ 100) nodes and no token on the last.
+
+`GET /_gapfiller/calls` counts every AWS request received, by `service:Operation` (the service
+from the SigV4 scope, the operation from `X-Amz-Target`, the query `Action`, or the REST method
+and first path segment); `DELETE` resets the counts.
 """
 
 import argparse
@@ -165,6 +172,64 @@ def mlflow_apps(environ, start_response, operation):
         return reply(start_response, "200 OK", {"AuthorizedUrl": f"https://{app['Arn'].rsplit('/', 1)[1]}.{region_host}/auth?authToken={token}"})
 
 
+CALLS = {}
+
+
+def count_call(environ):
+    """Counts one request by `service:Operation`; keeps a form body readable for moto."""
+    import io
+    from urllib.parse import parse_qs
+
+    scope = re.search(r"Credential=[^/]+/[^/]+/[^/]+/([^/]+)/aws4_request", environ.get("HTTP_AUTHORIZATION", ""))
+    service = scope.group(1) if scope else "unsigned"
+    operation = environ.get("HTTP_X_AMZ_TARGET", "").rsplit(".", 1)[-1]
+    if not operation:
+        operation = (parse_qs(environ.get("QUERY_STRING", "")).get("Action") or [""])[0]
+    if not operation and "form-urlencoded" in environ.get("CONTENT_TYPE", ""):
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length)
+        environ["wsgi.input"] = io.BytesIO(body)
+        operation = (parse_qs(body.decode("utf-8", "replace")).get("Action") or [""])[0]
+    if not operation:
+        first = environ.get("PATH_INFO", "/").strip("/").split("/")[0]
+        operation = f"{environ.get('REQUEST_METHOD', 'GET')} /{first}"
+    key = f"{service}:{operation}"
+    with LOCK:
+        CALLS[key] = CALLS.get(key, 0) + 1
+
+
+def list_cluster_nodes(moto, environ, start_response):
+    """Pages moto's full node list by offset tokens, as SageMaker pages it."""
+    import base64
+    import io
+
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = json.loads(environ["wsgi.input"].read(length) or b"{}")
+    size = max(1, min(int(body.pop("MaxResults", 100)), 100))
+    token = body.pop("NextToken", None)
+    try:
+        start = int(base64.b64decode(token).decode()) if token else 0
+    except ValueError:
+        return reply(start_response, "400 Bad Request", {"message": "invalid NextToken"}, "ValidationException")
+    body["MaxResults"] = 100000
+    raw = json.dumps(body).encode()
+    inner = dict(environ, **{"wsgi.input": io.BytesIO(raw), "CONTENT_LENGTH": str(len(raw))})
+    seen = {}
+
+    def capture(status, headers, exc_info=None):
+        seen["status"], seen["headers"] = status, headers
+
+    raw = b"".join(moto(inner, capture))
+    if not seen["status"].startswith("200"):
+        start_response(seen["status"], seen["headers"])
+        return [raw]
+    nodes = json.loads(raw or b"{}").get("ClusterNodeSummaries", [])
+    page = {"ClusterNodeSummaries": nodes[start:start + size]}
+    if start + size < len(nodes):
+        page["NextToken"] = base64.b64encode(str(start + size).encode()).decode()
+    return reply(start_response, "200 OK", page)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("-H", "--host", default="127.0.0.1")
@@ -173,10 +238,19 @@ def main():
     moto = DomainDispatcherApplication(create_backend_app)
 
     def app(environ, start_response):
+        if environ.get("PATH_INFO") == "/_gapfiller/calls":
+            with LOCK:
+                if environ.get("REQUEST_METHOD") == "DELETE":
+                    CALLS.clear()
+                return reply(start_response, "200 OK", dict(CALLS))
+        if not environ.get("PATH_INFO", "").startswith("/moto-api"):
+            count_call(environ)
         if environ.get("PATH_INFO") == "/_gapfiller/mlflow":
             with LOCK:
                 return reply(start_response, "200 OK", {"creates": MLFLOW_CREATES})
         target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if target == "SageMaker.ListClusterNodes":
+            return list_cluster_nodes(moto, environ, start_response)
         if target.startswith("SageMaker.") and target.split(".", 1)[1] in MLFLOW_TARGETS:
             return mlflow_apps(environ, start_response, target.split(".", 1)[1])
         match = ADDON_PATH.match(environ.get("PATH_INFO", ""))

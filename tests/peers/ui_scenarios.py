@@ -103,6 +103,10 @@ def nodes(page, base, out):
     page.goto(f"{base}/#/operations")
     page.locator("#f-actor").select_option("browser")
     expect(page.locator("#operations tbody tr").first).to_contain_text("browser")
+    # The audit trail shows the reboot the browser asked for, with its operation.
+    page.locator("#f-audit-actor").select_option("browser")
+    expect(page.locator("#audit tbody tr").first).to_contain_text("POST /api/clusters/")
+    expect(page.locator("#audit tbody tr").first.locator("a")).to_be_visible()
     page.screenshot(path=f"{out}/operations.png", full_page=True)
 
 

@@ -115,15 +115,21 @@ where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
     let mut attempt = 0;
+    let metrics = crate::metrics::global();
     loop {
         match call().await {
-            Ok(v) => return Ok(v),
+            Ok(v) => {
+                metrics.cloud_call(service, operation, Ok(()));
+                return Ok(v);
+            }
             Err(e) => {
                 let err = cloud_err(service, operation, e);
+                metrics.cloud_call(service, operation, Err(&err));
                 attempt += 1;
                 if !err.retryable || attempt >= IDEMPOTENT_ATTEMPTS {
                     return Err(err);
                 }
+                metrics.retried("sdk", Some(&err));
                 tokio::time::sleep(Duration::from_millis(200) * 2u32.pow(attempt)).await;
             }
         }
@@ -139,7 +145,9 @@ pub async fn once<T, E>(
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
-    call.await.map_err(|e| cloud_err(service, operation, e))
+    let result = call.await.map_err(|e| cloud_err(service, operation, e));
+    crate::metrics::global().cloud_call(service, operation, result.as_ref().map(|_| ()));
+    result
 }
 
 /// Whether an error means the thing is already gone (for deletes and lookups).

@@ -82,6 +82,22 @@ impl Iam for Aws {
         })
     }
 
+    async fn get_role_policy(&self, role: &str, policy_name: &str) -> CloudResult<Option<Value>> {
+        let read = idempotent(S, "GetRolePolicy", || {
+            self.iam
+                .get_role_policy()
+                .role_name(role)
+                .policy_name(policy_name)
+                .send()
+        })
+        .await;
+        match read {
+            Ok(out) => Ok(Some(decode_policy(out.policy_document()))),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn put_role_policy(
         &self,
         role: &str,

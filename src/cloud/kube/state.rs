@@ -1,16 +1,18 @@
 //! Watch-backed state of one cluster: kube-runtime watchers over nodes and pods feed the
 //! maintained [`Summary`] event by event (the objects are read and dropped, never kept), and a
-//! read serves the summary's current view, built once per change.
+//! read serves the summary's current view, built once per change. Pods are parsed slim
+//! ([`SlimPod`]): only the fields the summary reads are ever allocated.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use kube::runtime::{watcher, WatchStreamExt as _};
 use kube::{Api, Client};
 
+use super::slim::SlimPod;
 use super::summary::Summary;
 use crate::cloud::{CacheInfo, CloudError, CloudResult, ClusterState};
 
@@ -74,17 +76,17 @@ impl Watched for Node {
     }
 }
 
-impl Watched for Pod {
+impl Watched for SlimPod {
     const SYNCED: u8 = PODS_SYNCED;
     type Brief = super::summary::PodBrief;
     fn brief(o: &Self) -> Self::Brief {
-        super::summary::pod_brief(o)
+        super::summary::pod_brief(&o.0)
     }
     fn apply(s: &mut Summary, o: &Self) {
-        s.apply_pod(o);
+        s.apply_pod(&o.0);
     }
     fn delete(s: &mut Summary, o: &Self) {
-        s.delete_pod(o);
+        s.delete_pod(&o.0);
     }
     fn replace(s: &mut Summary, all: Vec<Self::Brief>) {
         s.replace_pod_briefs(all);
@@ -100,7 +102,8 @@ async fn follow<K>(
     K: Watched + kube::Resource + serde::de::DeserializeOwned + std::fmt::Debug,
     K::DynamicType: Default,
 {
-    let stream = watcher(api, watcher::Config::default()).default_backoff();
+    // Pages of 100: a relist never holds more than 100 objects' JSON at a time.
+    let stream = watcher(api, watcher::Config::default().page_size(100)).default_backoff();
     let mut stream = std::pin::pin!(stream);
     // A relist's briefs, held only until it completes.
     let mut relist: Vec<K::Brief> = Vec::new();
@@ -138,7 +141,7 @@ impl Cache {
                 stopped.clone(),
             )),
             tokio::spawn(follow(
-                Api::<Pod>::all(client),
+                Api::<SlimPod>::all(client),
                 shared.clone(),
                 tx,
                 stopped.clone(),
@@ -160,12 +163,14 @@ impl Cache {
     /// The current view: the same `Arc` until the summary changes.
     pub async fn snapshot(&self) -> CloudResult<Arc<ClusterState>> {
         let mut synced = self.synced.clone();
-        let ready = synced.wait_for(|s| *s == NODES_SYNCED | PODS_SYNCED);
-        if tokio::time::timeout(SYNC_TIMEOUT, ready)
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .is_none()
+        let all = NODES_SYNCED | PODS_SYNCED;
+        // Once synced, a read costs no timer.
+        if *synced.borrow() != all
+            && tokio::time::timeout(SYNC_TIMEOUT, synced.wait_for(|s| *s == all))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .is_none()
         {
             return Err(CloudError::new(
                 "k8s",

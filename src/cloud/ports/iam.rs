@@ -28,6 +28,8 @@ pub trait Iam: Send + Sync {
     async fn get_role(&self, name: &str) -> CloudResult<Option<Role>>;
     async fn create_role(&self, name: &str, trust_policy: &Value, tags: &Tags)
         -> CloudResult<Role>;
+    /// One inline policy's document, if the role has it.
+    async fn get_role_policy(&self, role: &str, policy_name: &str) -> CloudResult<Option<Value>>;
     /// Replaces one inline policy (idempotent by name).
     async fn put_role_policy(
         &self,
@@ -44,6 +46,21 @@ pub trait Iam: Send + Sync {
     /// ARN of the IAM OIDC provider for `issuer_url`, if one exists.
     async fn find_oidc_provider(&self, issuer_url: &str) -> CloudResult<Option<String>>;
     async fn create_oidc_provider(&self, issuer_url: &str, tags: &Tags) -> CloudResult<String>;
+}
+
+/// Puts an inline policy only when the role's differs (so repeating a phase repeats no
+/// mutation); whether it was put.
+pub async fn ensure_role_policy(
+    iam: &dyn Iam,
+    role: &str,
+    policy_name: &str,
+    document: &Value,
+) -> CloudResult<bool> {
+    if iam.get_role_policy(role, policy_name).await?.as_ref() == Some(document) {
+        return Ok(false);
+    }
+    iam.put_role_policy(role, policy_name, document).await?;
+    Ok(true)
 }
 
 /// The trust policy with `statement` added, or `None` when an equal statement is already in it.

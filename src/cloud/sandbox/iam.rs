@@ -48,6 +48,18 @@ impl Iam for Sandbox {
         })
     }
 
+    async fn get_role_policy(&self, role: &str, policy_name: &str) -> CloudResult<Option<Value>> {
+        self.gate("iam:GetRolePolicy", false).await?;
+        let Some(res) = self
+            .by_name("iam-role", role)
+            .await?
+            .filter(|r| r.deleted_ms.is_none())
+        else {
+            return Err(not_found("iam", "GetRolePolicy", "NoSuchEntity", role));
+        };
+        Ok(res.data["inline"].get(policy_name).cloned())
+    }
+
     async fn put_role_policy(
         &self,
         role: &str,

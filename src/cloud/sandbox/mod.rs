@@ -225,6 +225,12 @@ impl Sandbox {
             let mut faults = self.faults.lock().unwrap_or_else(|e| e.into_inner());
             faults.check(api, rand::thread_rng().gen::<f64>())
         };
+        let (service, operation) = api.split_once(':').unwrap_or((api, ""));
+        crate::metrics::global().cloud_call(
+            service,
+            operation,
+            refusal.as_ref().map_or(Ok(()), Err),
+        );
         if let Some(err) = refusal {
             if mutating {
                 self.count(api, "rejected").await?;

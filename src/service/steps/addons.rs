@@ -132,9 +132,6 @@ where
                 .arn
         }
     };
-    cx.cloud
-        .iam
-        .put_role_policy(name, policy_name, policy)
-        .await?;
+    crate::cloud::ensure_role_policy(cx.cloud.iam.as_ref(), name, policy_name, policy).await?;
     Ok(arn)
 }

@@ -137,6 +137,10 @@ impl Step for UpdateGroupsStep {
     fn name(&self) -> &'static str {
         "update-cluster"
     }
+    /// Longer than the default: new HyperPod instances are provisioned and health-checked.
+    fn deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(60 * 60)
+    }
     async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
         // A settings change cannot be read back from DescribeCluster: send it again (UpdateCluster
         // is declarative, so a repeat changes nothing).
@@ -228,6 +232,10 @@ impl DeleteGroupStep {
 impl Step for DeleteGroupStep {
     fn name(&self) -> &'static str {
         "delete-group"
+    }
+    /// Longer than the default: HyperPod drains and terminates the group's instances.
+    fn deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(60 * 60)
     }
     async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
         let group = Self::group(cx)?;

@@ -171,10 +171,13 @@ impl ExecutionRoleStep {
     async fn ensure_policies(cx: &StepCx<'_>, name: &str) -> StepResult<()> {
         let bucket = Self::bucket(cx).await?;
         let eks = cx.recorded().eks_cluster_arn()?;
-        cx.cloud
-            .iam
-            .put_role_policy(name, "instantstart-hyperpod", &Self::policy(&bucket, &eks))
-            .await?;
+        crate::cloud::ensure_role_policy(
+            cx.cloud.iam.as_ref(),
+            name,
+            "instantstart-hyperpod",
+            &Self::policy(&bucket, &eks),
+        )
+        .await?;
         cx.cloud
             .iam
             .attach_role_policy(name, INSTANCE_ROLE_POLICY)
@@ -289,6 +292,10 @@ impl HyperPodClusterStep {
 impl Step for HyperPodClusterStep {
     fn name(&self) -> &'static str {
         "hyperpod-cluster"
+    }
+    /// Longer than the default: HyperPod provisions and health-checks every instance.
+    fn deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(60 * 60)
     }
     async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
         Ok(cx

@@ -91,6 +91,10 @@ impl Step for MlflowAppStep {
     fn name(&self) -> &'static str {
         "mlflow-app"
     }
+    /// Longer than the default: a managed MLflow App takes 20-30 minutes to create.
+    fn deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(45 * 60)
+    }
     async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
         Ok(cx
             .cloud
@@ -168,10 +172,13 @@ impl Reconcile for TrackingAccessStep {
         // Jobs with managed tiered checkpointing run as its service account: it may report too.
         let checkpoints = checkpoint_role_name(&cx.op.cluster);
         if cx.cloud.iam.get_role(&checkpoints).await?.is_some() {
-            cx.cloud
-                .iam
-                .put_role_policy(&checkpoints, "instantstart-mlflow-tracking", &policy)
-                .await?;
+            crate::cloud::ensure_role_policy(
+                cx.cloud.iam.as_ref(),
+                &checkpoints,
+                "instantstart-mlflow-tracking",
+                &policy,
+            )
+            .await?;
         }
         let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": {"name": TRACKING_SA.1, "namespace": TRACKING_SA.0,

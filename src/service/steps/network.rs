@@ -389,6 +389,10 @@ impl Step for EksClusterStep {
     fn name(&self) -> &'static str {
         "eks-cluster"
     }
+    /// Longer than the default: EKS takes 10-15 minutes to create a control plane.
+    fn deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(25 * 60)
+    }
     async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
         Ok(cx
             .cloud

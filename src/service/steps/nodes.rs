@@ -21,12 +21,23 @@ pub struct NodeParams {
 pub async fn all_nodes(cloud: &Cloud, hyperpod: &str) -> CloudResult<Vec<ClusterNode>> {
     let mut nodes = Vec::new();
     let mut token = None;
+    let mut seen = std::collections::HashSet::new();
     loop {
         let page = cloud.hyperpod.list_cluster_nodes(hyperpod, token).await?;
         nodes.extend(page.nodes);
         token = page.next_token;
-        if token.is_none() {
-            return Ok(nodes);
+        match &token {
+            None => return Ok(nodes),
+            // A token seen before would page forever (emulators have done it): stop instead.
+            Some(t) if !seen.insert(t.clone()) => {
+                return Err(crate::cloud::CloudError::new(
+                    "sagemaker",
+                    "ListClusterNodes",
+                    "PaginationLoop",
+                    "the node list returned a page token it had already returned",
+                ))
+            }
+            Some(_) => {}
         }
     }
 }
@@ -73,6 +84,10 @@ pub struct NodeActionStep;
 impl Step for NodeActionStep {
     fn name(&self) -> &'static str {
         "node-action"
+    }
+    /// Longer than the default: a replacement is a new instance, provisioned and health-checked.
+    fn deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(30 * 60)
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let p: NodeParams = cx.param()?;

@@ -19,6 +19,10 @@ impl Step for DeleteHyperPodStep {
     fn name(&self) -> &'static str {
         "delete-hyperpod"
     }
+    /// Longer than the default: HyperPod terminates every instance first.
+    fn deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(60 * 60)
+    }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let name = hyperpod_name(&cx.op.cluster);
         match cx.cloud.hyperpod.describe_cluster(&name).await? {
@@ -51,6 +55,10 @@ pub struct DeleteEksStep;
 impl Step for DeleteEksStep {
     fn name(&self) -> &'static str {
         "delete-eks"
+    }
+    /// Longer than the default: EKS takes 10-15 minutes to delete a control plane.
+    fn deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(25 * 60)
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         match cx.cloud.eks.describe_cluster(&cx.op.cluster).await? {

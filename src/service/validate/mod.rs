@@ -121,22 +121,22 @@ pub async fn instance_type_in_zone(
             json!("HyperPod instance types start with `ml.`, e.g. ml.g5.8xlarge"),
         ));
     };
-    let here = cloud
-        .network
-        .describe_instance_type_offerings(&zone.name)
-        .await?;
+    let here = crate::service::reads::retrying(|| {
+        cloud.network.describe_instance_type_offerings(&zone.name)
+    })
+    .await?;
     if here.iter().any(|t| t == ec2_type) {
         return Ok(());
     }
     let mut offering = Vec::new();
     for z in zones {
         if z.name != zone.name
-            && cloud
-                .network
-                .describe_instance_type_offerings(&z.name)
-                .await?
-                .iter()
-                .any(|t| t == ec2_type)
+            && crate::service::reads::retrying(|| {
+                cloud.network.describe_instance_type_offerings(&z.name)
+            })
+            .await?
+            .iter()
+            .any(|t| t == ec2_type)
         {
             offering.push(z.name.clone());
         }
@@ -177,7 +177,7 @@ pub async fn instance_count(
                 json!("1 to 1000"),
             )
         })?;
-    match cloud.quotas.hyperpod_cluster_usage(instance_type).await {
+    match crate::service::reads::retrying(|| cloud.quotas.hyperpod_cluster_usage(instance_type)).await {
         Ok(Some(quota)) if n > quota => Err(ApiError::validation_hint(
             field,
             format!("{n} × {instance_type} exceeds the account's HyperPod cluster-usage quota of {quota}"),

@@ -247,10 +247,13 @@ impl OwnRoleStep {
             }
         };
         if let Some(policy) = own.policy {
-            cx.cloud
-                .iam
-                .put_role_policy(&name, "instantstart-feature", &policy(bucket, cluster_arn))
-                .await?;
+            crate::cloud::ensure_role_policy(
+                cx.cloud.iam.as_ref(),
+                &name,
+                "instantstart-feature",
+                &policy(bucket, cluster_arn),
+            )
+            .await?;
         }
         let partition = cluster_arn.split(':').nth(1).unwrap_or("aws");
         for managed in own.managed {

@@ -1,0 +1,169 @@
+//! What the watch caches read of a pod: a `Pod` holding only the fields the summary uses
+//! (name, namespace, resource version, node, the containers' GPU requests and limits, phase).
+//! Everything else in the JSON (env, volumes, statuses, managed fields …) is skipped while
+//! parsing, never allocated, so a 3 KB pod costs a few small strings on the way to its brief.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+
+/// A pod as the watch caches see it (see the module docs).
+#[derive(Clone, Debug, Default)]
+pub struct SlimPod(pub Pod);
+
+#[derive(Deserialize)]
+struct Shadow {
+    #[serde(default)]
+    metadata: MetaShadow,
+    spec: Option<SpecShadow>,
+    status: Option<StatusShadow>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct MetaShadow {
+    name: Option<String>,
+    namespace: Option<String>,
+    resource_version: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SpecShadow {
+    #[serde(default)]
+    containers: Vec<ContainerShadow>,
+    init_containers: Option<Vec<ContainerShadow>>,
+    node_name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ContainerShadow {
+    resources: Option<ResourcesShadow>,
+}
+
+#[derive(Deserialize)]
+struct ResourcesShadow {
+    requests: Option<BTreeMap<String, Quantity>>,
+    limits: Option<BTreeMap<String, Quantity>>,
+}
+
+#[derive(Deserialize)]
+struct StatusShadow {
+    phase: Option<String>,
+}
+
+impl From<ContainerShadow> for Container {
+    fn from(c: ContainerShadow) -> Self {
+        Container {
+            resources: c.resources.map(|r| ResourceRequirements {
+                requests: r.requests,
+                limits: r.limits,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SlimPod {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = Shadow::deserialize(d)?;
+        Ok(SlimPod(Pod {
+            metadata: ObjectMeta {
+                name: s.metadata.name,
+                namespace: s.metadata.namespace,
+                resource_version: s.metadata.resource_version,
+                ..Default::default()
+            },
+            spec: s.spec.map(|spec| PodSpec {
+                containers: spec.containers.into_iter().map(Container::from).collect(),
+                init_containers: spec
+                    .init_containers
+                    .map(|cs| cs.into_iter().map(Container::from).collect()),
+                node_name: spec.node_name,
+                ..Default::default()
+            }),
+            status: s.status.map(|st| PodStatus {
+                phase: st.phase,
+                ..Default::default()
+            }),
+        }))
+    }
+}
+
+impl kube::Resource for SlimPod {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("Pod")
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("")
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("v1")
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("pods")
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.0.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_real_pod_keeps_what_the_summary_reads_and_nothing_else() {
+        let json = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "w-0", "namespace": "team", "resourceVersion": "42",
+                         "labels": {"app": "w"}, "managedFields": [{"manager": "kubelet"}],
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "w", "uid": "u"}]},
+            "spec": {"nodeName": "hyperpod-i-1",
+                     "containers": [{"name": "main", "image": "img", "env": [{"name": "A", "value": "1"}],
+                                     "resources": {"requests": {"cpu": "2", "nvidia.com/gpu": "4"},
+                                                   "limits": {"nvidia.com/gpu": "4"}}}],
+                     "initContainers": [{"name": "init", "resources": {"limits": {"nvidia.com/gpu": "8"}}}],
+                     "volumes": [{"name": "v", "emptyDir": {}}], "tolerations": [{"operator": "Exists"}]},
+            "status": {"phase": "Running", "containerStatuses": [{"name": "main", "ready": true}]}
+        });
+        let SlimPod(pod) = serde_json::from_value(json).unwrap();
+        assert_eq!(pod.metadata.name.as_deref(), Some("w-0"));
+        assert_eq!(pod.metadata.namespace.as_deref(), Some("team"));
+        assert_eq!(pod.metadata.resource_version.as_deref(), Some("42"));
+        assert!(pod.metadata.labels.is_none() && pod.metadata.managed_fields.is_none());
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(spec.node_name.as_deref(), Some("hyperpod-i-1"));
+        assert!(spec.volumes.is_none() && spec.tolerations.is_none());
+        let main = &spec.containers[0];
+        assert!(main.env.is_none() && main.image.is_none());
+        let requests = main.resources.as_ref().unwrap().requests.as_ref().unwrap();
+        assert_eq!(requests["nvidia.com/gpu"].0, "4");
+        let init = &spec.init_containers.as_ref().unwrap()[0];
+        assert_eq!(
+            init.resources.as_ref().unwrap().limits.as_ref().unwrap()["nvidia.com/gpu"].0,
+            "8"
+        );
+        let status = pod.status.as_ref().unwrap();
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        assert!(status.container_statuses.is_none());
+    }
+
+    #[test]
+    fn a_pod_without_spec_or_status_still_parses() {
+        let SlimPod(pod) =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "x"}})).unwrap();
+        assert!(pod.spec.is_none() && pod.status.is_none());
+    }
+}

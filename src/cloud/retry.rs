@@ -1,0 +1,149 @@
+//! Per-call retries for the Kubernetes port: a step that reconciles thirty objects must not
+//! start over because one call in thirty was throttled (429), hit a 5xx or a reset connection.
+//! Calls that are safe to repeat (reads, server-side apply, metadata patches, deletes) are
+//! retried a few times with jittered backoff; a POST through the service proxy never is.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rand::Rng as _;
+use serde_json::Value;
+
+use super::{
+    CloudResult, ClusterState, Kube, KubeTarget, LogLines, LogQuery, ObjectRef, ServiceCall,
+};
+
+/// Attempts in all, the first included.
+const ATTEMPTS: u32 = 5;
+
+/// Runs a call safe to repeat until it succeeds, fails for good, or has been tried
+/// [`ATTEMPTS`] times (100, 200, 400, 800 ms apart, each with up to half again of jitter).
+pub async fn repeatable<T, F, Fut>(mut call: F) -> CloudResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = CloudResult<T>>,
+{
+    let mut delay = Duration::from_millis(100);
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Err(e) if e.retryable && attempt < ATTEMPTS => {
+                crate::metrics::global().retried("call", Some(&e));
+                let jitter = rand::thread_rng().gen_range(0.0..0.5);
+                tokio::time::sleep(delay.mul_f64(1.0 + jitter)).await;
+                delay *= 2;
+                attempt += 1;
+            }
+            result => return result,
+        }
+    }
+}
+
+/// The Kubernetes port with [`repeatable`] around every call that may be repeated.
+pub struct RetryingKube(pub Arc<dyn Kube>);
+
+#[async_trait]
+impl Kube for RetryingKube {
+    async fn apply(&self, target: &KubeTarget, manifest: &Value) -> CloudResult<()> {
+        repeatable(|| self.0.apply(target, manifest)).await
+    }
+    async fn get(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<Option<Value>> {
+        repeatable(|| self.0.get(target, obj)).await
+    }
+    async fn delete(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<()> {
+        // Adapters answer a delete of what is already gone with Ok, so a repeat after a lost
+        // answer is harmless.
+        repeatable(|| self.0.delete(target, obj)).await
+    }
+    async fn patch_metadata(
+        &self,
+        target: &KubeTarget,
+        obj: &ObjectRef,
+        labels: &Value,
+        annotations: &Value,
+    ) -> CloudResult<()> {
+        repeatable(|| self.0.patch_metadata(target, obj, labels, annotations)).await
+    }
+    async fn list(
+        &self,
+        target: &KubeTarget,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        labels: Option<&str>,
+    ) -> CloudResult<Vec<Value>> {
+        repeatable(|| self.0.list(target, api_version, kind, namespace, labels)).await
+    }
+    async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<Arc<ClusterState>> {
+        repeatable(|| self.0.cluster_state(target)).await
+    }
+    async fn service_post(
+        &self,
+        target: &KubeTarget,
+        service: &ServiceCall<'_>,
+        body: &Value,
+    ) -> CloudResult<Value> {
+        // Not idempotent (an inference request): never repeated here.
+        self.0.service_post(target, service, body).await
+    }
+    async fn pod_log(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        pod: &str,
+        query: &LogQuery,
+    ) -> CloudResult<String> {
+        repeatable(|| self.0.pod_log(target, namespace, pod, query)).await
+    }
+    async fn follow_log(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        pod: &str,
+        query: &LogQuery,
+    ) -> CloudResult<LogLines> {
+        repeatable(|| self.0.follow_log(target, namespace, pod, query)).await
+    }
+    async fn forget(&self, cluster: &str) {
+        self.0.forget(cluster).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+    use crate::cloud::CloudError;
+
+    #[tokio::test]
+    async fn a_throttled_call_is_repeated_and_a_refusal_is_not() {
+        let calls = AtomicU32::new(0);
+        let r = repeatable(|| async {
+            match calls.fetch_add(1, Ordering::SeqCst) {
+                0 | 1 => Err(
+                    CloudError::new("k8s", "Get", "ThrottlingException", "slow down").retryable(),
+                ),
+                _ => Ok("answer"),
+            }
+        })
+        .await;
+        assert_eq!(r.unwrap(), "answer");
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        calls.store(0, Ordering::SeqCst);
+        let r: CloudResult<()> = repeatable(|| async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err(CloudError::new(
+                "k8s",
+                "Apply",
+                "Invalid",
+                "spec.replicas: must be ≥ 0",
+            ))
+        })
+        .await;
+        assert_eq!(r.unwrap_err().code, "Invalid");
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+}

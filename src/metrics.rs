@@ -1,0 +1,177 @@
+//! Process metrics in the Prometheus text format (`GET /metrics`): one registry for the whole
+//! process, filled where things happen (requests, MCP tool calls) and read on scrape.
+//!
+//! Labels are bounded by construction: routes are templates, never raw paths; tools and
+//! outcomes come from fixed lists. Nothing secret is ever a label.
+
+use std::sync::OnceLock;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub method: String,
+    /// The matched route template, e.g. `/api/clusters/{name}/status`.
+    pub route: String,
+    pub status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    pub method: String,
+    pub route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ToolLabels {
+    pub tool: String,
+    /// `ok`, `problem` (the REST call answered an error) or `error` (the call did not run).
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CallLabels {
+    pub service: String,
+    pub operation: String,
+    /// `ok`, `throttled`, `retryable` (another transient fault) or `error`.
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RetryLabels {
+    /// Where the retry happened: `phase` (the engine, inside a phase), `request` (a read made
+    /// while validating a request) or `sdk` (the AWS adapter's own retry of a safe call).
+    pub layer: &'static str,
+    pub service: String,
+    pub operation: String,
+}
+
+/// Every metric family of the process.
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<RequestLabels, Counter>,
+    pub request_seconds: Family<RouteLabels, Histogram>,
+    pub tool_calls: Family<ToolLabels, Counter>,
+    /// Time an MCP tool call spends outside the REST handler it runs (argument mapping,
+    /// request building, reading and wrapping the answer).
+    pub tool_overhead_seconds: Histogram,
+    pub cloud_calls: Family<CallLabels, Counter>,
+    pub retries: Family<RetryLabels, Counter>,
+}
+
+fn latency_buckets() -> Histogram {
+    // 100 µs … ~13 s.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 18))
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut registry = Registry::with_prefix("instantstart");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests answered, by method, route template and status",
+            requests.clone(),
+        );
+        let request_seconds =
+            Family::<RouteLabels, Histogram>::new_with_constructor(latency_buckets as fn() -> _);
+        registry.register(
+            "http_request_duration_seconds",
+            "HTTP request latency, by method and route template",
+            request_seconds.clone(),
+        );
+        let tool_calls = Family::<ToolLabels, Counter>::default();
+        registry.register(
+            "mcp_tool_calls",
+            "MCP tool calls, by tool and outcome",
+            tool_calls.clone(),
+        );
+        // 10 µs … ~20 ms.
+        let tool_overhead_seconds = Histogram::new(exponential_buckets(0.00001, 2.0, 12));
+        registry.register(
+            "mcp_tool_overhead_seconds",
+            "Time an MCP tool call spends outside the REST handler it dispatches to",
+            tool_overhead_seconds.clone(),
+        );
+        let cloud_calls = Family::<CallLabels, Counter>::default();
+        registry.register(
+            "cloud_calls",
+            "Cloud calls (AWS APIs, or the sandbox's), by service, operation and outcome",
+            cloud_calls.clone(),
+        );
+        let retries = Family::<RetryLabels, Counter>::default();
+        registry.register(
+            "retries",
+            "Transient cloud errors ridden out by retrying, by layer, service and operation",
+            retries.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            request_seconds,
+            tool_calls,
+            tool_overhead_seconds,
+            cloud_calls,
+            retries,
+        }
+    }
+
+    /// Counts one cloud call's outcome.
+    pub fn cloud_call(
+        &self,
+        service: &str,
+        operation: &str,
+        result: Result<(), &crate::cloud::CloudError>,
+    ) {
+        let outcome = match result {
+            Ok(()) => "ok",
+            Err(e)
+                if e.code.contains("Throttl")
+                    || e.code == "SlowDown"
+                    || e.code == "RequestLimitExceeded" =>
+            {
+                "throttled"
+            }
+            Err(e) if e.retryable => "retryable",
+            Err(_) => "error",
+        };
+        self.cloud_calls
+            .get_or_create(&CallLabels {
+                service: service.to_string(),
+                operation: operation.to_string(),
+                outcome,
+            })
+            .inc();
+    }
+
+    /// Counts one retry of a transient error.
+    pub fn retried(&self, layer: &'static str, e: Option<&crate::cloud::CloudError>) {
+        let (service, operation) =
+            e.map_or(("", ""), |e| (e.service.as_str(), e.operation.as_str()));
+        self.retries
+            .get_or_create(&RetryLabels {
+                layer,
+                service: service.to_string(),
+                operation: operation.to_string(),
+            })
+            .inc();
+    }
+
+    /// The text exposition of every family.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// The process's metrics (one registry however many apps a process builds, as in tests).
+pub fn global() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(Metrics::new)
+}
