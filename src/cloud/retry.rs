@@ -15,22 +15,28 @@ use super::{
     CloudResult, ClusterState, Kube, KubeTarget, LogLines, LogQuery, ObjectRef, ServiceCall,
 };
 
-/// Attempts in all, the first included.
+/// Attempts in all of a repeatable Kubernetes call, the first included.
 const ATTEMPTS: u32 = 5;
 
-/// Runs a call safe to repeat until it succeeds, fails for good, or has been tried
-/// [`ATTEMPTS`] times (100, 200, 400, 800 ms apart, each with up to half again of jitter).
-pub async fn repeatable<T, F, Fut>(mut call: F) -> CloudResult<T>
+/// Runs `call` until it succeeds, fails for good, or has been tried `attempts` times, waiting
+/// `first`, then twice as long each time (each wait with up to half again of jitter). Each
+/// retry is counted in the metrics under `layer`.
+pub async fn with_backoff<T, F, Fut>(
+    attempts: u32,
+    first: Duration,
+    layer: &'static str,
+    mut call: F,
+) -> CloudResult<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = CloudResult<T>>,
 {
-    let mut delay = Duration::from_millis(100);
+    let mut delay = first;
     let mut attempt = 1;
     loop {
         match call().await {
-            Err(e) if e.retryable && attempt < ATTEMPTS => {
-                crate::metrics::global().retried("call", Some(&e));
+            Err(e) if e.retryable && attempt < attempts => {
+                crate::metrics::global().retried(layer, Some(&e));
                 let jitter = rand::thread_rng().gen_range(0.0..0.5);
                 tokio::time::sleep(delay.mul_f64(1.0 + jitter)).await;
                 delay *= 2;
@@ -39,6 +45,15 @@ where
             result => return result,
         }
     }
+}
+
+/// A call safe to repeat: up to [`ATTEMPTS`] tries, 100, 200, 400, 800 ms apart.
+pub async fn repeatable<T, F, Fut>(call: F) -> CloudResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = CloudResult<T>>,
+{
+    with_backoff(ATTEMPTS, Duration::from_millis(100), "call", call).await
 }
 
 /// The Kubernetes port with [`repeatable`] around every call that may be repeated.

@@ -5,8 +5,6 @@
 use std::future::Future;
 use std::time::Duration;
 
-use rand::Rng as _;
-
 use crate::cloud::CloudResult;
 
 /// Attempts in all, the first included.
@@ -14,25 +12,12 @@ const ATTEMPTS: u32 = 4;
 
 /// Runs `call` until it succeeds, fails for good, or has been tried [`ATTEMPTS`] times, waiting
 /// 50, 100, 200 ms (each with up to half again of jitter) between tries.
-pub async fn retrying<T, F, Fut>(mut call: F) -> CloudResult<T>
+pub async fn retrying<T, F, Fut>(call: F) -> CloudResult<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = CloudResult<T>>,
 {
-    let mut delay = Duration::from_millis(50);
-    let mut attempt = 1;
-    loop {
-        match call().await {
-            Err(e) if e.retryable && attempt < ATTEMPTS => {
-                crate::metrics::global().retried("request", Some(&e));
-                let jitter = rand::thread_rng().gen_range(0.0..0.5);
-                tokio::time::sleep(delay.mul_f64(1.0 + jitter)).await;
-                delay *= 2;
-                attempt += 1;
-            }
-            result => return result,
-        }
-    }
+    crate::cloud::retry::with_backoff(ATTEMPTS, Duration::from_millis(50), "request", call).await
 }
 
 #[cfg(test)]

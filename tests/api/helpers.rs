@@ -26,6 +26,7 @@ pub struct Opts {
     pub allowed_features: Vec<String>,
     pub release_mirror: Option<String>,
     pub phase_deadlines: Option<&'static str>,
+    pub mcp_read_only: bool,
 }
 
 pub async fn spawn_app() -> TestApp {
@@ -45,6 +46,7 @@ pub async fn spawn_app_with(opts: Opts) -> TestApp {
     config.allowed_features = opts.allowed_features;
     config.release_mirror = opts.release_mirror;
     config.phase_deadlines = opts.phase_deadlines.unwrap_or("").to_string();
+    config.mcp_read_only = opts.mcp_read_only;
     let app = instantstart::build_app(config).await.expect("app builds");
     let base = format!("http://127.0.0.1:{}", app.port());
     tokio::spawn(app.run());

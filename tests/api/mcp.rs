@@ -315,14 +315,12 @@ async fn the_submit_training_skill_runs_over_mcp_to_a_trained_job() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_write_gate_gives_an_agent_eyes_before_hands() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = instantstart::config::ServeConfig::sandbox(dir.path().to_path_buf());
-    config.mcp_read_only = true;
-    config.sandbox_time_scale = 6000.0;
-    let app = instantstart::build_app(config).await.unwrap();
-    let base = format!("http://127.0.0.1:{}", app.port());
-    tokio::spawn(app.run());
-    let seen = mcp_client(&base, "readonly").await;
+    let app = spawn_app_with(Opts {
+        mcp_read_only: true,
+        ..Default::default()
+    })
+    .await;
+    let seen = mcp_client(&app.base, "readonly").await;
     assert_eq!(seen["read"]["is_error"], false, "{seen}");
     assert_eq!(seen["write"]["is_error"], true);
     let problem = &seen["write"]["value"];
@@ -340,14 +338,6 @@ async fn the_write_gate_gives_an_agent_eyes_before_hands() {
         .unwrap()
         .contains("writes disabled"));
     // Nothing was submitted; REST is not gated.
-    let client = reqwest::Client::new();
-    let ops: Value = client
-        .get(format!("{base}/api/operations"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ops = app.json("/api/operations").await;
     assert_eq!(ops.as_array().unwrap().len(), 0, "{ops}");
 }
