@@ -225,9 +225,8 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         Arc::new(service::steps::OperationKinds),
         EngineConfig {
             poll_interval: poll,
-            // The phase's deadline is the real bound: with backoff capped at 30 s this lets a
-            // throttled phase keep trying for about 25 minutes.
-            max_transient_retries: 50,
+            // Transient errors are ridden out until the phase's deadline, however many.
+            max_transient_retries: u32::MAX,
             deadlines,
         },
     );

@@ -15,6 +15,11 @@ use super::{
     CloudResult, ClusterState, Kube, KubeTarget, LogLines, LogQuery, ObjectRef, ServiceCall,
 };
 
+/// Attempts in all of an idempotent AWS call, the first included: the AWS adapter's own
+/// retry, which the sandbox applies to its reads too (it stands for that adapter as well as
+/// for AWS).
+pub const IDEMPOTENT_ATTEMPTS: u32 = 4;
+
 /// Attempts in all of a repeatable Kubernetes call, the first included.
 const ATTEMPTS: u32 = 5;
 

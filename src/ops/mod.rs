@@ -33,8 +33,8 @@ pub use step::*;
 pub struct EngineConfig {
     /// How often to look at a resource being watched.
     pub poll_interval: Duration,
-    /// How many transient errors in a row a phase absorbs before failing (its deadline
-    /// bounds the retries too).
+    /// How many transient errors in a row a phase absorbs before failing; its deadline
+    /// bounds the retries too, and is the only bound in production (`u32::MAX` here).
     pub max_transient_retries: u32,
     /// Operator overrides of the phases' deadlines.
     pub deadlines: Deadlines,

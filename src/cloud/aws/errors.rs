@@ -32,8 +32,7 @@ const TRANSIENT_CODES: &[&str] = &[
     "RequestTimeoutException",
 ];
 
-/// How many times an idempotent call is attempted in all.
-const IDEMPOTENT_ATTEMPTS: u32 = 4;
+use crate::cloud::retry::IDEMPOTENT_ATTEMPTS;
 
 /// Turns an SDK error into the port's error, keeping the AWS code and message.
 pub fn cloud_err<E>(service: &str, operation: &str, err: SdkError<E, HttpResponse>) -> CloudError

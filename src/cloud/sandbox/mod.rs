@@ -35,6 +35,7 @@ use serde::Serialize;
 use serde_json::Value;
 use sqlx::{Row, SqlitePool};
 
+use super::retry::IDEMPOTENT_ATTEMPTS;
 use super::{Cloud, CloudError, CloudMode, CloudResult};
 
 /// Simulated durations at time scale 1, in seconds, taken from what the real services report.
@@ -220,24 +221,34 @@ impl Sandbox {
 
     /// Gate for every call: throttling applies to reads and writes alike; injected faults to
     /// the named API. A refused mutating call is counted as rejected and has no effect.
+    ///
+    /// A throttled read is tried again here up to [`IDEMPOTENT_ATTEMPTS`] times in all, as the
+    /// AWS adapter retries every idempotent call before its caller sees an error; a mutating
+    /// call is refused at once, as the adapter never repeats a create.
     pub(crate) async fn gate(&self, api: &str, mutating: bool) -> CloudResult<()> {
-        let refusal = {
-            let mut faults = self.faults.lock().unwrap_or_else(|e| e.into_inner());
-            faults.check(api, rand::thread_rng().gen::<f64>())
-        };
         let (service, operation) = api.split_once(':').unwrap_or((api, ""));
-        crate::metrics::global().cloud_call(
-            service,
-            operation,
-            refusal.as_ref().map_or(Ok(()), Err),
-        );
-        if let Some(err) = refusal {
+        let metrics = crate::metrics::global();
+        let mut attempt = 1;
+        loop {
+            let refusal = {
+                let mut faults = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+                faults.check(api, rand::thread_rng().gen::<f64>())
+            };
+            metrics.cloud_call(service, operation, refusal.as_ref().map_or(Ok(()), Err));
+            let Some(err) = refusal else { return Ok(()) };
             if mutating {
                 self.count(api, "rejected").await?;
+                return Err(err);
             }
-            return Err(err);
+            if !err.retryable || attempt >= IDEMPOTENT_ATTEMPTS {
+                return Err(err);
+            }
+            metrics.retried("sdk", Some(&err));
+            // The sandbox answers at once; a short, growing pause keeps the order of events
+            // an adapter's backoff would give without slowing anything down.
+            tokio::time::sleep(std::time::Duration::from_millis(5 << attempt)).await;
+            attempt += 1;
         }
-        Ok(())
     }
 
     async fn count(&self, api: &str, column: &str) -> CloudResult<()> {
