@@ -122,9 +122,9 @@ pub struct Problem {
     /// The offending request field (camelCase, dotted for nesting), when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
-    /// Valid values or the next step to take.
+    /// Valid values (a list) or the next step to take (a sentence).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(schema_with = hint_schema, required = false)]
     pub hint: Option<Value>,
     /// The existing operation a conflict is about.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -215,7 +215,38 @@ impl ApiError {
             }
             _ => {}
         }
+        p.hint = p.hint.map(wire_hint);
         p
+    }
+}
+
+/// What the document promises a hint is: a string, or a list of strings.
+fn hint_schema() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, Type};
+    Schema::OneOf(
+        OneOfBuilder::new()
+            .item(ObjectBuilder::new().schema_type(Type::String))
+            .item(ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String)))
+            .description(Some(
+                "Valid values (a list) or the next step to take (a sentence).",
+            ))
+            .build(),
+    )
+}
+
+/// Keeps a hint to [`hint_schema`]: list items that are not strings are written out as JSON
+/// text, and anything else becomes its JSON text.
+fn wire_hint(hint: Value) -> Value {
+    let text = |v: Value| match v {
+        Value::String(s) => s,
+        other => other.to_string(),
+    };
+    match hint {
+        Value::String(_) => hint,
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(|v| Value::String(text(v))).collect())
+        }
+        other => Value::String(text(other)),
     }
 }
 
@@ -238,3 +269,18 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_hint_goes_out_as_a_string_or_a_list_of_strings() {
+        assert_eq!(wire_hint(json!("0 to 60")), json!("0 to 60"));
+        assert_eq!(wire_hint(json!(["a", 1])), json!(["a", "1"]));
+        assert_eq!(wire_hint(json!({"n": 1})), json!(r#"{"n":1}"#));
+        let p = ApiError::validation_hint("f", "bad", json!({"k": "v"})).problem();
+        assert!(p.hint.is_some_and(|h| h.is_string()));
+    }
+}

@@ -63,7 +63,7 @@ async fn list_clusters(
 #[utoipa::path(post, path = "/api/clusters", operation_id = "cluster_create",
     extensions(("x-mcp" = json!({"openWorld": true, "duration": "10-15 minutes on AWS"}))),
     request_body = CreateClusterRequest,
-    params(("Idempotency-Key" = Option<String>, Header, description = "Deduplicates retries of the same request")),
+    params(("Idempotency-Key" = Option<String>, Header, pattern = r"^[\x21-\x7e]{1,255}$", description = "Deduplicates retries of the same request: 1–255 visible ASCII characters, e.g. a UUID")),
     responses((status = 202, body = Accepted), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn create_cluster(
     State(state): State<AppState>,
@@ -125,7 +125,7 @@ async fn delete_cluster(
 /// nothing changed).
 #[utoipa::path(get, path = "/api/clusters/{name}/status", operation_id = "cluster_status",
     extensions(("x-mcp" = json!({"openWorld": true}))),
-    params(("name" = String, Path), ("If-None-Match" = Option<String>, Header, description = "an ETag of an earlier answer")),
+    params(("name" = String, Path), ("If-None-Match" = Option<String>, Header, pattern = r"^[\x21-\x7e]+( *, *[\x21-\x7e]+)*$", description = "an ETag of an earlier answer")),
     responses((status = 200, body = service::incluster::ClusterStatus, headers(("ETag" = String, description = "weak; changes with the view"))),
                (status = 304, description = "unchanged since the ETag given"),
                (status = 404, body = Problem), (status = 409, body = Problem)))]

@@ -293,6 +293,42 @@ fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     })
 }
 
+/// The whole body, within [`BODY_LIMIT`].
+async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(req, state).await.map_err(|e| {
+        if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge { limit: BODY_LIMIT }
+        } else {
+            ApiError::BadRequest {
+                slug: "malformed-json",
+                field: Some("body".into()),
+                detail: e.body_text(),
+                hint: None,
+            }
+        }
+    })
+}
+
+/// Reads a request's body before any extractor may refuse the request. Refused on its path or
+/// a header before its body had arrived, a request would otherwise be answered and its
+/// connection then closed by hyper without a `Connection: close`, so a keep-alive client's
+/// next request on that connection would get no answer at all.
+async fn body_first(req: Request, next: axum::middleware::Next) -> Response {
+    use axum::body::HttpBody as _;
+    if req.body().size_hint().exact() == Some(0) {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let probe = Request::from_parts(parts.clone(), body);
+    match read_body(probe, &()).await {
+        Ok(bytes) => {
+            next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                .await
+        }
+        Err(e) => axum::response::IntoResponse::into_response(e),
+    }
+}
+
 async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
     let is_json = req
         .headers()
@@ -307,18 +343,7 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Ap
                 .to_ascii_lowercase();
             mime == "application/json" || mime.ends_with("+json")
         });
-    let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-        if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge { limit: BODY_LIMIT }
-        } else {
-            ApiError::BadRequest {
-                slug: "malformed-json",
-                field: Some("body".into()),
-                detail: e.body_text(),
-                hint: None,
-            }
-        }
-    })?;
+    let bytes = read_body(req, state).await?;
     if !bytes.is_empty() && is_json != Some(true) {
         return Err(ApiError::BadRequest {
             slug: "unsupported-media-type",
@@ -408,6 +433,7 @@ where
         )
         .route("/api/openapi.json", axum::routing::get(openapi::serve))
         .route("/metrics", axum::routing::get(metrics))
+        .route_layer(axum::middleware::from_fn(body_first))
         .route_layer(axum::middleware::from_fn(trace::trace))
         // Outside the trace layer, so the answer already carries its request id.
         .route_layer(axum::middleware::from_fn_with_state(

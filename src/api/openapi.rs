@@ -5,6 +5,7 @@
 use std::sync::OnceLock;
 
 use axum::Json;
+use serde_json::{json, Value};
 use utoipa::OpenApi;
 
 use crate::error::Problem;
@@ -52,18 +53,224 @@ use crate::store::{ClusterRecord, OpState, Operation, Phase, PhaseState};
 )]
 pub struct ApiDoc;
 
-/// The document, built once from the routers.
-static DOC: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
+/// The document as served: built once from the routers, then completed by [`complete`].
+static DOC: OnceLock<Value> = OnceLock::new();
 
-pub fn document() -> &'static utoipa::openapi::OpenApi {
-    DOC.get_or_init(|| super::rest().split_for_parts().1)
+pub fn document() -> &'static Value {
+    DOC.get_or_init(|| complete(super::rest().split_for_parts().1))
 }
 
 /// Keeps the document the router was built with, so start-up builds it once.
 pub(crate) fn keep(doc: utoipa::openapi::OpenApi) {
-    let _ = DOC.set(doc);
+    let _ = DOC.set(complete(doc));
 }
 
-pub async fn serve() -> Json<utoipa::openapi::OpenApi> {
-    Json(document().clone())
+pub async fn serve() -> Json<&'static Value> {
+    Json(document())
+}
+
+/// The problem answers every route shares, by what the route takes. The edge, the extractors
+/// and the error mapping give them whatever the handler declares, so they are declared here
+/// once rather than on each of seventy routes.
+const ALWAYS: &[(&str, &str)] = &[
+    (
+        "401",
+        "A token is configured and the request did not send it",
+    ),
+    (
+        "403",
+        "Refused at the edge: a `Host` or `Origin` this server does not accept",
+    ),
+    (
+        "500",
+        "An internal error (a bug); the request id in the log line says where",
+    ),
+    ("502", "A cloud API refused a call the request needed"),
+    ("503", "A cloud API was throttled or unavailable; try again"),
+];
+const WITH_INPUT: &[(&str, &str)] = &[
+    ("400", "A malformed request: a query string, header or body that cannot be read, or a body not sent as JSON"),
+    ("422", "A field fails validation; `field` names it and `hint` says what is valid"),
+];
+const WITH_PATH: &[(&str, &str)] = &[("404", "The named resource does not exist")];
+const WITH_BODY: &[(&str, &str)] = &[("413", "The body is larger than the server accepts")];
+
+/// What the extractors accept for a path parameter they validate the same on every route.
+fn path_pattern(path: &str, param: &str) -> Option<String> {
+    let max = crate::service::validate::MAX_CLUSTER_NAME;
+    match (param, path) {
+        ("name", p) if p.starts_with("/api/clusters/{name}") => {
+            Some(format!("^[a-z]([a-z0-9-]{{0,{}}}[a-z0-9])?$", max - 2))
+        }
+        ("id", p) if p.starts_with("/api/operations/{id}") => {
+            Some("^[0-9a-fA-F]{8}-?([0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}$".into())
+        }
+        ("id", p) if p.starts_with("/api/clusters/{name}/nodes/{id}") => {
+            Some("^i-[0-9a-fA-F]{8,17}$".into())
+        }
+        _ => None,
+    }
+}
+
+/// Makes the document say what goes over the wire: every problem answer is
+/// `application/problem+json`, and every operation lists the problem statuses it can return.
+fn complete(doc: utoipa::openapi::OpenApi) -> Value {
+    let mut doc = serde_json::to_value(doc).unwrap_or_default();
+    let problem = json!({"$ref": "#/components/schemas/Problem"});
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return doc;
+    };
+    for (path, item) in paths.iter_mut() {
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        for (method, op) in item.iter_mut() {
+            if !["get", "put", "post", "delete", "patch"].contains(&method.as_str()) {
+                continue;
+            }
+            if let Some(params) = op.get_mut("parameters").and_then(Value::as_array_mut) {
+                for param in params.iter_mut().filter(|p| p["in"] == "path") {
+                    if let Some(pattern) = path_pattern(path, param["name"].as_str().unwrap_or(""))
+                    {
+                        param["schema"]["pattern"] = json!(pattern);
+                    }
+                }
+            }
+            let with_path = path.contains('{');
+            let with_query = op["parameters"]
+                .as_array()
+                .is_some_and(|ps| ps.iter().any(|p| p["in"] == "query"));
+            let with_body = op.get("requestBody").is_some();
+            let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            for response in responses.values_mut() {
+                // `get_mut`, not indexing: indexing would add `"content": null`.
+                let Some(content) = response.get_mut("content").and_then(Value::as_object_mut)
+                else {
+                    continue;
+                };
+                if content
+                    .get("application/json")
+                    .is_some_and(|c| c["schema"] == problem)
+                {
+                    if let Some(c) = content.remove("application/json") {
+                        content.insert("application/problem+json".into(), c);
+                    }
+                }
+            }
+            let mut shared: Vec<&(&str, &str)> = ALWAYS.iter().collect();
+            if with_path || with_query || with_body {
+                shared.extend(WITH_INPUT);
+            }
+            if with_path {
+                shared.extend(WITH_PATH);
+            }
+            if with_body {
+                shared.extend(WITH_BODY);
+            }
+            for (status, description) in shared {
+                responses.entry(*status).or_insert_with(|| {
+                    json!({
+                        "description": description,
+                        "content": {"application/problem+json": {"schema": problem}},
+                    })
+                });
+            }
+        }
+    }
+    doc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn operations() -> Vec<(String, String, Value)> {
+        let mut ops = Vec::new();
+        for (path, item) in document()["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                ops.push((method.clone(), path.clone(), op.clone()));
+            }
+        }
+        ops
+    }
+
+    #[test]
+    fn every_problem_answer_is_declared_as_problem_json() {
+        for (method, path, op) in operations() {
+            for (status, response) in op["responses"].as_object().unwrap() {
+                let content = response["content"].as_object();
+                let json = content.and_then(|c| c.get("application/json"));
+                assert!(
+                    json.is_none_or(|c| c["schema"]["$ref"] != "#/components/schemas/Problem"),
+                    "{method} {path} {status} declares a problem as application/json"
+                );
+                if status.starts_with('4') || status.starts_with('5') {
+                    assert!(
+                        content.is_some_and(|c| c.contains_key("application/problem+json")),
+                        "{method} {path} {status} has no problem body"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn operations_taking_input_declare_validation_and_those_naming_a_resource_404() {
+        for (method, path, op) in operations() {
+            let r = &op["responses"];
+            for status in ["401", "403", "500", "503"] {
+                assert!(r.get(status).is_some(), "{method} {path} lacks {status}");
+            }
+            if path.contains('{') {
+                assert!(r.get("404").is_some(), "{method} {path} lacks 404");
+                assert!(r.get("422").is_some(), "{method} {path} lacks 422");
+            }
+            if op.get("requestBody").is_some() {
+                for status in ["400", "413", "422"] {
+                    assert!(r.get(status).is_some(), "{method} {path} lacks {status}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_documented_path_pattern_accepts_what_the_validator_accepts() {
+        let pattern = path_pattern("/api/clusters/{name}", "name").unwrap();
+        let schema = json!({"type": "string", "pattern": pattern});
+        for name in [
+            "a",
+            "demo",
+            "llm-train-1",
+            "a-b",
+            &"a".repeat(24),
+            &"a".repeat(25),
+            "A",
+            "1a",
+            "a-",
+            "",
+            "a_b",
+        ] {
+            assert_eq!(
+                jsonschema::is_valid(&schema, &json!(name)),
+                crate::service::validate::cluster_name("name", name).is_ok(),
+                "`{name}`"
+            );
+        }
+    }
+
+    #[test]
+    fn the_problem_hint_is_a_string_or_a_list_of_strings() {
+        let hint = &document()["components"]["schemas"]["Problem"]["properties"]["hint"];
+        let kinds: Vec<&Value> = hint["oneOf"].as_array().unwrap().iter().collect();
+        assert_eq!(
+            kinds,
+            [
+                &json!({"type": "string"}),
+                &json!({"type": "array", "items": {"type": "string"}})
+            ],
+            "{hint}"
+        );
+    }
 }

@@ -27,7 +27,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(post, path = "/api/pipelines", operation_id = "pipeline_create",
     extensions(("x-mcp" = json!({"openWorld": true, "duration": "30-45 minutes on AWS"}))),
     request_body = PipelineRequest,
-    params(("Idempotency-Key" = Option<String>, Header, description = "Deduplicates retries of the same request")),
+    params(("Idempotency-Key" = Option<String>, Header, pattern = r"^[\x21-\x7e]{1,255}$", description = "Deduplicates retries of the same request: 1–255 visible ASCII characters, e.g. a UUID")),
     responses((status = 202, body = Accepted), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn create_pipeline(
     State(state): State<AppState>,

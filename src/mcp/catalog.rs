@@ -119,7 +119,7 @@ impl ToolSpec {
 pub fn tools() -> &'static [ToolSpec] {
     static TOOLS: OnceLock<Vec<ToolSpec>> = OnceLock::new();
     TOOLS.get_or_init(|| {
-        let doc = serde_json::to_value(crate::api::openapi::document()).unwrap_or_default();
+        let doc = crate::api::openapi::document();
         let mut tools = Vec::new();
         for (path, item) in doc["paths"].as_object().into_iter().flatten() {
             for (method, op) in item.as_object().into_iter().flatten() {
@@ -160,7 +160,7 @@ mod tests {
     ];
 
     fn openapi() -> Value {
-        serde_json::to_value(crate::api::openapi::document()).unwrap()
+        crate::api::openapi::document().clone()
     }
 
     #[test]

@@ -63,11 +63,11 @@ impl McpContext {
 
     pub fn tools(&self) -> &[Tool] {
         self.tools.get_or_init(|| {
-            let doc = serde_json::to_value(crate::api::openapi::document()).unwrap_or_default();
+            let doc = crate::api::openapi::document();
             catalog::tools()
                 .iter()
                 .map(|spec| {
-                    let mut tool = tool_of(spec, &doc);
+                    let mut tool = tool_of(spec, doc);
                     if self.read_only && !spec.read_only() {
                         tool.description = Some(
                             format!(

@@ -200,7 +200,7 @@ mod tests {
 
     #[test]
     fn every_tool_schema_is_portable() {
-        let doc = serde_json::to_value(crate::api::openapi::document()).unwrap();
+        let doc = crate::api::openapi::document().clone();
         for spec in super::super::catalog::tools().iter() {
             let schema = Value::Object(input_schema(spec, &doc));
             assert_eq!(unportable(&schema), None, "{}", spec.name);

@@ -8,6 +8,7 @@ mod crds;
 mod deploy;
 mod endpoints;
 mod features;
+mod fuzz;
 mod helpers;
 mod kube;
 mod layout;
