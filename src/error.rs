@@ -220,29 +220,31 @@ impl ApiError {
     }
 }
 
-/// What the document promises a hint is: a string, or a list of strings.
+/// What the document promises a hint is: a sentence, a list of valid values, or an object
+/// (an example body, or valid values by what they are, e.g. `{"zonesOffering": […]}`).
 fn hint_schema() -> utoipa::openapi::schema::Schema {
     use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, Type};
     Schema::OneOf(
         OneOfBuilder::new()
             .item(ObjectBuilder::new().schema_type(Type::String))
             .item(ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String)))
+            .item(ObjectBuilder::new().schema_type(Type::Object))
             .description(Some(
-                "Valid values (a list) or the next step to take (a sentence).",
+                "Valid values (a list, or an object naming them), an example, or the next step to take (a sentence).",
             ))
             .build(),
     )
 }
 
-/// Keeps a hint to [`hint_schema`]: list items that are not strings are written out as JSON
-/// text, and anything else becomes its JSON text.
+/// Keeps a hint to [`hint_schema`]: list items that are not strings, and scalars, are written
+/// out as their JSON text.
 fn wire_hint(hint: Value) -> Value {
     let text = |v: Value| match v {
         Value::String(s) => s,
         other => other.to_string(),
     };
     match hint {
-        Value::String(_) => hint,
+        Value::String(_) | Value::Object(_) => hint,
         Value::Array(items) => {
             Value::Array(items.into_iter().map(|v| Value::String(text(v))).collect())
         }
@@ -276,11 +278,12 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn a_hint_goes_out_as_a_string_or_a_list_of_strings() {
+    fn a_hint_goes_out_as_a_string_a_list_of_strings_or_an_object() {
         assert_eq!(wire_hint(json!("0 to 60")), json!("0 to 60"));
         assert_eq!(wire_hint(json!(["a", 1])), json!(["a", "1"]));
-        assert_eq!(wire_hint(json!({"n": 1})), json!(r#"{"n":1}"#));
-        let p = ApiError::validation_hint("f", "bad", json!({"k": "v"})).problem();
-        assert!(p.hint.is_some_and(|h| h.is_string()));
+        assert_eq!(wire_hint(json!({"n": [1]})), json!({"n": [1]}));
+        assert_eq!(wire_hint(json!(3)), json!("3"));
+        let p = ApiError::validation_hint("f", "bad", json!(true)).problem();
+        assert_eq!(p.hint, Some(json!("true")));
     }
 }

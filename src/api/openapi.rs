@@ -261,14 +261,15 @@ mod tests {
     }
 
     #[test]
-    fn the_problem_hint_is_a_string_or_a_list_of_strings() {
+    fn the_problem_hint_is_a_string_a_list_of_strings_or_an_object() {
         let hint = &document()["components"]["schemas"]["Problem"]["properties"]["hint"];
         let kinds: Vec<&Value> = hint["oneOf"].as_array().unwrap().iter().collect();
         assert_eq!(
             kinds,
             [
                 &json!({"type": "string"}),
-                &json!({"type": "array", "items": {"type": "string"}})
+                &json!({"type": "array", "items": {"type": "string"}}),
+                &json!({"type": "object"}),
             ],
             "{hint}"
         );

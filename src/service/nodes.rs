@@ -88,10 +88,9 @@ pub async fn node_params(
     if !nodes.iter().any(|n| n.instance_id == node_id) {
         return Err(ApiError::NotFound {
             what: format!("node {node_id} in `{name}`"),
-            hint: Some(Box::new(json!(nodes
-                .iter()
-                .map(|n| &n.instance_id)
-                .collect::<Vec<_>>()))),
+            hint: Some(Box::new(
+                json!({"nodes": nodes.iter().map(|n| &n.instance_id).collect::<Vec<_>>()}),
+            )),
         });
     }
     Ok(steps::nodes::NodeParams {

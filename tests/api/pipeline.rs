@@ -356,7 +356,7 @@ async fn nodes_are_listed_and_rebooted_replaced_and_deleted_as_watched_operation
             &json!({}),
         )
         .await;
-    assert!(problem(r, StatusCode::NOT_FOUND).await["hint"].is_array());
+    assert!(problem(r, StatusCode::NOT_FOUND).await["hint"]["nodes"].is_array());
     let calls = app.calls().await;
     assert_eq!(
         accepted_count(&calls, "sagemaker:BatchRebootClusterNodes"),
