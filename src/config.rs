@@ -145,6 +145,18 @@ pub struct ServeConfig {
     /// Managed Service for Prometheus workspace (`https://aps-workspaces.<region>.amazonaws.com/workspaces/ws-…`).
     #[arg(long, env = "INSTANTSTART_PROMETHEUS_URL")]
     pub prometheus_url: Option<String>,
+
+    /// How log lines are written: `text` for people, `json` (one object per line, with the
+    /// request id of the request a line belongs to) for a log pipeline.
+    #[arg(long, env = "INSTANTSTART_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// The log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 impl ServeConfig {
@@ -182,6 +194,7 @@ impl ServeConfig {
             max_log_follows: 32,
             mlflow_endpoint: None,
             prometheus_url: None,
+            log_format: LogFormat::Text,
         }
     }
 }

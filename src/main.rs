@@ -1,17 +1,29 @@
 //! Entry point: parse the command line, set up logging, run the server.
 
 use clap::Parser;
-use instantstart::config::{Cli, Command};
+use instantstart::config::{Cli, Command, LogFormat};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("INSTANTSTART_LOG")
-                .unwrap_or_else(|_| "info,sqlx=warn".into()),
-        )
-        .init();
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    let format = match &cli.command {
+        Command::Serve(config) => config.log_format,
+        Command::Probe { .. } => LogFormat::Text,
+    };
+    let logs = tracing_subscriber::fmt().with_env_filter(
+        tracing_subscriber::EnvFilter::try_from_env("INSTANTSTART_LOG")
+            .unwrap_or_else(|_| "info,sqlx=warn".into()),
+    );
+    match format {
+        // The request's span (its id, method and route) is on every line logged inside it.
+        LogFormat::Json => logs
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .init(),
+        LogFormat::Text => logs.init(),
+    }
+    match cli.command {
         Command::Serve(config) => instantstart::build_app(*config).await?.run().await,
         Command::Probe { bind } => instantstart::probe(bind).await,
     }

@@ -190,3 +190,58 @@ async fn every_request_carries_a_request_id_and_a_plain_one_is_kept() {
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
     assert!(r.headers().contains_key("x-request-id"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_carry_the_request_id_and_never_the_token() {
+    const TOKEN: &str = "s3cret-token-for-the-log-test";
+    let (_guard, dir) = temp_dir();
+    let port = free_port();
+    let client = reqwest::Client::new();
+    let server = Server::spawn(
+        &dir,
+        port,
+        &["--cloud", "sandbox", "--log-format", "json"],
+        &[("INSTANTSTART_TOKEN", TOKEN)],
+    );
+    server.ready(&client).await;
+    let r = client
+        .get(format!("{}/api/clusters", server.base))
+        .bearer_auth(TOKEN)
+        .header("x-request-id", "log-test-1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    // A refused token and a body that carries it are answered; no line holds the token.
+    let r = client
+        .get(format!("{}/api/clusters", server.base))
+        .bearer_auth(format!("{TOKEN}-wrong"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = client
+        .post(format!("{}/api/clusters/demo/deployments", server.base))
+        .bearer_auth(TOKEN)
+        .json(&serde_json::json!({"hfToken": TOKEN}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_client_error());
+
+    // Lines are written as requests finish; the three above are answered, so they are there.
+    let text = std::fs::read_to_string(dir.join(format!("server-{port}.log"))).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let finished = lines
+        .iter()
+        .find(|l| {
+            l["fields"]["message"] == "request finished" && l["span"]["request_id"] == "log-test-1"
+        })
+        .unwrap_or_else(|| panic!("the request's line, with its id:\n{text}"));
+    assert_eq!(finished["span"]["route"], "/api/clusters");
+    assert_eq!(finished["fields"]["status"], 200);
+    assert!(!text.contains(TOKEN), "the token is in a log line:\n{text}");
+}
