@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
@@ -50,6 +51,19 @@ pub struct RetryLabels {
     pub operation: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabels {
+    pub phase: String,
+    /// `succeeded`, `failed` or `cancelled`.
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StreamLabels {
+    /// `events` (the UI's WebSocket) or `log-follow` (a followed workload log).
+    pub kind: &'static str,
+}
+
 /// Every metric family of the process.
 pub struct Metrics {
     registry: Registry,
@@ -61,6 +75,9 @@ pub struct Metrics {
     pub tool_overhead_seconds: Histogram,
     pub cloud_calls: Family<CallLabels, Counter>,
     pub retries: Family<RetryLabels, Counter>,
+    /// How long phases took, from their recorded start to their end.
+    pub phase_seconds: Family<PhaseLabels, Histogram>,
+    pub open_streams: Family<StreamLabels, Gauge>,
 }
 
 fn latency_buckets() -> Histogram {
@@ -109,6 +126,21 @@ impl Metrics {
             "Transient cloud errors ridden out by retrying, by layer, service and operation",
             retries.clone(),
         );
+        // 100 ms … ~3.6 h.
+        let phase_seconds = Family::<PhaseLabels, Histogram>::new_with_constructor(
+            (|| Histogram::new(exponential_buckets(0.1, 2.0, 18))) as fn() -> _,
+        );
+        registry.register(
+            "phase_duration_seconds",
+            "Phases of operations, from their recorded start to their end, by phase and outcome",
+            phase_seconds.clone(),
+        );
+        let open_streams = Family::<StreamLabels, Gauge>::default();
+        registry.register(
+            "open_streams",
+            "WebSockets open now, by kind",
+            open_streams.clone(),
+        );
         Self {
             registry,
             requests,
@@ -117,7 +149,19 @@ impl Metrics {
             tool_overhead_seconds,
             cloud_calls,
             retries,
+            phase_seconds,
+            open_streams,
         }
+    }
+
+    /// Counts a stream as open until the guard is dropped.
+    pub fn stream_opened(&self, kind: &'static str) -> StreamGuard {
+        let gauge = self
+            .open_streams
+            .get_or_create(&StreamLabels { kind })
+            .clone();
+        gauge.inc();
+        StreamGuard(gauge)
     }
 
     /// Counts one cloud call's outcome.
@@ -161,12 +205,25 @@ impl Metrics {
             .inc();
     }
 
-    /// The text exposition of every family.
-    pub fn render(&self) -> String {
+    /// The text exposition of every family, then of `scraped` (families read from the app's
+    /// state at scrape time), then the end marker.
+    pub fn render(&self, scraped: &Registry) -> String {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut out = String::new();
         // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let _ = encode_registry(&mut out, &self.registry);
+        let _ = encode_registry(&mut out, scraped);
+        let _ = encode_eof(&mut out);
         out
+    }
+}
+
+/// An open stream, counted in `open_streams` while it lives.
+pub struct StreamGuard(Gauge);
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 
@@ -174,4 +231,31 @@ impl Metrics {
 pub fn global() -> &'static Metrics {
     static METRICS: OnceLock<Metrics> = OnceLock::new();
     METRICS.get_or_init(Metrics::new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_is_counted_while_its_guard_lives() {
+        let m = Metrics::new();
+        let open = |m: &Metrics| {
+            m.open_streams
+                .get_or_create(&StreamLabels { kind: "events" })
+                .get()
+        };
+        let a = m.stream_opened("events");
+        let b = m.stream_opened("events");
+        assert_eq!(open(&m), 2);
+        drop(a);
+        assert_eq!(open(&m), 1);
+        drop(b);
+        assert_eq!(open(&m), 0);
+        let text = m.render(&Registry::default());
+        assert!(
+            text.contains(r#"instantstart_open_streams{kind="events"} 0"#),
+            "{text}"
+        );
+    }
 }

@@ -21,6 +21,7 @@ pub async fn events(State(state): State<AppState>, ws: WebSocketUpgrade) -> Resp
 }
 
 async fn push(state: AppState, mut socket: WebSocket) {
+    let _open = crate::metrics::global().stream_opened("events");
     let mut changes = state.engine.subscribe();
     let mut seen: HashMap<String, u64> = HashMap::new();
     loop {

@@ -33,7 +33,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use subtle::ConstantTimeEq;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ApiResult};
 use crate::AppState;
 
 /// Largest accepted request body.
@@ -383,16 +383,17 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJ
 }
 
 /// `GET /metrics`: the Prometheus text exposition (behind the same edge and token as the API).
-async fn metrics() -> axum::response::Response {
+async fn metrics(State(state): State<AppState>) -> ApiResult<Response> {
     use axum::response::IntoResponse as _;
-    (
+    let scraped = crate::service::gauges::scrape(&state.engine).await?;
+    Ok((
         [(
             axum::http::header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        crate::metrics::global().render(),
+        crate::metrics::global().render(&scraped),
     )
-        .into_response()
+        .into_response())
 }
 
 /// Every documented REST operation, each declared once in its resource's router.

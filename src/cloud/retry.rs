@@ -129,6 +129,9 @@ impl Kube for RetryingKube {
     async fn forget(&self, cluster: &str) {
         self.0.forget(cluster).await;
     }
+    async fn cache_stats(&self) -> Vec<super::WatchCacheStats> {
+        self.0.cache_stats().await
+    }
 }
 
 #[cfg(test)]

@@ -40,6 +40,12 @@ pub struct EngineConfig {
     pub deadlines: Deadlines,
 }
 
+/// When a phase was started, as recorded (a phase resumed after a restart keeps that start).
+fn recorded_start(phase: &crate::store::Phase) -> Option<time::OffsetDateTime> {
+    let t = phase.started_at.as_deref()?;
+    time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
+}
+
 /// A phase being watched: its row and when it must be done.
 struct Watch {
     seq: i64,
@@ -208,7 +214,22 @@ impl Engine {
             if phase.state == PhaseState::Succeeded {
                 continue;
             }
-            match self.run_phase(&op, &phase, step.as_ref()).await {
+            let begun = recorded_start(&phase).unwrap_or_else(time::OffsetDateTime::now_utc);
+            let ended = self.run_phase(&op, &phase, step.as_ref()).await;
+            let outcome = match &ended {
+                Ok(PhaseEnd::Succeeded) => "succeeded",
+                Ok(PhaseEnd::Cancelled) => "cancelled",
+                Err(_) => "failed",
+            };
+            let took = (time::OffsetDateTime::now_utc() - begun).as_seconds_f64();
+            crate::metrics::global()
+                .phase_seconds
+                .get_or_create(&crate::metrics::PhaseLabels {
+                    phase: step.name().to_string(),
+                    outcome,
+                })
+                .observe(took.max(0.0));
+            match ended {
                 Ok(PhaseEnd::Succeeded) => {}
                 Ok(PhaseEnd::Cancelled) => return Ok(Outcome::Cancelled),
                 Err(err) => {
@@ -273,17 +294,7 @@ impl Engine {
         let (outputs, due) = match (state, phase.outputs.clone()) {
             (PhaseState::Submitted, Some(outputs)) => {
                 // Resumed while watching: the deadline runs from the phase's recorded start.
-                let started = phase
-                    .started_at
-                    .as_deref()
-                    .and_then(|t| {
-                        time::OffsetDateTime::parse(
-                            t,
-                            &time::format_description::well_known::Rfc3339,
-                        )
-                        .ok()
-                    })
-                    .unwrap_or(now);
+                let started = recorded_start(phase).unwrap_or(now);
                 (outputs, started + limit)
             }
             _ => {

@@ -4,6 +4,7 @@
 
 pub mod audit;
 pub mod endpoints;
+pub mod gauges;
 mod groups;
 pub mod incluster;
 pub mod kind;

@@ -117,4 +117,18 @@ impl Store {
         .await?;
         self.with_phases(&rows).await
     }
+
+    /// How many operations there are of each kind in each state (one grouped scan; for the
+    /// metrics).
+    pub async fn operation_counts(&self) -> sqlx::Result<Vec<(String, String, i64)>> {
+        self.count_read();
+        let rows = sqlx::query(
+            "SELECT kind, state, COUNT(*) AS n FROM operations GROUP BY kind, state ORDER BY kind, state",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("kind")?, r.try_get("state")?, r.try_get("n")?)))
+            .collect()
+    }
 }

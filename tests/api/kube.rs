@@ -741,6 +741,15 @@ async fn the_node_and_pod_cache_follows_creates_updates_and_deletes() {
             .free,
         1
     );
+    // What the metrics report of the cache: what it holds, synced, and how fresh.
+    let stats = kube.cache_stats().await;
+    assert_eq!(stats.len(), 1, "{stats:?}");
+    let s = &stats[0];
+    assert_eq!(
+        (s.cluster.as_str(), s.nodes, s.pods, s.synced),
+        ("demo", 1, 2, true)
+    );
+    assert!(s.since_event.is_some_and(|d| d.as_secs() < 60), "{s:?}");
 
     // A finished pod frees its GPUs; a health label change shows.
     emu.send(

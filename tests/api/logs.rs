@@ -196,7 +196,19 @@ async fn a_jobs_logs_carry_its_ranks_and_the_injected_nccl_timeout_and_follow_to
     let mut ws = follow(&app.base, &format!("{logs}/follow?tail=2"))
         .await
         .unwrap();
-    let seen = until(&mut ws, |m| m["type"] == "end").await;
+    // Once it has sent something, the follow is counted as an open stream.
+    let first = next(&mut ws).await.expect("a first message");
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    let open: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(r#"instantstart_open_streams{kind="log-follow"} "#))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no open log-follow gauge in\n{metrics}"));
+    assert!(open >= 1.0, "{open}");
+    let mut seen = vec![first.clone()];
+    if first["type"] != "end" {
+        seen.extend(until(&mut ws, |m| m["type"] == "end").await);
+    }
     let joined: Vec<_> = seen
         .iter()
         .filter(|m| m["type"] == "joined")

@@ -318,3 +318,38 @@ async fn a_phase_that_never_finishes_fails_at_its_deadline_with_what_it_awaited(
     assert_eq!(phase_state(&op, "vpc"), "succeeded");
     assert_eq!(accepted_count(&app.calls().await, "eks:CreateCluster"), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_operations_by_kind_and_state_and_time_phases() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let r = app.get("/api/clusters/nope").await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+
+    let text = app.get("/metrics").await.text().await.unwrap();
+    assert!(text.ends_with("# EOF\n"), "one exposition, ended once");
+    assert_eq!(text.matches("# EOF").count(), 1);
+    let sample = |line: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(line)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no `{line}` in\n{text}"))
+    };
+    // Read from this server's store: exactly its operations.
+    for kind in ["pipeline", "cluster", "dependencies", "hyperpod", "storage"] {
+        assert_eq!(
+            sample(&format!(
+                r#"instantstart_operations{{kind="{kind}",state="succeeded"}}"#
+            )),
+            1.0,
+            "{kind}"
+        );
+    }
+    assert!(!text.contains(r#"instantstart_operations{kind="pipeline",state="running"}"#));
+    // Phases are timed by name and outcome (the histogram is the process's).
+    assert!(
+        sample(
+            r#"instantstart_phase_duration_seconds_count{phase="eks-cluster",outcome="succeeded"}"#
+        ) >= 1.0
+    );
+}

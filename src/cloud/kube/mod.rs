@@ -369,6 +369,11 @@ impl Kube for KubeRs {
         self.caches.lock().await.remove(cluster);
     }
 
+    async fn cache_stats(&self) -> Vec<crate::cloud::WatchCacheStats> {
+        let caches = self.caches.lock().await;
+        caches.iter().map(|(name, c)| c.stats(name)).collect()
+    }
+
     async fn service_post(
         &self,
         target: &KubeTarget,

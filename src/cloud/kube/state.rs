@@ -14,7 +14,7 @@ use kube::{Api, Client};
 
 use super::slim::SlimPod;
 use super::summary::Summary;
-use crate::cloud::{CacheInfo, CloudError, CloudResult, ClusterState};
+use crate::cloud::{CacheInfo, CloudError, CloudResult, ClusterState, WatchCacheStats};
 
 /// How long the first request waits for the initial lists before answering with an error.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(15);
@@ -27,6 +27,8 @@ static EPOCH: AtomicU64 = AtomicU64::new(1);
 
 struct Shared {
     summary: Summary,
+    /// When the last watch event (or completed relist) arrived: the cache's age.
+    last_event: Option<std::time::Instant>,
     /// The view of `built.0`'s revision, made at most once per change.
     built: Option<(u64, Arc<ClusterState>)>,
 }
@@ -108,7 +110,11 @@ async fn follow<K>(
     // A relist's briefs, held only until it completes.
     let mut relist: Vec<K::Brief> = Vec::new();
     while let Some(ev) = stream.next().await {
-        let lock = || shared.lock().unwrap_or_else(|e| e.into_inner());
+        let lock = || {
+            let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
+            s.last_event = Some(std::time::Instant::now());
+            s
+        };
         match ev {
             Ok(watcher::Event::Init) => relist.clear(),
             Ok(watcher::Event::InitApply(o)) => relist.push(K::brief(&o)),
@@ -128,6 +134,7 @@ impl Cache {
     pub fn start(client: Client) -> Self {
         let shared = Arc::new(Mutex::new(Shared {
             summary: Summary::default(),
+            last_event: None,
             built: None,
         }));
         let (tx, synced) = tokio::sync::watch::channel(0u8);
@@ -158,6 +165,19 @@ impl Cache {
 
     pub fn stopped(&self) -> bool {
         self.stopped.load(Ordering::Relaxed)
+    }
+
+    /// Objects held and time since the last event, for the metrics.
+    pub fn stats(&self, cluster: &str) -> WatchCacheStats {
+        let s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        let (nodes, pods) = s.summary.sizes();
+        WatchCacheStats {
+            cluster: cluster.to_string(),
+            nodes,
+            pods,
+            synced: *self.synced.borrow() == NODES_SYNCED | PODS_SYNCED,
+            since_event: s.last_event.map(|t| t.elapsed()),
+        }
     }
 
     /// The current view: the same `Arc` until the summary changes.

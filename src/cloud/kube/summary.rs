@@ -229,6 +229,11 @@ impl Summary {
         }
     }
 
+    /// Nodes and pods held.
+    pub fn sizes(&self) -> (usize, usize) {
+        (self.nodes.len(), self.pods.len())
+    }
+
     pub fn apply_node(&mut self, n: &Node) {
         let view = node_view(n);
         if self.nodes.get(&view.name) != Some(&view) {

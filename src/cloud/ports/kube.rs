@@ -107,6 +107,18 @@ pub struct CacheInfo {
     pub pods: usize,
 }
 
+/// One cluster's watch-backed cache, as the metrics report it.
+#[derive(Debug, Clone)]
+pub struct WatchCacheStats {
+    pub cluster: String,
+    pub nodes: usize,
+    pub pods: usize,
+    /// Both lists have arrived at least once.
+    pub synced: bool,
+    /// Since the last watch event or relist; `None` before the first.
+    pub since_event: Option<std::time::Duration>,
+}
+
 /// One call through the service proxy.
 #[derive(Debug, Clone, Copy)]
 pub struct ServiceCall<'a> {
@@ -214,6 +226,10 @@ pub trait Kube: Send + Sync {
             "Unsupported",
             "no pod logs here",
         ))
+    }
+    /// The watch-backed caches held, one per cluster (none where views are not watch-backed).
+    async fn cache_stats(&self) -> Vec<WatchCacheStats> {
+        Vec::new()
     }
     /// Drops the client, discovered kinds and caches of a cluster that no longer exists (a new
     /// cluster of the same name has another endpoint and CA).
