@@ -1,5 +1,5 @@
-//! Instance groups as recorded and described, and the parameters of adding, changing and
-//! removing one.
+//! Instance groups as HyperPod describes them (with the specs recorded for the ones this
+//! control plane made), and the parameters of adding, changing and removing one.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -9,7 +9,7 @@ use super::steps;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::params::hyperpod_params;
-use crate::service::records::{hyperpod_of, live_cluster};
+use crate::service::records::live_cluster;
 use crate::service::requests::CreateHyperPodRequest;
 use crate::service::{incluster, validate, ClusterResources, HyperPodParams};
 
@@ -65,31 +65,55 @@ pub(super) fn capacity_name(c: &crate::cloud::Capacity) -> (&'static str, Option
     }
 }
 
-pub(super) async fn recorded_groups(
+/// The cluster's groups as HyperPod has them now, with their specs (see
+/// [`steps::groups::live_specs`]), and the description they were read from.
+async fn described_groups(
+    engine: &Engine,
+    name: &str,
+) -> ApiResult<(
+    Vec<crate::cloud::InstanceGroupSpec>,
+    Vec<crate::cloud::InstanceGroupStatus>,
+)> {
+    let not_ready = || ApiError::Conflict {
+        slug: "stage-not-ready",
+        detail: format!("`{name}` has no HyperPod cluster yet: run the hyperpod stage first"),
+        field: None,
+        operation_id: None,
+    };
+    let record = live_cluster(engine, name).await?;
+    let recorded = ClusterResources::of(&record.resources);
+    let hyperpod = recorded
+        .hyperpod_cluster_name
+        .clone()
+        .ok_or_else(not_ready)?;
+    let described = engine
+        .cloud()
+        .hyperpod
+        .describe_cluster(&hyperpod)
+        .await?
+        .ok_or_else(not_ready)?
+        .instance_groups;
+    let specs = steps::groups::live_specs(
+        recorded.instance_groups.as_deref().unwrap_or_default(),
+        &described,
+    );
+    Ok((specs, described))
+}
+
+/// The cluster's groups, read live: a created cluster's and an imported one's alike.
+pub(super) async fn live_groups(
     engine: &Engine,
     name: &str,
 ) -> ApiResult<Vec<crate::cloud::InstanceGroupSpec>> {
-    let record = live_cluster(engine, name).await?;
-    ClusterResources::of(&record.resources)
-        .instance_groups
-        .ok_or_else(|| ApiError::Conflict {
-            slug: "stage-not-ready",
-            detail: format!("`{name}` has no HyperPod cluster yet: run the hyperpod stage first"),
-            field: None,
-            operation_id: None,
-        })
+    Ok(described_groups(engine, name).await?.0)
 }
 
 pub async fn list_groups(engine: &Engine, name: &str) -> ApiResult<Vec<GroupView>> {
-    let specs = recorded_groups(engine, name).await?;
-    let hyperpod = hyperpod_of(engine, name).await?;
-    let live = engine.cloud().hyperpod.describe_cluster(&hyperpod).await?;
+    let (specs, live) = described_groups(engine, name).await?;
     Ok(specs
         .into_iter()
         .map(|g| {
-            let status = live
-                .as_ref()
-                .and_then(|c| c.instance_groups.iter().find(|s| s.name == g.name));
+            let status = live.iter().find(|s| s.name == g.name);
             let (capacity_type, training_plan_arn) = capacity_name(&g.capacity);
             let network_interface = interface_name(&g).to_string();
             let efa_supported = crate::cloud::efa_supported(&g.instance_type);
@@ -124,7 +148,7 @@ pub async fn add_group_params(
             "a new instance group needs a name",
         ));
     };
-    let existing = recorded_groups(engine, name).await?;
+    let existing = live_groups(engine, name).await?;
     if existing.iter().any(|g| g.name == group) {
         return Err(ApiError::validation_hint(
             "instanceGroupName",
@@ -139,7 +163,7 @@ pub async fn add_group_params(
     let autoscaling = engine
         .cloud()
         .hyperpod
-        .describe_cluster(&steps::hyperpod::hyperpod_name(name))
+        .describe_cluster(&crate::service::records::hyperpod_name_of(engine, name).await?)
         .await?
         .and_then(|c| c.autoscaling)
         .is_some_and(|a| a.enabled);
@@ -180,7 +204,7 @@ pub async fn scale_params(
     group: &str,
     req: &UpdateGroupRequest,
 ) -> ApiResult<Option<steps::groups::ScaleParams>> {
-    let existing = recorded_groups(engine, name).await?;
+    let existing = live_groups(engine, name).await?;
     let Some(spec) = existing.iter().find(|g| g.name == group) else {
         return Err(ApiError::NotFound {
             what: format!("instance group `{group}` in `{name}`"),
@@ -300,7 +324,7 @@ pub(super) async fn lifecycle_script(
 
 /// Validates a group removal: it exists, and it is not the cluster's last group.
 pub async fn delete_group_params(engine: &Engine, name: &str, group: &str) -> ApiResult<Value> {
-    let existing = recorded_groups(engine, name).await?;
+    let existing = live_groups(engine, name).await?;
     if !existing.iter().any(|g| g.name == group) {
         return Err(ApiError::NotFound {
             what: format!("instance group `{group}` in `{name}`"),

@@ -14,6 +14,13 @@ pub fn cluster_not_found(name: &str) -> ApiError {
     }
 }
 
+/// The name of the cluster's HyperPod cluster, recorded or (before one exists) the one it
+/// will be given.
+pub async fn hyperpod_name_of(engine: &Engine, name: &str) -> ApiResult<String> {
+    let record = live_cluster(engine, name).await?;
+    Ok(ClusterResources::of(&record.resources).hyperpod_name_of(name))
+}
+
 /// The cluster's record, unless it does not exist or was deleted (404).
 pub async fn live_cluster(engine: &Engine, name: &str) -> ApiResult<crate::store::ClusterRecord> {
     engine

@@ -62,6 +62,14 @@ resources! {
 }
 
 impl ClusterResources {
+    /// The HyperPod cluster of `cluster`: the one recorded (an imported cluster's keeps its own
+    /// name), else the name this control plane gives the one it creates.
+    pub fn hyperpod_name_of(&self, cluster: &str) -> String {
+        self.hyperpod_cluster_name
+            .clone()
+            .unwrap_or_else(|| crate::service::steps::hyperpod::hyperpod_name(cluster))
+    }
+
     /// Reads a record's `resources`; what does not parse counts as not recorded.
     pub fn of(resources: &Value) -> Self {
         serde_json::from_value(resources.clone()).unwrap_or_default()

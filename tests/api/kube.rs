@@ -834,6 +834,38 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
         .send()
         .await
         .unwrap();
+    // And a HyperPod cluster of theirs on it, named as they chose.
+    let sagemaker = aws_sdk_sagemaker::Client::new(&aws.config);
+    sagemaker
+        .create_cluster()
+        .cluster_name("their-hp")
+        .orchestrator(
+            aws_sdk_sagemaker::types::ClusterOrchestrator::builder()
+                .eks(
+                    aws_sdk_sagemaker::types::ClusterOrchestratorEksConfig::builder()
+                        .cluster_arn("arn:aws:eks:us-west-2:123456789012:cluster/theirs")
+                        .build(),
+                )
+                .build(),
+        )
+        .instance_groups(
+            aws_sdk_sagemaker::types::ClusterInstanceGroupSpecification::builder()
+                .instance_group_name("gpu")
+                .instance_type(aws_sdk_sagemaker::types::ClusterInstanceType::MlG58Xlarge)
+                .instance_count(1)
+                .execution_role(role.role().unwrap().arn())
+                .life_cycle_config(
+                    aws_sdk_sagemaker::types::ClusterLifeCycleConfig::builder()
+                        .source_s3_uri("s3://sagemaker-their-bucket/lifecycle/")
+                        .on_create("their_on_create.sh")
+                        .build(),
+                )
+                .threads_per_core(1)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
     for ns in ["aws-hyperpod", "kubeflow"] {
         emu.send(
             reqwest::Method::POST,
@@ -859,11 +891,25 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
         &client,
         &base,
         "/api/clusters/import",
-        Some(json!({"eksClusterName": "theirs"})),
+        Some(json!({"eksClusterName": "theirs", "hyperpodClusterName": "their-hp"})),
         None,
     )
     .await;
     assert_eq!(op["state"], "succeeded", "{op}");
+    // Its instance groups are read from HyperPod itself: nothing about them was recorded.
+    let groups = get(
+        &client,
+        format!("{base}/api/clusters/theirs/instance-groups"),
+    )
+    .await;
+    let gpu = groups
+        .as_array()
+        .and_then(|g| g.iter().find(|g| g["name"] == "gpu"))
+        .unwrap_or_else(|| panic!("their group is listed: {groups}"));
+    assert_eq!(gpu["instanceType"], "ml.g5.8xlarge", "{gpu}");
+    assert_eq!(gpu["lifecycleOnCreate"], "their_on_create.sh", "{gpu}");
+    assert_eq!(gpu["targetCount"], 1, "{gpu}");
+    assert_eq!(gpu["capacityType"], "on-demand", "{gpu}");
     let cluster = get(&client, format!("{base}/api/clusters/theirs")).await;
     let res = &cluster["resources"];
     assert_eq!(
@@ -909,6 +955,24 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
     assert_eq!(first["pendingGpuPods"], 1667);
     assert_eq!(first["gpusTotal"], 1600);
     assert_eq!(first["nodes"].as_array().unwrap().len(), 200);
+    // The metrics report the watch cache behind it.
+    let metrics = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for (kind, n) in [("node", 200), ("pod", 5000)] {
+        let line =
+            format!(r#"instantstart_watch_cache_objects{{cluster="theirs",kind="{kind}"}} {n}"#);
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "no `{line}` in\n{metrics}"
+        );
+    }
+    assert!(metrics.contains(r#"instantstart_watch_cache_synced{cluster="theirs"} 1"#));
     let mut samples = Vec::new();
     for _ in 0..200 {
         let t = Instant::now();

@@ -23,6 +23,57 @@ fn vpc(subnets: &[String], groups: &[String]) -> VpcConfig {
 
 /// One instance group in the shape CreateCluster (and UpdateCluster) accept. `ThreadsPerCore`
 /// is always sent.
+/// A group's settings as DescribeCluster reports them, in the shape UpdateCluster takes back.
+/// `None` when the answer lacks what a spec needs (the role or the lifecycle scripts).
+fn described_spec(
+    g: &aws_sdk_sagemaker::types::ClusterInstanceGroupDetails,
+) -> Option<InstanceGroupSpec> {
+    let lifecycle = g.life_cycle_config()?;
+    let capacity = match (g.training_plan_arn(), g.capacity_requirements()) {
+        (Some(arn), _) if !arn.is_empty() => Capacity::TrainingPlan {
+            arn: arn.to_string(),
+        },
+        (_, Some(c)) if c.spot().is_some() => Capacity::Spot,
+        _ => Capacity::OnDemand,
+    };
+    let vpc = g.override_vpc_config();
+    Some(InstanceGroupSpec {
+        name: g.instance_group_name()?.to_string(),
+        instance_type: g.instance_type()?.as_str().to_string(),
+        instance_count: g
+            .target_count()
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(0),
+        execution_role_arn: g.execution_role()?.to_string(),
+        lifecycle_source_s3_uri: lifecycle.source_s3_uri()?.to_string(),
+        lifecycle_on_create: lifecycle.on_create()?.to_string(),
+        threads_per_core: g
+            .threads_per_core()
+            .and_then(|n| u8::try_from(n).ok())
+            .unwrap_or(1),
+        ebs_volume_gb: g
+            .instance_storage_configs()
+            .iter()
+            .find_map(|c| c.as_ebs_volume_config().ok()?.volume_size_in_gb())
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(0),
+        deep_health_checks: g
+            .on_start_deep_health_checks()
+            .iter()
+            .map(|c| c.as_str().to_string())
+            .collect(),
+        capacity,
+        subnet_ids: vpc.map(|v| v.subnets().to_vec()).unwrap_or_default(),
+        security_group_ids: vpc
+            .map(|v| v.security_group_ids().to_vec())
+            .unwrap_or_default(),
+        network_interface: g
+            .network_interface()
+            .and_then(|n| n.interface_type())
+            .map(|t| t.as_str().to_string()),
+    })
+}
+
 pub(crate) fn group_spec(g: &InstanceGroupSpec) -> ClusterInstanceGroupSpecification {
     let mut b = ClusterInstanceGroupSpecification::builder()
         .instance_group_name(&g.name)
@@ -163,6 +214,7 @@ impl HyperPod for Aws {
                         .current_count()
                         .and_then(|n| u32::try_from(n).ok())
                         .unwrap_or(0),
+                    spec: described_spec(g),
                 })
                 .collect(),
             tiered_storage: out.tiered_storage_config().map(|t| TieredStorage {

@@ -79,6 +79,11 @@ pub struct InstanceGroupStatus {
     pub instance_type: String,
     pub target_count: u32,
     pub current_count: u32,
+    /// The group's settings as HyperPod describes them (role, lifecycle scripts, storage,
+    /// health checks, capacity, placement): the source of truth for a group this control
+    /// plane did not make. `None` where the source reports only counts.
+    #[serde(default)]
+    pub spec: Option<InstanceGroupSpec>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -137,6 +137,7 @@ impl Sandbox {
                 instance_type: g.instance_type.clone(),
                 target_count: g.instance_count,
                 current_count: current,
+                spec: Some(g.clone()),
             });
         }
         let cluster = HyperPodCluster {

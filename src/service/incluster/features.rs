@@ -22,11 +22,13 @@ pub struct FeaturesView {
 pub async fn features(engine: &Engine, name: &str, allowed: &[String]) -> ApiResult<FeaturesView> {
     let target = kube_target(engine, name).await?;
     let latest = engine.store().latest_per_kind(name).await?;
+    let hyperpod = crate::service::records::hyperpod_name_of(engine, name).await?;
     let mut out = Vec::new();
     for f in crate::service::steps::features::FEATURES {
-        let mut state = crate::service::steps::features::actual(engine.cloud(), name, &target, f)
-            .await
-            .map_err(|e| ApiError::Cloud(Box::new(e)))?;
+        let mut state =
+            crate::service::steps::features::actual(engine.cloud(), name, &hyperpod, &target, f)
+                .await
+                .map_err(|e| ApiError::Cloud(Box::new(e)))?;
         in_progress(&mut state, latest.iter().find(|o| o.kind == f.kind()));
         out.push(state);
     }
@@ -133,7 +135,7 @@ pub(super) async fn autoscaling_groups(
 ) -> ApiResult<Vec<String>> {
     use crate::service::steps::features::MAX_AUTOSCALED_GROUPS;
     const FIELD: &str = "managedAutoscalingInstanceGroups";
-    let groups = crate::service::recorded_groups(engine, name).await?;
+    let groups = crate::service::live_groups(engine, name).await?;
     let eligible = autoscaling_eligible;
     let eligible_names: Vec<&String> = groups
         .iter()
@@ -192,6 +194,7 @@ pub async fn plan_features(
 ) -> ApiResult<Vec<(&'static str, FeatureChange)>> {
     use crate::service::steps::features as f;
     let target = kube_target(engine, name).await?;
+    let hyperpod = crate::service::records::hyperpod_name_of(engine, name).await?;
     if let Some(p) = patch.tiered_checkpointing_memory_percent {
         if patch.tiered_checkpointing == Some(false) || !(1..=100).contains(&p) {
             return Err(ApiError::validation_hint(
@@ -222,7 +225,7 @@ pub async fn plan_features(
     for (key, enable) in fields {
         let feature =
             f::feature(key).ok_or_else(|| anyhow::anyhow!("feature {key} not in catalogue"))?;
-        let actual = f::actual(engine.cloud(), name, &target, feature)
+        let actual = f::actual(engine.cloud(), name, &hyperpod, &target, feature)
             .await
             .map_err(|e| ApiError::Cloud(Box::new(e)))?;
         let memory_percent = (key == f::TIERED && enable).then(|| {

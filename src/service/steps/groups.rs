@@ -6,15 +6,37 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::hyperpod::{hyperpod_name, threads_per_core};
+use super::hyperpod::{hyperpod_of, threads_per_core};
 use super::HyperPodParams;
 use crate::cloud::{HyperPodStatus, InstanceGroupSpec, InstanceGroupStatus};
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
 use crate::service::resources::Recorded;
 
-/// The recorded specs of every group of the cluster.
-pub fn recorded_groups(cx: &StepCx<'_>) -> StepResult<Vec<InstanceGroupSpec>> {
-    cx.recorded().instance_groups()
+/// Every group HyperPod has now, each with a full spec: the recorded one for a group this
+/// control plane made or last changed, the described one for any other (an imported
+/// cluster's, or one added outside). A recorded group HyperPod no longer has is left out, so
+/// an UpdateCluster never brings back a group deleted elsewhere.
+pub fn live_specs(
+    recorded: &[InstanceGroupSpec],
+    described: &[InstanceGroupStatus],
+) -> Vec<InstanceGroupSpec> {
+    described
+        .iter()
+        .filter_map(|d| {
+            recorded
+                .iter()
+                .find(|r| r.name == d.name)
+                .cloned()
+                .or_else(|| d.spec.clone())
+        })
+        .collect()
+}
+
+/// This operation's cluster's groups, read live (see [`live_specs`]).
+pub async fn live_groups(cx: &StepCx<'_>) -> StepResult<Vec<InstanceGroupSpec>> {
+    let described = super::hyperpod::described(cx).await?;
+    let recorded = cx.recorded().instance_groups.unwrap_or_default();
+    Ok(live_specs(&recorded, &described.instance_groups))
 }
 
 /// The compute subnet of the new group's zone (not recorded as the cluster's subnet: each group
@@ -81,8 +103,8 @@ pub struct UpdateGroupsStep {
 }
 
 impl UpdateGroupsStep {
-    fn desired(&self, cx: &StepCx<'_>) -> StepResult<(Vec<InstanceGroupSpec>, String, u32)> {
-        let mut groups = recorded_groups(cx)?;
+    async fn desired(&self, cx: &StepCx<'_>) -> StepResult<(Vec<InstanceGroupSpec>, String, u32)> {
+        let mut groups = live_groups(cx).await?;
         if self.adding {
             let p: HyperPodParams = cx.param()?;
             let subnet = cx
@@ -151,12 +173,8 @@ impl Step for UpdateGroupsStep {
             }
         }
         // Already applied when the cluster reports the group at its target.
-        let (groups, name, target) = self.desired(cx)?;
-        let cluster = cx
-            .cloud
-            .hyperpod
-            .describe_cluster(&hyperpod_name(&cx.op.cluster))
-            .await?;
+        let (groups, name, target) = self.desired(cx).await?;
+        let cluster = cx.cloud.hyperpod.describe_cluster(&hyperpod_of(cx)).await?;
         let applied = cluster.is_some_and(|c| {
             c.instance_groups
                 .iter()
@@ -165,18 +183,18 @@ impl Step for UpdateGroupsStep {
         Ok(applied.then(|| json!({"instanceGroups": groups})))
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let (groups, name, _) = self.desired(cx)?;
+        let (groups, name, _) = self.desired(cx).await?;
         let described = super::hyperpod::described(cx).await?;
         let groups = with_current_counts(groups, &name, &described.instance_groups);
         let continuous = crate::cloud::continuous_provisioning(&groups);
         cx.cloud
             .hyperpod
-            .update_cluster(&hyperpod_name(&cx.op.cluster), &groups, continuous)
+            .update_cluster(&hyperpod_of(cx), &groups, continuous)
             .await?;
         Ok(json!({"instanceGroups": groups}))
     }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
-        let (_, name, target) = self.desired(cx)?;
+        let (_, name, target) = self.desired(cx).await?;
         let c = super::hyperpod::described(cx).await?;
         if matches!(
             c.status,
@@ -219,8 +237,9 @@ impl DeleteGroupStep {
             .ok_or_else(|| StepError::fatal("bad-params", "no group named"))
     }
 
-    fn remaining(cx: &StepCx<'_>, group: &str) -> StepResult<Value> {
-        let left: Vec<InstanceGroupSpec> = recorded_groups(cx)?
+    async fn remaining(cx: &StepCx<'_>, group: &str) -> StepResult<Value> {
+        let left: Vec<InstanceGroupSpec> = live_groups(cx)
+            .await?
             .into_iter()
             .filter(|g| g.name != group)
             .collect();
@@ -239,14 +258,10 @@ impl Step for DeleteGroupStep {
     }
     async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
         let group = Self::group(cx)?;
-        let c = cx
-            .cloud
-            .hyperpod
-            .describe_cluster(&hyperpod_name(&cx.op.cluster))
-            .await?;
+        let c = cx.cloud.hyperpod.describe_cluster(&hyperpod_of(cx)).await?;
         let gone = c.is_some_and(|c| !c.instance_groups.iter().any(|g| g.name == group));
         if gone {
-            return Ok(Some(Self::remaining(cx, &group)?));
+            return Ok(Some(Self::remaining(cx, &group).await?));
         }
         Ok(None)
     }
@@ -254,9 +269,9 @@ impl Step for DeleteGroupStep {
         let group = Self::group(cx)?;
         cx.cloud
             .hyperpod
-            .delete_instance_groups(&hyperpod_name(&cx.op.cluster), std::slice::from_ref(&group))
+            .delete_instance_groups(&hyperpod_of(cx), std::slice::from_ref(&group))
             .await?;
-        Self::remaining(cx, &group)
+        Self::remaining(cx, &group).await
     }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
         let group = Self::group(cx)?;
@@ -295,6 +310,33 @@ mod tests {
     }
 
     #[test]
+    fn live_groups_are_what_hyperpod_has_with_recorded_specs_first() {
+        let status = |name: &str, spec: Option<InstanceGroupSpec>| InstanceGroupStatus {
+            name: name.into(),
+            instance_type: "ml.g5.8xlarge".into(),
+            target_count: 1,
+            current_count: 1,
+            spec,
+        };
+        let mut theirs = spec("theirs", 1);
+        theirs.lifecycle_on_create = "their_on_create.sh".into();
+        let mut ours_described = spec("ours", 2);
+        ours_described.subnet_ids.clear();
+        let recorded = vec![spec("ours", 2), spec("deleted-elsewhere", 1)];
+        let described = vec![
+            status("ours", Some(ours_described)),
+            status("theirs", Some(theirs.clone())),
+            status("counts-only", None),
+        ];
+        let live = live_specs(&recorded, &described);
+        let names: Vec<&str> = live.iter().map(|g| g.name.as_str()).collect();
+        // A group deleted outside is not resent; one described without its settings cannot be.
+        assert_eq!(names, ["ours", "theirs"]);
+        assert_eq!(live[0].subnet_ids, ["subnet-1"], "the recorded spec wins");
+        assert_eq!(live[1].lifecycle_on_create, "their_on_create.sh");
+    }
+
+    #[test]
     fn other_groups_are_resent_at_the_count_hyperpod_targets_now() {
         // `burst` is governed by Karpenter, which scaled it from 0 to 3 since we recorded it.
         let recorded = vec![spec("workers", 2), spec("burst", 0)];
@@ -304,12 +346,14 @@ mod tests {
                 instance_type: "ml.g5.8xlarge".into(),
                 target_count: 2,
                 current_count: 2,
+                spec: None,
             },
             InstanceGroupStatus {
                 name: "burst".into(),
                 instance_type: "ml.g5.8xlarge".into(),
                 target_count: 3,
                 current_count: 1,
+                spec: None,
             },
         ];
         let mut wanted = recorded.clone();

@@ -17,11 +17,17 @@ pub fn hyperpod_name(cluster: &str) -> String {
     format!("{cluster}-hp")
 }
 
+/// This operation's HyperPod cluster: the recorded one (an imported cluster's own name), else
+/// the name of the one the hyperpod stage creates.
+pub fn hyperpod_of(cx: &StepCx<'_>) -> String {
+    cx.recorded().hyperpod_name_of(&cx.op.cluster)
+}
+
 /// This operation's HyperPod cluster as DescribeCluster reports it; gone is a fatal error.
 pub async fn described(cx: &StepCx<'_>) -> StepResult<crate::cloud::HyperPodCluster> {
     cx.cloud
         .hyperpod
-        .describe_cluster(&hyperpod_name(&cx.op.cluster))
+        .describe_cluster(&hyperpod_of(cx))
         .await?
         .ok_or_else(|| {
             StepError::fatal(
@@ -301,7 +307,7 @@ impl Step for HyperPodClusterStep {
         Ok(cx
             .cloud
             .hyperpod
-            .describe_cluster(&hyperpod_name(&cx.op.cluster))
+            .describe_cluster(&hyperpod_of(cx))
             .await?
             .filter(|c| c.status != HyperPodStatus::Deleting)
             .map(|c| json!({"hyperPodClusterArn": c.arn, "hyperPodClusterName": c.name})))

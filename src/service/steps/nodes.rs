@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::hyperpod::hyperpod_name;
+use super::hyperpod::hyperpod_of;
 use crate::cloud::{Cloud, CloudResult, ClusterNode, NodeAction};
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
 
@@ -91,7 +91,7 @@ impl Step for NodeActionStep {
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let p: NodeParams = cx.param()?;
-        let hp = hyperpod_name(&cx.op.cluster);
+        let hp = hyperpod_of(cx);
         // A replacement is new hardware with a new instance id: remember who was there, so the
         // watch can tell the replacement from the rest of the group.
         let nodes = all_nodes(cx.cloud, &hp).await?;
@@ -115,7 +115,7 @@ impl Step for NodeActionStep {
     }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
         let p: NodeParams = cx.param()?;
-        let nodes = all_nodes(cx.cloud, &hyperpod_name(&cx.op.cluster)).await?;
+        let nodes = all_nodes(cx.cloud, &hyperpod_of(cx)).await?;
         if p.action == NodeAction::Replace {
             return watch_replacement(&p.node_id, &nodes, out);
         }

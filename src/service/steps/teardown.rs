@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::network::eks_role_name;
 use super::{
     find_all_tagged,
-    hyperpod::{execution_role_name, hyperpod_name},
+    hyperpod::{execution_role_name, hyperpod_of},
 };
 use crate::cloud::{EksStatus, HyperPodStatus, NetKind, ResourceState};
 use crate::ops::{Poll, Step, StepCx, StepResult};
@@ -24,7 +24,7 @@ impl Step for DeleteHyperPodStep {
         std::time::Duration::from_secs(60 * 60)
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let name = hyperpod_name(&cx.op.cluster);
+        let name = hyperpod_of(cx);
         match cx.cloud.hyperpod.describe_cluster(&name).await? {
             Some(c) if c.status != HyperPodStatus::Deleting => {
                 cx.cloud.hyperpod.delete_cluster(&name).await?
@@ -34,12 +34,7 @@ impl Step for DeleteHyperPodStep {
         Ok(json!({}))
     }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
-        match cx
-            .cloud
-            .hyperpod
-            .describe_cluster(&hyperpod_name(&cx.op.cluster))
-            .await?
-        {
+        match cx.cloud.hyperpod.describe_cluster(&hyperpod_of(cx)).await? {
             None => Ok(Poll::Ready(out.clone())),
             Some(c) => Ok(Poll::Pending(format!("HyperPod cluster {:?}", c.status))),
         }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::addons::kube_target;
-use super::hyperpod::hyperpod_name;
+use super::hyperpod::hyperpod_of;
 use crate::cloud::{json_contains, HyperPodStatus, ObjectRef, MANAGED_BY};
 use crate::ops::{Poll, Reconcile, Step, StepCx, StepError, StepResult};
 
@@ -289,7 +289,7 @@ impl Step for SoftwareUpdateStep {
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         cx.cloud
             .hyperpod
-            .update_cluster_software(&hyperpod_name(&cx.op.cluster))
+            .update_cluster_software(&hyperpod_of(cx))
             .await?;
         Ok(json!({"requested": true}))
     }

@@ -8,7 +8,7 @@ use crate::cloud::{Cloud, CloudResult, KubeTarget, ObjectRef, MANAGED_BY};
 use crate::ops::{Poll, Reconcile, StepCx, StepError, StepResult};
 use crate::service::steps::addons::kube_target;
 use crate::service::steps::features::{Feature, FeatureParams, FeatureState};
-use crate::service::steps::hyperpod::hyperpod_name;
+use crate::service::steps::hyperpod::hyperpod_of;
 
 /// Key of the managed autoscaling feature (not an add-on).
 pub const AUTOSCALING: &str = "managedAutoscaling";
@@ -75,13 +75,11 @@ pub async fn autoscaled_groups(cloud: &Cloud, target: &KubeTarget) -> CloudResul
 pub(super) async fn autoscaling_actual(
     cloud: &Cloud,
     cluster: &str,
+    hyperpod: &str,
     target: &KubeTarget,
     f: &Feature,
 ) -> CloudResult<FeatureState> {
-    let hp = cloud
-        .hyperpod
-        .describe_cluster(&hyperpod_name(cluster))
-        .await?;
+    let hp = cloud.hyperpod.describe_cluster(hyperpod).await?;
     let config = hp.and_then(|c| c.autoscaling).filter(|a| a.enabled);
     let role = cloud
         .iam
@@ -157,7 +155,7 @@ impl Reconcile for AutoscalingConfigStep {
         };
         cx.cloud
             .hyperpod
-            .set_autoscaling(&hyperpod_name(&cx.op.cluster), role.as_deref())
+            .set_autoscaling(&hyperpod_of(cx), role.as_deref())
             .await?;
         Ok(json!({"changed": true}))
     }

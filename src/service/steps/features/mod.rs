@@ -242,14 +242,15 @@ pub struct FeatureState {
 pub async fn actual(
     cloud: &Cloud,
     cluster: &str,
+    hyperpod: &str,
     target: &KubeTarget,
     f: &Feature,
 ) -> CloudResult<FeatureState> {
     if f.key == TIERED {
-        return tiered_actual(cloud, cluster, target, f).await;
+        return tiered_actual(cloud, cluster, hyperpod, target, f).await;
     }
     if f.key == AUTOSCALING {
-        return autoscaling_actual(cloud, cluster, target, f).await;
+        return autoscaling_actual(cloud, cluster, hyperpod, target, f).await;
     }
     let addon = cloud.eks.describe_addon(cluster, f.addon).await?;
     let association = match f.pod_identity {

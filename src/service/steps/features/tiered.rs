@@ -9,7 +9,7 @@ use crate::ops::{Poll, Reconcile, StepCx, StepError, StepResult};
 use crate::service::resources::Recorded;
 use crate::service::steps::addons::{kube_target, IrsaRole};
 use crate::service::steps::features::{Feature, FeatureParams, FeatureState};
-use crate::service::steps::hyperpod::hyperpod_name;
+use crate::service::steps::hyperpod::hyperpod_of;
 
 /// Key of the managed tiered checkpointing feature (not an add-on).
 pub const TIERED: &str = "tieredCheckpointing";
@@ -44,13 +44,11 @@ pub fn checkpoint_sa_ref() -> ObjectRef {
 pub(super) async fn tiered_actual(
     cloud: &Cloud,
     cluster: &str,
+    hyperpod: &str,
     target: &KubeTarget,
     f: &Feature,
 ) -> CloudResult<FeatureState> {
-    let hp = cloud
-        .hyperpod
-        .describe_cluster(&hyperpod_name(cluster))
-        .await?;
+    let hp = cloud.hyperpod.describe_cluster(hyperpod).await?;
     let config = hp
         .as_ref()
         .and_then(|c| c.tiered_storage)
@@ -185,7 +183,7 @@ impl Reconcile for TieredConfigStep {
     async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let p: FeatureParams = cx.param()?;
         let wanted = Self::wanted(&p);
-        let name = hyperpod_name(&cx.op.cluster);
+        let name = hyperpod_of(cx);
         let current = crate::service::steps::hyperpod::described(cx).await?;
         let now = current.tiered_storage.filter(|t| t.enabled);
         let same = match (now, wanted.enabled) {
