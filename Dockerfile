@@ -18,7 +18,9 @@ ENV INSTANTSTART_DATA_DIR=/data \
     INSTANTSTART_BIND=127.0.0.1:3099
 VOLUME ["/data"]
 EXPOSE 3099
-USER nonroot:nonroot
+# The distroless `nonroot` user, by number: a runtime that enforces non-root (Kubernetes
+# runAsNonRoot) can only verify a numeric user.
+USER 65532:65532
 # No shell or curl in the image: the binary probes itself.
 HEALTHCHECK --interval=30s --timeout=6s --start-period=10s --retries=3 \
   CMD ["/usr/local/bin/instantstart", "probe"]

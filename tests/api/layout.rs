@@ -124,3 +124,24 @@ fn no_two_sibling_files_import_each_other_and_no_file_globs_its_parent() {
         }
     }
 }
+
+#[test]
+fn the_image_runs_as_a_numeric_non_root_user() {
+    // A runtime enforcing non-root (Kubernetes `runAsNonRoot`) can only check a number.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
+    let user = dockerfile
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("USER "))
+        .expect("the image names its user");
+    let ids: Vec<u32> = user
+        .trim()
+        .split(':')
+        .map(|id| {
+            id.parse()
+                .unwrap_or_else(|_| panic!("`{user}` is not numeric"))
+        })
+        .collect();
+    assert!(ids.iter().all(|&id| id != 0), "`{user}` is root");
+}
