@@ -282,6 +282,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
     let router = api::router(state.clone(), mcp_service(mcp.clone()));
     // The MCP tools dispatch into this same router (edge, validation, audit included).
     let _ = mcp.router.set(router.clone());
+    let _ = mcp.audit.set(engine.clone());
 
     let resumed = engine.resume_all().await?;
     tracing::info!(address = %listener.local_addr()?, cloud = config.cloud.as_str(), resumed, "listening");

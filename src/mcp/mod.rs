@@ -45,6 +45,9 @@ pub struct McpContext {
     /// The write gate: when set, only read-only tools run; the others answer a problem that
     /// says how to allow writes.
     pub read_only: bool,
+    /// Where a refusal at the write gate is recorded: it never reaches the REST router, whose
+    /// layer records every other mutating call.
+    pub audit: OnceLock<crate::ops::Engine>,
     /// Tool definitions with their input schemas, built from the OpenAPI document when an
     /// agent first asks (not at start-up).
     tools: OnceLock<Vec<Tool>>,
@@ -57,6 +60,7 @@ impl McpContext {
             host,
             token,
             read_only,
+            audit: OnceLock::new(),
             tools: OnceLock::new(),
         })
     }
@@ -199,6 +203,35 @@ impl McpServer {
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
         Ok((status, bytes, in_handler))
+    }
+}
+
+impl McpServer {
+    /// Records a mutating tool refused at the write gate, as the REST layer records a refusal.
+    async fn audit_refusal(&self, spec: &ToolSpec) {
+        let Some(engine) = self.cx.audit.get() else {
+            return;
+        };
+        let request_id = uuid::Uuid::now_v7().to_string();
+        let principal = if self.cx.token.is_some() {
+            "token"
+        } else {
+            "loopback"
+        };
+        crate::service::audit::record(
+            engine,
+            &crate::store::NewAudit {
+                actor: "agent",
+                principal,
+                method: &spec.method.to_ascii_uppercase(),
+                route: &spec.path,
+                path: &spec.path,
+                status: 403,
+                request_id: &request_id,
+                operation_id: None,
+            },
+        )
+        .await;
     }
 }
 
@@ -356,6 +389,7 @@ impl ServerHandler for McpServer {
                     outcome: "refused",
                 })
                 .inc();
+            self.audit_refusal(spec).await;
             return Ok(CallToolResponse::Complete(
                 CallToolResult::structured_error(writes_disabled(&spec.name)),
             ));

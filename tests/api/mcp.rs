@@ -340,4 +340,20 @@ async fn the_write_gate_gives_an_agent_eyes_before_hands() {
     // Nothing was submitted; REST is not gated.
     let ops = app.json("/api/operations").await;
     assert_eq!(ops.as_array().unwrap().len(), 0, "{ops}");
+    // The refusal is in the audit trail, as the agent's.
+    let trail = app.json("/api/audit").await;
+    let entries = trail.as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{trail}");
+    let e = &entries[0];
+    assert_eq!(
+        (&e["actor"], &e["method"], &e["route"], &e["status"], &e["outcome"]),
+        (
+            &json!("agent"),
+            &json!("POST"),
+            &json!("/api/pipelines"),
+            &json!(403),
+            &json!("refused")
+        ),
+        "{e}"
+    );
 }
