@@ -52,10 +52,34 @@ const routes = [
 
 let cleanup = null;
 
+/** Pages that work on the active cluster: their links carry it (`#/nodes?cluster=demo`), so a
+ * copied address opens the same cluster's page. */
+const SCOPED = ['nodes', 'features', 'storage', 'models', 'inference', 'training'];
+
+function scopeNav() {
+  const suffix = session.active ? `?cluster=${encodeURIComponent(session.active)}` : '';
+  for (const a of document.querySelectorAll('nav a')) {
+    if (SCOPED.includes(a.dataset.nav)) a.setAttribute('href', `#/${a.dataset.nav}${suffix}`);
+  }
+}
+
+/** An address naming a cluster makes it the active one (as choosing it in the header does). */
+async function adoptCluster(query) {
+  const wanted = new URLSearchParams(query || '').get('cluster');
+  if (!wanted || wanted === session.active) return;
+  const r = await api('/api/active-cluster', { method: 'PUT', body: { name: wanted } });
+  if (r.ok) {
+    session.active = wanted;
+    await refreshClusterSelect();
+  }
+}
+
 async function route() {
   nextRoute();
-  const hash = location.hash || '#/clusters';
+  const [hash, query] = (location.hash || '#/clusters').split('?');
   if (cleanup) { cleanup(); cleanup = null; }
+  await adoptCluster(query);
+  scopeNav();
   const section = hash.split('/')[1] || 'clusters';
   for (const a of document.querySelectorAll('nav a')) {
     if (a.dataset.nav === section) a.setAttribute('aria-current', 'page');
@@ -76,7 +100,13 @@ document.getElementById('cluster-select').addEventListener('change', async (e) =
   const name = e.target.value || null;
   await api('/api/active-cluster', { method: 'PUT', body: { name } });
   session.active = name;
-  route();
+  const [path, query] = (location.hash || '#/clusters').split('?');
+  if (new URLSearchParams(query || '').has('cluster')) {
+    // The address follows the choice, so it keeps naming the page's cluster.
+    location.hash = name ? `${path}?cluster=${encodeURIComponent(name)}` : path;
+  } else {
+    route();
+  }
 });
 window.addEventListener('hashchange', route);
 connect();

@@ -115,7 +115,19 @@ pub async fn create_cluster(
         record,
         caller,
     );
-    submit(engine, sub).await
+    made_active(engine, submit(engine, sub).await?).await
+}
+
+/// A new cluster becomes the active one: it is what the user works on next. A replayed
+/// submission (same idempotency key) changes nothing.
+async fn made_active(engine: &Engine, accepted: Accepted) -> ApiResult<Accepted> {
+    if accepted.created {
+        engine
+            .store()
+            .set_setting(super::ACTIVE_CLUSTER, Some(&accepted.cluster))
+            .await?;
+    }
+    Ok(accepted)
 }
 
 pub async fn create_pipeline(
@@ -133,7 +145,7 @@ pub async fn create_pipeline(
         record,
         caller,
     );
-    submit(engine, sub).await
+    made_active(engine, submit(engine, sub).await?).await
 }
 
 pub async fn import_cluster(
@@ -151,7 +163,7 @@ pub async fn import_cluster(
         (region, params.clone()),
         caller,
     );
-    submit(engine, sub).await
+    made_active(engine, submit(engine, sub).await?).await
 }
 
 pub async fn delete_cluster(engine: &Engine, name: &str, caller: &Caller) -> ApiResult<Accepted> {

@@ -36,7 +36,7 @@ pub async fn cluster_view(engine: &Engine, name: &str) -> ApiResult<ClusterView>
             serde_json::to_value(&op).map_err(anyhow::Error::from)?,
         );
     }
-    let active = store.setting(ACTIVE_CLUSTER).await?.as_deref() == Some(name);
+    let active = active_cluster(engine).await?.as_deref() == Some(name);
     Ok(ClusterView {
         record,
         stages: Value::Object(stages),
@@ -149,9 +149,22 @@ pub async fn list_clusters(
     Ok((list, next))
 }
 
-/// The cluster used when a request names none.
+/// The cluster used when a request names none: the one chosen (the last one created, unless
+/// another was chosen since), else the only one there is.
 pub async fn active_cluster(engine: &Engine) -> ApiResult<Option<String>> {
-    Ok(engine.store().setting(ACTIVE_CLUSTER).await?)
+    let store = engine.store();
+    if let Some(name) = store.setting(ACTIVE_CLUSTER).await? {
+        return Ok(Some(name));
+    }
+    let mut live = store
+        .list_clusters()
+        .await?
+        .into_iter()
+        .filter(|c| c.status != crate::store::Lifecycle::Deleted);
+    Ok(match (live.next(), live.next()) {
+        (Some(only), None) => Some(only.name),
+        _ => None,
+    })
 }
 
 /// Chooses the active cluster (it must exist).

@@ -346,7 +346,13 @@ async fn the_write_gate_gives_an_agent_eyes_before_hands() {
     assert_eq!(entries.len(), 1, "{trail}");
     let e = &entries[0];
     assert_eq!(
-        (&e["actor"], &e["method"], &e["route"], &e["status"], &e["outcome"]),
+        (
+            &e["actor"],
+            &e["method"],
+            &e["route"],
+            &e["status"],
+            &e["outcome"]
+        ),
         (
             &json!("agent"),
             &json!("POST"),

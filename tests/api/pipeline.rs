@@ -685,3 +685,53 @@ async fn pipelines_converge_under_throttling_with_the_same_mutations_as_without(
         "throttles are counted"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_active_cluster_is_the_newest_one_unless_chosen_else_the_only_one() {
+    let app = spawn_app().await;
+    let active = || async { app.json("/api/active-cluster").await["name"].clone() };
+    assert!(active().await.is_null(), "no cluster, none active");
+
+    let mut one = pipeline_body();
+    one["name"] = json!("one");
+    let id = app.start("/api/pipelines", &one).await;
+    assert_eq!(
+        active().await,
+        "one",
+        "a new cluster is the one worked on next"
+    );
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let id = app
+        .start(
+            "/api/clusters",
+            &json!({"name": "two", "zones": ["us-west-2b", "us-west-2c"]}),
+        )
+        .await;
+    assert_eq!(active().await, "two");
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    assert_eq!(app.json("/api/clusters/two").await["active"], true);
+
+    let r = app
+        .client
+        .put(app.url("/api/active-cluster"))
+        .json(&json!({"name": "one"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(active().await, "one");
+    // Deleting the chosen one leaves a single cluster: that one is active without choosing.
+    let r = app
+        .client
+        .delete(app.url("/api/clusters/one"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let id = r.json::<serde_json::Value>().await.unwrap()["operationId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    assert_eq!(active().await, "two");
+}

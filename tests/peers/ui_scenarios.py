@@ -89,6 +89,11 @@ def nodes(page, base, out):
     expect(rows.first).to_contain_text("ml.g5.8xlarge")
     page.screenshot(path=f"{out}/cluster.png", full_page=True)
     page.get_by_label("Active cluster").select_option("ui-demo")
+    # The pages of a cluster are addressable: their links carry it, and the address opens it.
+    expect(page.locator("nav a[data-nav=nodes]")).to_have_attribute("href", "#/nodes?cluster=ui-demo")
+    page.goto(f"{base}/#/nodes?cluster=ui-demo")
+    expect(page.locator("h2:has-text('Nodes') + div table tbody tr")).to_have_count(2)
+    expect(page.locator("nav a[data-nav=nodes]")).to_have_attribute("aria-current", "page")
     page.goto(f"{base}/#/nodes")
     expect(page.locator("h2:has-text('Nodes') + div table tbody tr")).to_have_count(2)
     # A node action asks first; dismissing does nothing, accepting starts a watched operation.
