@@ -721,17 +721,7 @@ async fn the_active_cluster_is_the_newest_one_unless_chosen_else_the_only_one() 
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(active().await, "one");
     // Deleting the chosen one leaves a single cluster: that one is active without choosing.
-    let r = app
-        .client
-        .delete(app.url("/api/clusters/one"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::ACCEPTED);
-    let id = r.json::<serde_json::Value>().await.unwrap()["operationId"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let deleted = app.delete_and_wait("/api/clusters/one").await;
+    assert_eq!(deleted["state"], "succeeded", "{deleted}");
     assert_eq!(active().await, "two");
 }
