@@ -116,6 +116,13 @@ pub struct ServeConfig {
     #[arg(long, env = "INSTANTSTART_PERMISSIONS_BOUNDARY")]
     pub permissions_boundary: Option<String>,
 
+    /// The deployment's shared bucket (the CloudFormation stack's): each cluster keeps its
+    /// objects under `<cluster>/` of it, and its roles reach that prefix only. The bucket must
+    /// exist and its name begin with `sagemaker-` (HyperPod's rule for lifecycle scripts).
+    /// Unset: each cluster gets a bucket of its own, `sagemaker-instantstart-<cluster>-<account>`.
+    #[arg(long, env = "INSTANTSTART_SHARED_BUCKET")]
+    pub shared_bucket: Option<String>,
+
     /// Managed features users may enable through the API, UI and agent (comma-separated keys,
     /// e.g. `trainingOperator,containerInsights`). Empty: all of them. Disabling is always allowed.
     #[arg(
@@ -190,6 +197,7 @@ impl ServeConfig {
             release_mirror: None,
             allowed_features: Vec::new(),
             permissions_boundary: None,
+            shared_bucket: None,
             poll_interval_ms: None,
             max_log_follows: 32,
             mlflow_endpoint: None,

@@ -204,6 +204,11 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         }
     };
 
+    if let Some(bucket) = config.shared_bucket.as_deref().filter(|b| !b.is_empty()) {
+        service::bucket::check_shared_bucket_setting(bucket)
+            .map_err(|e| anyhow::anyhow!("INSTANTSTART_SHARED_BUCKET: {e}"))?;
+        cloud.shared_bucket = Some(Arc::from(bucket));
+    }
     // Repeatable Kubernetes calls ride out throttling and transient faults one by one.
     cloud.kube = Arc::new(cloud::retry::RetryingKube(cloud.kube.clone()));
     if let Some(mirror) = &config.release_mirror {

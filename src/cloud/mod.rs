@@ -99,6 +99,10 @@ pub struct Cloud {
     pub mlflow: Arc<dyn Mlflow>,
     /// Upstream release files (operator CRDs).
     pub releases: Arc<dyn Releases>,
+    /// The bucket this deployment was given (the CloudFormation stack's), when it was: every
+    /// cluster then keeps its objects under its own prefix of it instead of in a bucket of its
+    /// own. A setting of the deployment, not a port: the adapters never read it.
+    pub shared_bucket: Option<Arc<str>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]

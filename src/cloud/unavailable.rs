@@ -39,6 +39,7 @@ impl Unavailable {
             mlflow: self.clone(),
             kube: self,
             releases: std::sync::Arc::new(super::web::HttpReleases::new(None)),
+            shared_bucket: None,
         }
     }
 }

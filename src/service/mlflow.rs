@@ -60,7 +60,7 @@ pub async fn setup_cluster(engine: &Engine, req: &MlflowSetupRequest) -> ApiResu
     {
         return Err(ApiError::Conflict {
             slug: "stage-not-ready",
-            detail: format!("`{name}` has no shared bucket yet: run its hyperpod stage first"),
+            detail: format!("`{name}` has no place for objects yet (its bucket, or its prefix of the shared bucket): run its hyperpod stage first"),
             field: Some("cluster".into()),
             operation_id: None,
         });

@@ -3,6 +3,7 @@
 //! calls the engine and, for validation reads, the cloud ports.
 
 pub mod audit;
+pub mod bucket;
 pub mod endpoints;
 pub mod gauges;
 mod groups;

@@ -52,6 +52,9 @@ resources! {
     compute_subnet_id: String = "computeSubnetId",
     execution_role_arn: String = "executionRoleArn",
     bucket_name: String = "bucketName",
+    /// The prefix of `bucketName` the cluster's keys start with: `<cluster>/` in the
+    /// deployment's shared bucket; absent (or empty) in a bucket of the cluster's own.
+    bucket_prefix: String = "bucketPrefix",
     lifecycle_s3_uri: String = "lifecycleS3Uri",
     hyperpod_cluster_arn: String = "hyperPodClusterArn",
     hyperpod_cluster_name: String = "hyperPodClusterName",

@@ -98,7 +98,17 @@ fn cloud_of(aws: &Arc<Aws>) -> Cloud {
 async fn the_pipeline_runs_network_eks_and_hyperpod_against_moto() {
     let moto = Moto::start().await;
     let (_guard, dir) = temp_dir();
-    let env = moto.env();
+    // As the stack deploys it: the stack's bucket exists, and the server is told to use it.
+    const SHARED: &str = "sagemaker-instantstart-shared-123456789012-us-west-2";
+    instantstart::cloud::ObjectStore::create_bucket(
+        &*moto.aws().await,
+        SHARED,
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    let mut env = moto.env();
+    env.push(("INSTANTSTART_SHARED_BUCKET", SHARED.to_string()));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let server = Server::spawn(&dir, free_port(), &["--cloud", "aws"], &env);
     let client = reqwest::Client::new();
@@ -264,8 +274,18 @@ async fn the_pipeline_runs_network_eks_and_hyperpod_against_moto() {
     let doc = percent_encoding::percent_decode_str(policy.policy_document())
         .decode_utf8_lossy()
         .to_string();
+    // The cluster's prefix of the shared bucket, and nothing else of it.
+    let policy_doc: Value = serde_json::from_str(&doc).unwrap();
+    let list = policy_doc["Statement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["Action"] == json!(["s3:ListBucket"]))
+        .unwrap();
+    assert_eq!(list["Condition"]["StringLike"]["s3:prefix"], json!(["demo/*"]));
     assert!(
-        doc.contains("arn:aws:s3:::sagemaker-instantstart-demo-123456789012/*")
+        doc.contains(&format!("arn:aws:s3:::{SHARED}/demo/*"))
+            && !doc.contains(&format!("arn:aws:s3:::{SHARED}/*"))
             && !doc.contains("\"s3:*\"")
             && doc.contains("ecr:GetAuthorizationToken")
             && doc.contains("eks-auth:AssumeRoleForPodIdentity"),
@@ -282,6 +302,10 @@ async fn the_pipeline_runs_network_eks_and_hyperpod_against_moto() {
         .unwrap();
     let ig = &sm.instance_groups()[0];
     assert_eq!(ig.threads_per_core(), Some(1));
+    assert_eq!(
+        ig.life_cycle_config().and_then(|l| l.source_s3_uri()),
+        Some(format!("s3://{SHARED}/demo/lifecycle/").as_str())
+    );
     assert_eq!(ig.current_count(), Some(2));
     assert_eq!(
         sm.vpc_config()
@@ -302,11 +326,20 @@ async fn the_pipeline_runs_network_eks_and_hyperpod_against_moto() {
             .build(),
     )
     .list_objects_v2()
-    .bucket("sagemaker-instantstart-demo-123456789012")
+    .bucket(SHARED)
     .send()
     .await
     .unwrap();
-    assert_eq!(objects.contents()[0].key(), Some("lifecycle/on_create.sh"));
+    let keys: Vec<_> = objects.contents().iter().filter_map(|o| o.key()).collect();
+    assert_eq!(keys, ["demo/lifecycle/on_create.sh"]);
+    // No bucket of its own was made.
+    let buckets = aws_sdk_s3::Client::new(&aws.config)
+        .list_buckets()
+        .send()
+        .await
+        .unwrap();
+    let names: Vec<_> = buckets.buckets().iter().filter_map(|b| b.name()).collect();
+    assert_eq!(names, [SHARED]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -118,6 +118,39 @@ fn the_template_is_locked_down() {
     ] {
         assert_eq!(b["PublicAccessBlockConfiguration"][k], true, "{k}");
     }
+    // It is the server's bucket: named as HyperPod requires, and handed to the server, which
+    // may reach no other bucket.
+    assert!(b["BucketName"]["Fn::Sub"]
+        .as_str()
+        .is_some_and(|n| n.starts_with("sagemaker-")));
+    let env = &init["/etc/instantstart/instantstart.env"]["content"]["Fn::Sub"];
+    assert!(env[0]
+        .as_str()
+        .is_some_and(|e| e.contains("SHARED_BUCKET=${Bucket}")));
+    assert_eq!(env[1]["Bucket"]["Ref"], bucket_name.as_str());
+    assert!(user_data.contains("-e INSTANTSTART_SHARED_BUCKET=${!SHARED_BUCKET}"));
+    let role = &resources_of(&t, "AWS::IAM::Role")
+        .into_iter()
+        .find(|(n, _)| n.as_str() == "InstanceRole")
+        .unwrap()
+        .1;
+    for s in list(&role["Properties"]["Policies"])
+        .iter()
+        .flat_map(|p| list(&p["PolicyDocument"]["Statement"]))
+    {
+        if list(&s["Action"])
+            .iter()
+            .any(|a| a.as_str().is_some_and(|a| a.starts_with("s3:")))
+        {
+            for r in list(&s["Resource"]) {
+                let text = r.to_string();
+                assert!(
+                    text.contains("SharedBucket") && !text.contains("sagemaker-instantstart-*"),
+                    "the server reaches only the stack's bucket: {s}"
+                );
+            }
+        }
+    }
     let (_, policy) = resources_of(&t, "AWS::S3::BucketPolicy")[0];
     assert_eq!(policy["Properties"]["Bucket"]["Ref"], bucket_name.as_str());
     let deny = list(&policy["Properties"]["PolicyDocument"]["Statement"]);

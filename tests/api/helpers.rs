@@ -27,6 +27,10 @@ pub struct Opts {
     pub release_mirror: Option<String>,
     pub phase_deadlines: Option<&'static str>,
     pub mcp_read_only: bool,
+    /// `--shared-bucket`.
+    pub shared_bucket: Option<&'static str>,
+    /// Creates the shared bucket in the simulated account first, as the stack would have.
+    pub create_shared_bucket: bool,
 }
 
 pub async fn spawn_app() -> TestApp {
@@ -47,7 +51,17 @@ pub async fn spawn_app_with(opts: Opts) -> TestApp {
     config.release_mirror = opts.release_mirror;
     config.phase_deadlines = opts.phase_deadlines.unwrap_or("").to_string();
     config.mcp_read_only = opts.mcp_read_only;
+    config.shared_bucket = opts.shared_bucket.map(str::to_string);
     let app = instantstart::build_app(config).await.expect("app builds");
+    if let (Some(bucket), true) = (opts.shared_bucket, opts.create_shared_bucket) {
+        app.state
+            .engine
+            .cloud()
+            .objects
+            .create_bucket(bucket, &Default::default())
+            .await
+            .expect("the shared bucket");
+    }
     let base = format!("http://127.0.0.1:{}", app.port());
     tokio::spawn(app.run());
     TestApp {

@@ -3,6 +3,7 @@
 
 mod audit;
 mod aws;
+mod bucket;
 mod crash;
 mod crds;
 mod deploy;

@@ -54,6 +54,8 @@ def main():
 
         # The shared bucket.
         bucket = outputs["SharedBucketName"]
+        # The name the server is given (INSTANTSTART_SHARED_BUCKET) must pass its own check.
+        assert bucket.startswith("sagemaker-instantstart-shared-"), bucket
         enc = s3.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"]["Rules"][0]
         assert enc["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms", enc
         not_applied = []

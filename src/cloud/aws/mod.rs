@@ -112,6 +112,7 @@ impl Aws {
             mlflow: self.clone(),
             kube,
             releases: Arc::new(super::web::HttpReleases::new(None)),
+            shared_bucket: None,
         }
     }
 }

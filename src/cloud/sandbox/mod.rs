@@ -171,6 +171,7 @@ impl Sandbox {
             mlflow: self.clone(),
             kube: self.clone(),
             releases: Arc::new(releases::StandIns),
+            shared_bucket: None,
         }
     }
 

@@ -155,20 +155,21 @@ async fn model_source(engine: &Engine, cluster: &str, model: &str) -> ApiResult<
             ));
         }
         let claims = list_storage(engine, cluster).await?;
-        let bucket = claims
+        let (bucket, mounted) = claims
             .iter()
             .find(|c| c.claim_name == "s3-claim" && c.namespace == WORKLOAD_NAMESPACE)
-            .and_then(|c| c.bucket.clone())
+            .and_then(|c| Some((c.bucket.clone()?, c.prefix.clone().unwrap_or_default())))
             .ok_or_else(|| ApiError::Conflict {
                 slug: "storage-missing",
                 detail: format!("`{cluster}` has no s3-claim to serve /s3 paths from: create it with storage_setup, or name an s3:// location"),
                 field: Some("model".into()),
                 operation_id: None,
             })?;
+        // `/s3` is the claim's mount: its prefix (a cluster's, in the shared bucket) comes first.
         return Ok(ModelSource::S3 {
             bucket,
             region: engine.cloud().network.region(),
-            location: rest.trim_end_matches('/').to_string(),
+            location: format!("{mounted}{}", rest.trim_end_matches('/')),
         });
     }
     if let Some(rest) = model.strip_prefix("s3://") {
@@ -543,13 +544,16 @@ pub async fn endpoint_params(
             operation_id: None,
         });
     }
-    // The operator keeps its self-signed TLS certificate in the cluster's bucket (whatever
-    // bucket the model comes from), which its role may write.
+    // The operator keeps its self-signed TLS certificate in the cluster's place for objects
+    // (whatever bucket the model comes from), under the one prefix its role may write.
     let record = crate::service::live_cluster(engine, cluster).await?;
-    if let Some(bucket) =
-        crate::service::resources::ClusterResources::of(&record.resources).bucket_name
-    {
-        spec.tls_output = Some(format!("s3://{bucket}/tls/{}", spec.name));
+    let recorded = crate::service::resources::ClusterResources::of(&record.resources);
+    if let Some(place) = crate::service::bucket::BucketPlace::recorded(&recorded) {
+        spec.tls_output = Some(place.uri(&format!(
+            "{}{}",
+            crate::service::steps::features::TLS_PREFIX,
+            spec.name
+        )));
     }
     let manifest = endpoint_resource(&spec);
     let params = ApplyParams {

@@ -25,20 +25,16 @@ pub fn s3_csi_role_name(cluster: &str) -> String {
 }
 
 /// IRSA role of the S3 CSI driver: trusted only by that service account through the cluster's
-/// OIDC provider (exact `sub`, never a wildcard), allowed only on the cluster's bucket.
+/// OIDC provider (exact `sub`, never a wildcard), allowed only on the cluster's place for objects (its bucket, or its prefix of the shared one).
 pub struct S3CsiRoleStep;
 
 impl S3CsiRoleStep {
     /// The role's ARN, creating the role when it does not exist. The bucket policy is (re)put
     /// either way: this runs only while the add-on is being installed.
     pub async fn ensure(cx: &StepCx<'_>) -> StepResult<String> {
-        let account = cx.cloud.iam.caller_identity().await?.account;
-        let bucket = super::hyperpod::bucket_name(&cx.op.cluster, &account);
-        let doc = json!({"Version": "2012-10-17", "Statement": [
-            {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [format!("arn:aws:s3:::{bucket}")]},
-            {"Effect": "Allow",
-             "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-             "Resource": [format!("arn:aws:s3:::{bucket}/*")]}]});
+        let place = crate::service::bucket::place_of(cx).await?;
+        let doc = json!({"Version": "2012-10-17",
+                         "Statement": place.read_write_statements("SharedBucket", "")});
         let role = IrsaRole {
             name: s3_csi_role_name(&cx.op.cluster),
             namespace: "kube-system",

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use super::{net_tags, HyperPodParams};
 use crate::cloud::{Capacity, CreateHyperPodCluster, HyperPodStatus, InstanceGroupSpec, Zone};
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
+use crate::service::bucket::{place_of, BucketPlace};
 use crate::service::resources::Recorded;
 use crate::service::subnets::{
     ensure_compute_subnet, ComputeSubnetRequest, COMPUTE_PREFIX, PROCESS_SUBNET_LOCKS,
@@ -57,12 +58,6 @@ pub fn back_in_service(c: crate::cloud::HyperPodCluster, out: &Value) -> StepRes
 
 pub fn execution_role_name(cluster: &str) -> String {
     format!("{cluster}-hyperpod-exec")
-}
-
-/// The shared bucket: lifecycle scripts, datasets, checkpoints, models. The `sagemaker-` prefix
-/// keeps it usable by SageMaker's own managed policies as well.
-pub fn bucket_name(cluster: &str, account: &str) -> String {
-    format!("sagemaker-instantstart-{cluster}-{account}")
 }
 
 /// 2 threads per core for p4/p5/p6 and for training-plan capacity, else 1 — always sent
@@ -124,16 +119,11 @@ impl Step for ComputeSubnetStep {
 pub struct ExecutionRoleStep;
 
 impl ExecutionRoleStep {
-    async fn bucket(cx: &StepCx<'_>) -> StepResult<String> {
-        let account = cx.cloud.iam.caller_identity().await?.account;
-        Ok(bucket_name(&cx.op.cluster, &account))
-    }
-
-    /// Least privilege: the cluster's bucket only, what the VPC CNI needs for the nodes' network
+    /// Least privilege: the cluster's place for objects only, what the VPC CNI needs for the nodes' network
     /// interfaces, image pulls and pod identity on this cluster, next to the AWS-managed instance
     /// policy (which grants logs, metrics, `sagemaker-*` reads and SSM messages only — AWS's own
     /// HyperPod templates add the same statements). No `s3:*`, no `*` resources for data.
-    fn policy(bucket: &str, eks_cluster_arn: &str) -> Value {
+    fn policy(place: &BucketPlace, eks_cluster_arn: &str) -> Value {
         let eni_arns = |p: &str| {
             // arn:aws:eks:region:account:cluster/name → the same partition, region and account.
             let parts: Vec<&str> = eks_cluster_arn.splitn(6, ':').collect();
@@ -144,12 +134,10 @@ impl ExecutionRoleStep {
                 _ => format!("arn:aws:ec2:*:*:{p}"),
             }
         };
+        let [list, objects] = place.read_write_statements("SharedBucket", "");
         json!({"Version": "2012-10-17", "Statement": [
-            {"Sid": "SharedBucketList", "Effect": "Allow",
-             "Action": ["s3:ListBucket"], "Resource": [format!("arn:aws:s3:::{bucket}")]},
-            {"Sid": "SharedBucketObjects", "Effect": "Allow",
-             "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-             "Resource": [format!("arn:aws:s3:::{bucket}/*")]},
+            list,
+            objects,
             {"Sid": "VpcCniNetworkInterfaces", "Effect": "Allow",
              "Action": ["ec2:AssignPrivateIpAddresses", "ec2:AttachNetworkInterface",
                         "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission",
@@ -175,13 +163,13 @@ impl ExecutionRoleStep {
     }
 
     async fn ensure_policies(cx: &StepCx<'_>, name: &str) -> StepResult<()> {
-        let bucket = Self::bucket(cx).await?;
+        let place = place_of(cx).await?;
         let eks = cx.recorded().eks_cluster_arn()?;
         crate::cloud::ensure_role_policy(
             cx.cloud.iam.as_ref(),
             name,
             "instantstart-hyperpod",
-            &Self::policy(&bucket, &eks),
+            &Self::policy(&place, &eks),
         )
         .await?;
         cx.cloud
@@ -220,7 +208,15 @@ impl Step for ExecutionRoleStep {
     }
 }
 
+/// Records where the cluster keeps its objects. Its own bucket is created when missing; the
+/// deployment's shared bucket is never created here (the stack owns it), only checked.
 pub struct SharedBucketStep;
+
+impl SharedBucketStep {
+    fn recorded(place: &BucketPlace) -> Value {
+        json!({"bucketName": place.bucket, "bucketPrefix": place.prefix})
+    }
+}
 
 #[async_trait]
 impl Step for SharedBucketStep {
@@ -228,21 +224,31 @@ impl Step for SharedBucketStep {
         "shared-bucket"
     }
     async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
-        let bucket = ExecutionRoleStep::bucket(cx).await?;
-        let exists = cx.cloud.objects.bucket_exists(&bucket).await?;
-        Ok(exists.then(|| json!({"bucketName": bucket})))
+        let place = place_of(cx).await?;
+        let exists = cx.cloud.objects.bucket_exists(&place.bucket).await?;
+        Ok(exists.then(|| Self::recorded(&place)))
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         // A bucket left by an earlier run (or created by another stage) is adopted.
         if let Some(found) = self.find(cx).await? {
             return Ok(found);
         }
-        let bucket = ExecutionRoleStep::bucket(cx).await?;
+        let place = place_of(cx).await?;
+        if !place.prefix.is_empty() {
+            return Err(StepError::fatal(
+                "shared-bucket-missing",
+                format!(
+                    "the deployment's shared bucket `{}` does not exist (or this control plane may not reach it): \
+                     create it, or start the server without INSTANTSTART_SHARED_BUCKET to give each cluster a bucket of its own",
+                    place.bucket
+                ),
+            ));
+        }
         cx.cloud
             .objects
-            .create_bucket(&bucket, &net_tags(cx, "bucket"))
+            .create_bucket(&place.bucket, &net_tags(cx, "bucket"))
             .await?;
-        Ok(json!({"bucketName": bucket}))
+        Ok(Self::recorded(&place))
     }
 }
 
@@ -254,13 +260,16 @@ impl Step for LifecycleScriptStep {
         "lifecycle-script"
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let bucket = cx.recorded().bucket_name()?;
-        let key = format!("{LIFECYCLE_PREFIX}on_create.sh");
+        let place = BucketPlace::required(&cx.recorded())?;
         cx.cloud
             .objects
-            .put_object(&bucket, &key, ON_CREATE_SCRIPT.as_bytes().to_vec())
+            .put_object(
+                &place.bucket,
+                &place.key(&format!("{LIFECYCLE_PREFIX}on_create.sh")),
+                ON_CREATE_SCRIPT.as_bytes().to_vec(),
+            )
             .await?;
-        Ok(json!({"lifecycleS3Uri": format!("s3://{bucket}/{LIFECYCLE_PREFIX}")}))
+        Ok(json!({"lifecycleS3Uri": place.uri(LIFECYCLE_PREFIX)}))
     }
 }
 
@@ -369,16 +378,29 @@ mod tests {
     }
 
     #[test]
-    fn bucket_names_fit_s3_limits_for_the_longest_cluster_name() {
-        let name = "x".repeat(crate::service::validate::MAX_CLUSTER_NAME);
-        assert!(bucket_name(&name, "123456789012").len() <= 63);
-    }
-
-    #[test]
     fn the_execution_policy_never_grants_s3_on_everything() {
-        let doc = ExecutionRoleStep::policy("b", "arn:aws:eks:us-west-2:1:cluster/c").to_string();
+        let own = BucketPlace {
+            bucket: "b".into(),
+            prefix: String::new(),
+        };
+        let doc = ExecutionRoleStep::policy(&own, "arn:aws:eks:us-west-2:1:cluster/c").to_string();
         assert!(!doc.contains("\"s3:*\""));
         assert!(doc.contains("arn:aws:s3:::b/*"));
+        // In a shared bucket: the cluster's prefix only, for objects and for listing.
+        let shared = BucketPlace {
+            bucket: "shared".into(),
+            prefix: "c/".into(),
+        };
+        let doc = ExecutionRoleStep::policy(&shared, "arn:aws:eks:us-west-2:1:cluster/c");
+        let s3: Vec<&Value> = doc["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["Action"].to_string().contains("s3:"))
+            .collect();
+        assert_eq!(s3.len(), 2);
+        assert_eq!(s3[0]["Condition"]["StringLike"]["s3:prefix"], json!(["c/*"]));
+        assert_eq!(s3[1]["Resource"], json!(["arn:aws:s3:::shared/c/*"]));
     }
 
     /// What AWS's HyperPod templates grant the execution role beyond the managed policy,
@@ -387,7 +409,11 @@ mod tests {
     #[test]
     fn the_execution_policy_grants_image_pulls_pod_identity_and_the_cni() {
         let eks = "arn:aws-cn:eks:cn-north-1:111122223333:cluster/demo";
-        let doc = ExecutionRoleStep::policy("b", eks);
+        let own = BucketPlace {
+            bucket: "b".into(),
+            prefix: String::new(),
+        };
+        let doc = ExecutionRoleStep::policy(&own, eks);
         let find = |action: &str| {
             doc["Statement"]
                 .as_array()

@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 
 use crate::cloud::{cluster_tags, CreateMlflowApp, ObjectRef, MANAGED_BY};
 use crate::ops::{Poll, Reconcile, Step, StepCx, StepError, StepResult};
+use crate::service::bucket::BucketPlace;
 use crate::service::resources::Recorded;
 use crate::service::steps::addons::{ensure_role, kube_target, IrsaRole};
 use crate::service::steps::features::checkpoint_role_name;
@@ -50,14 +51,13 @@ pub fn tracking_policy(app_arn: &str) -> Value {
          "Resource": [app_arn]}]})
 }
 
-/// The app's artifact store: `mlflow/` of the bucket, nothing else.
-pub fn app_role_policy(bucket: &str) -> Value {
+/// The app's artifact store: `mlflow/` of the cluster's place, nothing else.
+pub fn app_role_policy(place: &BucketPlace) -> Value {
+    let artifacts = format!("{ARTIFACT_PREFIX}/");
     json!({"Version": "2012-10-17", "Statement": [
-        {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"],
-         "Resource": [format!("arn:aws:s3:::{bucket}")],
-         "Condition": {"StringLike": {"s3:prefix": [format!("{ARTIFACT_PREFIX}/*")]}}},
-        {"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-         "Resource": [format!("arn:aws:s3:::{bucket}/{ARTIFACT_PREFIX}/*")]}]})
+        place.list_statement("ArtifactsList", &["s3:ListBucket", "s3:GetBucketLocation"], &artifacts),
+        place.objects_statement("ArtifactsObjects",
+            &["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"], &artifacts)]})
 }
 
 pub struct MlflowRoleStep;
@@ -68,7 +68,7 @@ impl Reconcile for MlflowRoleStep {
         "mlflow-role"
     }
     async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let bucket = cx.recorded().bucket_name()?;
+        let place = BucketPlace::required(&cx.recorded())?;
         let trust = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
             "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}]});
         let arn = ensure_role(
@@ -76,7 +76,7 @@ impl Reconcile for MlflowRoleStep {
             APP_ROLE,
             "mlflow-role",
             "instantstart-mlflow-artifacts",
-            &app_role_policy(&bucket),
+            &app_role_policy(&place),
             || async { Ok(trust) },
         )
         .await?;
@@ -108,14 +108,14 @@ impl Step for MlflowAppStep {
         if let Some(found) = self.find(cx).await? {
             return Ok(found);
         }
-        let bucket = cx.recorded().bucket_name()?;
+        let place = BucketPlace::required(&cx.recorded())?;
         let Some(role) = cx.cloud.iam.get_role(APP_ROLE).await? else {
             return Err(StepError::fatal(
                 "missing-prerequisite",
                 "the MLflow role is missing",
             ));
         };
-        let store = format!("s3://{bucket}/{ARTIFACT_PREFIX}");
+        let store = place.uri(ARTIFACT_PREFIX);
         let arn = cx
             .cloud
             .mlflow
@@ -202,12 +202,29 @@ mod tests {
             p["Statement"][0]["Resource"],
             json!(["arn:aws:sagemaker:us-west-2:1:mlflow-app/app-x"])
         );
-        let s = app_role_policy("b1");
+        let own = BucketPlace {
+            bucket: "b1".into(),
+            prefix: String::new(),
+        };
+        let s = app_role_policy(&own);
         let text = s.to_string();
         assert!(!text.contains("\"*\""), "{text}");
         assert_eq!(
             s["Statement"][1]["Resource"],
             json!(["arn:aws:s3:::b1/mlflow/*"])
+        );
+        assert_eq!(
+            s["Statement"][0]["Condition"]["StringLike"]["s3:prefix"],
+            json!(["mlflow/*"])
+        );
+        let shared = BucketPlace {
+            bucket: "b1".into(),
+            prefix: "demo/".into(),
+        };
+        let s = app_role_policy(&shared);
+        assert_eq!(
+            s["Statement"][1]["Resource"],
+            json!(["arn:aws:s3:::b1/demo/mlflow/*"])
         );
     }
 }

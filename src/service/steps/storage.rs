@@ -10,12 +10,16 @@ use serde_json::{json, Value};
 use super::addons::kube_target;
 use crate::cloud::{json_contains, ObjectRef, MANAGED_BY};
 use crate::ops::{Reconcile, Step, StepCx, StepError, StepResult};
+use crate::service::bucket::BucketPlace;
 use crate::service::resources::Recorded;
 
 /// Default claim name of the shared bucket.
 pub const SHARED_CLAIM: &str = "s3-claim";
 /// Label on our PersistentVolumes naming the claim they serve (`<namespace>.<claim>`).
 pub const CLAIM_LABEL: &str = "instantstart.io/claim";
+
+/// Mountpoint's mount option for mounting only the keys under a prefix.
+const MOUNT_PREFIX_OPTION: &str = "prefix ";
 
 /// What backs a claim.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
@@ -74,17 +78,29 @@ pub fn pv_name(namespace: &str, claim: &str) -> String {
 }
 
 /// The PersistentVolume and its claim, bound to each other statically (no storage class).
-pub fn volume_manifests(p: &StorageParams, bucket: Option<&str>, region: &str) -> Vec<Value> {
+/// An S3 claim on `place` mounts only its prefix (Mountpoint's `prefix` option), so a cluster
+/// in the shared bucket sees its own keys at `/s3`, never another cluster's.
+pub fn volume_manifests(p: &StorageParams, place: Option<&BucketPlace>, region: &str) -> Vec<Value> {
     let pv = pv_name(&p.namespace, &p.claim_name);
     let labels = json!({ MANAGED_BY.0: MANAGED_BY.1, CLAIM_LABEL: format!("{}.{}", p.namespace, p.claim_name) });
     let (capacity, source) = match &p.source {
         VolumeSource::S3 { region: r, .. } => {
-            let bucket = bucket.unwrap_or_default();
+            let bucket = place.map(|b| b.bucket.as_str()).unwrap_or_default();
             let region = r.as_deref().unwrap_or(region);
+            let mut options = vec![
+                json!("allow-delete"),
+                json!("allow-other"),
+                json!("uid=1000"),
+                json!("gid=1000"),
+                json!(format!("region {region}")),
+            ];
+            if let Some(prefix) = place.map(|b| b.prefix.as_str()).filter(|p| !p.is_empty()) {
+                options.push(json!(format!("{MOUNT_PREFIX_OPTION}{prefix}")));
+            }
             (
                 "1200Gi".to_string(),
                 json!({
-                    "mountOptions": ["allow-delete", "allow-other", "uid=1000", "gid=1000", format!("region {region}")],
+                    "mountOptions": options,
                     "csi": {"driver": "s3.csi.aws.com", "volumeHandle": format!("s3-{bucket}-{}", p.claim_name),
                             "volumeAttributes": {"bucketName": bucket}}
                 }),
@@ -131,16 +147,19 @@ pub struct VolumeStep;
 impl VolumeStep {
     fn manifests(cx: &StepCx<'_>) -> StepResult<Vec<Value>> {
         let p: StorageParams = cx.param()?;
-        let bucket = match &p.source {
+        let place = match &p.source {
             VolumeSource::S3 {
                 bucket: Some(b), ..
-            } => Some(b.clone()),
-            VolumeSource::S3 { bucket: None, .. } => Some(cx.recorded().bucket_name()?),
+            } => Some(BucketPlace {
+                bucket: b.clone(),
+                prefix: String::new(),
+            }),
+            VolumeSource::S3 { bucket: None, .. } => Some(BucketPlace::required(&cx.recorded())?),
             VolumeSource::Fsx { .. } => None,
         };
         Ok(volume_manifests(
             &p,
-            bucket.as_deref(),
+            place.as_ref(),
             &cx.cloud.network.region(),
         ))
     }
@@ -250,6 +269,9 @@ pub struct ClaimView {
     /// `s3` or `fsx`.
     pub kind: String,
     pub bucket: Option<String>,
+    /// The prefix of `bucket` the claim mounts (a cluster's in the shared bucket); keys under
+    /// `/s3` are relative to it.
+    pub prefix: Option<String>,
     pub file_system_id: Option<String>,
     pub capacity: Option<String>,
     /// The volume's phase (`Available`, `Bound`, `Released`).
@@ -270,6 +292,14 @@ pub fn claim_view(pv: &Value) -> Option<ClaimView> {
         }
         .into(),
         bucket: s("/spec/csi/volumeAttributes/bucketName"),
+        prefix: pv
+            .pointer("/spec/mountOptions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .find_map(|o| o.strip_prefix(MOUNT_PREFIX_OPTION))
+            .map(str::to_string),
         file_system_id: (driver == "fsx.csi.aws.com")
             .then(|| s("/spec/csi/volumeHandle"))
             .flatten(),
@@ -286,8 +316,24 @@ mod tests {
     fn default_params_are_the_shared_bucket_as_s3_claim() {
         let p: StorageParams = serde_json::from_value(json!({})).unwrap();
         assert!(p.uses_shared_bucket());
-        let m = volume_manifests(&p, Some("b-1"), "us-west-2");
+        let own = BucketPlace {
+            bucket: "b-1".into(),
+            prefix: String::new(),
+        };
+        let m = volume_manifests(&p, Some(&own), "us-west-2");
         assert_eq!(m[1]["metadata"]["name"], "s3-claim");
+        assert_eq!(claim_view(&m[0]).unwrap().prefix, None);
+        // In the shared bucket the claim mounts the cluster's prefix only.
+        let shared = BucketPlace {
+            bucket: "shared".into(),
+            prefix: "demo/".into(),
+        };
+        let m2 = volume_manifests(&p, Some(&shared), "us-west-2");
+        assert!(m2[0]["spec"]["mountOptions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("prefix demo/")));
+        assert_eq!(claim_view(&m2[0]).unwrap().prefix.as_deref(), Some("demo/"));
         assert_eq!(m[0]["spec"]["csi"]["driver"], "s3.csi.aws.com");
         assert_eq!(m[0]["spec"]["csi"]["volumeAttributes"]["bucketName"], "b-1");
         assert_eq!(m[1]["spec"]["volumeName"], m[0]["metadata"]["name"]);

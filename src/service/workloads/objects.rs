@@ -18,12 +18,15 @@ pub struct ObjectsQuery {
     pub prefix: Option<String>,
 }
 
-/// Keys in the bucket behind an S3 claim (at most 1000).
+/// Keys in the bucket behind an S3 claim (at most 1000), relative to what the claim mounts.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectList {
     pub claim: String,
     pub bucket: String,
+    /// The prefix of `bucket` the claim mounts (a cluster's in the shared bucket), if any:
+    /// `prefix` and `keys` are relative to it, as paths under `/s3` are.
+    pub mounted_prefix: Option<String>,
     pub prefix: String,
     pub keys: Vec<String>,
     /// More keys exist than were returned.
@@ -66,17 +69,22 @@ pub async fn list_objects(
         });
     };
     const LIMIT: usize = 1000;
-    let mut keys = engine
+    let mounted = c.prefix.clone().unwrap_or_default();
+    let mut keys: Vec<String> = engine
         .cloud()
         .objects
-        .list_objects(&bucket, prefix)
+        .list_objects(&bucket, &format!("{mounted}{prefix}"))
         .await
-        .map_err(cloud_err)?;
+        .map_err(cloud_err)?
+        .into_iter()
+        .filter_map(|k| k.strip_prefix(&mounted).map(str::to_string))
+        .collect();
     let truncated = keys.len() > LIMIT;
     keys.truncate(LIMIT);
     Ok(ObjectList {
         claim: claim.into(),
         bucket,
+        mounted_prefix: c.prefix.clone(),
         prefix: prefix.into(),
         keys,
         truncated,

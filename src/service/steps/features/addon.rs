@@ -91,7 +91,7 @@ pub(super) async fn addon_inputs(cx: &StepCx<'_>, f: &Feature) -> StepResult<Add
     }
     Ok(AddonInputs {
         roles,
-        bucket: bucket_of(cx).await?,
+        place: crate::service::bucket::place_of(cx).await?,
         hyperpod_cluster_arn: crate::service::steps::hyperpod::described(cx).await?.arn,
     })
 }
@@ -185,14 +185,6 @@ impl Reconcile for FeatureIdentityStep {
     }
 }
 
-pub(super) async fn bucket_of(cx: &StepCx<'_>) -> StepResult<String> {
-    let account = cx.cloud.iam.caller_identity().await?.account;
-    Ok(crate::service::steps::hyperpod::bucket_name(
-        &cx.op.cluster,
-        &account,
-    ))
-}
-
 /// A feature's own roles (the training operator's, the CloudWatch agent's, the inference
 /// operator's three, the autoscaling role): each created with its documented trust when
 /// missing, its inline policy put and its AWS-managed policies attached either way; or deleted.
@@ -227,7 +219,7 @@ impl OwnRoleStep {
     async fn ensure(
         cx: &StepCx<'_>,
         own: &OwnRole,
-        bucket: &str,
+        place: &crate::service::bucket::BucketPlace,
         cluster_arn: &str,
     ) -> StepResult<String> {
         let name = own.name(&cx.op.cluster);
@@ -251,7 +243,7 @@ impl OwnRoleStep {
                 cx.cloud.iam.as_ref(),
                 &name,
                 "instantstart-feature",
-                &policy(bucket, cluster_arn),
+                &policy(place, cluster_arn),
             )
             .await?;
         }
@@ -286,10 +278,10 @@ impl Reconcile for OwnRoleStep {
             return Ok(json!({"changed": removed > 0}));
         }
         let cluster_arn = crate::service::steps::hyperpod::described(cx).await?.arn;
-        let bucket = bucket_of(cx).await?;
+        let place = crate::service::bucket::place_of(cx).await?;
         let mut arns = serde_json::Map::new();
         for own in f.own_roles {
-            let arn = Self::ensure(cx, own, &bucket, &cluster_arn).await?;
+            let arn = Self::ensure(cx, own, &place, &cluster_arn).await?;
             arns.insert(own.suffix.to_string(), json!(arn));
         }
         Ok(json!({"roleArns": arns}))

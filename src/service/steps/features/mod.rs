@@ -61,12 +61,13 @@ pub enum Trust {
     },
 }
 
-/// A feature's own role: name suffix, trust, an inline policy for (bucket, HyperPod cluster
+/// A feature's own role: name suffix, trust, an inline policy for (the cluster's place for
+/// objects, HyperPod cluster
 /// ARN) and the AWS-managed policies attached to it.
 pub struct OwnRole {
     pub suffix: &'static str,
     pub trust: Trust,
-    pub policy: Option<fn(&str, &str) -> Value>,
+    pub policy: Option<fn(&crate::service::bucket::BucketPlace, &str) -> Value>,
     /// Names under `arn:<partition>:iam::aws:policy/`.
     pub managed: &'static [&'static str],
 }
@@ -75,7 +76,8 @@ pub struct OwnRole {
 pub struct AddonInputs {
     /// Own role ARNs by suffix.
     pub roles: std::collections::BTreeMap<&'static str, String>,
-    pub bucket: String,
+    /// The cluster's place for objects.
+    pub place: crate::service::bucket::BucketPlace,
     pub hyperpod_cluster_arn: String,
 }
 
@@ -423,7 +425,10 @@ mod tests {
                 .iter()
                 .map(|r| (r.suffix, format!("arn:aws:iam::1:role/demo-{}", r.suffix)))
                 .collect(),
-            bucket: "sagemaker-instantstart-demo-1".into(),
+            place: crate::service::bucket::BucketPlace {
+                bucket: "sagemaker-instantstart-demo-1".into(),
+                prefix: String::new(),
+            },
             hyperpod_cluster_arn: "arn:aws:sagemaker:us-west-2:1:cluster/abc".into(),
         };
         let config = (f.configuration.unwrap())(&inputs);
@@ -504,7 +509,11 @@ mod tests {
     #[test]
     fn the_inference_role_reads_only_its_bucket_and_its_cluster() {
         let arn = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abc123def456";
-        let doc = inference_policy("sagemaker-instantstart-demo", arn);
+        let own = crate::service::bucket::BucketPlace {
+            bucket: "sagemaker-instantstart-demo".into(),
+            prefix: String::new(),
+        };
+        let doc = inference_policy(&own, arn);
         for s in doc["Statement"].as_array().unwrap() {
             let actions: Vec<&str> = s["Action"]
                 .as_array()

@@ -1,10 +1,11 @@
 //! The IAM documents and add-on configuration of the managed features, each as AWS documents it:
 //! the inference operator's roles and configuration, the autoscaling role, service trusts.
 
+use crate::service::bucket::BucketPlace;
 use crate::service::steps::features::AddonInputs;
 use serde_json::{json, Value};
 
-pub(super) fn autoscaling_role_policy(_bucket: &str, cluster_arn: &str) -> Value {
+pub(super) fn autoscaling_role_policy(_place: &BucketPlace, cluster_arn: &str) -> Value {
     autoscaling_policy(cluster_arn)
 }
 
@@ -15,7 +16,7 @@ pub fn inference_configuration(i: &AddonInputs) -> Value {
     let role = |s: &str| i.roles.get(s).cloned().unwrap_or_default();
     json!({
         "executionRoleArn": role(INFERENCE_EXEC),
-        "tlsCertificateS3Bucket": i.bucket,
+        "tlsCertificateS3Bucket": i.place.bucket,
         "hyperpodClusterArn": i.hyperpod_cluster_arn,
         "alb": {"serviceAccount": {"create": true, "roleArn": role(INFERENCE_ALB)}},
         "keda": {"auth": {"aws": {"irsa": {"roleArn": role(INFERENCE_KEDA)}}}}
@@ -26,20 +27,18 @@ pub fn inference_configuration(i: &AddonInputs) -> Value {
 pub const INFERENCE_EXEC: &str = "inference";
 pub const INFERENCE_KEDA: &str = "inference-keda";
 pub const INFERENCE_ALB: &str = "inference-alb";
-/// Where the inference operator writes its TLS certificates in the cluster's bucket.
+/// Where the inference operator writes its TLS certificates in the cluster's place for objects
+/// (each endpoint's under `<TLS_PREFIX><endpoint>`).
 pub const TLS_PREFIX: &str = "inference-tls/";
 
 /// The inference operator's execution role, next to AWS's `AmazonSageMakerHyperPodInferenceAccess`:
 /// reads models from the cluster's bucket and keeps its TLS certificates under one prefix of it,
 /// reads this HyperPod cluster. Models are never written.
-pub(super) fn inference_policy(bucket: &str, cluster_arn: &str) -> Value {
+pub(super) fn inference_policy(place: &BucketPlace, cluster_arn: &str) -> Value {
     json!({"Version": "2012-10-17", "Statement": [
-        {"Sid": "ModelsList", "Effect": "Allow", "Action": ["s3:ListBucket"],
-         "Resource": [format!("arn:aws:s3:::{bucket}")]},
-        {"Sid": "ModelsRead", "Effect": "Allow", "Action": ["s3:GetObject"],
-         "Resource": [format!("arn:aws:s3:::{bucket}/*")]},
-        {"Sid": "TlsCertificates", "Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"],
-         "Resource": [format!("arn:aws:s3:::{bucket}/{TLS_PREFIX}*")]},
+        place.list_statement("ModelsList", &["s3:ListBucket"], ""),
+        place.objects_statement("ModelsRead", &["s3:GetObject"], ""),
+        place.objects_statement("TlsCertificates", &["s3:PutObject", "s3:DeleteObject"], TLS_PREFIX),
         {"Sid": "ThisCluster", "Effect": "Allow",
          "Action": ["sagemaker:DescribeCluster", "sagemaker:ListClusterNodes"],
          "Resource": [cluster_arn]}]})
@@ -47,7 +46,7 @@ pub(super) fn inference_policy(bucket: &str, cluster_arn: &str) -> Value {
 
 /// KEDA's role inside the inference operator: reads metrics (CloudWatch, Amazon Managed
 /// Service for Prometheus) to scale endpoints; nothing else.
-pub(super) fn inference_keda_policy(_bucket: &str, _cluster_arn: &str) -> Value {
+pub(super) fn inference_keda_policy(_place: &BucketPlace, _cluster_arn: &str) -> Value {
     json!({"Version": "2012-10-17", "Statement": [
         {"Sid": "ReadMetrics", "Effect": "Allow",
          "Action": ["cloudwatch:GetMetricData", "cloudwatch:GetMetricStatistics", "cloudwatch:ListMetrics",
@@ -57,7 +56,7 @@ pub(super) fn inference_keda_policy(_bucket: &str, _cluster_arn: &str) -> Value 
 
 /// The load balancer controller's role inside the inference operator: the AWS Load Balancer
 /// Controller's documented permissions, with writes limited to load balancers it tagged.
-pub(super) fn inference_alb_policy(_bucket: &str, _cluster_arn: &str) -> Value {
+pub(super) fn inference_alb_policy(_place: &BucketPlace, _cluster_arn: &str) -> Value {
     json!({"Version": "2012-10-17", "Statement": [
         {"Sid": "ServiceLinkedRole", "Effect": "Allow", "Action": ["iam:CreateServiceLinkedRole"],
          "Resource": "*",

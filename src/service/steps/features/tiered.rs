@@ -6,7 +6,6 @@ use serde_json::{json, Value};
 
 use crate::cloud::{Cloud, CloudResult, KubeTarget, ObjectRef, TieredStorage, MANAGED_BY};
 use crate::ops::{Poll, Reconcile, StepCx, StepError, StepResult};
-use crate::service::resources::Recorded;
 use crate::service::steps::addons::{kube_target, IrsaRole};
 use crate::service::steps::features::{Feature, FeatureParams, FeatureState};
 use crate::service::steps::hyperpod::hyperpod_of;
@@ -15,6 +14,8 @@ use crate::service::steps::hyperpod::hyperpod_of;
 pub const TIERED: &str = "tieredCheckpointing";
 /// The service account checkpointing clients run as, in the namespace our workloads use.
 pub const CHECKPOINT_SA: (&str, &str) = ("default", "hyperpod-checkpointing");
+/// Where in the cluster's place checkpoints are kept.
+pub const CHECKPOINT_PREFIX: &str = "checkpoints/";
 /// Default share of instance memory for checkpoints.
 pub const DEFAULT_MEMORY_PERCENT: u32 = 20;
 
@@ -108,12 +109,9 @@ impl Reconcile for CheckpointRoleStep {
             }
             return Ok(json!({"changed": existed}));
         }
-        let bucket = cx.recorded().bucket_name()?;
-        let doc = json!({"Version": "2012-10-17", "Statement": [
-            {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [format!("arn:aws:s3:::{bucket}")],
-             "Condition": {"StringLike": {"s3:prefix": ["checkpoints/*"]}}},
-            {"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-             "Resource": [format!("arn:aws:s3:::{bucket}/checkpoints/*")]}]});
+        let place = crate::service::bucket::place_of(cx).await?;
+        let doc = json!({"Version": "2012-10-17",
+                         "Statement": place.read_write_statements("Checkpoints", CHECKPOINT_PREFIX)});
         let role = IrsaRole {
             name,
             namespace: CHECKPOINT_SA.0,

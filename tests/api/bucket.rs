@@ -1,0 +1,100 @@
+//! The deployment's shared bucket (`--shared-bucket`, the CloudFormation stack's): each cluster
+//! keeps its objects under its own prefix of it, the bucket is never created by the server,
+//! and a name HyperPod would refuse is refused at startup.
+
+use serde_json::Value;
+
+use crate::helpers::{accepted_count, pipeline_body, spawn_app_with, Opts};
+
+const SHARED: &str = "sagemaker-instantstart-shared-123456789012-us-west-2";
+
+#[tokio::test]
+async fn a_cluster_keeps_its_objects_under_its_prefix_of_the_shared_bucket() {
+    let app = spawn_app_with(Opts {
+        shared_bucket: Some(SHARED),
+        create_shared_bucket: true,
+        ..Default::default()
+    })
+    .await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    let op = app.wait_terminal(&id).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+
+    let cluster = app.json("/api/clusters/demo").await;
+    let res = &cluster["resources"];
+    assert_eq!(res["bucketName"], SHARED, "{res}");
+    assert_eq!(res["bucketPrefix"], "demo/");
+    assert_eq!(
+        res["lifecycleS3Uri"],
+        format!("s3://{SHARED}/demo/lifecycle/")
+    );
+    // The server made no bucket: the one call is the test's, standing in for the stack.
+    let calls = app.calls().await;
+    assert_eq!(accepted_count(&calls, "s3:CreateBucket"), 1, "{calls}");
+
+    // The claim mounts the prefix; what it shows is relative to it, as /s3 is in a pod.
+    let storage = app.json("/api/clusters/demo/storage").await;
+    let claim = storage
+        .as_array()
+        .or_else(|| storage["items"].as_array())
+        .and_then(|cs| cs.iter().find(|c| c["claimName"] == "s3-claim"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no s3-claim: {storage}"));
+    assert_eq!(claim["bucket"], SHARED);
+    assert_eq!(claim["prefix"], "demo/");
+    let objects = app
+        .json("/api/clusters/demo/storage/s3-claim/objects?prefix=lifecycle/")
+        .await;
+    assert_eq!(objects["mountedPrefix"], "demo/", "{objects}");
+    let keys: Vec<&str> = objects["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(keys, ["lifecycle/on_create.sh"], "{objects}");
+}
+
+#[tokio::test]
+async fn a_missing_shared_bucket_fails_the_stage_and_is_never_created() {
+    let app = spawn_app_with(Opts {
+        shared_bucket: Some(SHARED),
+        ..Default::default()
+    })
+    .await;
+    let mut body = pipeline_body();
+    body["storage"] = serde_json::json!(false);
+    let id = app.start("/api/pipelines", &body).await;
+    let op = app.wait_terminal(&id).await;
+    assert_eq!(op["state"], "failed", "{op}");
+    let ops = app.json("/api/operations?cluster=demo&state=failed").await;
+    let hyperpod = ops
+        .as_array()
+        .and_then(|os| os.iter().find(|o| o["kind"] == "hyperpod"))
+        .unwrap_or_else(|| panic!("no failed hyperpod stage: {ops}"));
+    assert_eq!(hyperpod["error"]["code"], "shared-bucket-missing", "{hyperpod}");
+    let text = hyperpod["error"].to_string();
+    assert!(
+        text.contains("shared-bucket-missing") && text.contains(SHARED),
+        "the failure names the bucket: {text}"
+    );
+    let calls = app.calls().await;
+    assert_eq!(accepted_count(&calls, "s3:CreateBucket"), 0, "{calls}");
+    assert_eq!(accepted_count(&calls, "sagemaker:CreateCluster"), 0);
+}
+
+#[tokio::test]
+async fn a_shared_bucket_hyperpod_would_refuse_is_refused_at_startup() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = instantstart::config::ServeConfig::sandbox(dir.path().to_path_buf());
+    config.shared_bucket = Some("instantstart-shared-123456789012-us-west-2".into());
+    let e = instantstart::build_app(config)
+        .await
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("INSTANTSTART_SHARED_BUCKET") && e.contains("sagemaker-"),
+        "{e}"
+    );
+}
