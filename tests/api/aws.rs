@@ -282,7 +282,10 @@ async fn the_pipeline_runs_network_eks_and_hyperpod_against_moto() {
         .iter()
         .find(|s| s["Action"] == json!(["s3:ListBucket"]))
         .unwrap();
-    assert_eq!(list["Condition"]["StringLike"]["s3:prefix"], json!(["demo/*"]));
+    assert_eq!(
+        list["Condition"]["StringLike"]["s3:prefix"],
+        json!(["demo/*"])
+    );
     assert!(
         doc.contains(&format!("arn:aws:s3:::{SHARED}/demo/*"))
             && !doc.contains(&format!("arn:aws:s3:::{SHARED}/*"))

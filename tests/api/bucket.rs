@@ -72,7 +72,10 @@ async fn a_missing_shared_bucket_fails_the_stage_and_is_never_created() {
         .as_array()
         .and_then(|os| os.iter().find(|o| o["kind"] == "hyperpod"))
         .unwrap_or_else(|| panic!("no failed hyperpod stage: {ops}"));
-    assert_eq!(hyperpod["error"]["code"], "shared-bucket-missing", "{hyperpod}");
+    assert_eq!(
+        hyperpod["error"]["code"], "shared-bucket-missing",
+        "{hyperpod}"
+    );
     let text = hyperpod["error"].to_string();
     assert!(
         text.contains("shared-bucket-missing") && text.contains(SHARED),

@@ -399,7 +399,10 @@ mod tests {
             .filter(|s| s["Action"].to_string().contains("s3:"))
             .collect();
         assert_eq!(s3.len(), 2);
-        assert_eq!(s3[0]["Condition"]["StringLike"]["s3:prefix"], json!(["c/*"]));
+        assert_eq!(
+            s3[0]["Condition"]["StringLike"]["s3:prefix"],
+            json!(["c/*"])
+        );
         assert_eq!(s3[1]["Resource"], json!(["arn:aws:s3:::shared/c/*"]));
     }
 

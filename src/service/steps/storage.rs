@@ -80,7 +80,11 @@ pub fn pv_name(namespace: &str, claim: &str) -> String {
 /// The PersistentVolume and its claim, bound to each other statically (no storage class).
 /// An S3 claim on `place` mounts only its prefix (Mountpoint's `prefix` option), so a cluster
 /// in the shared bucket sees its own keys at `/s3`, never another cluster's.
-pub fn volume_manifests(p: &StorageParams, place: Option<&BucketPlace>, region: &str) -> Vec<Value> {
+pub fn volume_manifests(
+    p: &StorageParams,
+    place: Option<&BucketPlace>,
+    region: &str,
+) -> Vec<Value> {
     let pv = pv_name(&p.namespace, &p.claim_name);
     let labels = json!({ MANAGED_BY.0: MANAGED_BY.1, CLAIM_LABEL: format!("{}.{}", p.namespace, p.claim_name) });
     let (capacity, source) = match &p.source {
