@@ -106,6 +106,19 @@ async fn an_endpoint_with_cache_tiers_and_routing_deploys_answers_scales_and_is_
     assert_eq!(op["state"], "succeeded", "{op}");
     let manifests = op["params"]["manifests"].as_array().unwrap().clone();
     let spec = &manifests[0]["spec"];
+    // The operator writes its certificate where its role may write: the TLS prefix of the
+    // cluster's bucket.
+    let tls = spec["tlsConfig"]["tlsCertificateOutputS3Uri"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        tls.starts_with("s3://sagemaker-instantstart-demo-")
+            && tls.ends_with(&format!(
+                "/{}qwen",
+                instantstart::service::steps::features::TLS_PREFIX
+            )),
+        "{tls}"
+    );
     // The shapes of AWS's example (L1+L2 on tiered storage, prefix-aware routing).
     let example: Value = serde_yaml::from_str(
         &std::fs::read_to_string(
