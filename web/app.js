@@ -98,7 +98,11 @@ async function route() {
 
 document.getElementById('cluster-select').addEventListener('change', async (e) => {
   const name = e.target.value || null;
-  await api('/api/active-cluster', { method: 'PUT', body: { name } });
+  // "(none)" clears the choice; a cluster is chosen by name.
+  const r = name
+    ? await api('/api/active-cluster', { method: 'PUT', body: { name } })
+    : await api('/api/active-cluster', { method: 'DELETE' });
+  if (!r.ok) return refreshClusterSelect();
   session.active = name;
   const [path, query] = (location.hash || '#/clusters').split('?');
   if (new URLSearchParams(query || '').has('cluster')) {

@@ -26,10 +26,25 @@ export async function cluster(name) {
       deps.ok ? table(['Component', 'Install', 'State', 'Reason'], deps.body.components.map((d) => [d.name, d.install, stateBadge(d.state), d.reason])) : errorBox(deps),
       reconcile,
       h('h2', {}, 'Nodes'), nodesTable(status),
-      h('h2', {}, 'Storage claims'), claimsTable(claims));
+      h('h2', {}, 'Storage claims'), claimsTable(claims),
+      h('h2', {}, 'Remove'), removal(name));
   };
   await render();
   return follow((o) => o.cluster === name, render);
+}
+
+/** Forgetting touches nothing in the account; deleting removes what the cluster is made of. */
+function removal(name) {
+  const path = `/api/clusters/${encodeURIComponent(name)}`;
+  const forget = h('button', { type: 'button', id: 'cluster-forget', class: 'secondary', onclick: (e) => removeWorkload(`${path}/forget`,
+    `Forget ${name}? InstantStart drops its record and touches nothing in your account: its EKS and HyperPod clusters keep running (and billing). Import it again to manage it.`,
+    e.target, 'POST') }, 'Forget cluster');
+  const del = h('button', { type: 'button', id: 'cluster-delete', class: 'danger', onclick: (e) => removeWorkload(path,
+    `Delete ${name}? This deletes its HyperPod cluster, EKS cluster, network and roles, imported ones too. Its objects in S3 are kept.`,
+    e.target) }, 'Delete cluster');
+  return h('div', {},
+    h('p', { class: 'muted' }, 'Forget: stop managing the cluster here and leave everything running (for an imported cluster, hand it back). Delete: tear it all down.'),
+    forget, ' ', del);
 }
 
 function nodesTable(status) {

@@ -137,7 +137,7 @@ export const EXPECTED = {
   pipeline: '35–50 min', cluster: '15–20 min', dependencies: '3–5 min', hyperpod: '15–25 min',
   storage: '1–2 min', 'storage-delete': 'under a minute', import: 'under a minute',
   'instance-group-add': '10–20 min', 'instance-group-scale': '5–15 min', 'instance-group-delete': '5–15 min',
-  'node-action': '2–10 min', 'delete-cluster': '15–25 min',
+  'node-action': '2–10 min', 'delete-cluster': '15–25 min', 'forget-cluster': 'under a minute',
   'model-download': 'minutes to an hour', 'inference-deploy': '5–20 min', 'workload-delete': 'under a minute',
   'hyperpod-software-update': '30–90 min',
 };
@@ -253,10 +253,11 @@ export function input(id, attrs = {}) {
   return h('input', { type: 'text', id, autocomplete: 'off', ...attrs });
 }
 
-export async function removeWorkload(path, question, button) {
+/** Asks, then starts the operation (a DELETE, or the POST `method` names) and follows it. */
+export async function removeWorkload(path, question, button, method = 'DELETE') {
   if (!window.confirm(question)) return;
   button.disabled = true;
-  const r = await api(path, { method: 'DELETE' });
+  const r = await api(path, { method });
   if (r.ok) location.hash = `#/op/${r.body.operationId}`;
   else { button.disabled = false; button.after(errorBox(r)); }
 }

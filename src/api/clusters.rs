@@ -19,8 +19,9 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_clusters, create_cluster))
         .routes(routes!(import_cluster))
         .routes(routes!(get_cluster, delete_cluster))
+        .routes(routes!(forget_cluster))
         .routes(routes!(cluster_status))
-        .routes(routes!(get_active, put_active))
+        .routes(routes!(get_active, put_active, clear_active))
 }
 
 /// Query of `GET /api/clusters`.
@@ -103,8 +104,9 @@ async fn get_cluster(
     Ok(Json(service::cluster_view(&state.engine, &name).await?))
 }
 
-/// Delete a cluster: HyperPod, EKS, network and roles. The shared S3 bucket is kept. Ask the user
-/// to confirm first.
+/// Delete a cluster: HyperPod, EKS, network and roles — an imported cluster's too. Its objects in
+/// S3 are kept. Ask the user to confirm first; to stop managing a cluster without deleting
+/// anything, use cluster_forget.
 #[utoipa::path(delete, path = "/api/clusters/{name}", operation_id = "cluster_delete",
     extensions(("x-mcp" = json!({"destructive": true, "openWorld": true, "duration": "15-25 minutes on AWS"}))),
     params(("name" = String, Path)),
@@ -116,6 +118,23 @@ async fn delete_cluster(
 ) -> ApiResult<Started> {
     Ok(Started(
         start::delete_cluster(&state.engine, &name, &caller).await?,
+    ))
+}
+
+/// Forget a cluster: drop its record here and touch nothing in the account (its EKS and HyperPod
+/// clusters, network and roles keep running and billing; import it again to manage it). For an
+/// imported cluster this hands it back. Ask the user to confirm first.
+#[utoipa::path(post, path = "/api/clusters/{name}/forget", operation_id = "cluster_forget",
+    extensions(("x-mcp" = json!({"destructive": true, "duration": "under a minute"}))),
+    params(("name" = String, Path)),
+    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn forget_cluster(
+    State(state): State<AppState>,
+    caller: Caller,
+    ClusterName(name): ClusterName,
+) -> ApiResult<Started> {
+    Ok(Started(
+        start::forget_cluster(&state.engine, &name, &caller).await?,
     ))
 }
 
@@ -170,6 +189,15 @@ async fn get_active(State(state): State<AppState>) -> ApiResult<Json<ActiveClust
     Ok(Json(ActiveCluster {
         name: service::active_cluster(&state.engine).await?,
     }))
+}
+
+/// Clear the active cluster: requests must name their cluster (and no cluster is picked for
+/// being the only one) until one is chosen or created.
+#[utoipa::path(delete, path = "/api/active-cluster", operation_id = "active_cluster_clear",
+    responses((status = 200, body = ActiveCluster)))]
+async fn clear_active(State(state): State<AppState>) -> ApiResult<Json<ActiveCluster>> {
+    service::clear_active_cluster(&state.engine).await?;
+    Ok(Json(ActiveCluster { name: None }))
 }
 
 /// Choose the active cluster.

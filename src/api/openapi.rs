@@ -235,6 +235,29 @@ mod tests {
         }
     }
 
+    /// Bodies that name a cluster declare the same pattern as the path parameter.
+    #[test]
+    fn bodies_declare_the_cluster_name_pattern_of_the_path() {
+        let doc = document();
+        let pattern = path_pattern("/api/clusters/{name}", "name").unwrap();
+        for (schema, field) in [
+            ("CreateClusterRequest", "name"),
+            ("PipelineRequest", "name"),
+            ("ActiveClusterRequest", "name"),
+            ("ImportRequest", "eksClusterName"),
+        ] {
+            assert_eq!(
+                doc["components"]["schemas"][schema]["properties"][field]["pattern"], pattern,
+                "{schema}.{field}"
+            );
+        }
+        let count = &doc["components"]["schemas"]["PipelineRequest"]["properties"]["instanceCount"];
+        assert_eq!(
+            (count["minimum"].as_f64(), count["maximum"].as_f64()),
+            (Some(1.0), Some(1000.0))
+        );
+    }
+
     #[test]
     fn a_documented_path_pattern_accepts_what_the_validator_accepts() {
         let pattern = path_pattern("/api/clusters/{name}", "name").unwrap();

@@ -144,6 +144,7 @@ mod tests {
     /// Tools that delete or stop something.
     const DESTRUCTIVE: &[&str] = &[
         "cluster_delete",
+        "cluster_forget",
         "operation_cancel",
         "node_replace",
         "node_delete",
@@ -248,6 +249,7 @@ mod tests {
                 && !matches!(
                     t.name.as_str(),
                     "active_cluster_set"
+                        | "active_cluster_clear"
                         | "operation_cancel"
                         | "deployment_invoke"
                         | "endpoint_invoke"

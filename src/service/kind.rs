@@ -72,6 +72,9 @@ pub enum OpKind {
     InstanceGroupScale,
     InstanceGroupDelete,
     DeleteCluster,
+    /// Dropping a cluster's record and touching nothing in the account (an imported cluster
+    /// handed back to whoever made it).
+    ForgetCluster,
 }
 
 use OpKind::*;
@@ -106,9 +109,15 @@ kinds! {
     InstanceGroupScale => "instance-group-scale",
     InstanceGroupDelete => "instance-group-delete",
     DeleteCluster => "delete-cluster",
+    ForgetCluster => "forget-cluster",
 }
 
 impl OpKind {
+    /// Kinds that end the cluster's record: nothing else may run beside them.
+    pub fn ends_cluster(self) -> bool {
+        matches!(self, DeleteCluster | ForgetCluster)
+    }
+
     /// The stages a cluster is made of, in pipeline order.
     pub const STAGES: [OpKind; 4] = [Cluster, Dependencies, HyperPod, Storage];
 

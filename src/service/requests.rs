@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateClusterRequest {
     /// 1–24 lowercase letters, digits, hyphens; starts with a letter.
+    #[schema(pattern = r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
     pub name: String,
     /// Defaults to the control plane's region (the only one accepted).
     pub region: Option<String>,
@@ -30,17 +31,20 @@ pub struct CreateHyperPodRequest {
     pub instance_type: String,
     /// 1–1000 within the account's quota; a new group added under managed autoscaling may start
     /// at 0 (Karpenter provisions it once it is in the governed set).
+    #[schema(minimum = 0, maximum = 1000)]
     pub instance_count: i64,
     /// Availability Zone of the instance group (its compute subnet goes there). May be omitted
     /// with `training-plan`: the plan's reservation decides it.
     pub zone: Option<String>,
     /// `on-demand`, `spot` or `training-plan`.
+    #[schema(pattern = r"^(on-demand|spot|training-plan)$")]
     pub capacity_type: String,
     /// Required with `training-plan`.
     pub training_plan_arn: Option<String>,
     /// Run `InstanceStress` and `InstanceConnectivity` deep health checks at start (default false).
     pub deep_health_checks: Option<bool>,
     /// EBS volume per instance in GB (default 500).
+    #[schema(minimum = 1, maximum = 16384)]
     pub volume_size_gb: Option<i64>,
     /// Default `workers`.
     pub instance_group_name: Option<String>,
@@ -50,6 +54,7 @@ pub struct CreateHyperPodRequest {
     /// Prefix length (16–24, default 20) of the zone's compute subnet when this request creates
     /// it. A /20 holds roughly 30–40 p5-class nodes once the VPC CNI's warm IP pools are
     /// counted; larger fleets need a wider subnet, usually in a `secondaryCidr`.
+    #[schema(minimum = 16, maximum = 24)]
     pub compute_subnet_size: Option<i64>,
 }
 
@@ -57,12 +62,17 @@ pub struct CreateHyperPodRequest {
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PipelineRequest {
+    /// The cluster's name (see `POST /api/clusters`).
+    #[schema(pattern = r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
     pub name: String,
     pub region: Option<String>,
     /// Availability Zone of the first instance group; may be omitted with `training-plan`.
     pub zone: Option<String>,
     pub instance_type: String,
+    #[schema(minimum = 1, maximum = 1000)]
     pub instance_count: i64,
+    /// `on-demand`, `spot` or `training-plan`.
+    #[schema(pattern = r"^(on-demand|spot|training-plan)$")]
     pub capacity_type: String,
     pub training_plan_arn: Option<String>,
     /// Install the dependencies stage (default true).
@@ -70,6 +80,8 @@ pub struct PipelineRequest {
     /// Mount the shared bucket as `s3-claim` (default true).
     pub storage: Option<bool>,
     pub deep_health_checks: Option<bool>,
+    /// EBS volume per instance in GB (default 500).
+    #[schema(minimum = 1, maximum = 16384)]
     pub volume_size_gb: Option<i64>,
     pub instance_group_name: Option<String>,
     pub vpc_cidr: Option<String>,
@@ -79,6 +91,7 @@ pub struct PipelineRequest {
     /// A second VPC block for large fleets (see `POST /api/clusters`).
     pub secondary_cidr: Option<String>,
     /// Prefix length of the compute subnet, 16–24 (default 20).
+    #[schema(minimum = 16, maximum = 24)]
     pub compute_subnet_size: Option<i64>,
 }
 
@@ -96,8 +109,10 @@ pub struct DependenciesRequest {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ImportRequest {
     /// The existing EKS cluster; it becomes the InstantStart cluster name.
+    #[schema(pattern = r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
     pub eks_cluster_name: String,
     /// Its HyperPod cluster, if it has one.
+    #[schema(pattern = r"^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$")]
     pub hyperpod_cluster_name: Option<String>,
 }
 
@@ -110,5 +125,7 @@ pub struct EmptyRequest {}
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ActiveClusterRequest {
+    /// The cluster to work on when a request names none.
+    #[schema(pattern = r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
     pub name: String,
 }

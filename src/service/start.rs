@@ -170,6 +170,12 @@ pub async fn delete_cluster(engine: &Engine, name: &str, caller: &Caller) -> Api
     start(engine, OpKind::DeleteCluster, name, &json!({}), caller).await
 }
 
+/// Drops the cluster's record (and its Kubernetes client) without touching anything in the
+/// account: what it created or imported keeps running, and can be imported again.
+pub async fn forget_cluster(engine: &Engine, name: &str, caller: &Caller) -> ApiResult<Accepted> {
+    start(engine, OpKind::ForgetCluster, name, &json!({}), caller).await
+}
+
 pub async fn dependencies(
     engine: &Engine,
     name: &str,

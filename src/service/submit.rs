@@ -170,13 +170,13 @@ pub(super) async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResul
     let Some(cluster) = existing.filter(|c| c.status != crate::store::Lifecycle::Deleted) else {
         return Err(ApiError::not_found(format!("cluster `{}`", sub.cluster)));
     };
-    if let Some(del) = running(OpKind::DeleteCluster) {
+    if let Some(del) = running(OpKind::DeleteCluster).or_else(|| running(OpKind::ForgetCluster)) {
         return Err(ApiError::conflict(
             format!("cluster `{}` is being deleted", cluster.name),
             Some(del.id.clone()),
         ));
     }
-    if sub.kind == OpKind::DeleteCluster {
+    if sub.kind.ends_cluster() {
         if let Some(busy) = latest
             .iter()
             .find(|o| !o.state.is_terminal() && o.parent_id.is_none())

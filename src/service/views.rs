@@ -150,11 +150,13 @@ pub async fn list_clusters(
 }
 
 /// The cluster used when a request names none: the one chosen (the last one created, unless
-/// another was chosen since), else the only one there is.
+/// another was chosen since), else the only one there is — unless the choice was cleared.
 pub async fn active_cluster(engine: &Engine) -> ApiResult<Option<String>> {
     let store = engine.store();
-    if let Some(name) = store.setting(ACTIVE_CLUSTER).await? {
-        return Ok(Some(name));
+    match store.setting(ACTIVE_CLUSTER).await? {
+        Some(name) if name == NO_ACTIVE_CLUSTER => return Ok(None),
+        Some(name) => return Ok(Some(name)),
+        None => {}
     }
     let mut live = store
         .list_clusters()
@@ -165,6 +167,19 @@ pub async fn active_cluster(engine: &Engine) -> ApiResult<Option<String>> {
         (Some(only), None) => Some(only.name),
         _ => None,
     })
+}
+
+/// The setting's value once the user cleared the choice: no cluster is active, not even the
+/// only one, until one is chosen or created. (No cluster name is empty.)
+const NO_ACTIVE_CLUSTER: &str = "";
+
+/// Clears the choice: no cluster is active until one is chosen or created.
+pub async fn clear_active_cluster(engine: &Engine) -> ApiResult<()> {
+    engine
+        .store()
+        .set_setting(ACTIVE_CLUSTER, Some(NO_ACTIVE_CLUSTER))
+        .await?;
+    Ok(())
 }
 
 /// Chooses the active cluster (it must exist).

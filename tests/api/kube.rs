@@ -1035,6 +1035,39 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
     );
     assert_eq!(body["cache"]["pods"], 5001);
     assert_eq!(again(tag).await.status(), StatusCode::NOT_MODIFIED);
+
+    // Handed back: forgetting drops the record and touches nothing of theirs.
+    let forgot = run(&client, &base, "/api/clusters/theirs/forget", None, None).await;
+    assert_eq!(forgot["state"], "succeeded", "{forgot}");
+    let r = client
+        .get(format!("{base}/api/clusters/theirs"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let eks_status = eks.describe_cluster().name("theirs").send().await.unwrap();
+    assert!(eks_status.cluster().is_some(), "their EKS cluster is kept");
+    let hp = sagemaker
+        .describe_cluster()
+        .cluster_name("their-hp")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        hp.cluster_name(),
+        Some("their-hp"),
+        "their HyperPod cluster is kept"
+    );
+    // And it can be imported again.
+    let again = run(
+        &client,
+        &base,
+        "/api/clusters/import",
+        Some(json!({"eksClusterName": "theirs", "hyperpodClusterName": "their-hp"})),
+        None,
+    )
+    .await;
+    assert_eq!(again["state"], "succeeded", "{again}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -724,4 +724,65 @@ async fn the_active_cluster_is_the_newest_one_unless_chosen_else_the_only_one() 
     let deleted = app.delete_and_wait("/api/clusters/one").await;
     assert_eq!(deleted["state"], "succeeded", "{deleted}");
     assert_eq!(active().await, "two");
+
+    // Cleared ("(none)" in the header): nothing is active, not even the only cluster, until one
+    // is chosen again.
+    let r = app
+        .client
+        .delete(app.url("/api/active-cluster"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.json::<serde_json::Value>().await.unwrap()["name"].is_null());
+    assert!(active().await.is_null());
+    assert_eq!(app.json("/api/clusters/two").await["active"], false);
+    let r = app
+        .client
+        .put(app.url("/api/active-cluster"))
+        .json(&json!({"name": "two"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(active().await, "two");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forgetting_a_cluster_drops_its_record_and_touches_nothing_in_the_account() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    // Not while something runs on it.
+    let forget = || async {
+        app.client
+            .post(app.url("/api/clusters/demo/forget"))
+            .send()
+            .await
+            .unwrap()
+    };
+    let r = forget().await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+
+    let before = app.calls().await;
+    let r = forget().await;
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let id = r.json::<serde_json::Value>().await.unwrap()["operationId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let op = app.wait_terminal(&id).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(op["kind"], "forget-cluster");
+    let after = app.calls().await;
+    assert_eq!(
+        after["accepted"], before["accepted"],
+        "no call to the account at all"
+    );
+    assert_eq!(
+        app.get("/api/clusters/demo").await.status(),
+        StatusCode::NOT_FOUND
+    );
+    assert!(app.json("/api/active-cluster").await["name"].is_null());
+    assert_eq!(forget().await.status(), StatusCode::NOT_FOUND);
 }

@@ -164,9 +164,11 @@ async fn browser_scenarios_in_headless_chromium() {
     server.ready(&client).await;
     let base = server.base.clone();
     let out2 = out.clone();
-    tokio::task::spawn_blocking(move || chromium_scenarios(&base, &out2, &["retry", "reload"]))
-        .await
-        .unwrap();
+    tokio::task::spawn_blocking(move || {
+        chromium_scenarios(&base, &out2, &["retry", "reload", "forget"])
+    })
+    .await
+    .unwrap();
 
     for shot in [
         "progress",

@@ -96,6 +96,14 @@ def nodes(page, base, out):
     expect(page.locator("nav a[data-nav=nodes]")).to_have_attribute("aria-current", "page")
     page.goto(f"{base}/#/nodes")
     expect(page.locator("h2:has-text('Nodes') + div table tbody tr")).to_have_count(2)
+    # "(none)" clears the choice (links stop naming a cluster, the server agrees); choosing
+    # the cluster again brings its pages back.
+    page.get_by_label("Active cluster").select_option("")
+    expect(page.locator("nav a[data-nav=nodes]")).to_have_attribute("href", "#/nodes")
+    assert page.evaluate("fetch('/api/active-cluster').then(r => r.json())")["name"] is None
+    page.get_by_label("Active cluster").select_option("ui-demo")
+    expect(page.locator("nav a[data-nav=nodes]")).to_have_attribute("href", "#/nodes?cluster=ui-demo")
+    expect(page.locator("h2:has-text('Nodes') + div table tbody tr")).to_have_count(2)
     # A node action asks first; dismissing does nothing, accepting starts a watched operation.
     reboot = page.locator("h2:has-text('Nodes') + div table tbody tr").first.get_by_role("button", name="reboot")
     page.once("dialog", lambda d: d.dismiss())
@@ -308,7 +316,27 @@ def training(page, base, out):
     page.screenshot(path=f"{out}/training.png", full_page=True)
 
 
-SCENARIOS = {"training": training, "workloads": workloads, "groups": groups, "features": features, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
+def forget(page, base, out):
+    """Forgetting a cluster asks first, then drops it from the list and leaves the account alone."""
+    page.goto(f"{base}/#/cluster/ui-retry")
+    button = page.get_by_role("button", name="Forget cluster")
+    page.once("dialog", lambda d: d.dismiss())
+    button.click()
+    assert "#/cluster/ui-retry" in page.url
+    calls = "fetch('/api/sandbox/calls').then(r => r.json())"
+    before = page.evaluate(calls)["accepted"]
+    page.once("dialog", lambda d: d.accept())
+    button.click()
+    page.wait_for_url("**/#/op/*")
+    wait_pipeline(page)
+    page.goto(f"{base}/#/clusters")
+    expect(page.locator("a[href='#/cluster/ui-reload']")).to_be_visible()
+    expect(page.locator("a[href='#/cluster/ui-retry']")).to_have_count(0)
+    after = page.evaluate(calls)["accepted"]
+    assert after == before, f"forgetting called the account: {before} -> {after}"
+
+
+SCENARIOS = {"forget": forget, "training": training, "workloads": workloads, "groups": groups, "features": features, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
 
 
 def main():

@@ -29,6 +29,7 @@
 //! hyperpod-software-update  update-software (watched back to InService)
 //! node-action   node-action (reboot | replace | delete one node, watched back to Running)
 //! delete-cluster  delete-hyperpod → delete-eks → delete-gateways → delete-vpc → delete-roles → forget
+//! forget-cluster  forget (the record only; nothing in the account is touched)
 //! ```
 
 pub mod addons;
@@ -343,6 +344,7 @@ impl Stages for OperationKinds {
                 Arc::new(DeleteRolesStep),
                 Arc::new(ForgetStep),
             ],
+            OpKind::ForgetCluster => vec![Arc::new(ForgetStep)],
         };
         Some(steps)
     }

@@ -75,10 +75,13 @@ pub async fn list_deployments(engine: &Engine, name: &str) -> ApiResult<Vec<Depl
     let services = list("v1", "Service", selector.clone())
         .await
         .map_err(cloud_err)?;
-    // Without KEDA's CRDs nothing autoscales: no ScaledObjects to read.
-    let scaled = list(KEDA_API, "ScaledObject", selector)
-        .await
-        .unwrap_or_default();
+    // Without KEDA's CRDs nothing autoscales: no ScaledObjects to read. Any other error (auth,
+    // network) is the answer's, not hidden as "no autoscaling".
+    let scaled = match list(KEDA_API, "ScaledObject", selector).await {
+        Ok(scaled) => scaled,
+        Err(e) if matches!(e.code.as_str(), "KindNotServed" | "NotFound") => Vec::new(),
+        Err(e) => return Err(cloud_err(e)),
+    };
     let (routers, workers): (Vec<&Value>, Vec<&Value>) = deployments
         .iter()
         .partition(|d| label(d, ROUTER_FOR_LABEL).is_some());
