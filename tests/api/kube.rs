@@ -536,6 +536,46 @@ async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emul
         .unwrap();
     problem(r, StatusCode::NOT_FOUND).await;
 
+    // A claim on another bucket: the S3 CSI driver mounts with its role, so the role is given
+    // that bucket first, and loses it again with the claim.
+    let csi_policy = || async {
+        let iam = aws_sdk_iam::Client::new(&p.moto.aws().await.config);
+        let doc = iam
+            .get_role_policy()
+            .role_name("demo-s3-csi")
+            .policy_name("instantstart-shared-bucket")
+            .send()
+            .await
+            .unwrap()
+            .policy_document()
+            .to_string();
+        percent_encoding::percent_decode_str(&doc)
+            .decode_utf8_lossy()
+            .to_string()
+    };
+    assert!(!csi_policy().await.contains("their-datasets"));
+    let op = run(
+        &client,
+        &base,
+        "/api/clusters/demo/storage",
+        Some(json!({"claimName": "datasets", "bucket": "their-datasets"})),
+        None,
+    )
+    .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let policy = csi_policy().await;
+    assert!(
+        policy.contains("arn:aws:s3:::their-datasets/*") && policy.contains(bucket),
+        "{policy}"
+    );
+    let op = delete_and_wait(&client, &base, "/api/clusters/demo/storage/datasets").await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let policy = csi_policy().await;
+    assert!(
+        !policy.contains("their-datasets") && policy.contains(bucket),
+        "{policy}"
+    );
+
     // A model download is a Job in the cluster; its token is a Secret the Job only references.
     let token = "hf_EmulatorSecret42";
     let (status, body) = post(

@@ -9,8 +9,9 @@
 //!               NVIDIA and EFA device plugins, KubeRay, KEDA
 //! hyperpod      compute-subnet → execution-role → shared-bucket → lifecycle-script → hyperpod-cluster
 //!               → dependencies-ready (what the dependency stage applied before nodes existed)
-//! storage       [shared-bucket →] volume (PV + PVC: S3 bucket or FSx for Lustre)
-//! storage-delete  delete-volume
+//! storage       [shared-bucket | claim-access (another bucket) →] volume (PV + PVC: S3 bucket or
+//!               FSx for Lustre)
+//! storage-delete  delete-volume → claim-access (the S3 CSI role keeps only the buckets still claimed)
 //! import        eks-cluster → hyperpod-cluster → access-entry → detect-dependencies
 //! feature-<key> [role →] addon → pod-identity (enable) / the reverse (disable);
 //!   tiered checkpointing: role → service-account → tiered-storage-config;
@@ -290,11 +291,16 @@ impl Stages for OperationKinds {
                 let mut steps: Vec<Arc<dyn Step>> = Vec::new();
                 if p.uses_shared_bucket() {
                     steps.push(Arc::new(SharedBucketStep));
+                } else if matches!(p.source, storage::VolumeSource::S3 { .. }) {
+                    steps.push(Arc::new(storage::ClaimAccessStep));
                 }
                 steps.push(Arc::new(storage::VolumeStep));
                 steps
             }
-            OpKind::StorageDelete => vec![Arc::new(storage::DeleteVolumeStep)],
+            OpKind::StorageDelete => vec![
+                Arc::new(storage::DeleteVolumeStep),
+                Arc::new(storage::ClaimAccessStep),
+            ],
             OpKind::Feature(id) => {
                 let p: features::FeatureParams = serde_json::from_value(params.clone()).ok()?;
                 features::of(id).steps(p.enable)
