@@ -538,7 +538,16 @@ mod tests {
             if actions.iter().any(|a| a.starts_with("sagemaker:")) {
                 assert_eq!(s["Resource"], json!([arn]));
             }
+            // Operator 3.0 tags its certificates: its own account and region's only.
+            if actions.contains(&"acm:AddTagsToCertificate") {
+                assert_eq!(
+                    s["Resource"],
+                    json!(["arn:aws:acm:us-west-2:111122223333:certificate/*"])
+                );
+            }
         }
+        let text = doc.to_string();
+        assert!(text.contains("s3:PutObjectTagging") && text.contains("acm:AddTagsToCertificate"));
     }
 
     #[test]

@@ -34,11 +34,24 @@ pub const TLS_PREFIX: &str = "inference-tls/";
 /// The inference operator's execution role, next to AWS's `AmazonSageMakerHyperPodInferenceAccess`:
 /// reads models from the cluster's bucket and keeps its TLS certificates under one prefix of it,
 /// reads this HyperPod cluster. Models are never written.
+///
+/// Since operator 3.0 (the EKS add-on) it also tags what it makes: its certificate objects and
+/// its ACM certificates, in this cluster's account and region only.
 pub(super) fn inference_policy(place: &BucketPlace, cluster_arn: &str) -> Value {
+    // arn:aws:sagemaker:region:account:cluster/id → the same partition, region and account.
+    let certificates = match cluster_arn.splitn(6, ':').collect::<Vec<_>>().as_slice() {
+        [_, partition, _, region, account, _] => {
+            format!("arn:{partition}:acm:{region}:{account}:certificate/*")
+        }
+        _ => "arn:aws:acm:*:*:certificate/*".to_string(),
+    };
     json!({"Version": "2012-10-17", "Statement": [
         place.list_statement("ModelsList", &["s3:ListBucket"], ""),
         place.objects_statement("ModelsRead", &["s3:GetObject"], ""),
-        place.objects_statement("TlsCertificates", &["s3:PutObject", "s3:DeleteObject"], TLS_PREFIX),
+        place.objects_statement("TlsCertificates",
+            &["s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject"], TLS_PREFIX),
+        {"Sid": "TagOwnCertificates", "Effect": "Allow", "Action": ["acm:AddTagsToCertificate"],
+         "Resource": [certificates]},
         {"Sid": "ThisCluster", "Effect": "Allow",
          "Action": ["sagemaker:DescribeCluster", "sagemaker:ListClusterNodes"],
          "Resource": [cluster_arn]}]})
