@@ -270,6 +270,25 @@ async fn an_endpoint_is_applied_followed_scaled_and_deleted_on_the_kubernetes_em
 
     let mut body = endpoint("emu-ep");
     body["autoscaling"] = Value::Null;
+    // A model in a bucket of its own: the operator mounts it through the S3 CSI driver, whose
+    // role is given that bucket first and loses it with the endpoint.
+    body["model"] = json!("s3://their-models/llama");
+    let csi_policy = || async {
+        let iam = aws_sdk_iam::Client::new(&p.moto.aws().await.config);
+        let doc = iam
+            .get_role_policy()
+            .role_name("demo-s3-csi")
+            .policy_name("instantstart-shared-bucket")
+            .send()
+            .await
+            .unwrap()
+            .policy_document()
+            .to_string();
+        percent_encoding::percent_decode_str(&doc)
+            .decode_utf8_lossy()
+            .to_string()
+    };
+    assert!(!csi_policy().await.contains("their-models"));
     let accepted: Value = client
         .post(format!("{base}{ENDPOINTS}"))
         .json(&body)
@@ -328,9 +347,12 @@ async fn an_endpoint_is_applied_followed_scaled_and_deleted_on_the_kubernetes_em
         "an identical PATCH mutates nothing"
     );
 
+    assert!(csi_policy().await.contains("arn:aws:s3:::their-models/*"));
+
     let deleted = delete_and_wait(&client, &base, &format!("{ENDPOINTS}/emu-ep")).await;
     assert_eq!(deleted["state"], "succeeded", "{deleted}");
     assert!(emu.get(path).await.is_none(), "the endpoint is gone");
+    assert!(!csi_policy().await.contains("their-models"));
 }
 
 /// A JumpStart model: its own kind (`JumpStartModel`), the EULA accepted explicitly, the worker

@@ -1,14 +1,11 @@
-//! What the dependency and storage phases share: where the cluster's API server is, and the
-//! least-privilege IRSA role of the Mountpoint for S3 CSI driver.
-
-use std::collections::BTreeSet;
+//! What the dependency, storage and feature phases share: where the cluster's API server is,
+//! and least-privilege IRSA roles.
 
 use serde_json::json;
 
 use super::net_tags;
-use crate::cloud::{KubeTarget, MANAGED_BY};
+use crate::cloud::KubeTarget;
 use crate::ops::{StepCx, StepResult};
-use crate::service::bucket::BucketPlace;
 use crate::service::resources::Recorded;
 
 /// Where to reach the cluster's API server, from what the `cluster` stage recorded.
@@ -18,96 +15,6 @@ pub fn kube_target(cx: &StepCx<'_>) -> StepResult<KubeTarget> {
         endpoint: cx.recorded().eks_endpoint()?,
         certificate_authority: cx.recorded().eks_certificate_authority()?,
     })
-}
-
-/// Service account the Mountpoint for S3 CSI driver runs as.
-pub const S3_CSI_SERVICE_ACCOUNT: &str = "s3-csi-driver-sa";
-
-pub fn s3_csi_role_name(cluster: &str) -> String {
-    format!("{cluster}-s3-csi")
-}
-
-/// IRSA role of the S3 CSI driver: trusted only by that service account through the cluster's
-/// OIDC provider (exact `sub`, never a wildcard), allowed only on the cluster's place for objects (its bucket, or its prefix of the shared one).
-pub struct S3CsiRoleStep;
-
-/// Name of the S3 CSI role's inline policy.
-const S3_CSI_POLICY: &str = "instantstart-shared-bucket";
-
-impl S3CsiRoleStep {
-    /// The cluster's place for objects, and every other bucket one of its S3 claims mounts: the
-    /// driver mounts with this role, so a bucket missing here fails the pod's mount.
-    pub fn policy(place: &BucketPlace, claimed: &BTreeSet<String>) -> serde_json::Value {
-        let mut statements: Vec<serde_json::Value> =
-            place.read_write_statements("SharedBucket", "").into();
-        for (i, bucket) in claimed.iter().enumerate() {
-            let other = BucketPlace {
-                bucket: bucket.clone(),
-                prefix: String::new(),
-            };
-            statements.extend(other.read_write_statements(&format!("Claim{i}"), ""));
-        }
-        json!({"Version": "2012-10-17", "Statement": statements})
-    }
-
-    /// The buckets our S3 claims mount, other than the cluster's own place's (volumes being
-    /// deleted no longer count).
-    async fn claimed_buckets(cx: &StepCx<'_>, place: &BucketPlace) -> StepResult<BTreeSet<String>> {
-        let target = kube_target(cx)?;
-        let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
-        let volumes = cx
-            .cloud
-            .kube
-            .list(&target, "v1", "PersistentVolume", None, Some(&selector))
-            .await?;
-        Ok(volumes
-            .iter()
-            .filter(|v| v.pointer("/metadata/deletionTimestamp").is_none())
-            .filter_map(super::storage::claim_view)
-            .filter_map(|c| c.bucket)
-            .filter(|b| *b != place.bucket)
-            .collect())
-    }
-
-    /// The role's ARN, creating the role when it does not exist. The bucket policy is (re)put
-    /// either way: this runs only while the add-on is being installed.
-    pub async fn ensure(cx: &StepCx<'_>) -> StepResult<String> {
-        let place = crate::service::bucket::place_of(cx).await?;
-        let claimed = Self::claimed_buckets(cx, &place).await?;
-        let role = IrsaRole {
-            name: s3_csi_role_name(&cx.op.cluster),
-            namespace: "kube-system",
-            service_account: S3_CSI_SERVICE_ACCOUNT,
-            tag_role: "s3-csi-role",
-            policy_name: S3_CSI_POLICY,
-        };
-        role.ensure(cx, &Self::policy(&place, &claimed)).await
-    }
-
-    /// Lets the driver reach the buckets the cluster's claims mount now, and `adding` (a claim
-    /// about to be made): the policy is put only when that set changed. A driver whose role
-    /// this control plane did not make (an imported cluster's) is left alone, and said so.
-    pub async fn grant_claims(
-        cx: &StepCx<'_>,
-        adding: Option<&str>,
-    ) -> StepResult<serde_json::Value> {
-        let name = s3_csi_role_name(&cx.op.cluster);
-        if cx.cloud.iam.get_role(&name).await?.is_none() {
-            return Ok(json!({"changed": false,
-                "note": format!("no role {name}: the S3 CSI driver's own role must allow the claimed bucket")}));
-        }
-        let place = crate::service::bucket::place_of(cx).await?;
-        let mut claimed = Self::claimed_buckets(cx, &place).await?;
-        claimed.extend(adding.filter(|b| *b != place.bucket).map(str::to_string));
-        let changed = crate::cloud::ensure_role_policy(
-            cx.cloud.iam.as_ref(),
-            &name,
-            S3_CSI_POLICY,
-            &Self::policy(&place, &claimed),
-        )
-        .await?;
-        Ok(json!({"changed": changed, "buckets": claimed}))
-    }
 }
 
 /// An IAM role for one Kubernetes service account (IRSA): trusted only by exactly

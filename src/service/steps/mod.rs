@@ -9,9 +9,9 @@
 //!               NVIDIA and EFA device plugins, KubeRay, KEDA
 //! hyperpod      compute-subnet → execution-role → shared-bucket → lifecycle-script → hyperpod-cluster
 //!               → dependencies-ready (what the dependency stage applied before nodes existed)
-//! storage       [shared-bucket | claim-access (another bucket) →] volume (PV + PVC: S3 bucket or
+//! storage       [shared-bucket | bucket-access (another bucket) →] volume (PV + PVC: S3 bucket or
 //!               FSx for Lustre)
-//! storage-delete  delete-volume → claim-access (the S3 CSI role keeps only the buckets still claimed)
+//! storage-delete  delete-volume → bucket-access (the S3 CSI role keeps only the buckets still mounted)
 //! import        eks-cluster → hyperpod-cluster → access-entry → detect-dependencies
 //! feature-<key> [role →] addon → pod-identity (enable) / the reverse (disable);
 //!   tiered checkpointing: role → service-account → tiered-storage-config;
@@ -21,12 +21,12 @@
 //! instance-group-scale  update-cluster
 //! instance-group-delete delete-group
 //! model-download | inference-deploy | endpoint-deploy | endpoint-update | pool-create | pool-scale
-//!               apply (what differs of the workload's objects, watched to complete/ready; pruned
-//!               companions removed)
+//!               [bucket-access (an endpoint's S3 model) →] apply (what differs of the workload's
+//!               objects, watched to complete/ready; pruned companions removed)
 //! pool-assign   assign (a warm-pool pod relabelled for a model or back to its pool, read back)
 //! mlflow-setup  mlflow-role → mlflow-app (found or created, watched to Created) → tracking-access
 //! training-job  train (the HyperPodPyTorchJob or RayJob, followed to its end with its restarts)
-//! workload-delete delete (watched until gone)
+//! workload-delete delete (watched until gone) [→ bucket-access (an endpoint)]
 //! hyperpod-software-update  update-software (watched back to InService)
 //! node-action   node-action (reboot | replace | delete one node, watched back to Running)
 //! delete-cluster  delete-hyperpod → delete-eks → delete-gateways → delete-vpc → delete-roles → forget
@@ -43,6 +43,7 @@ pub mod mlflow;
 pub mod network;
 pub mod nodes;
 pub mod pools;
+pub mod s3_access;
 pub mod storage;
 pub mod teardown;
 pub mod training;
@@ -292,23 +293,34 @@ impl Stages for OperationKinds {
                 if p.uses_shared_bucket() {
                     steps.push(Arc::new(SharedBucketStep));
                 } else if matches!(p.source, storage::VolumeSource::S3 { .. }) {
-                    steps.push(Arc::new(storage::ClaimAccessStep));
+                    steps.push(Arc::new(s3_access::BucketAccessStep));
                 }
                 steps.push(Arc::new(storage::VolumeStep));
                 steps
             }
             OpKind::StorageDelete => vec![
                 Arc::new(storage::DeleteVolumeStep),
-                Arc::new(storage::ClaimAccessStep),
+                Arc::new(s3_access::BucketAccessStep),
             ],
             OpKind::Feature(id) => {
                 let p: features::FeatureParams = serde_json::from_value(params.clone()).ok()?;
                 features::of(id).steps(p.enable)
             }
+            // An endpoint loading its model from S3 gets the bucket on the S3 CSI role first.
+            OpKind::EndpointDeploy | OpKind::EndpointUpdate => {
+                let p: workloads::ApplyParams = serde_json::from_value(params.clone()).ok()?;
+                let mut steps: Vec<Arc<dyn Step>> = Vec::new();
+                if p.manifests
+                    .iter()
+                    .any(|m| s3_access::model_bucket(m).is_some())
+                {
+                    steps.push(Arc::new(s3_access::BucketAccessStep));
+                }
+                steps.push(Arc::new(workloads::ApplyStep));
+                steps
+            }
             OpKind::ModelDownload
             | OpKind::InferenceDeploy
-            | OpKind::EndpointDeploy
-            | OpKind::EndpointUpdate
             | OpKind::PoolCreate
             | OpKind::PoolScale => vec![Arc::new(workloads::ApplyStep)],
             OpKind::PoolAssign => vec![Arc::new(pools::AssignStep)],
@@ -318,7 +330,17 @@ impl Stages for OperationKinds {
                 Arc::new(mlflow::MlflowAppStep),
                 Arc::new(mlflow::TrackingAccessStep),
             ],
-            OpKind::WorkloadDelete => vec![Arc::new(workloads::DeleteObjectsStep)],
+            // A removed endpoint's model bucket leaves the S3 CSI role (unless still mounted).
+            OpKind::WorkloadDelete => {
+                let endpoint = params["workload"]
+                    .as_str()
+                    .is_some_and(|w| w.starts_with("endpoint/"));
+                let mut steps: Vec<Arc<dyn Step>> = vec![Arc::new(workloads::DeleteObjectsStep)];
+                if endpoint {
+                    steps.push(Arc::new(s3_access::BucketAccessStep));
+                }
+                steps
+            }
             OpKind::HyperPodSoftwareUpdate => vec![Arc::new(workloads::SoftwareUpdateStep)],
             OpKind::Import => vec![
                 Arc::new(import::ImportEksStep),

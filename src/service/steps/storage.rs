@@ -144,28 +144,6 @@ pub fn volume_manifests(
     ]
 }
 
-/// Before a claim on another bucket is made (and after any claim is removed), the S3 CSI
-/// driver's role is given exactly the buckets the cluster's claims mount.
-pub struct ClaimAccessStep;
-
-#[async_trait]
-impl Reconcile for ClaimAccessStep {
-    fn phase(&self) -> &'static str {
-        "claim-access"
-    }
-    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        // A storage-delete's parameters name no source: nothing is added, only recounted.
-        let adding = cx
-            .param::<StorageParams>()
-            .ok()
-            .and_then(|p| match p.source {
-                VolumeSource::S3 { bucket, .. } => bucket,
-                VolumeSource::Fsx { .. } => None,
-            });
-        super::addons::S3CsiRoleStep::grant_claims(cx, adding.as_deref()).await
-    }
-}
-
 /// Applies the volume and claim, each only if it differs from what is there. A claim of the
 /// same name that InstantStart did not create is never overwritten.
 pub struct VolumeStep;

@@ -146,7 +146,7 @@ impl Step for DeleteRolesStep {
         let mut roles = vec![
             eks_role_name(c),
             execution_role_name(c),
-            super::addons::s3_csi_role_name(c),
+            super::s3_access::s3_csi_role_name(c),
             super::features::checkpoint_role_name(c),
             // Its training pods' MLflow identity (the account's MLflow App and its role stay:
             // other clusters may report to it).

@@ -17,7 +17,8 @@ pub use state::*;
 use manifests::{efa_device_plugin, hyperpod_dependencies, namespaces, nvidia_device_plugin};
 use operators::{keda, kuberay_operator};
 
-use super::addons::{kube_target, S3CsiRoleStep};
+use super::addons::kube_target;
+use super::s3_access::S3CsiRoleStep;
 use crate::cloud::{json_contains, CreateAddon, ObjectRef};
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
 use crate::service::resources::Recorded;

@@ -1,0 +1,162 @@
+//! What the Mountpoint for S3 CSI driver's IRSA role may reach: the cluster's place for objects,
+//! and every other bucket the cluster mounts (its S3 claims', its endpoints' models), kept
+//! exactly in step as claims and endpoints come and go.
+
+use std::collections::BTreeSet;
+
+use serde_json::json;
+
+use super::addons::{kube_target, IrsaRole};
+use super::storage::{claim_view, StorageParams, VolumeSource};
+use super::workloads::ApplyParams;
+use crate::cloud::MANAGED_BY;
+use crate::ops::{Reconcile, StepCx, StepResult};
+use crate::service::bucket::BucketPlace;
+use crate::service::OpKind;
+
+/// Service account the Mountpoint for S3 CSI driver runs as.
+pub const S3_CSI_SERVICE_ACCOUNT: &str = "s3-csi-driver-sa";
+
+pub fn s3_csi_role_name(cluster: &str) -> String {
+    format!("{cluster}-s3-csi")
+}
+
+/// IRSA role of the S3 CSI driver: trusted only by that service account through the cluster's
+/// OIDC provider (exact `sub`, never a wildcard), allowed only on the cluster's place for objects (its bucket, or its prefix of the shared one).
+pub struct S3CsiRoleStep;
+
+/// Name of the S3 CSI role's inline policy.
+const S3_CSI_POLICY: &str = "instantstart-shared-bucket";
+
+impl S3CsiRoleStep {
+    /// The cluster's place for objects, and every other bucket one of its S3 claims mounts: the
+    /// driver mounts with this role, so a bucket missing here fails the pod's mount.
+    pub fn policy(place: &BucketPlace, claimed: &BTreeSet<String>) -> serde_json::Value {
+        let mut statements: Vec<serde_json::Value> =
+            place.read_write_statements("SharedBucket", "").into();
+        for (i, bucket) in claimed.iter().enumerate() {
+            let other = BucketPlace {
+                bucket: bucket.clone(),
+                prefix: String::new(),
+            };
+            statements.extend(other.read_write_statements(&format!("Claim{i}"), ""));
+        }
+        json!({"Version": "2012-10-17", "Statement": statements})
+    }
+
+    /// The buckets the driver mounts for the cluster, other than its own place's: those of our
+    /// S3 claims, and those managed endpoints load their models from (the inference operator
+    /// mounts S3 models through this driver). Objects being deleted no longer count.
+    async fn claimed_buckets(cx: &StepCx<'_>, place: &BucketPlace) -> StepResult<BTreeSet<String>> {
+        let target = kube_target(cx)?;
+        let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
+        let live = |o: &&serde_json::Value| o.pointer("/metadata/deletionTimestamp").is_none();
+        let volumes = cx
+            .cloud
+            .kube
+            .list(&target, "v1", "PersistentVolume", None, Some(&selector))
+            .await?;
+        let mut buckets: BTreeSet<String> = volumes
+            .iter()
+            .filter(live)
+            .filter_map(claim_view)
+            .filter_map(|c| c.bucket)
+            .collect();
+        use crate::service::endpoints::{API_VERSION, KIND};
+        match cx
+            .cloud
+            .kube
+            .list(&target, API_VERSION, KIND, None, Some(&selector))
+            .await
+        {
+            Ok(endpoints) => buckets.extend(endpoints.iter().filter(live).filter_map(model_bucket)),
+            // Without the inference operator's CRD there are no endpoints.
+            Err(e) if matches!(e.code.as_str(), "KindNotServed" | "NotFound") => {}
+            Err(e) => return Err(e.into()),
+        }
+        buckets.remove(&place.bucket);
+        Ok(buckets)
+    }
+
+    /// The role's ARN, creating the role when it does not exist. The bucket policy is (re)put
+    /// either way: this runs only while the add-on is being installed.
+    pub async fn ensure(cx: &StepCx<'_>) -> StepResult<String> {
+        let place = crate::service::bucket::place_of(cx).await?;
+        let claimed = Self::claimed_buckets(cx, &place).await?;
+        let role = IrsaRole {
+            name: s3_csi_role_name(&cx.op.cluster),
+            namespace: "kube-system",
+            service_account: S3_CSI_SERVICE_ACCOUNT,
+            tag_role: "s3-csi-role",
+            policy_name: S3_CSI_POLICY,
+        };
+        role.ensure(cx, &Self::policy(&place, &claimed)).await
+    }
+
+    /// Lets the driver reach the buckets the cluster's claims mount now, and `adding` (a claim
+    /// about to be made): the policy is put only when that set changed. A driver whose role
+    /// this control plane did not make (an imported cluster's) is left alone, and said so.
+    pub async fn grant_claims(
+        cx: &StepCx<'_>,
+        adding: Option<&str>,
+    ) -> StepResult<serde_json::Value> {
+        let name = s3_csi_role_name(&cx.op.cluster);
+        if cx.cloud.iam.get_role(&name).await?.is_none() {
+            return Ok(json!({"changed": false,
+                "note": format!("no role {name}: the S3 CSI driver's own role must allow the claimed bucket")}));
+        }
+        let place = crate::service::bucket::place_of(cx).await?;
+        let mut claimed = Self::claimed_buckets(cx, &place).await?;
+        claimed.extend(adding.filter(|b| *b != place.bucket).map(str::to_string));
+        let changed = crate::cloud::ensure_role_policy(
+            cx.cloud.iam.as_ref(),
+            &name,
+            S3_CSI_POLICY,
+            &Self::policy(&place, &claimed),
+        )
+        .await?;
+        Ok(json!({"changed": changed, "buckets": claimed}))
+    }
+}
+
+/// The S3 bucket a managed endpoint's manifest loads its model from, if any.
+pub fn model_bucket(manifest: &serde_json::Value) -> Option<String> {
+    manifest
+        .pointer("/spec/modelSourceConfig/s3Storage/bucketName")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_string)
+}
+
+/// Gives the S3 CSI driver's role exactly the buckets the cluster mounts: before a claim on
+/// another bucket is made or an endpoint loads a model from one (that bucket added), and after a
+/// claim or an endpoint is removed (recounted).
+pub struct BucketAccessStep;
+
+impl BucketAccessStep {
+    /// The bucket this operation is about to mount: a storage claim's, or an endpoint's model's.
+    fn adding(cx: &StepCx<'_>) -> Option<String> {
+        match cx.op.kind.parse::<OpKind>().ok()? {
+            OpKind::Storage => match cx.param::<StorageParams>().ok()?.source {
+                VolumeSource::S3 { bucket, .. } => bucket,
+                VolumeSource::Fsx { .. } => None,
+            },
+            OpKind::EndpointDeploy | OpKind::EndpointUpdate => cx
+                .param::<ApplyParams>()
+                .ok()?
+                .manifests
+                .iter()
+                .find_map(model_bucket),
+            _ => None,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Reconcile for BucketAccessStep {
+    fn phase(&self) -> &'static str {
+        "bucket-access"
+    }
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<serde_json::Value> {
+        S3CsiRoleStep::grant_claims(cx, Self::adding(cx).as_deref()).await
+    }
+}
