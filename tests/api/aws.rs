@@ -52,6 +52,21 @@ impl Moto {
         panic!("moto_server did not start");
     }
 
+    /// A role's inline policy as IAM holds it (decoded JSON text).
+    pub async fn role_policy(&self, role: &str, policy: &str) -> String {
+        let iam = aws_sdk_iam::Client::new(&self.aws().await.config);
+        let got = iam
+            .get_role_policy()
+            .role_name(role)
+            .policy_name(policy)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{role}/{policy}: {e:?}"));
+        percent_encoding::percent_decode_str(got.policy_document())
+            .decode_utf8_lossy()
+            .to_string()
+    }
+
     /// The adapter, configured as the server would be against this endpoint (retries off).
     pub async fn aws(&self) -> Arc<Aws> {
         Arc::new(self.adapter().await)
@@ -264,16 +279,9 @@ async fn the_pipeline_runs_network_eks_and_hyperpod_against_moto() {
         "the control plane's group"
     );
     let iam = aws_sdk_iam::Client::new(&aws.config);
-    let policy = iam
-        .get_role_policy()
-        .role_name("demo-hyperpod-exec")
-        .policy_name("instantstart-hyperpod")
-        .send()
-        .await
-        .unwrap();
-    let doc = percent_encoding::percent_decode_str(policy.policy_document())
-        .decode_utf8_lossy()
-        .to_string();
+    let doc = moto
+        .role_policy("demo-hyperpod-exec", "instantstart-hyperpod")
+        .await;
     // The cluster's prefix of the shared bucket, and nothing else of it.
     let policy_doc: Value = serde_json::from_str(&doc).unwrap();
     let list = policy_doc["Statement"]

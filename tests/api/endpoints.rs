@@ -273,20 +273,9 @@ async fn an_endpoint_is_applied_followed_scaled_and_deleted_on_the_kubernetes_em
     // A model in a bucket of its own: the operator mounts it through the S3 CSI driver, whose
     // role is given that bucket first and loses it with the endpoint.
     body["model"] = json!("s3://their-models/llama");
-    let csi_policy = || async {
-        let iam = aws_sdk_iam::Client::new(&p.moto.aws().await.config);
-        let doc = iam
-            .get_role_policy()
-            .role_name("demo-s3-csi")
-            .policy_name("instantstart-shared-bucket")
-            .send()
-            .await
-            .unwrap()
-            .policy_document()
-            .to_string();
-        percent_encoding::percent_decode_str(&doc)
-            .decode_utf8_lossy()
-            .to_string()
+    let csi_policy = || {
+        p.moto
+            .role_policy("demo-s3-csi", "instantstart-shared-bucket")
     };
     assert!(!csi_policy().await.contains("their-models"));
     let accepted: Value = client

@@ -538,20 +538,9 @@ async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emul
 
     // A claim on another bucket: the S3 CSI driver mounts with its role, so the role is given
     // that bucket first, and loses it again with the claim.
-    let csi_policy = || async {
-        let iam = aws_sdk_iam::Client::new(&p.moto.aws().await.config);
-        let doc = iam
-            .get_role_policy()
-            .role_name("demo-s3-csi")
-            .policy_name("instantstart-shared-bucket")
-            .send()
-            .await
-            .unwrap()
-            .policy_document()
-            .to_string();
-        percent_encoding::percent_decode_str(&doc)
-            .decode_utf8_lossy()
-            .to_string()
+    let csi_policy = || {
+        p.moto
+            .role_policy("demo-s3-csi", "instantstart-shared-bucket")
     };
     assert!(!csi_policy().await.contains("their-datasets"));
     let op = run(
