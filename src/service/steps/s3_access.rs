@@ -22,15 +22,16 @@ pub fn s3_csi_role_name(cluster: &str) -> String {
 }
 
 /// IRSA role of the S3 CSI driver: trusted only by that service account through the cluster's
-/// OIDC provider (exact `sub`, never a wildcard), allowed only on the cluster's place for objects (its bucket, or its prefix of the shared one).
+/// OIDC provider (exact `sub`, never a wildcard), allowed only on the cluster's place for objects
+/// (its bucket, or its prefix of the shared one) and on the other buckets the cluster mounts.
 pub struct S3CsiRoleStep;
 
 /// Name of the S3 CSI role's inline policy.
 const S3_CSI_POLICY: &str = "instantstart-shared-bucket";
 
 impl S3CsiRoleStep {
-    /// The cluster's place for objects, and every other bucket one of its S3 claims mounts: the
-    /// driver mounts with this role, so a bucket missing here fails the pod's mount.
+    /// The cluster's place for objects, and every other bucket it mounts (`claimed`): the driver
+    /// mounts with this role, so a bucket missing here fails the pod's mount.
     pub fn policy(place: &BucketPlace, claimed: &BTreeSet<String>) -> serde_json::Value {
         let mut statements: Vec<serde_json::Value> =
             place.read_write_statements("SharedBucket", "").into();
@@ -93,8 +94,8 @@ impl S3CsiRoleStep {
         role.ensure(cx, &Self::policy(&place, &claimed)).await
     }
 
-    /// Lets the driver reach the buckets the cluster's claims mount now, and `adding` (a claim
-    /// about to be made): the policy is put only when that set changed. A driver whose role
+    /// Lets the driver reach the buckets the cluster mounts now, and `adding` (a claim or an
+    /// endpoint's model about to be mounted): the policy is put only when that set changed. A driver whose role
     /// this control plane did not make (an imported cluster's) is left alone, and said so.
     pub async fn grant_claims(
         cx: &StepCx<'_>,
