@@ -711,14 +711,18 @@ async fn the_active_cluster_is_the_newest_one_unless_chosen_else_the_only_one() 
     assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
     assert_eq!(app.json("/api/clusters/two").await["active"], true);
 
-    let r = app
-        .client
-        .put(app.url("/api/active-cluster"))
-        .json(&json!({"name": "one"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
+    let app = &app;
+    let choose = |name: &'static str| async move {
+        let r = app
+            .client
+            .put(app.url("/api/active-cluster"))
+            .json(&json!({ "name": name }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    };
+    choose("one").await;
     assert_eq!(active().await, "one");
     // Deleting the chosen one leaves a single cluster: that one is active without choosing.
     let deleted = app.delete_and_wait("/api/clusters/one").await;
@@ -737,14 +741,7 @@ async fn the_active_cluster_is_the_newest_one_unless_chosen_else_the_only_one() 
     assert!(r.json::<serde_json::Value>().await.unwrap()["name"].is_null());
     assert!(active().await.is_null());
     assert_eq!(app.json("/api/clusters/two").await["active"], false);
-    let r = app
-        .client
-        .put(app.url("/api/active-cluster"))
-        .json(&json!({"name": "two"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
+    choose("two").await;
     assert_eq!(active().await, "two");
 }
 

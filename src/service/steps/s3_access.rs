@@ -12,6 +12,7 @@ use super::workloads::ApplyParams;
 use crate::cloud::MANAGED_BY;
 use crate::ops::{Reconcile, StepCx, StepResult};
 use crate::service::bucket::BucketPlace;
+use crate::service::resources::Recorded;
 use crate::service::OpKind;
 
 /// Service account the Mountpoint for S3 CSI driver runs as.
@@ -158,6 +159,13 @@ impl Reconcile for BucketAccessStep {
         "bucket-access"
     }
     async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<serde_json::Value> {
-        S3CsiRoleStep::grant_claims(cx, Self::adding(cx).as_deref()).await
+        let adding = Self::adding(cx);
+        // A model or claim in the cluster's own bucket adds nothing the role lacks: no reads.
+        if let (Some(bucket), Some(place)) = (&adding, BucketPlace::recorded(&cx.recorded())) {
+            if *bucket == place.bucket {
+                return Ok(json!({"changed": false}));
+            }
+        }
+        S3CsiRoleStep::grant_claims(cx, adding.as_deref()).await
     }
 }
