@@ -75,10 +75,12 @@ async function adoptCluster(query) {
 }
 
 async function route() {
-  nextRoute();
+  const current = nextRoute();
   const [hash, query] = (location.hash || '#/clusters').split('?');
   if (cleanup) { cleanup(); cleanup = null; }
   await adoptCluster(query);
+  // A newer route started while this one waited: it renders, this one must not.
+  if (!current()) return;
   scopeNav();
   const section = hash.split('/')[1] || 'clusters';
   for (const a of document.querySelectorAll('nav a')) {
@@ -89,7 +91,10 @@ async function route() {
   for (const [re, render] of routes) {
     const m = hash.match(re);
     if (m) {
-      cleanup = (await render(m)) || null;
+      const stop = (await render(m)) || null;
+      // A page that follows events hands back its unsubscribe; a superseded one stops at once.
+      if (current()) cleanup = stop;
+      else if (stop) stop();
       return;
     }
   }
@@ -112,6 +117,13 @@ document.getElementById('cluster-select').addEventListener('change', async (e) =
     route();
   }
 });
-window.addEventListener('hashchange', route);
+// The first page renders once the header knows the server (health, active cluster). An address
+// changed before then is not routed twice: the first route reads the address as it is by then,
+// so a form being filled is never replaced by a late second render of the same page.
+let headerReady = false;
+window.addEventListener('hashchange', () => { if (headerReady) route(); });
 connect();
-header().then(route);
+header().finally(() => {
+  headerReady = true;
+  route();
+});

@@ -1,6 +1,6 @@
 // Pages: the create-cluster form and the progress panel of a pipeline (retry of a failed stage).
 
-import { api, h, live, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
+import { api, h, live, newest, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
 
 export async function create() {
   const show = scoped();
@@ -29,10 +29,13 @@ export async function create() {
   const formError = h('div', { class: 'error', role: 'alert', id: 'form-error' });
   const submit = h('button', { type: 'submit' }, 'Create cluster');
 
+  const typesTicket = newest();
   zone.addEventListener('change', async () => {
+    const current = typesTicket();
     type.replaceChildren(h('option', { value: '' }, 'Loading…'));
     if (!zone.value) return type.replaceChildren(h('option', { value: '' }, 'Choose a zone first'));
     const r = await api(`/api/aws/instance-types?zone=${encodeURIComponent(zone.value)}`);
+    if (!current()) return;
     const types = r.ok ? r.body.instanceTypes : [];
     type.replaceChildren(types.length
       ? h('option', { value: '' }, 'Choose an instance type')
@@ -43,9 +46,13 @@ export async function create() {
 
   // Preflight before the first cluster: quota for the type and count, training plans, advice.
   const preflight = h('div', { id: 'preflight', 'aria-live': 'polite', class: 'muted' });
+  const preflightTicket = newest();
   const checkPreflight = async () => {
+    const current = preflightTicket();
     if (!type.value || !(Number(count.value) > 0)) return preflight.replaceChildren();
     const r = await api(`/api/aws/preflight?instanceType=${encodeURIComponent(type.value)}&count=${Number(count.value)}&capacityType=${encodeURIComponent(capacity.value)}`);
+    // A count typed while an earlier check was in flight: only the newest answer is shown.
+    if (!current()) return;
     if (!r.ok) return preflight.replaceChildren(errorBox(r));
     const q = r.body.quota;
     preflight.replaceChildren(

@@ -108,11 +108,26 @@ export async function refreshClusterSelect() {
 
 // --- the view -------------------------------------------------------------------------------
 
+/** Tickets for loads whose answers may arrive out of order (a slow first request overtaken by a
+ * second, as when a field changes twice quickly): each call returns a check that stays true
+ * while its ticket is the newest, so only the newest answer is drawn. */
+export function newest() {
+  let latest = 0;
+  return () => {
+    latest += 1;
+    const mine = latest;
+    return () => mine === latest;
+  };
+}
+
 let routeToken = 0;
 
-/** Starts a new route: renders scoped to an earlier one stop replacing the view. */
+/** Starts a new route: renders scoped to an earlier one stop replacing the view. Returns a
+ * check that stays true while this route is still the newest. */
 export function nextRoute() {
   routeToken += 1;
+  const mine = routeToken;
+  return () => mine === routeToken;
 }
 
 /** A `show` bound to the current route: a render that finishes after the user has navigated

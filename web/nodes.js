@@ -1,6 +1,6 @@
 // Page: instance groups (add, scale, remove) and node actions with confirmation.
 
-import { api, h, live, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
+import { api, h, live, newest, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
 
 export async function nodes() {
   const show = scoped();
@@ -63,8 +63,11 @@ async function addGroupForm(cluster) {
   const plan = h('input', { type: 'text', id: 'group-plan', autocomplete: 'off', placeholder: 'arn:aws:sagemaker:…:training-plan/…' });
   const network = h('select', { id: 'group-network' }, ...['standard', 'efa-only'].map((c) => h('option', { value: c }, c)));
   const error = h('div', { class: 'error', role: 'alert', id: 'group-error' });
+  const typesTicket = newest();
   zone.addEventListener('change', async () => {
+    const current = typesTicket();
     const r = await api(`/api/aws/instance-types?zone=${encodeURIComponent(zone.value)}`);
+    if (!current()) return;
     const types = r.ok ? r.body.instanceTypes : [];
     type.replaceChildren(h('option', { value: '' }, types.length ? 'Choose an instance type' : 'None offered in this zone'),
       ...types.map((t) => h('option', { value: t }, t)));

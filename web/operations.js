@@ -1,7 +1,7 @@
 // Page: every operation with the actor that started it, and the audit trail of every change
 // requested (including those that started no operation).
 
-import { api, h, scoped, stateBadge, errorBox, table, follow } from './kit.js';
+import { api, h, newest, scoped, stateBadge, errorBox, table, follow } from './kit.js';
 
 const choice = (id, values) => h('select', { id }, ...values.map((s) => h('option', { value: s }, s || 'any')));
 
@@ -14,11 +14,16 @@ export async function operations() {
   const auditActor = choice('f-audit-actor', ['', 'browser', 'agent', 'api']);
   const auditOutcome = choice('f-audit-outcome', ['', 'ok', 'refused', 'error']);
   const audit = h('div', { id: 'audit' });
+  // Filters change and events arrive while a read is in flight: only the newest read is drawn.
+  const opsTicket = newest();
+  const auditTicket = newest();
   const render = async () => {
+    const current = opsTicket();
     const q = new URLSearchParams({ limit: '100' });
     if (state.value) q.set('state', state.value);
     if (clusterF.value.trim()) q.set('cluster', clusterF.value.trim());
     const r = await api(`/api/operations?${q}`);
+    if (!current()) return;
     if (!r.ok) return results.replaceChildren(errorBox(r));
     const ops = r.body.filter((o) => !actor.value || o.actor === actor.value);
     results.replaceChildren(table(['Operation', 'Kind', 'Cluster', 'State', 'Actor', 'Started'], ops.map((o) => [
@@ -27,10 +32,12 @@ export async function operations() {
     await renderAudit();
   };
   const renderAudit = async () => {
+    const current = auditTicket();
     const q = new URLSearchParams({ limit: '50' });
     if (auditActor.value) q.set('actor', auditActor.value);
     if (auditOutcome.value) q.set('outcome', auditOutcome.value);
     const r = await api(`/api/audit?${q}`);
+    if (!current()) return;
     if (!r.ok) return audit.replaceChildren(errorBox(r));
     audit.replaceChildren(table(['Time', 'Actor', 'Principal', 'Request', 'Status', 'Operation', 'Request id'], r.body.map((e) => [
       e.at, e.actor, e.principal, `${e.method} ${e.path}`,

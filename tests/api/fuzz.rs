@@ -23,6 +23,7 @@ async fn the_fuzzer_finds_the_server_true_to_its_openapi_document() {
 
     let before = requests_served(&app).await;
     let schemathesis = venv_python().with_file_name("schemathesis");
+    let (_work_guard, work) = temp_dir();
     // A fixed seed by default, so a finding reproduces; INSTANTSTART_FUZZ_SEED explores others.
     let seed = std::env::var("INSTANTSTART_FUZZ_SEED").unwrap_or_else(|_| "20261201".into());
     let out = tokio::process::Command::new(&schemathesis)
@@ -46,6 +47,8 @@ async fn the_fuzzer_finds_the_server_true_to_its_openapi_document() {
             "false",
             "--no-color",
         ])
+        // Hypothesis keeps its example database in the working directory: the test's own.
+        .current_dir(&work)
         .kill_on_drop(true)
         .output()
         .await

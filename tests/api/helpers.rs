@@ -203,6 +203,8 @@ pub async fn problem(r: Response, status: StatusCode) -> Value {
 pub struct Server {
     child: std::process::Child,
     pub base: String,
+    /// Where the binary's output goes: a failing test shows its end.
+    pub log: PathBuf,
 }
 
 impl Server {
@@ -220,8 +222,8 @@ impl Server {
     /// The binary with extra arguments and environment. The environment is scrubbed of AWS
     /// settings and instance-metadata lookups are off: a test never reaches a non-loopback address.
     pub fn spawn(data_dir: &Path, port: u16, args: &[&str], env: &[(&str, &str)]) -> Self {
-        let log =
-            std::fs::File::create(data_dir.join(format!("server-{port}.log"))).expect("log file");
+        let log_path = data_dir.join(format!("server-{port}.log"));
+        let log = std::fs::File::create(&log_path).expect("log file");
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_instantstart"));
         cmd.args(["serve", "--bind", &format!("127.0.0.1:{port}")])
             .args(args)
@@ -250,6 +252,7 @@ impl Server {
         Self {
             child,
             base: format!("http://127.0.0.1:{port}"),
+            log: log_path,
         }
     }
 
@@ -267,6 +270,13 @@ impl Server {
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
         panic!("server did not start");
+    }
+
+    /// The last `lines` lines the binary printed.
+    pub fn log_tail(log: &Path, lines: usize) -> String {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
     }
 
     pub fn kill9(mut self) {

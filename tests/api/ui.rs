@@ -1,7 +1,7 @@
 //! The web UI: embedded files under a strict CSP, and the browser scenarios in Debian's headless
 //! chromium (Playwright for Python, tests/peers/ui_scenarios.py) against the real binary.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use reqwest::{Client, StatusCode};
 
@@ -98,7 +98,7 @@ async fn with_a_token_the_ui_files_load_but_the_api_still_needs_it() {
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
 }
 
-fn chromium_scenarios(base: &str, out: &PathBuf, scenarios: &[&str]) {
+fn chromium_scenarios(base: &str, log: &Path, out: &Path, scenarios: &[&str]) {
     assert!(
         std::path::Path::new("/usr/bin/chromium").exists(),
         "/usr/bin/chromium is missing: ./scripts/test installs Debian's chromium"
@@ -112,8 +112,9 @@ fn chromium_scenarios(base: &str, out: &PathBuf, scenarios: &[&str]) {
         .expect("run the browser scenarios");
     assert!(
         status.success(),
-        "browser scenarios {scenarios:?} failed (screenshots in {})",
-        out.display()
+        "browser scenarios {scenarios:?} failed (screenshots in {}); the server's last lines:\n{}",
+        out.display(),
+        Server::log_tail(log, 60)
     );
     for s in scenarios {
         assert!(!out.join(format!("{s}-failure.png")).exists());
@@ -130,13 +131,15 @@ async fn browser_scenarios_in_headless_chromium() {
     let (_g1, dir) = temp_dir();
     let server = Server::start(&dir, free_port(), 3000.0);
     server.ready(&client).await;
-    let base = server.base.clone();
+    let (base, log) = (server.base.clone(), server.log.clone());
     let out1 = out.clone();
     tokio::task::spawn_blocking(move || {
         chromium_scenarios(
             &base,
+            &log,
             &out1,
             &[
+                "slow-header",
                 "create",
                 "bad-input",
                 "nodes",
@@ -162,10 +165,10 @@ async fn browser_scenarios_in_headless_chromium() {
         ],
     );
     server.ready(&client).await;
-    let base = server.base.clone();
+    let (base, log) = (server.base.clone(), server.log.clone());
     let out2 = out.clone();
     tokio::task::spawn_blocking(move || {
-        chromium_scenarios(&base, &out2, &["retry", "reload", "forget"])
+        chromium_scenarios(&base, &log, &out2, &["retry", "reload", "forget"])
     })
     .await
     .unwrap();

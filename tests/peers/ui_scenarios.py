@@ -42,6 +42,26 @@ def create(page, base, out):
     page.screenshot(path=f"{out}/progress.png", full_page=True)
 
 
+def slow_header(page, base, out):
+    """A form filled while the header still loads keeps what was typed: the page is rendered once,
+    not again when the header finishes."""
+    slow = page.context.browser.new_page()
+    # The header's identity read answers late (as on a loaded server); the form is filled first.
+    slow.add_init_script("""
+        const send = window.fetch;
+        window.fetch = (url, opts) => String(url).includes('/api/aws/identity')
+          ? new Promise((done) => setTimeout(done, 1500)).then(() => send(url, opts))
+          : send(url, opts);
+    """)
+    slow.goto(f"{base}/")
+    slow.goto(f"{base}/#/create")
+    slow.get_by_label("Cluster name").fill("typed-early")
+    expect(slow.locator("#identity")).to_contain_text("arn:")
+    expect(slow.get_by_label("Cluster name")).to_have_value("typed-early")
+    expect(slow.locator("form[aria-label='Create cluster']")).to_have_count(1)
+    slow.close()
+
+
 def bad_input(page, base, out):
     """The server's validation message shows next to the field it names."""
     fill_create_form(page, base, "Bad_Name")
@@ -336,7 +356,7 @@ def forget(page, base, out):
     assert after == before, f"forgetting called the account: {before} -> {after}"
 
 
-SCENARIOS = {"forget": forget, "training": training, "workloads": workloads, "groups": groups, "features": features, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
+SCENARIOS = {"slow-header": slow_header, "forget": forget, "training": training, "workloads": workloads, "groups": groups, "features": features, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
 
 
 def main():
