@@ -120,21 +120,21 @@ export function newest() {
   };
 }
 
-let routeToken = 0;
+const routeTickets = newest();
+let currentRoute = routeTickets();
 
 /** Starts a new route: renders scoped to an earlier one stop replacing the view. Returns a
  * check that stays true while this route is still the newest. */
 export function nextRoute() {
-  routeToken += 1;
-  const mine = routeToken;
-  return () => mine === routeToken;
+  currentRoute = routeTickets();
+  return currentRoute;
 }
 
 /** A `show` bound to the current route: a render that finishes after the user has navigated
  * elsewhere (a slow request, a late push) does nothing instead of replacing the new view. */
 export function scoped() {
-  const mine = routeToken;
-  return (...children) => { if (mine === routeToken) show(...children); };
+  const current = currentRoute;
+  return (...children) => { if (current()) show(...children); };
 }
 
 /** Replaces the view; children nest and may be null, as with `h`. */

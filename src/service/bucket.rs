@@ -38,6 +38,14 @@ pub struct BucketPlace {
 }
 
 impl BucketPlace {
+    /// A whole bucket: every key, no prefix.
+    pub fn whole(bucket: impl Into<String>) -> Self {
+        Self {
+            bucket: bucket.into(),
+            prefix: String::new(),
+        }
+    }
+
     /// The place a cluster's record names, once the shared-bucket phase recorded it.
     pub fn recorded(r: &ClusterResources) -> Option<Self> {
         Some(Self {
@@ -124,10 +132,10 @@ pub async fn place_of(cx: &StepCx<'_>) -> StepResult<BucketPlace> {
         });
     }
     let account = cx.cloud.iam.caller_identity().await?.account;
-    Ok(BucketPlace {
-        bucket: own_bucket_name(&cx.op.cluster, &account),
-        prefix: String::new(),
-    })
+    Ok(BucketPlace::whole(own_bucket_name(
+        &cx.op.cluster,
+        &account,
+    )))
 }
 
 #[cfg(test)]
@@ -135,10 +143,7 @@ mod tests {
     use super::*;
 
     fn own() -> BucketPlace {
-        BucketPlace {
-            bucket: "sagemaker-instantstart-demo-1".into(),
-            prefix: String::new(),
-        }
+        BucketPlace::whole("sagemaker-instantstart-demo-1")
     }
     fn shared() -> BucketPlace {
         BucketPlace {

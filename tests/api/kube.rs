@@ -176,6 +176,19 @@ pub(crate) async fn run(
     wait_terminal(client, base, &id).await
 }
 
+/// `run`, for an operation that must succeed: the terminal operation, checked.
+pub(crate) async fn run_ok(
+    client: &Client,
+    base: &str,
+    path: &str,
+    body: Option<Value>,
+    emu: Option<&KubeEmulator>,
+) -> Value {
+    let op = run(client, base, path, body, emu).await;
+    assert_eq!(op["state"], "succeeded", "{path}: {op}");
+    op
+}
+
 fn outputs_of(op: &Value) -> Vec<(String, Value)> {
     op["phases"]
         .as_array()
@@ -361,7 +374,7 @@ async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emul
 
     // Converged: running both stages again reads everything and changes nothing.
     let before = emu.mutations().await;
-    let deps = run(
+    let deps = run_ok(
         &client,
         &base,
         "/api/clusters/demo/dependencies",
@@ -369,9 +382,7 @@ async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emul
         None,
     )
     .await;
-    assert_eq!(deps["state"], "succeeded", "{deps}");
-    let storage = run(&client, &base, "/api/clusters/demo/storage", None, None).await;
-    assert_eq!(storage["state"], "succeeded", "{storage}");
+    let storage = run_ok(&client, &base, "/api/clusters/demo/storage", None, None).await;
     assert_eq!(
         emu.mutations().await,
         before,
@@ -450,7 +461,7 @@ async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emul
         "{nvidia}"
     );
     let before = emu.mutations().await;
-    let deps = run(
+    let deps = run_ok(
         &client,
         &base,
         "/api/clusters/demo/dependencies",
@@ -458,7 +469,6 @@ async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emul
         None,
     )
     .await;
-    assert_eq!(deps["state"], "succeeded", "{deps}");
     assert_eq!(
         emu.mutations().await,
         before + 1,
@@ -474,7 +484,7 @@ async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emul
     // More claims: an existing FSx for Lustre file system; a name clash; removal.
     let fsx = json!({"claimName": "fsx", "kind": "fsx", "fileSystemId": "fs-0123456789abcdef0",
                      "dnsName": "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com", "mountName": "abcdefgh"});
-    let op = run(
+    run_ok(
         &client,
         &base,
         "/api/clusters/demo/storage",
@@ -482,7 +492,6 @@ async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emul
         None,
     )
     .await;
-    assert_eq!(op["state"], "succeeded", "{op}");
     let pv = emu
         .get("/api/v1/persistentvolumes/instantstart-default-fsx")
         .await
@@ -543,7 +552,7 @@ async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emul
             .role_policy("demo-s3-csi", "instantstart-shared-bucket")
     };
     assert!(!csi_policy().await.contains("their-datasets"));
-    let op = run(
+    run_ok(
         &client,
         &base,
         "/api/clusters/demo/storage",
@@ -551,7 +560,6 @@ async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emul
         None,
     )
     .await;
-    assert_eq!(op["state"], "succeeded", "{op}");
     let policy = csi_policy().await;
     assert!(
         policy.contains("arn:aws:s3:::their-datasets/*") && policy.contains(bucket),
@@ -916,7 +924,7 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
     .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert_eq!(body["field"], "eksClusterName");
-    let op = run(
+    run_ok(
         &client,
         &base,
         "/api/clusters/import",
@@ -924,7 +932,6 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
         None,
     )
     .await;
-    assert_eq!(op["state"], "succeeded", "{op}");
     // Its instance groups are read from HyperPod itself: nothing about them was recorded.
     let groups = get(
         &client,
@@ -958,7 +965,7 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
     assert_eq!(status, StatusCode::CONFLICT);
 
     // Reconciling leaves what was there alone, and installs the rest.
-    let deps = run(
+    let deps = run_ok(
         &client,
         &base,
         "/api/clusters/theirs/dependencies",
@@ -966,7 +973,6 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
         Some(&emu),
     )
     .await;
-    assert_eq!(deps["state"], "succeeded", "{deps}");
     let outs: std::collections::BTreeMap<String, Value> = outputs_of(&deps).into_iter().collect();
     assert_eq!(outs["hyperpod-namespaces"]["preexisting"], true);
     assert_eq!(outs["cert-manager"]["preexisting"], true);
@@ -1066,8 +1072,7 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
     assert_eq!(again(tag).await.status(), StatusCode::NOT_MODIFIED);
 
     // Handed back: forgetting drops the record and touches nothing of theirs.
-    let forgot = run(&client, &base, "/api/clusters/theirs/forget", None, None).await;
-    assert_eq!(forgot["state"], "succeeded", "{forgot}");
+    run_ok(&client, &base, "/api/clusters/theirs/forget", None, None).await;
     let r = client
         .get(format!("{base}/api/clusters/theirs"))
         .send()
@@ -1088,7 +1093,7 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
         "their HyperPod cluster is kept"
     );
     // And it can be imported again.
-    let again = run(
+    run_ok(
         &client,
         &base,
         "/api/clusters/import",
@@ -1096,7 +1101,6 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
         None,
     )
     .await;
-    assert_eq!(again["state"], "succeeded", "{again}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -379,10 +379,7 @@ mod tests {
 
     #[test]
     fn the_execution_policy_never_grants_s3_on_everything() {
-        let own = BucketPlace {
-            bucket: "b".into(),
-            prefix: String::new(),
-        };
+        let own = BucketPlace::whole("b");
         let doc = ExecutionRoleStep::policy(&own, "arn:aws:eks:us-west-2:1:cluster/c").to_string();
         assert!(!doc.contains("\"s3:*\""));
         assert!(doc.contains("arn:aws:s3:::b/*"));
@@ -412,10 +409,7 @@ mod tests {
     #[test]
     fn the_execution_policy_grants_image_pulls_pod_identity_and_the_cni() {
         let eks = "arn:aws-cn:eks:cn-north-1:111122223333:cluster/demo";
-        let own = BucketPlace {
-            bucket: "b".into(),
-            prefix: String::new(),
-        };
+        let own = BucketPlace::whole("b");
         let doc = ExecutionRoleStep::policy(&own, eks);
         let find = |action: &str| {
             doc["Statement"]

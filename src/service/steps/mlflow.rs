@@ -202,10 +202,7 @@ mod tests {
             p["Statement"][0]["Resource"],
             json!(["arn:aws:sagemaker:us-west-2:1:mlflow-app/app-x"])
         );
-        let own = BucketPlace {
-            bucket: "b1".into(),
-            prefix: String::new(),
-        };
+        let own = BucketPlace::whole("b1");
         let s = app_role_policy(&own);
         let text = s.to_string();
         assert!(!text.contains("\"*\""), "{text}");

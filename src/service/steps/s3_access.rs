@@ -37,10 +37,7 @@ impl S3CsiRoleStep {
         let mut statements: Vec<serde_json::Value> =
             place.read_write_statements("SharedBucket", "").into();
         for (i, bucket) in claimed.iter().enumerate() {
-            let other = BucketPlace {
-                bucket: bucket.clone(),
-                prefix: String::new(),
-            };
+            let other = BucketPlace::whole(bucket.clone());
             statements.extend(other.read_write_statements(&format!("Claim{i}"), ""));
         }
         json!({"Version": "2012-10-17", "Statement": statements})

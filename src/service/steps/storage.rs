@@ -154,10 +154,7 @@ impl VolumeStep {
         let place = match &p.source {
             VolumeSource::S3 {
                 bucket: Some(b), ..
-            } => Some(BucketPlace {
-                bucket: b.clone(),
-                prefix: String::new(),
-            }),
+            } => Some(BucketPlace::whole(b.clone())),
             VolumeSource::S3 { bucket: None, .. } => Some(BucketPlace::required(&cx.recorded())?),
             VolumeSource::Fsx { .. } => None,
         };
@@ -320,10 +317,7 @@ mod tests {
     fn default_params_are_the_shared_bucket_as_s3_claim() {
         let p: StorageParams = serde_json::from_value(json!({})).unwrap();
         assert!(p.uses_shared_bucket());
-        let own = BucketPlace {
-            bucket: "b-1".into(),
-            prefix: String::new(),
-        };
+        let own = BucketPlace::whole("b-1");
         let m = volume_manifests(&p, Some(&own), "us-west-2");
         assert_eq!(m[1]["metadata"]["name"], "s3-claim");
         assert_eq!(claim_view(&m[0]).unwrap().prefix, None);

@@ -425,10 +425,7 @@ mod tests {
                 .iter()
                 .map(|r| (r.suffix, format!("arn:aws:iam::1:role/demo-{}", r.suffix)))
                 .collect(),
-            place: crate::service::bucket::BucketPlace {
-                bucket: "sagemaker-instantstart-demo-1".into(),
-                prefix: String::new(),
-            },
+            place: crate::service::bucket::BucketPlace::whole("sagemaker-instantstart-demo-1"),
             hyperpod_cluster_arn: "arn:aws:sagemaker:us-west-2:1:cluster/abc".into(),
         };
         let config = (f.configuration.unwrap())(&inputs);
@@ -509,10 +506,7 @@ mod tests {
     #[test]
     fn the_inference_role_reads_only_its_bucket_and_its_cluster() {
         let arn = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abc123def456";
-        let own = crate::service::bucket::BucketPlace {
-            bucket: "sagemaker-instantstart-demo".into(),
-            prefix: String::new(),
-        };
+        let own = crate::service::bucket::BucketPlace::whole("sagemaker-instantstart-demo");
         let doc = inference_policy(&own, arn);
         for s in doc["Statement"].as_array().unwrap() {
             let actions: Vec<&str> = s["Action"]
