@@ -924,14 +924,11 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
     .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert_eq!(body["field"], "eksClusterName");
-    run_ok(
-        &client,
-        &base,
-        "/api/clusters/import",
-        Some(json!({"eksClusterName": "theirs", "hyperpodClusterName": "their-hp"})),
-        None,
-    )
-    .await;
+    let import = || {
+        let body = json!({"eksClusterName": "theirs", "hyperpodClusterName": "their-hp"});
+        run_ok(&client, &base, "/api/clusters/import", Some(body), None)
+    };
+    import().await;
     // Its instance groups are read from HyperPod itself: nothing about them was recorded.
     let groups = get(
         &client,
@@ -1093,14 +1090,7 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
         "their HyperPod cluster is kept"
     );
     // And it can be imported again.
-    run_ok(
-        &client,
-        &base,
-        "/api/clusters/import",
-        Some(json!({"eksClusterName": "theirs", "hyperpodClusterName": "their-hp"})),
-        None,
-    )
-    .await;
+    import().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
