@@ -250,7 +250,7 @@ pub async fn scale_params(
     // Only what differs from the group as recorded is sent.
     let checks = req
         .deep_health_checks
-        .filter(|on| steps::groups::deep_health_checks(*on) != spec.deep_health_checks);
+        .filter(|on| steps::hyperpod::deep_health_checks(*on) != spec.deep_health_checks);
     let lifecycle = match req.lifecycle_on_create.as_deref() {
         Some(script) if script != spec.lifecycle_on_create => {
             Some(lifecycle_script(engine, spec, script).await?)

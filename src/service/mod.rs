@@ -9,6 +9,7 @@ pub mod gauges;
 mod groups;
 pub mod incluster;
 pub mod kind;
+pub mod labels;
 pub mod logs;
 pub mod mlflow;
 mod nodes;

@@ -3,6 +3,7 @@
 
 use serde_json::json;
 
+use crate::cloud::KubeTarget;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::resources::ClusterResources;
@@ -29,6 +30,25 @@ pub async fn live_cluster(engine: &Engine, name: &str) -> ApiResult<crate::store
         .await?
         .filter(|c| c.status != crate::store::Lifecycle::Deleted)
         .ok_or_else(|| cluster_not_found(name))
+}
+
+/// Where the cluster's API server is, from what the `cluster` stage recorded.
+pub async fn kube_target(engine: &Engine, name: &str) -> ApiResult<KubeTarget> {
+    let record = live_cluster(engine, name).await?;
+    let r = ClusterResources::of(&record.resources);
+    match (r.eks_endpoint, r.eks_certificate_authority) {
+        (Some(endpoint), Some(ca)) => Ok(KubeTarget {
+            cluster: name.to_string(),
+            endpoint,
+            certificate_authority: ca,
+        }),
+        _ => Err(ApiError::Conflict {
+            slug: "stage-not-ready",
+            detail: format!("`{name}` has no EKS cluster yet: run the cluster stage first"),
+            field: None,
+            operation_id: None,
+        }),
+    }
 }
 
 pub async fn hyperpod_of(engine: &Engine, name: &str) -> ApiResult<String> {

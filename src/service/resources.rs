@@ -23,7 +23,13 @@ macro_rules! resources {
         }
 
         /// Each resource a later phase needs: its value, or a `missing-prerequisite` error.
-        impl ClusterResources {
+        /// Name of the HyperPod cluster the hyperpod stage creates for an InstantStart cluster (an
+/// imported cluster records its own).
+pub fn hyperpod_name(cluster: &str) -> String {
+    format!("{cluster}-hp")
+}
+
+impl ClusterResources {
             $(pub fn $field(&self) -> StepResult<$ty> {
                 self.$field.clone().ok_or_else(|| missing($key))
             })*
@@ -70,7 +76,7 @@ impl ClusterResources {
     pub fn hyperpod_name_of(&self, cluster: &str) -> String {
         self.hyperpod_cluster_name
             .clone()
-            .unwrap_or_else(|| crate::service::steps::hyperpod::hyperpod_name(cluster))
+            .unwrap_or_else(|| hyperpod_name(cluster))
     }
 
     /// Reads a record's `resources`; what does not parse counts as not recorded.

@@ -2,30 +2,23 @@
 //! `spec.versions[].schema.openAPIV3Schema` with a JSON-schema validator).
 //!
 //! Not evaluated: CEL rules (`x-kubernetes-validations`), defaulting, `x-kubernetes-*` list/map
-//! semantics and `int-or-string` beyond "no type". The schemas are read from
-//! `INSTANTSTART_CRDS_DIR` (default `../shared/crds` beside the project); when that folder is
-//! absent the tests say so and skip.
+//! semantics and `int-or-string` beyond "no type". The schemas are the repository's copies in
+//! `tests/fixtures/crds` (see [`crate::helpers::crds_dir`]).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use serde_json::{json, Value};
+
+use crate::helpers::crds_dir;
 
 /// (apiVersion, kind) → openAPIV3Schema.
 pub struct Schemas(HashMap<(String, String), Value>);
 
 impl Schemas {
-    pub fn load() -> Option<Self> {
-        let dir = std::env::var_os("INSTANTSTART_CRDS_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/crds"));
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            println!(
-                "SKIP: no CRD folder at {} (set INSTANTSTART_CRDS_DIR)",
-                dir.display()
-            );
-            return None;
-        };
+    pub fn load() -> Self {
+        let dir = crds_dir();
+        let entries = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("the CRD folder {}: {e}", dir.display()));
         let mut map = HashMap::new();
         for e in entries.flatten() {
             let path = e.path();
@@ -44,7 +37,8 @@ impl Schemas {
                 );
             }
         }
-        Some(Self(map))
+        assert!(!map.is_empty(), "no CRD in {}", dir.display());
+        Self(map)
     }
 
     /// Every way `cr` breaks its CRD's schema (empty when it conforms).
@@ -64,23 +58,18 @@ impl Schemas {
     }
 }
 
-fn example(name: &str) -> Option<Value> {
-    let dir = std::env::var_os("INSTANTSTART_CRDS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/crds"));
-    let text = std::fs::read_to_string(dir.join("examples").join(name)).ok()?;
-    serde_yaml::from_str(&text).ok()
+/// One of AWS's upstream example manifests (`examples/` of the CRD fixtures).
+pub fn example(name: &str) -> Value {
+    let path = crds_dir().join("examples").join(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("the example {}: {e}", path.display()));
+    serde_yaml::from_str(&text).expect("example YAML")
 }
 
 #[test]
 fn the_schema_check_accepts_upstream_examples_and_catches_wrong_types() {
-    let Some(schemas) = Schemas::load() else {
-        return;
-    };
-    let Some(good) = example("v1_s3_llama8b_IR_L1Cache.yaml") else {
-        println!("SKIP: upstream examples missing");
-        return;
-    };
+    let schemas = Schemas::load();
+    let good = example("v1_s3_llama8b_IR_L1Cache.yaml");
     assert_eq!(schemas.errors(&good), Vec::<String>::new());
     let mut bad = good.clone();
     bad["spec"]["replicas"] = json!("three");
@@ -108,9 +97,7 @@ fn the_schema_check_accepts_upstream_examples_and_catches_wrong_types() {
 
 #[test]
 fn every_custom_resource_the_product_generates_conforms() {
-    let Some(schemas) = Schemas::load() else {
-        return;
-    };
+    let schemas = Schemas::load();
     // The managed-autoscaling NodePool is checked here; its HyperpodNodeClass has no public
     // CRD in the set (AWS documents its shape: spec.instanceGroups, at most 10), so the
     // unit test in features.rs holds it to that shape. Jobs, inference endpoints and scaled
@@ -135,5 +122,44 @@ fn every_custom_resource_the_product_generates_conforms() {
         });
     for cr in generated {
         assert_eq!(schemas.errors(&cr), Vec::<String>::new(), "{cr}");
+    }
+}
+
+/// The fixtures are what their README says: every file listed once, each the upstream blob
+/// (its sha256), and no row for a file that is not there.
+#[test]
+fn the_fixtures_are_the_upstream_files_listed_here() {
+    use sha2::{Digest, Sha256};
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/crds");
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    let mut listed = std::collections::BTreeMap::new();
+    for row in readme.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        let file = cells[0].trim_matches('`').to_string();
+        let sha = cells.last().unwrap().to_string();
+        assert!(
+            listed.insert(file.clone(), sha).is_none(),
+            "{file} listed twice"
+        );
+    }
+    let mut present = Vec::new();
+    for sub in ["", "examples/"] {
+        for e in std::fs::read_dir(dir.join(sub)).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.ends_with(".yaml") {
+                present.push(format!("{sub}{name}"));
+            }
+        }
+    }
+    present.sort();
+    assert_eq!(present, listed.keys().cloned().collect::<Vec<_>>());
+    assert!(present.len() >= 20, "{present:?}");
+    for (file, sha) in &listed {
+        let bytes = std::fs::read(dir.join(file)).unwrap();
+        let actual: String = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(&actual, sha, "{file} is not the upstream blob");
     }
 }

@@ -41,10 +41,9 @@ fn endpoint(name: &str) -> Value {
 
 /// The manifests of an endpoint operation, checked against both schema peers.
 fn check_peers(manifests: &[Value]) {
-    if let Some(schemas) = Schemas::load() {
-        for m in manifests {
-            assert_eq!(schemas.errors(m), Vec::<String>::new(), "{m}");
-        }
+    let schemas = Schemas::load();
+    for m in manifests {
+        assert_eq!(schemas.errors(m), Vec::<String>::new(), "{m}");
     }
     assert_peer_accepts("hyperpod_endpoint_models.py", manifests);
 }
@@ -120,14 +119,7 @@ async fn an_endpoint_with_cache_tiers_and_routing_deploys_answers_scales_and_is_
         "{tls}"
     );
     // The shapes of AWS's example (L1+L2 on tiered storage, prefix-aware routing).
-    let example: Value = serde_yaml::from_str(
-        &std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../shared/crds/examples/v1_s3_llama70b_IR_L1_L2_membrain.yaml"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let example = crate::crds::example("v1_s3_llama70b_IR_L1_L2_membrain.yaml");
     assert_eq!(spec["kvCacheSpec"], example["spec"]["kvCacheSpec"]);
     assert_eq!(
         spec["intelligentRoutingSpec"],

@@ -382,30 +382,24 @@ impl Drop for Mirror {
     }
 }
 
+/// The upstream CRDs and example manifests the tests check against: byte-for-byte copies in
+/// `tests/fixtures/crds` (provenance in its README); `INSTANTSTART_CRDS_DIR` points elsewhere.
 pub fn crds_dir() -> PathBuf {
     std::env::var_os("INSTANTSTART_CRDS_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/crds"))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/crds"))
 }
 
-/// Serves the upstream CRDs (../shared/crds and tests/fixtures/crds), minus `leave_out`, plus
-/// `extra` files.
-pub async fn mirror(leave_out: &[&str], extra: &[(&str, &str)]) -> Option<Mirror> {
-    let sources = [
-        crds_dir(),
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/crds"),
-    ];
-    if !sources[0].is_dir() {
-        println!("SKIP: no CRD folder at {}", sources[0].display());
-        return None;
-    }
+/// Serves the upstream CRDs ([`crds_dir`]), minus `leave_out`, plus `extra` files.
+pub async fn mirror(leave_out: &[&str], extra: &[(&str, &str)]) -> Mirror {
     let dir = tempfile::tempdir().unwrap();
-    for src in &sources {
-        for e in std::fs::read_dir(src).unwrap().flatten() {
-            let name = e.file_name().to_string_lossy().to_string();
-            if name.ends_with(".yaml") && !leave_out.contains(&name.as_str()) {
-                std::os::unix::fs::symlink(e.path(), dir.path().join(&name)).unwrap();
-            }
+    let source = crds_dir();
+    let entries = std::fs::read_dir(&source)
+        .unwrap_or_else(|e| panic!("the CRD folder {}: {e}", source.display()));
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.ends_with(".yaml") && !leave_out.contains(&name.as_str()) {
+            std::os::unix::fs::symlink(e.path(), dir.path().join(&name)).unwrap();
         }
     }
     for (name, text) in extra {
@@ -428,11 +422,11 @@ pub async fn mirror(leave_out: &[&str], extra: &[(&str, &str)]) -> Option<Mirror
         .expect("start the mirror");
     let url = format!("http://127.0.0.1:{port}");
     wait_listening(port).await;
-    Some(Mirror {
+    Mirror {
         child,
         url,
         _dir: dir,
-    })
+    }
 }
 
 async fn wait_listening(port: u16) {

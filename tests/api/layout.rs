@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
@@ -59,69 +59,21 @@ fn production_text(path: &Path) -> String {
 }
 
 #[test]
-fn no_two_sibling_files_import_each_other_and_no_file_globs_its_parent() {
+fn no_file_globs_its_parent() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     rust_files(&root, &mut files);
-    // file → the sibling modules it imports (by `super::x` or `crate::<dir>::x`).
-    let mut edges = std::collections::BTreeMap::new();
     for f in &files {
-        let text = production_text(f);
-        let rel = f.strip_prefix(&root).unwrap().to_string_lossy().to_string();
         if f.file_stem().is_some_and(|s| s == "tests") {
             continue; // a unit-test module of its parent
         }
+        let rel = f.strip_prefix(&root).unwrap().display();
         assert!(
-            !text.lines().any(|l| l.trim() == "use super::*;"),
+            !production_text(f)
+                .lines()
+                .any(|l| l.trim() == "use super::*;"),
             "{rel} imports all of its parent (`use super::*`): name what it uses"
         );
-        let dir = f.parent().unwrap();
-        let stem = f.file_stem().unwrap().to_string_lossy().to_string();
-        if stem == "mod" || stem == "lib" || stem == "main" {
-            continue;
-        }
-        let module_path = dir
-            .strip_prefix(&root)
-            .unwrap()
-            .to_string_lossy()
-            .replace('/', "::");
-        let mut targets = std::collections::BTreeSet::new();
-        for l in text.lines().filter(|l| l.trim_start().starts_with("use ")) {
-            for prefix in ["super::".to_string(), format!("crate::{module_path}::")] {
-                let Some(rest) = l.split(prefix.as_str()).nth(1) else {
-                    continue;
-                };
-                // `x::…`, or each name of `{x, y::…}` on the line.
-                let names: Vec<String> = match rest.strip_prefix('{') {
-                    Some(list) => list.split(',').map(|n| n.trim().to_string()).collect(),
-                    None => vec![rest.to_string()],
-                };
-                for n in names {
-                    let name: String = n
-                        .chars()
-                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                        .collect();
-                    let sibling = !name.is_empty()
-                        && (dir.join(format!("{name}.rs")).exists()
-                            || dir.join(&name).join("mod.rs").exists());
-                    if sibling && name != stem {
-                        targets.insert(name);
-                    }
-                }
-            }
-        }
-        edges.insert((dir.to_path_buf(), stem), targets);
-    }
-    for ((dir, a), targets) in &edges {
-        for b in targets {
-            if let Some(back) = edges.get(&(dir.clone(), b.clone())) {
-                assert!(
-                    !back.contains(a),
-                    "{}/{a}.rs and {b}.rs import each other",
-                    dir.strip_prefix(&root).unwrap().display()
-                );
-            }
-        }
     }
 }
 
@@ -144,4 +96,103 @@ fn the_image_runs_as_a_numeric_non_root_user() {
         })
         .collect();
     assert!(ids.iter().all(|&id| id != 0), "`{user}` is root");
+}
+
+/// Every file under `tests/`, `scripts/` and `.ci/` (the fixtures excepted: they are data).
+fn harness_files() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.ends_with("tests/fixtures") || path.ends_with("__pycache__") {
+                continue;
+            }
+            if path.is_dir() {
+                walk(&path, out);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["tests", "scripts", ".ci"] {
+        walk(&root.join(dir), &mut files);
+    }
+    files
+}
+
+/// The relative paths in `text` that climb out of the repository when read from `base`: a run
+/// of path characters holding a parent step (`..` and a slash), resolved lexically. Absolute paths are data (such as a
+/// traversal the validators must refuse), not places the harness reads.
+fn paths_outside(text: &str, base: &Path, root: &Path) -> Vec<String> {
+    let up = format!("..{}", '/');
+    let is_path = |c: char| c.is_ascii_alphanumeric() || "._-/".contains(c);
+    let (mut found, mut seen_to) = (Vec::new(), 0);
+    for (at, _) in text.match_indices(&up) {
+        if at < seen_to {
+            continue; // another step of a path already read
+        }
+        let start = text[..at]
+            .char_indices()
+            .rev()
+            .find(|(_, c)| !is_path(*c))
+            .map_or(0, |(i, c)| i + c.len_utf8());
+        let end = text[at..]
+            .find(|c| !is_path(c))
+            .map_or(text.len(), |e| at + e);
+        seen_to = end;
+        let token = &text[start..end];
+        if token.starts_with('/') {
+            continue;
+        }
+        let mut depth = base.strip_prefix(root).unwrap().components().count() as i64;
+        for part in token.split('/') {
+            match part {
+                ".." => depth -= 1,
+                "" | "." => {}
+                _ => depth += 1,
+            }
+            if depth < 0 {
+                found.push(token.to_string());
+                break;
+            }
+        }
+    }
+    found
+}
+
+/// A plain clone has nothing beside it: no test, script or CI file may read outside the
+/// repository (relative to its own folder or to the repository's root, as `CARGO_MANIFEST_DIR`
+/// joins are).
+#[test]
+fn no_test_script_or_ci_file_reaches_outside_the_repository() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let files = harness_files();
+    assert!(files.len() > 30, "the scan found too few files: {files:?}");
+    let mut outside = Vec::new();
+    for f in &files {
+        let Ok(text) = std::fs::read_to_string(f) else {
+            continue; // not text
+        };
+        for base in [f.parent().unwrap(), root] {
+            for p in paths_outside(&text, base, root) {
+                outside.push(format!("{}: {p}", f.strip_prefix(root).unwrap().display()));
+            }
+        }
+    }
+    assert_eq!(outside, Vec::<String>::new());
+    // The check itself: what used to be read from beside the clone is caught.
+    let tests = root.join("tests/api");
+    let climb = format!("..{}shared/crds", '/');
+    assert_eq!(paths_outside(&climb, root, root), vec![climb]);
+    let from_peers = format!("here, \"..{0}..{0}..{0}shared/crds\"", '/');
+    assert_eq!(paths_outside(&from_peers, &tests, root).len(), 1);
+    assert_eq!(
+        paths_outside("\"/s3/../etc\"", root, root),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        paths_outside("join(\"tests/../scripts\")", root, root),
+        Vec::<String>::new()
+    );
 }

@@ -45,7 +45,7 @@ def errors(spec, kind="InferenceEndpointConfig"):
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
-    crds = os.environ.get("INSTANTSTART_CRDS_DIR", os.path.join(here, "../../../shared/crds"))
+    crds = os.environ.get("INSTANTSTART_CRDS_DIR", os.path.join(here, "..", "fixtures", "crds"))
     examples = sorted(glob.glob(os.path.join(crds, "examples", "v1_*.yaml")))
     for path in examples:
         spec = yaml.safe_load(open(path))["spec"]

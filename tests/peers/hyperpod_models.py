@@ -1,7 +1,7 @@
 """Validates HyperPodPyTorchJob manifests against AWS's HyperPod SDK models (PyPI
 sagemaker-hyperpod), by field name: the models declare snake_case aliases, and validating by
 alias would ignore every camelCase field. Also holds the manifests to the shape of AWS's example
-jobs (../shared/crds/examples), and proves the check can fail.
+jobs (tests/fixtures/crds/examples), and proves the check can fail.
 
 usage: hyperpod_models.py <manifests.json>   (a JSON list of HyperPodPyTorchJob objects)
 """
@@ -48,7 +48,7 @@ def strict_top_level(job):
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
-    crds = os.environ.get("INSTANTSTART_CRDS_DIR", os.path.join(here, "../../../shared/crds"))
+    crds = os.environ.get("INSTANTSTART_CRDS_DIR", os.path.join(here, "..", "fixtures", "crds"))
     examples = sorted(glob.glob(os.path.join(crds, "examples", "hyperpodpytorchjob_*.yaml")))
     example_keys = set()
     for path in examples:

@@ -5,11 +5,8 @@
 
 use serde_json::{json, Value};
 
-use super::scheduler::Schedule;
+use super::workload::Schedule;
 use super::{ACCOUNT, REGION};
-
-/// Fault key: the next endpoint applied fails its deployment.
-pub(super) const ENDPOINT_FAILURE: &str = "k8s:EndpointFailure";
 
 /// Simulated seconds from apply until the workers start, and until they serve.
 const PENDING: f64 = 30.0;

@@ -6,19 +6,9 @@ use serde_json::{json, Value};
 use super::pods::{pods_of, SimPod};
 use super::scheduler::*;
 use super::shared::*;
+use super::workload::object_key;
 use super::{new_id, Sandbox};
 use crate::cloud::*;
-
-pub(super) fn object_key(target: &KubeTarget, obj: &ObjectRef) -> String {
-    format!(
-        "{}/{}/{}/{}/{}",
-        target.cluster,
-        obj.api_version,
-        obj.kind,
-        obj.namespace.as_deref().unwrap_or(""),
-        obj.name
-    )
-}
 
 /// `k=v` terms of a label selector, all of which must hold (what the control plane sends).
 fn matches_labels(o: &Value, labels: Option<&str>) -> bool {
@@ -64,11 +54,11 @@ impl Sandbox {
             .flat_map(|r| {
                 let age = self.simulated_secs(r.created_ms, now);
                 let created = r.created_ms;
-                let failures = r.data[super::training::FAILURES].as_u64().unwrap_or(0);
-                let names = r.data.get(super::serving::PODS).cloned();
+                let failures = r.data[super::workload::FAILURES].as_u64().unwrap_or(0);
+                let names = r.data.get(super::workload::PODS).cloned();
                 let mut obj = self.k8s_status(r, Some(&schedule));
                 if let Some(n) = names {
-                    obj[super::serving::PODS] = n;
+                    obj[super::workload::PODS] = n;
                 }
                 pods_of(&obj, age, failures)
                     .into_iter()
@@ -185,7 +175,7 @@ impl Kube for Sandbox {
                 let mut data = manifest.clone();
                 data["__key"] = Value::String(key.clone());
                 if obj.kind == "Deployment" {
-                    data[super::serving::PODS] =
+                    data[super::workload::PODS] =
                         self.next_pods(target, manifest, Some(&r.data)).await?;
                 }
                 self.update(api, "k8s-object", &r.id, &data).await
@@ -194,13 +184,13 @@ impl Kube for Sandbox {
                 let mut data = manifest.clone();
                 data["__key"] = Value::String(key.clone());
                 if obj.kind == "Deployment" {
-                    data[super::serving::PODS] = self.next_pods(target, manifest, None).await?;
+                    data[super::workload::PODS] = self.next_pods(target, manifest, None).await?;
                 }
                 // Injected failures belong to a job or endpoint from its creation.
                 let fault = if super::training::is_training(manifest) {
-                    Some(super::training::POD_FAILURE)
+                    Some(super::workload::POD_FAILURE)
                 } else if super::endpoints::is_endpoint(manifest) {
-                    Some(super::endpoints::ENDPOINT_FAILURE)
+                    Some(super::workload::ENDPOINT_FAILURE)
                 } else {
                     None
                 };
@@ -210,7 +200,7 @@ impl Kube for Sandbox {
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .take(key);
-                    data[super::training::FAILURES] = json!(failures);
+                    data[super::workload::FAILURES] = json!(failures);
                 }
                 self.create(api, "k8s-object", &new_id("uid"), Some(&key), &data)
                     .await

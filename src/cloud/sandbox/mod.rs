@@ -25,6 +25,7 @@ mod serving;
 mod shared;
 mod training;
 mod verdicts;
+mod workload;
 
 pub use faults::Faults;
 

@@ -10,7 +10,8 @@ use futures::StreamExt as _;
 use serde_json::{json, Value};
 
 use super::durations as d;
-use super::training::{nodes_wanted, RESTART, START, STRIKE, TRAIN};
+use super::training::nodes_wanted;
+use super::workload::{RESTART, START, STRIKE, TRAIN};
 use crate::cloud::{LogLines, LogQuery};
 
 /// Simulated seconds between two progress lines of a training rank.
@@ -185,7 +186,7 @@ pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
             let container = first_container(obj.pointer("/spec/template/spec"));
             // The names its ReplicaSet gave (kept with the stored object); more as it grows.
             let names: Vec<String> = obj
-                .get(super::serving::PODS)
+                .get(super::workload::PODS)
                 .and_then(|p| serde_json::from_value(p.clone()).ok())
                 .unwrap_or_default();
             (0..ready)

@@ -4,40 +4,9 @@
 use serde_json::{json, Value};
 
 use super::eks::*;
+use super::workload::Schedule;
 use super::{durations as d, Life, Res, Sandbox, REGION};
 use crate::cloud::*;
-
-/// The simulated scheduler's view of one cluster.
-pub(crate) struct Schedule {
-    /// The HyperPod nodes, with the GPUs placed replicas request.
-    pub nodes: Vec<NodeState>,
-    /// Deployment resource id → replicas that found a node.
-    pub placed: std::collections::HashMap<String, u64>,
-    pub pending_pods: u32,
-    pub pending_gpus: u32,
-    pub pods: usize,
-    /// The role the nodes run as (the first instance group's execution role).
-    pub node_role: Option<String>,
-    /// KEDA's decisions, by ScaledObject name.
-    pub scaled: std::collections::HashMap<String, super::serving::Scaled>,
-}
-
-impl Schedule {
-    /// The replicas KEDA gives a Deployment, when a ScaledObject targets it.
-    fn autoscaled(&self, deployment: &str) -> Option<u64> {
-        Self::autoscaled_in(&self.scaled, deployment)
-    }
-
-    fn autoscaled_in(
-        scaled: &std::collections::HashMap<String, super::serving::Scaled>,
-        deployment: &str,
-    ) -> Option<u64> {
-        scaled
-            .values()
-            .find(|s| s.target == deployment)
-            .map(|s| s.replicas)
-    }
-}
 
 /// Kinds whose status depends on the nodes (their pods must be placed to become ready).
 pub(super) fn scheduled_kind(kind: &str) -> bool {
@@ -226,11 +195,11 @@ impl Sandbox {
         let age = self.simulated_secs(res.created_ms, super::now_ms());
         let placed = schedule.and_then(|s| s.placed.get(&res.id).copied());
         let mut o = res.data;
-        let failures = o[super::training::FAILURES].as_u64().unwrap_or(0);
+        let failures = o[super::workload::FAILURES].as_u64().unwrap_or(0);
         if let Some(m) = o.as_object_mut() {
             m.remove("__key");
-            m.remove(super::training::FAILURES);
-            m.remove(super::serving::PODS);
+            m.remove(super::workload::FAILURES);
+            m.remove(super::workload::PODS);
         }
         o["metadata"]["creationTimestamp"] = json!(crate::store::rfc3339_ms(res.created_ms));
         let n = u64::from(ready);

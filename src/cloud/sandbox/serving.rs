@@ -11,11 +11,10 @@ use rand::Rng;
 use serde_json::{json, Value};
 
 use super::pods::SimPod;
+use super::workload::{Scaled, PODS};
 use super::{now_ms, Sandbox};
 use crate::cloud::*;
 
-/// Where a stored Deployment keeps its pods' names.
-pub(super) const PODS: &str = "__pods";
 const POD_META: &str = "pod-meta";
 const LOAD: &str = "sim-load";
 /// Requests remembered per Service (the simulated queue never needs more).
@@ -41,16 +40,6 @@ fn number(v: &Value) -> Option<f64> {
         Value::Number(n) => n.as_f64(),
         _ => None,
     }
-}
-
-/// What KEDA would make of one ScaledObject now.
-#[derive(Debug, Clone)]
-pub(crate) struct Scaled {
-    pub target: String,
-    pub replicas: u64,
-    /// The simulated queue: requests within the cooldown period.
-    pub queue: f64,
-    pub active: bool,
 }
 
 fn merge(into: &mut Value, patch: &Value) {
@@ -220,7 +209,7 @@ impl Sandbox {
                 }
             };
         }
-        let key = super::kube::object_key(target, obj);
+        let key = super::workload::object_key(target, obj);
         let Some(r) = self
             .by_name("k8s-object", &key)
             .await?

@@ -5,19 +5,7 @@
 
 use serde_json::{json, Value};
 
-use super::scheduler::Schedule;
-
-/// Fault key: pod failures the next training job applied suffers (`k8s:PodFailure=N`).
-pub(super) const POD_FAILURE: &str = "k8s:PodFailure";
-/// Where a stored job keeps its injected failures (removed from what is read back).
-pub(super) const FAILURES: &str = "__podFailures";
-
-/// Seconds from apply until the pods run, of training, and of one restart.
-pub(super) const START: f64 = 45.0;
-pub(super) const TRAIN: f64 = 120.0;
-pub(super) const RESTART: f64 = 30.0;
-/// Seconds into a run at which an injected failure strikes.
-pub(super) const STRIKE: f64 = 20.0;
+use super::workload::{Schedule, RESTART, START, STRIKE, TRAIN};
 
 pub(super) fn is_training(obj: &Value) -> bool {
     matches!(obj["kind"].as_str(), Some("HyperPodPyTorchJob" | "RayJob"))

@@ -6,35 +6,18 @@ mod storage;
 
 pub use features::*;
 pub use storage::*;
+// Reached through here by the workload files; it reads the cluster record.
+pub use super::records::kube_target;
 
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::steps::deps::{self, ComponentState, ComponentStatus};
-use crate::cloud::{ClusterState, KubeTarget, MANAGED_BY};
+use crate::cloud::{ClusterState, MANAGED_BY};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::kind::OpKind;
 use crate::store::{OpState, PhaseState};
-
-/// Where the cluster's API server is, from what the `cluster` stage recorded.
-pub async fn kube_target(engine: &Engine, name: &str) -> ApiResult<KubeTarget> {
-    let record = super::live_cluster(engine, name).await?;
-    let r = super::resources::ClusterResources::of(&record.resources);
-    match (r.eks_endpoint, r.eks_certificate_authority) {
-        (Some(endpoint), Some(ca)) => Ok(KubeTarget {
-            cluster: name.to_string(),
-            endpoint,
-            certificate_authority: ca,
-        }),
-        _ => Err(ApiError::Conflict {
-            slug: "stage-not-ready",
-            detail: format!("`{name}` has no EKS cluster yet: run the cluster stage first"),
-            field: None,
-            operation_id: None,
-        }),
-    }
-}
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::hyperpod::{hyperpod_of, threads_per_core};
+use super::hyperpod::{deep_health_checks, hyperpod_of, threads_per_core};
 use super::HyperPodParams;
 use crate::cloud::{HyperPodStatus, InstanceGroupSpec, InstanceGroupStatus};
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
@@ -69,15 +69,6 @@ pub struct ScaleParams {
     /// A new on-create lifecycle script (a file under the group's lifecycle prefix).
     #[serde(default)]
     pub lifecycle_on_create: Option<String>,
-}
-
-/// The checks HyperPod runs on new nodes when deep health checks are on.
-pub fn deep_health_checks(on: bool) -> Vec<String> {
-    if on {
-        vec!["InstanceStress".into(), "InstanceConnectivity".into()]
-    } else {
-        vec![]
-    }
 }
 
 /// The groups UpdateCluster must resend: the changed group as wanted, every other group at the

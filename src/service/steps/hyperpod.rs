@@ -13,9 +13,15 @@ use crate::service::subnets::{
     ensure_compute_subnet, ComputeSubnetRequest, COMPUTE_PREFIX, PROCESS_SUBNET_LOCKS,
 };
 
-/// Name of the HyperPod cluster of an InstantStart cluster.
-pub fn hyperpod_name(cluster: &str) -> String {
-    format!("{cluster}-hp")
+pub use crate::service::resources::hyperpod_name;
+
+/// The checks HyperPod runs on new nodes when deep health checks are on.
+pub fn deep_health_checks(on: bool) -> Vec<String> {
+    if on {
+        vec!["InstanceStress".into(), "InstanceConnectivity".into()]
+    } else {
+        vec![]
+    }
 }
 
 /// This operation's HyperPod cluster: the recorded one (an imported cluster's own name), else
@@ -286,7 +292,7 @@ impl HyperPodClusterStep {
             lifecycle_on_create: "on_create.sh".into(),
             threads_per_core: threads_per_core(&p.instance_type, &p.capacity),
             ebs_volume_gb: p.volume_size_gb,
-            deep_health_checks: super::groups::deep_health_checks(p.deep_health_checks),
+            deep_health_checks: deep_health_checks(p.deep_health_checks),
             capacity: p.capacity.clone(),
             subnet_ids: vec![cx.recorded().compute_subnet_id()?],
             security_group_ids: vec![cx.recorded().cluster_security_group_id()?],

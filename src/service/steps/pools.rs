@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::addons::kube_target;
-use super::workloads::WORKLOAD_NAMESPACE;
 use crate::cloud::{KubeTarget, ObjectRef};
 use crate::ops::{Poll, Reconcile, StepCx, StepResult};
+use crate::service::labels::WORKLOAD_NAMESPACE;
 
 /// Label naming a pool's pods (and the pool's own objects).
 pub const POOL_LABEL: &str = "instantstart.io/pool";

@@ -12,10 +12,7 @@ use super::hyperpod::hyperpod_of;
 use crate::cloud::{json_contains, HyperPodStatus, ObjectRef, MANAGED_BY};
 use crate::ops::{Poll, Reconcile, Step, StepCx, StepError, StepResult};
 
-/// Namespace of the workloads we run (the default storage claims live there too).
-pub const WORKLOAD_NAMESPACE: &str = "default";
-/// Label naming what a workload object is for (`model-download` or `inference`).
-pub const WORKLOAD_LABEL: &str = "instantstart.io/workload";
+pub use crate::service::labels::{WORKLOAD_LABEL, WORKLOAD_NAMESPACE};
 
 /// Parameters of a workload operation: the manifests to apply, in order, and the object whose
 /// state decides completion. Manifests never carry secrets (only Secret references).

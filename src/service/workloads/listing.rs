@@ -6,13 +6,22 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::autoscale::{scaling_view, AutoscalingView, KEDA_API};
-use super::pools::pod_ready;
 use super::router::{router_view, RouterView, ROUTER_FOR_LABEL};
 use crate::error::ApiResult;
 use crate::ops::Engine;
 use crate::service::incluster::kube_target;
 use crate::service::steps::pools::{POOL_LABEL, SERVES_LABEL};
 use crate::service::workloads::{cloud_err, workload_state, WORKLOAD_LABEL, WORKLOAD_NAMESPACE};
+
+/// The Ready condition of a pod.
+pub(super) fn pod_ready(p: &Value) -> bool {
+    p.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+}
 
 /// A deployment and where it stands.
 #[derive(Debug, Serialize, ToSchema)]

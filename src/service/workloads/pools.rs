@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
+use super::listing::pod_ready;
 use super::server::{bounded, server_pod, ServerFields};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
@@ -97,16 +98,6 @@ pub struct PoolView {
     /// Ready pods serving nothing: what can be assigned, or removed by a scale-down.
     pub free: u64,
     pub pods: Vec<PoolPod>,
-}
-
-/// The Ready condition of a pod.
-pub(super) fn pod_ready(p: &Value) -> bool {
-    p.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })
 }
 
 pub(super) fn serves(p: &Value) -> Option<String> {

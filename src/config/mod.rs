@@ -1,5 +1,7 @@
 //! Command line and environment configuration (clap): every flag is also an environment variable.
 
+pub mod reference;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 

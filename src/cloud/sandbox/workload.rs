@@ -1,0 +1,78 @@
+//! The vocabulary the simulated workload files share, one level below them all: where a stored
+//! object keeps its simulation state, the fault keys, the training timeline, how objects are
+//! keyed, and the scheduler's view of a cluster. Kept here so the operators (training,
+//! endpoints, serving), the pods, the scheduler and the Kubernetes port depend on it, never on
+//! each other in a circle.
+
+use crate::cloud::{KubeTarget, NodeState, ObjectRef};
+
+pub(super) fn object_key(target: &KubeTarget, obj: &ObjectRef) -> String {
+    format!(
+        "{}/{}/{}/{}/{}",
+        target.cluster,
+        obj.api_version,
+        obj.kind,
+        obj.namespace.as_deref().unwrap_or(""),
+        obj.name
+    )
+}
+
+/// Where a stored Deployment keeps its pods' names.
+pub(super) const PODS: &str = "__pods";
+
+/// Fault key: pod failures the next training job applied suffers (`k8s:PodFailure=N`).
+pub(super) const POD_FAILURE: &str = "k8s:PodFailure";
+/// Where a stored job keeps its injected failures (removed from what is read back).
+pub(super) const FAILURES: &str = "__podFailures";
+
+/// Seconds from apply until the pods run, of training, and of one restart.
+pub(super) const START: f64 = 45.0;
+pub(super) const TRAIN: f64 = 120.0;
+pub(super) const RESTART: f64 = 30.0;
+/// Seconds into a run at which an injected failure strikes.
+pub(super) const STRIKE: f64 = 20.0;
+
+/// Fault key: the next endpoint applied fails its deployment.
+pub(super) const ENDPOINT_FAILURE: &str = "k8s:EndpointFailure";
+
+/// What KEDA would make of one ScaledObject now.
+#[derive(Debug, Clone)]
+pub(crate) struct Scaled {
+    pub target: String,
+    pub replicas: u64,
+    /// The simulated queue: requests within the cooldown period.
+    pub queue: f64,
+    pub active: bool,
+}
+
+/// The simulated scheduler's view of one cluster.
+pub(crate) struct Schedule {
+    /// The HyperPod nodes, with the GPUs placed replicas request.
+    pub nodes: Vec<NodeState>,
+    /// Deployment resource id → replicas that found a node.
+    pub placed: std::collections::HashMap<String, u64>,
+    pub pending_pods: u32,
+    pub pending_gpus: u32,
+    pub pods: usize,
+    /// The role the nodes run as (the first instance group's execution role).
+    pub node_role: Option<String>,
+    /// KEDA's decisions, by ScaledObject name.
+    pub scaled: std::collections::HashMap<String, Scaled>,
+}
+
+impl Schedule {
+    /// The replicas KEDA gives a Deployment, when a ScaledObject targets it.
+    pub(super) fn autoscaled(&self, deployment: &str) -> Option<u64> {
+        Self::autoscaled_in(&self.scaled, deployment)
+    }
+
+    pub(super) fn autoscaled_in(
+        scaled: &std::collections::HashMap<String, Scaled>,
+        deployment: &str,
+    ) -> Option<u64> {
+        scaled
+            .values()
+            .find(|s| s.target == deployment)
+            .map(|s| s.replicas)
+    }
+}

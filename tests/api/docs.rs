@@ -1,0 +1,183 @@
+//! The docs cannot drift from the product: every `sh` example in the README and the guides runs
+//! against a sandbox server, the configuration reference is the CLI definition, and every
+//! relative link points at a file.
+
+use std::path::{Path, PathBuf};
+
+use crate::helpers::*;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The README and every guide in `docs/`.
+fn pages() -> Vec<PathBuf> {
+    let mut pages = vec![root().join("README.md")];
+    let mut guides: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    guides.sort();
+    pages.extend(guides);
+    pages
+}
+
+/// The bodies of a page's fenced blocks whose info string is exactly `sh`, in order. Other
+/// fences (`text` for what needs an AWS account or is this suite's own command) are shown only.
+fn sh_blocks(text: &str) -> Vec<String> {
+    let (mut blocks, mut current): (Vec<String>, Option<String>) = (Vec::new(), None);
+    for line in text.lines() {
+        match (&mut current, line.trim_end()) {
+            (None, "```sh") => current = Some(String::new()),
+            (Some(body), "```") => {
+                blocks.push(std::mem::take(body));
+                current = None;
+            }
+            (Some(body), _) => {
+                body.push_str(line);
+                body.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
+/// Runs one page's examples, in order, as one script against `base` (the page's address
+/// `localhost:3099` becomes the server's).
+async fn run_page(page: &Path, blocks: &[String], base: &str) -> Result<(), String> {
+    let host = base.trim_start_matches("http://");
+    let script = blocks
+        .join("\n")
+        .replace("localhost:3099", host)
+        .replace("127.0.0.1:3099", host);
+    let scratch = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(scratch.path())
+        .env("TMPDIR", scratch.path())
+        .output()
+        .await
+        .expect("bash");
+    let shown = format!(
+        "{}: exit {:?}\n--- script\n{script}\n--- stdout\n{}\n--- stderr\n{}",
+        page.display(),
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() && !out.stdout.is_empty() {
+        Ok(())
+    } else {
+        Err(shown)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_shell_example_in_the_readme_and_the_guides_runs_against_a_sandbox_server() {
+    let mut ran = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let blocks = sh_blocks(&text);
+        if blocks.is_empty() {
+            continue;
+        }
+        // A page of its own on a fresh server: the guides are read one at a time.
+        let app = spawn_app().await;
+        if let Err(failure) = run_page(&page, &blocks, &app.base).await {
+            panic!("{failure}");
+        }
+        let name = page.file_name().unwrap().to_string_lossy().to_string();
+        ran.push((name, blocks.len()));
+    }
+    let names: Vec<&str> = ran.iter().map(|(n, _)| n.as_str()).collect();
+    for guide in [
+        "README.md",
+        "getting-started.md",
+        "clusters.md",
+        "training.md",
+        "inference.md",
+        "agent.md",
+        "operating.md",
+        "security.md",
+        "troubleshooting.md",
+    ] {
+        assert!(
+            names.contains(&guide),
+            "{guide} has no example run: {ran:?}"
+        );
+    }
+}
+
+/// The harness itself: a failing example fails the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_example_fails_its_page() {
+    let app = spawn_app().await;
+    let page = Path::new("example.md");
+    let good = sh_blocks("```sh\ncurl -sf localhost:3099/healthz\n```\n");
+    assert_eq!(good.len(), 1);
+    assert!(run_page(page, &good, &app.base).await.is_ok());
+    let bad = sh_blocks(
+        "```sh\ncurl -sf localhost:3099/healthz\n```\n```text\nnot run\n```\n```sh\ncurl -sf localhost:3099/api/clusters/nope\n```\n",
+    );
+    assert_eq!(bad.len(), 2);
+    let failure = run_page(page, &bad, &app.base).await.unwrap_err();
+    assert!(failure.contains("exit Some(22)"), "{failure}");
+}
+
+/// `docs/configuration.md` is generated from the CLI definition; `INSTANTSTART_BLESS=1`
+/// rewrites it after a flag changes.
+#[test]
+fn the_configuration_reference_is_the_cli_definition() {
+    let path = root().join("docs/configuration.md");
+    let generated = instantstart::config::reference::markdown();
+    if std::env::var_os("INSTANTSTART_BLESS").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let written = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        written == generated,
+        "docs/configuration.md differs from the CLI definition: run \
+         `INSTANTSTART_BLESS=1 cargo test --test api docs::the_configuration_reference` and commit it"
+    );
+    for flag in [
+        "--bind",
+        "--cloud",
+        "--token",
+        "--shared-bucket",
+        "--log-format",
+    ] {
+        assert!(generated.contains(&format!("### `{flag}`")), "{flag}");
+    }
+    assert!(generated.contains("variable `INSTANTSTART_BIND` · default `127.0.0.1:3099`"));
+}
+
+#[test]
+fn the_readme_is_short_and_every_relative_link_resolves() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 150,
+        "README.md has {lines} lines: move detail into docs/"
+    );
+    let mut broken = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for (at, _) in text.match_indices("](") {
+            let target = &text[at + 2..];
+            let Some(end) = target.find(')') else {
+                continue;
+            };
+            let target = target[..end].split('#').next().unwrap_or("");
+            if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            if !page.parent().unwrap().join(target).exists() {
+                broken.push(format!("{}: {target}", page.display()));
+            }
+        }
+    }
+    assert_eq!(broken, Vec::<String>::new());
+}
