@@ -13,6 +13,7 @@
 pub mod aws;
 pub mod instances;
 pub mod kube;
+pub mod policy;
 mod ports;
 pub mod retry;
 pub mod sandbox;

@@ -358,7 +358,9 @@ fn the_policy_grants_exactly_what_the_adapter_calls() {
         // cfn-init and cfn-hup on the instance read its settings (upgrades by stack update).
         "cloudformation:DescribeStackResource",
         // The MLflow tracking REST API is called over HTTPS with SigV4, not through an SDK
-        // operation the scan sees (the paths in src/service/mlflow.rs).
+        // operation the scan sees (the paths in src/service/mlflow.rs). An MLflow App checks
+        // sagemaker:CallMlflowAppApi; a tracking server the granular sagemaker-mlflow actions.
+        "sagemaker:CallMlflowAppApi",
         "sagemaker-mlflow:GetExperimentByName",
         "sagemaker-mlflow:SearchRuns",
         "sagemaker-mlflow:GetMetricHistory",

@@ -225,6 +225,37 @@ async fn a_jobs_logs_carry_its_ranks_and_the_injected_nccl_timeout_and_follow_to
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ray_jobs_logs_are_read_from_the_pods_kuberay_labels() {
+    let app = training_cluster(None).await;
+    let accepted = submit(
+        &app,
+        &json!({"jobName": "rl-logs", "recipe": "verl", "instanceType": "ml.g5.8xlarge", "nodeCount": 2,
+                "model": "/s3/models/Qwen/Qwen3-8B", "dataset": "/s3/datasets/gsm8k"}),
+    )
+    .await;
+    let op = app
+        .wait_terminal(accepted["operationId"].as_str().unwrap())
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let job = app.json("/api/clusters/demo/training-jobs/rl-logs").await;
+    let all = app
+        .json("/api/clusters/demo/workloads/ray/rl-logs/logs?tail=1000")
+        .await;
+    let pods = all["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 3, "a head and two workers: {all}");
+    let ranks: Vec<_> = pods.iter().map(|p| p["rank"].as_str().unwrap()).collect();
+    assert_eq!(ranks, ["head", "worker", "worker"], "{all}");
+    // Named after the RayCluster KubeRay made for the job, as its pods are.
+    assert!(
+        pods.iter()
+            .all(|p| p["pod"].as_str().unwrap().starts_with("rl-logs-")
+                && !p["pod"].as_str().unwrap().starts_with("rl-logs-head")),
+        "{all} {job}"
+    );
+    assert!(!all["lines"].as_array().unwrap().is_empty(), "{all}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_followed_log_streams_live_takes_in_new_pods_is_capped_and_closes_upstream_on_disconnect()
 {
     use crate::kube::{get, AwsPipeline};
@@ -329,4 +360,59 @@ async fn a_followed_log_streams_live_takes_in_new_pods_is_capped_and_closes_upst
         .unwrap();
     let seen = until(&mut again, |m| m["type"] == "lines").await;
     assert_eq!(texts(&seen), vec!["emu-dl-b|b says hi"]);
+    drop(again);
+
+    // A RayJob's pods carry what KubeRay's `labelPod` gives them — `ray.io/cluster` naming the
+    // RayJob's RayCluster, node type, group and the template's labels — and no
+    // `ray.io/originated-from-cr-name`, which only the RayCluster and the submitter Job get.
+    post(
+        "/apis/ray.io/v1/namespaces/default/rayjobs".into(),
+        json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "emu-rl"},
+               "spec": {"entrypoint": "python train.py"},
+               "status": {"rayClusterName": "emu-rl-x7k2p", "jobDeploymentStatus": "Running"}}),
+    )
+    .await;
+    let ray_pod = |name: &str, node_type: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "labels": {
+                   "ray.io/cluster": "emu-rl-x7k2p", "ray.io/node-type": node_type,
+                   "ray.io/group": if node_type == "head" { "headgroup" } else { "gpu" },
+                   "ray.io/is-ray-node": "yes", "app.kubernetes.io/created-by": "kuberay-operator"}},
+               "spec": {"containers": [{"name": "ray", "image": "verl"}]},
+               "status": {"phase": "Running"}})
+    };
+    for (name, node_type) in [
+        ("emu-rl-x7k2p-head", "head"),
+        ("emu-rl-x7k2p-gpu-worker-0", "worker"),
+    ] {
+        post(
+            "/api/v1/namespaces/default/pods".into(),
+            ray_pod(name, node_type),
+        )
+        .await;
+        post(
+            format!("/_emulator/logs/default/{name}"),
+            json!({"lines": [format!("{node_type} up")]}),
+        )
+        .await;
+    }
+    let snap = get(
+        &p.client,
+        format!("{base}/api/clusters/demo/workloads/ray/emu-rl/logs"),
+    )
+    .await;
+    let pods: Vec<_> = snap["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["pod"].clone(), p["rank"].clone()))
+        .collect();
+    assert_eq!(
+        pods,
+        vec![
+            (json!("emu-rl-x7k2p-head"), json!("head")),
+            (json!("emu-rl-x7k2p-gpu-worker-0"), json!("worker")),
+        ],
+        "{snap}"
+    );
 }

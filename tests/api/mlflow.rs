@@ -360,7 +360,8 @@ mod shapes {
     }
 
     #[tokio::test]
-    async fn tracking_calls_are_signed_for_sagemaker_mlflow_and_routed_by_the_apps_arn() {
+    async fn an_apps_tracking_calls_are_signed_and_routed_as_the_sagemaker_mlflow_plugin_sends_them(
+    ) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let seen = tokio::spawn(async move {
@@ -399,10 +400,14 @@ mod shapes {
         );
         assert!(
             request.contains("authorization: aws4-hmac-sha256 credential=akidtest/")
-                && request.contains("/us-west-2/sagemaker-mlflow/aws4_request"),
+                && request.contains("/us-west-2/sagemaker/aws4_request"),
+            "the plugin signs an app's calls as `sagemaker`: {request}"
+        );
+        assert!(
+            request.contains(&format!("x-sm-mlflow-app-arn: {arn}"))
+                && !request.contains("x-mlflow-sm-tracking-server-arn"),
             "{request}"
         );
-        assert!(request.contains(&format!("x-mlflow-sm-tracking-server-arn: {arn}")));
         assert!(request.contains("x-amz-content-sha256: "), "{request}");
     }
 }

@@ -351,3 +351,74 @@ async fn spot_capacity_needs_continuous_node_provisioning() {
     req.continuous_provisioning = continuous_provisioning(&req.instance_groups);
     s.cloud.hyperpod.create_cluster(&req).await.unwrap();
 }
+
+/// A ScaledObject on an Amazon Managed Service for Prometheus workspace reads its metric only
+/// when KEDA's operator has an identity whose policy, within the stack's boundary, allows
+/// `aps:QueryMetrics` on that workspace: without one KEDA reports AccessDenied and scales nothing.
+#[tokio::test]
+async fn an_amp_trigger_needs_a_keda_identity_that_may_query_the_workspace() {
+    let (_dir, cloud) = account().await;
+    let s = setup(cloud, full_policy()).await;
+    s.hyperpod(vec![s.plane.clone()]).await;
+    let workspace = "ws-0123abcd";
+    let so = json!({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+        "metadata": {"name": "chat", "namespace": "default"},
+        "spec": {"scaleTargetRef": {"name": "chat"}, "minReplicaCount": 1, "maxReplicaCount": 2,
+            "triggers": [{"type": "prometheus", "authenticationRef": {"name": "chat-aws"},
+                "metadata": {"serverAddress": format!("https://aps-workspaces.us-west-2.amazonaws.com/workspaces/{workspace}"),
+                             "query": "sum(x)", "threshold": "3", "awsRegion": "us-west-2"}}]}});
+    s.cloud.kube.apply(&target(), &so).await.unwrap();
+    let r = ObjectRef::to_apply(&so).unwrap();
+    let ready = |o: Value| -> (String, String) {
+        let c = o["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Ready").cloned())
+            .unwrap_or_default();
+        (
+            c["status"].as_str().unwrap_or_default().to_string(),
+            c["message"].as_str().unwrap_or_default().to_string(),
+        )
+    };
+    let now = ready(s.cloud.kube.get(&target(), &r).await.unwrap().unwrap());
+    assert_eq!(now.0, "False", "{now:?}");
+    assert!(
+        now.1.contains("AccessDenied") && now.1.contains("no pod identity association"),
+        "{now:?}"
+    );
+    // An identity whose policy names another workspace is refused on this one.
+    let trust = json!({"Version": "2012-10-17", "Statement": []});
+    let role = s
+        .cloud
+        .iam
+        .create_role("c-keda", &trust, &cluster_tags(CLUSTER, "keda"))
+        .await
+        .unwrap();
+    let grant = |ws: &str| {
+        json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["aps:QueryMetrics"],
+            "Resource": [format!("arn:aws:aps:us-west-2:123456789012:workspace/{ws}")]}]})
+    };
+    s.cloud
+        .iam
+        .put_role_policy("c-keda", "q", &grant("ws-other"))
+        .await
+        .unwrap();
+    s.cloud
+        .eks
+        .create_pod_identity(CLUSTER, "keda", "keda-operator", &role.arn)
+        .await
+        .unwrap();
+    let now = ready(s.cloud.kube.get(&target(), &r).await.unwrap().unwrap());
+    assert_eq!(now.0, "False", "{now:?}");
+    assert!(
+        now.1
+            .contains("c-keda is not authorized to perform: aps:QueryMetrics"),
+        "{now:?}"
+    );
+    s.cloud
+        .iam
+        .put_role_policy("c-keda", "q", &grant(workspace))
+        .await
+        .unwrap();
+    let now = ready(s.cloud.kube.get(&target(), &r).await.unwrap().unwrap());
+    assert_eq!(now.0, "True", "{now:?}");
+}

@@ -604,3 +604,66 @@ async fn routers_scalers_and_a_relabelled_pool_pod_on_the_kubernetes_emulator() 
         );
     }
 }
+
+fn phase_names(op: &Value) -> Vec<String> {
+    op["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A deployment scaling on an Amazon Managed Service for Prometheus workspace: its operation
+/// first gives KEDA an identity of its own (a pod-identity role that may query that workspace
+/// only, bound to keda/keda-operator), so KEDA reads the metric; a second workspace is added to
+/// the same role, and nothing else is granted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaling_on_amp_gives_keda_an_identity_that_may_query_only_the_named_workspaces() {
+    let app = spawn_app().await;
+    let mut body = pipeline_body();
+    body["instanceType"] = json!("ml.g5.12xlarge");
+    let id = app.start("/api/pipelines", &body).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let amp = |ws: &str| format!("https://aps-workspaces.us-west-2.amazonaws.com/workspaces/{ws}");
+    let mut first = routed("chat", 1, 2, 30);
+    first["autoscaling"]["prometheusUrl"] = json!(amp("ws-aaaa1111"));
+    let op = accepted(&app, app.post(DEPLOYMENTS, &first).await).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(phase_names(&op), ["keda-identity", "apply"], "{op}");
+    let out = &op["phases"][0]["outputs"];
+    assert_eq!(
+        out["workspaces"],
+        json!(["arn:aws:aps:us-west-2:123456789012:workspace/ws-aaaa1111"]),
+        "{out}"
+    );
+    assert!(
+        out["roleArn"]
+            .as_str()
+            .unwrap()
+            .ends_with(":role/demo-keda"),
+        "{out}"
+    );
+    let chat = deployment(&app, "chat").await.unwrap();
+    assert_eq!(chat["autoscaling"]["ready"], true, "{chat}");
+
+    let mut second = routed("code", 1, 2, 30);
+    second["autoscaling"]["prometheusUrl"] = json!(amp("ws-bbbb2222"));
+    let op = accepted(&app, app.post(DEPLOYMENTS, &second).await).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let ws = op["phases"][0]["outputs"]["workspaces"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(ws.len(), 2, "{op}");
+    assert!(ws
+        .iter()
+        .all(|w| w.as_str().unwrap().contains(":aps:us-west-2:")));
+    // In-cluster Prometheus needs no AWS identity: no such phase.
+    let op = accepted(
+        &app,
+        app.post(DEPLOYMENTS, &routed("plain", 1, 2, 30)).await,
+    )
+    .await;
+    assert_eq!(phase_names(&op), ["apply"], "{op}");
+}

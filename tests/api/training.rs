@@ -121,6 +121,12 @@ async fn a_job_trains_to_succeeded_and_an_injected_pod_failure_shows_in_its_rest
             "recovery",
         ),
         (
+            // 48 characters: KubeRay's limit for a RayJob is 47, the operator's for a job 50.
+            json!({"jobName": "r".repeat(48), "recipe": "verl", "instanceType": "ml.g5.8xlarge", "model": "/s3/m", "dataset": "/s3/d"}),
+            422,
+            "jobName",
+        ),
+        (
             json!({"jobName": "Bad_Name", "recipe": "pytorch", "instanceType": "ml.g5.8xlarge", "script": "/s3/t.py"}),
             422,
             "jobName",

@@ -1,6 +1,8 @@
-//! The MLflow port over AWS: MLflow Apps through the SageMaker SDK, and the tracking server's
-//! REST API over HTTPS, signed with SigV4 as the `sagemaker-mlflow` service with the app's ARN in
-//! `x-mlflow-sm-tracking-server-arn` — what AWS's `sagemaker-mlflow` plugin sends.
+//! The MLflow port over AWS: MLflow Apps through the SageMaker SDK, and their MLflow REST API
+//! over HTTPS, signed with SigV4 and routed by the ARN in a header — host, header and signing
+//! name chosen by the ARN's resource type exactly as AWS's `sagemaker-mlflow` plugin (0.3) does
+//! (`mlflow_sagemaker_helpers.py`, `mlflow_sagemaker_request_header_provider.py`,
+//! `auth_provider.py`).
 
 use async_trait::async_trait;
 use aws_sdk_sagemaker::types::Tag;
@@ -15,29 +17,63 @@ use super::Aws;
 use crate::cloud::*;
 
 const S: &str = "sagemaker";
-/// The signing name of the tracking servers' REST API.
+/// The service named in the errors of the REST calls.
 const TRACKING_SERVICE: &str = "sagemaker-mlflow";
-/// Header that routes a REST call to one app.
-pub const ARN_HEADER: &str = "x-mlflow-sm-tracking-server-arn";
 
-/// The tracking REST endpoint of an app: `https://<region>.experiments.sagemaker.aws`, unless
-/// configured otherwise (a proxy, or a loopback MLflow server in tests).
-pub fn tracking_endpoint(arn: &str, configured: Option<&str>) -> CloudResult<String> {
-    if let Some(e) = configured {
-        return Ok(e.trim_end_matches('/').to_string());
-    }
-    let parts: Vec<&str> = arn.split(':').collect();
-    match parts.as_slice() {
-        ["arn", "aws" | "aws-us-gov", "sagemaker", region, _, _] if !region.is_empty() => {
-            Ok(format!("https://{region}.experiments.sagemaker.aws"))
-        }
-        _ => Err(CloudError::new(
+/// Where and how one MLflow ARN's REST calls go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrackingHost {
+    /// `https://…`, without a trailing slash.
+    pub endpoint: String,
+    /// The header that routes a call to this app or server, carrying its ARN.
+    pub arn_header: &'static str,
+    /// The SigV4 signing name.
+    pub signing_name: &'static str,
+}
+
+/// The REST endpoint, routing header and signing name of an MLflow ARN, as the plugin picks
+/// them: a tracking server `https://<region>.experiments.sagemaker.aws`,
+/// `x-mlflow-sm-tracking-server-arn`, `sagemaker-mlflow`; an MLflow App
+/// `https://mlflow.sagemaker.<region>.app.aws`, `x-sm-mlflow-app-arn`, `sagemaker`. A configured
+/// endpoint (a proxy, or a loopback MLflow server in tests) replaces only the host, as
+/// `SAGEMAKER_MLFLOW_CUSTOM_ENDPOINT` does for the plugin.
+pub fn tracking_host(arn: &str, configured: Option<&str>) -> CloudResult<TrackingHost> {
+    let invalid = || {
+        CloudError::new(
             TRACKING_SERVICE,
             "Resolve",
             "InvalidArn",
             format!("`{arn}` is not a SageMaker MLflow ARN in a supported partition"),
-        )),
+        )
+    };
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    let ["arn", "aws" | "aws-us-gov", "sagemaker", region, _, resource] = parts.as_slice() else {
+        return Err(invalid());
+    };
+    let (kind, id) = resource.split_once('/').ok_or_else(invalid)?;
+    if region.is_empty() || id.is_empty() {
+        return Err(invalid());
     }
+    let (endpoint, arn_header, signing_name) = match kind {
+        "mlflow-tracking-server" => (
+            format!("https://{region}.experiments.sagemaker.aws"),
+            "x-mlflow-sm-tracking-server-arn",
+            "sagemaker-mlflow",
+        ),
+        "mlflow-app" => (
+            format!("https://mlflow.sagemaker.{region}.app.aws"),
+            "x-sm-mlflow-app-arn",
+            "sagemaker",
+        ),
+        _ => return Err(invalid()),
+    };
+    Ok(TrackingHost {
+        endpoint: configured
+            .map(|e| e.trim_end_matches('/').to_string())
+            .unwrap_or(endpoint),
+        arn_header,
+        signing_name,
+    })
 }
 
 fn region_of(arn: &str) -> &str {
@@ -159,8 +195,8 @@ impl Mlflow for Aws {
     async fn tracking(&self, arn: &str, call: TrackingCall<'_>) -> CloudResult<Value> {
         use aws_credential_types::provider::ProvideCredentials;
         let operation = call.path;
-        let endpoint = tracking_endpoint(arn, self.mlflow_endpoint.as_deref())?;
-        let mut url = format!("{endpoint}/api/2.0/mlflow/{}", call.path);
+        let to = tracking_host(arn, self.mlflow_endpoint.as_deref())?;
+        let mut url = format!("{}/api/2.0/mlflow/{}", to.endpoint, call.path);
         if !call.query.is_empty() {
             url.push('?');
             url.push_str(&query_string(call.query));
@@ -196,12 +232,12 @@ impl Mlflow for Aws {
             ("host", host.clone()),
             ("content-type", "application/json".to_string()),
             ("x-amz-content-sha256", digest),
-            (ARN_HEADER, arn.to_string()),
+            (to.arn_header, arn.to_string()),
         ];
         let params = v4::SigningParams::builder()
             .identity(&identity)
             .region(region_of(arn))
-            .name(TRACKING_SERVICE)
+            .name(to.signing_name)
             .time(std::time::SystemTime::now())
             .settings(SigningSettings::default())
             .build()
@@ -251,17 +287,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_tracking_endpoint_follows_the_arn_or_the_configuration() {
+    fn the_tracking_host_follows_the_arns_resource_type_as_the_plugin_does() {
         let arn = "arn:aws:sagemaker:eu-west-1:123456789012:mlflow-app/app-abc";
         assert_eq!(
-            tracking_endpoint(arn, None).unwrap(),
-            "https://eu-west-1.experiments.sagemaker.aws"
+            tracking_host(arn, None).unwrap(),
+            TrackingHost {
+                endpoint: "https://mlflow.sagemaker.eu-west-1.app.aws".into(),
+                arn_header: "x-sm-mlflow-app-arn",
+                signing_name: "sagemaker",
+            }
         );
+        let server = "arn:aws:sagemaker:eu-west-1:123456789012:mlflow-tracking-server/ts";
         assert_eq!(
-            tracking_endpoint(arn, Some("http://127.0.0.1:5000/")).unwrap(),
-            "http://127.0.0.1:5000"
+            tracking_host(server, None).unwrap(),
+            TrackingHost {
+                endpoint: "https://eu-west-1.experiments.sagemaker.aws".into(),
+                arn_header: "x-mlflow-sm-tracking-server-arn",
+                signing_name: "sagemaker-mlflow",
+            }
         );
-        assert!(tracking_endpoint("arn:aws-cn:sagemaker:cn-north-1:1:mlflow-app/x", None).is_err());
+        let proxied = tracking_host(arn, Some("http://127.0.0.1:5000/")).unwrap();
+        assert_eq!(proxied.endpoint, "http://127.0.0.1:5000");
+        assert_eq!(proxied.arn_header, "x-sm-mlflow-app-arn");
+        for bad in [
+            "arn:aws-cn:sagemaker:cn-north-1:1:mlflow-app/x",
+            "arn:aws:sagemaker:eu-west-1:1:endpoint/x",
+            "arn:aws:sagemaker:eu-west-1:1:mlflow-app/",
+            "arn:aws:sagemaker:eu-west-1:1",
+        ] {
+            assert!(tracking_host(bad, None).is_err(), "{bad}");
+        }
         assert_eq!(region_of(arn), "eu-west-1");
         let e = tracking_error(
             404,

@@ -38,7 +38,10 @@ impl Iam for Sandbox {
     ) -> CloudResult<Role> {
         let api = "iam:CreateRole";
         self.gate(api, true).await?;
-        let data = json!({"trust": trust_policy, "tags": tags, "inline": {}, "attached": []});
+        // Every role carries the stack's boundary, as the control plane's roles do when the
+        // stack deployed it (`--permissions-boundary`).
+        let data = json!({"trust": trust_policy, "tags": tags, "inline": {}, "attached": [],
+                          "boundary": super::rules::stack_boundary()});
         self.create(api, "iam-role", &new_id("AROA"), Some(name), &data)
             .await?;
         Ok(Role {

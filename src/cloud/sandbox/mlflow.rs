@@ -6,6 +6,7 @@
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
+use super::training::ray_cluster_name;
 use super::{new_id, Life, Sandbox, ACCOUNT, REGION};
 use crate::cloud::*;
 
@@ -71,10 +72,10 @@ impl Sandbox {
             certificate_authority: String::new(),
         };
         let name = job.data["metadata"]["name"].as_str().unwrap_or_default();
-        let rank0 =
-            self.sim_pods(&target).await?.into_iter().find(|(p, ..)| {
-                p.name == format!("{name}-pods-0") || p.name == format!("{name}-head")
-            });
+        let rank0 = self.sim_pods(&target).await?.into_iter().find(|(p, ..)| {
+            p.name == format!("{name}-pods-0")
+                || p.name == format!("{}-head", ray_cluster_name(name))
+        });
         Ok(match rank0 {
             None => ("SCHEDULED", vec![]),
             Some((pod, age, _)) => {

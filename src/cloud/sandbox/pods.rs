@@ -10,7 +10,7 @@ use futures::StreamExt as _;
 use serde_json::{json, Value};
 
 use super::durations as d;
-use super::training::nodes_wanted;
+use super::training::{nodes_wanted, ray_cluster_name};
 use super::workload::{RESTART, START, STRIKE, TRAIN};
 use crate::cloud::{LogLines, LogQuery};
 
@@ -139,10 +139,33 @@ pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
             }
             let ranks = nodes_wanted(obj);
             let end = Some(training_end(failures, u64::MAX));
-            let labels = |node_type: &str| {
-                json!({"ray.io/originated-from-cr-name": name, "ray.io/originated-from-crd": "RayJob",
-                       "ray.io/node-type": node_type})
+            // KubeRay's `labelPod`: the template's own labels, then the ones it owns.
+            let cluster = ray_cluster_name(&name);
+            let labels = |node_type: &str, group: &str, template: Option<&Value>| {
+                let mut l = template
+                    .and_then(|t| t.pointer("/metadata/labels"))
+                    .cloned()
+                    .filter(Value::is_object)
+                    .unwrap_or_else(|| json!({}));
+                for (k, v) in [
+                    ("ray.io/is-ray-node", "yes".to_string()),
+                    ("ray.io/cluster", cluster.clone()),
+                    ("ray.io/node-type", node_type.to_string()),
+                    ("ray.io/group", group.to_string()),
+                    ("ray.io/identifier", format!("{cluster}-{node_type}")),
+                    ("app.kubernetes.io/name", "kuberay".to_string()),
+                    (
+                        "app.kubernetes.io/created-by",
+                        "kuberay-operator".to_string(),
+                    ),
+                ] {
+                    l[k] = json!(v);
+                }
+                l
             };
+            let head_template = obj.pointer("/spec/rayClusterSpec/headGroupSpec/template");
+            let worker_template = obj.pointer("/spec/rayClusterSpec/workerGroupSpecs/0/template");
+            let group = s(obj, "/spec/rayClusterSpec/workerGroupSpecs/0/groupName").to_string();
             let head =
                 first_container(obj.pointer("/spec/rayClusterSpec/headGroupSpec/template/spec"));
             let worker = first_container(
@@ -155,18 +178,18 @@ pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
                 limit: u64::MAX,
             };
             std::iter::once(pod(
-                format!("{name}-head"),
+                format!("{cluster}-head"),
                 head,
-                labels("head"),
+                labels("head", "headgroup", head_template),
                 trainer(0),
                 START,
                 end,
             ))
             .chain((0..ranks).map(|i| {
                 pod(
-                    format!("{name}-worker-{i}"),
+                    format!("{cluster}-{group}-worker-{i}"),
                     worker.clone(),
-                    labels("worker"),
+                    labels("worker", &group, worker_template),
                     trainer(i + 1),
                     START,
                     end,

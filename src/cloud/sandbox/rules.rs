@@ -8,100 +8,71 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
-/// The AWS-managed policies the control plane attaches, as AWS publishes them (reduced to the
-/// statements that decide what the sandbox checks; source: the AWS Managed Policy Reference).
-/// `AmazonSageMakerClusterInstanceRolePolicy` grants logs, metrics, reads of `sagemaker-*`
-/// buckets and SSM messages: no ECR pull, no pod identity, no network interfaces.
-pub fn managed_policy(arn: &str) -> Option<Value> {
-    let name = arn.rsplit('/').next().unwrap_or_default();
-    Some(match name {
-        "AmazonSageMakerClusterInstanceRolePolicy" => {
-            json!({"Version": "2012-10-17", "Statement": [
-            {"Effect": "Allow", "Action": ["cloudwatch:PutMetricData"], "Resource": "*"},
-            {"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents",
-                "logs:CreateLogGroup", "logs:DescribeLogStreams"],
-             "Resource": "arn:aws:logs:*:*:log-group:/aws/sagemaker/Clusters/*"},
-            {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetObject"],
-             "Resource": ["arn:aws:s3:::sagemaker-*", "arn:aws:s3:::sagemaker-*/*"]},
-            {"Effect": "Allow", "Action": ["ssmmessages:CreateControlChannel",
-                "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
-                "ssmmessages:OpenDataChannel"], "Resource": "*"}]})
-        }
-        "AmazonSageMakerHyperPodTrainingOperatorAccess" => {
-            json!({"Version": "2012-10-17", "Statement": [
-            {"Effect": "Allow", "Action": ["sagemaker:DescribeClusterNode"], "Resource": "*"}]})
-        }
-        "CloudWatchAgentServerPolicy" => json!({"Version": "2012-10-17", "Statement": [
-            {"Effect": "Allow", "Action": ["cloudwatch:PutMetricData", "ec2:DescribeVolumes",
-                "ec2:DescribeTags", "logs:PutLogEvents", "logs:DescribeLogStreams",
-                "logs:DescribeLogGroups", "logs:CreateLogStream", "logs:CreateLogGroup",
-                "logs:PutRetentionPolicy", "xray:PutTraceSegments", "xray:PutTelemetryRecords",
-                "xray:GetSamplingRules", "xray:GetSamplingTargets",
-                "xray:GetSamplingStatisticSummaries"], "Resource": "*"},
-            {"Effect": "Allow", "Action": ["ssm:GetParameter"],
-             "Resource": "arn:aws:ssm:*:*:parameter/AmazonCloudWatch-*"}]}),
-        _ => return None,
-    })
+use crate::cloud::policy::{self, Decision, Request};
+
+/// The permissions boundary every role the sandbox creates carries: the stack's
+/// `CreatedRolesBoundary`, read from the CloudFormation template the product ships, so the
+/// sandbox cuts exactly what a stack-deployed control plane's roles would have cut. The shared
+/// bucket is not known here: it is taken to be one of the `sagemaker-instantstart-*` buckets the
+/// boundary names anyway.
+pub fn stack_boundary() -> Value {
+    static BOUNDARY: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    BOUNDARY
+        .get_or_init(|| {
+            let bucket = "arn:aws:s3:::sagemaker-instantstart-*";
+            template_boundary(&[
+                ("AWS::Partition", "aws"),
+                ("AWS::Region", super::REGION),
+                ("AWS::AccountId", super::ACCOUNT),
+                ("SharedBucket.Arn", bucket),
+            ])
+        })
+        .clone()
 }
 
-/// `*` and `?` wildcards, case-insensitive (IAM matches actions without regard to case).
-fn glob(pattern: &str, text: &str, case_insensitive: bool) -> bool {
-    let (p, t): (Vec<char>, Vec<char>) = if case_insensitive {
-        (
-            pattern.to_lowercase().chars().collect(),
-            text.to_lowercase().chars().collect(),
-        )
-    } else {
-        (pattern.chars().collect(), text.chars().collect())
-    };
-    let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
-            pi += 1;
-            ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some(pi);
-            mark = ti;
-            pi += 1;
-        } else if let Some(s) = star {
-            pi = s + 1;
-            mark += 1;
-            ti = mark;
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|c| *c == '*')
+/// The template's `CreatedRolesBoundary` document with `Fn::Sub` and `Fn::GetAtt` resolved
+/// from `values` (`${AWS::Region}`, `${SharedBucket.Arn}`, …).
+pub fn template_boundary(values: &[(&str, &str)]) -> Value {
+    const TEMPLATE: &str = include_str!("../../../cloudformation/instantstart.yaml");
+    let template: Value = serde_yaml::from_str(TEMPLATE).unwrap_or(Value::Null);
+    let doc = template
+        .pointer("/Resources/CreatedRolesBoundary/Properties/PolicyDocument")
+        .cloned()
+        .unwrap_or_else(|| json!({"Statement": []}));
+    resolve(&doc, values)
 }
 
-fn strings(v: &Value) -> Vec<&str> {
+fn resolve(v: &Value, values: &[(&str, &str)]) -> Value {
     match v {
-        Value::String(s) => vec![s.as_str()],
-        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
-        _ => Vec::new(),
+        Value::Object(m) if m.len() == 1 && m.contains_key("Fn::Sub") => {
+            let mut s = m["Fn::Sub"].as_str().unwrap_or_default().to_string();
+            for (k, val) in values {
+                s = s.replace(&format!("${{{k}}}"), val);
+            }
+            Value::String(s)
+        }
+        Value::Object(m) if m.len() == 1 && m.contains_key("Fn::GetAtt") => {
+            let parts: Vec<&str> = m["Fn::GetAtt"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let key = parts.join(".");
+            let found = values.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
+            Value::String(found.unwrap_or_default().to_string())
+        }
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| (k.clone(), resolve(v, values)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(|v| resolve(v, values)).collect()),
+        other => other.clone(),
     }
 }
 
-/// Whether one policy document allows `action` on `resource` (Allow statements only: the
-/// control plane writes no Deny, and conditions are not evaluated).
-pub fn document_allows(doc: &Value, action: &str, resource: &str) -> bool {
-    let statements = match &doc["Statement"] {
-        Value::Array(a) => a.iter().collect::<Vec<_>>(),
-        s @ Value::Object(_) => vec![s],
-        _ => Vec::new(),
-    };
-    statements.into_iter().any(|s| {
-        s["Effect"] == "Allow"
-            && strings(&s["Action"]).iter().any(|a| glob(a, action, true))
-            && strings(&s["Resource"])
-                .iter()
-                .any(|r| glob(r, resource, false))
-    })
-}
-
-/// Whether a sandbox role record (`inline` documents by name, `attached` managed ARNs) allows
-/// `action` on `resource`.
-pub fn role_allows(role: &Value, action: &str, resource: &str) -> bool {
+/// The documents of a sandbox role record: its inline policies and the AWS-managed policies
+/// attached to it.
+pub fn role_documents(role: &Value) -> Vec<Value> {
     let inline = role["inline"]
         .as_object()
         .into_iter()
@@ -111,10 +82,21 @@ pub fn role_allows(role: &Value, action: &str, resource: &str) -> bool {
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .filter_map(managed_policy);
-    inline
-        .chain(managed)
-        .any(|doc| document_allows(&doc, action, resource))
+        .filter_map(policy::aws_managed);
+    inline.chain(managed).collect()
+}
+
+/// Whether a sandbox role record may `req`: its policies intersected with its boundary.
+pub fn role_permits(role: &Value, req: &Request) -> bool {
+    let docs = role_documents(role);
+    let refs: Vec<&Value> = docs.iter().collect();
+    let boundary = role.get("boundary").filter(|b| b.is_object());
+    policy::effective(&refs, boundary, req) == Decision::Allow
+}
+
+/// Whether a sandbox role record allows `action` on `resource` (no request context).
+pub fn role_allows(role: &Value, action: &str, resource: &str) -> bool {
+    role_permits(role, &Request::new(action, resource))
 }
 
 /// The first of `actions` a role does not allow on `resource`.
@@ -238,18 +220,38 @@ mod tests {
     }
 
     #[test]
-    fn wildcards_match_actions_case_insensitively_and_resources_exactly() {
-        assert!(glob("ecr:Get*", "ecr:getauthorizationtoken", true));
-        assert!(!glob("ecr:Get*", "ecr:BatchGetImage", true));
-        assert!(glob(
-            "arn:aws:s3:::sagemaker-*/*",
-            "arn:aws:s3:::sagemaker-x/k",
-            false
+    fn the_stack_boundary_is_read_from_the_template_and_cuts_what_it_does_not_grant() {
+        let b = stack_boundary();
+        assert!(
+            b["Statement"].as_array().is_some_and(|s| s.len() >= 3),
+            "{b}"
+        );
+        let wide = json!({"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]});
+        let role = json!({"inline": {"p": wide}, "attached": [], "boundary": b});
+        assert!(role_allows(&role, "ecr:BatchGetImage", "*"));
+        assert!(!role_allows(
+            &role,
+            "iam:CreateRole",
+            "arn:aws:iam::1:role/x"
         ));
-        assert!(!glob(
-            "arn:aws:s3:::sagemaker-*",
-            "arn:aws:s3:::other",
-            false
+        assert!(!role_allows(
+            &role,
+            "s3:GetObject",
+            "arn:aws:s3:::someone-elses/k"
+        ));
+        assert!(role_allows(
+            &role,
+            "s3:GetObject",
+            &format!(
+                "arn:aws:s3:::sagemaker-instantstart-demo-{}/k",
+                super::super::ACCOUNT
+            )
+        ));
+        let unbounded = json!({"inline": {"p": role["inline"]["p"].clone()}, "attached": []});
+        assert!(role_allows(
+            &unbounded,
+            "iam:CreateRole",
+            "arn:aws:iam::1:role/x"
         ));
     }
 

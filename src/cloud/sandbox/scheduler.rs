@@ -291,7 +291,16 @@ impl Sandbox {
             }
             Some("ScaledObject") => {
                 let name = o["metadata"]["name"].as_str().unwrap_or_default();
-                if let Some(k) = schedule.and_then(|s| s.scaled.get(name)) {
+                if let Some(why) = schedule
+                    .and_then(|s| s.scaled.get(name))
+                    .and_then(|k| k.denied.clone())
+                {
+                    o["status"] = json!({"scaleTargetKind": "apps/v1.Deployment",
+                        "conditions": [
+                            {"type": "Ready", "status": "False", "reason": "TriggerError",
+                             "message": why},
+                            {"type": "Active", "status": "False", "reason": "ScalerNotActive"}]});
+                } else if let Some(k) = schedule.and_then(|s| s.scaled.get(name)) {
                     let flag = |b: bool| if b { "True" } else { "False" };
                     o["status"] = json!({"scaleTargetKind": "apps/v1.Deployment",
                         "originalReplicaCount": 1,

@@ -11,7 +11,7 @@ use rand::Rng;
 use serde_json::{json, Value};
 
 use super::pods::SimPod;
-use super::workload::{Scaled, PODS};
+use super::workload::{fnv1a, Scaled, KEDA_IDENTITY, PODS};
 use super::{now_ms, Sandbox};
 use crate::cloud::*;
 
@@ -280,8 +280,18 @@ impl Sandbox {
                         .count() as f64
                 })
                 .unwrap_or(0.0);
-            let active = queue > activation;
-            let replicas = if active {
+            let denied = match trigger.filter(|t| t.get("awsRegion").is_some()) {
+                Some(t) => {
+                    self.amp_denied(&target.cluster, t["serverAddress"].as_str().unwrap_or(""))
+                        .await?
+                }
+                None => None,
+            };
+            let active = queue > activation && denied.is_none();
+            let replicas = if denied.is_some() {
+                // Without its metric KEDA leaves the Deployment where it is.
+                min.max(1)
+            } else if active {
                 ((queue / threshold).ceil() as u64).clamp(min.max(1), max.max(1))
             } else {
                 min
@@ -297,10 +307,50 @@ impl Sandbox {
                     replicas,
                     queue,
                     active,
+                    denied,
                 },
             );
         }
         Ok(out)
+    }
+
+    /// Why KEDA's operator may not query the Amazon Managed Service for Prometheus workspace at
+    /// `server` (`https://aps-workspaces.<region>.amazonaws.com/workspaces/<id>`), if it may
+    /// not: it signs with the pod identity of `keda/keda-operator`, so that association's role,
+    /// its policies within its boundary, must allow `aps:QueryMetrics` on the workspace.
+    async fn amp_denied(&self, cluster: &str, server: &str) -> CloudResult<Option<String>> {
+        let host = server.split("://").nth(1).unwrap_or_default();
+        let region = host
+            .strip_prefix("aps-workspaces.")
+            .and_then(|h| h.split('.').next())
+            .unwrap_or(super::REGION);
+        let workspace = host.split("/workspaces/").nth(1).unwrap_or_default();
+        let workspace = workspace.split('/').next().unwrap_or_default();
+        let arn = format!(
+            "arn:aws:aps:{region}:{}:workspace/{workspace}",
+            super::ACCOUNT
+        );
+        let association = self.list("eks-pod-identity").await?.into_iter().find(|r| {
+            r.deleted_ms.is_none()
+                && r.data["cluster"] == cluster
+                && r.data["namespace"] == KEDA_IDENTITY.0
+                && r.data["serviceAccount"] == KEDA_IDENTITY.1
+        });
+        let Some(role_arn) =
+            association.and_then(|a| a.data["roleArn"].as_str().map(str::to_string))
+        else {
+            return Ok(Some(format!(
+                "error getting metric for trigger: AccessDenied: keda-operator has no AWS identity (no pod identity association for {}/{}) and the node role may not perform aps:QueryMetrics on {arn}",
+                KEDA_IDENTITY.0, KEDA_IDENTITY.1
+            )));
+        };
+        let allowed = self
+            .role_record(&role_arn)
+            .await?
+            .is_some_and(|r| super::rules::role_allows(&r, "aps:QueryMetrics", &arn));
+        Ok((!allowed).then(|| {
+            format!("error getting metric for trigger: AccessDenied: {role_arn} is not authorized to perform: aps:QueryMetrics on resource: {arn}")
+        }))
     }
 
     /// Counts one request sent through a Service (the simulated queue KEDA reads).
@@ -388,9 +438,7 @@ impl Sandbox {
         // Cache-aware in miniature: a prompt's first characters decide its worker.
         let pick = |n: usize| -> usize {
             let prefix: String = prompt.chars().take(32).collect();
-            let h = prefix.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-            });
+            let h = fnv1a(&prefix);
             usize::try_from(h % n as u64).unwrap_or(0)
         };
         let Some(model) = front[0].labels().get(ROUTER_FOR).and_then(Value::as_str) else {

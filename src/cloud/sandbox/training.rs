@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use super::workload::{Schedule, RESTART, START, STRIKE, TRAIN};
+use super::workload::{fnv1a, Schedule, RESTART, START, STRIKE, TRAIN};
 
 pub(super) fn is_training(obj: &Value) -> bool {
     matches!(obj["kind"].as_str(), Some("HyperPodPyTorchJob" | "RayJob"))
@@ -27,6 +27,34 @@ pub(super) fn nodes_wanted(obj: &Value) -> u64 {
 pub(super) fn status(obj: &Value, age: f64, schedule: Option<&Schedule>, failures: u64) -> Value {
     let ray = obj["kind"] == "RayJob";
     let name = obj["metadata"]["name"].as_str().unwrap_or("job");
+    if ray {
+        let mut status = status_of(obj, name, age, schedule, failures, true);
+        // KubeRay names the RayJob's cluster in its status as soon as it makes it.
+        status["rayClusterName"] = json!(ray_cluster_name(name));
+        return status;
+    }
+    status_of(obj, name, age, schedule, failures, false)
+}
+
+/// The RayCluster KubeRay makes for a RayJob: the job's name and five random characters
+/// (`utils.GenerateRayClusterName`); here derived from the name, so it is stable.
+pub(super) fn ray_cluster_name(job: &str) -> String {
+    let h = fnv1a(job);
+    let alphabet = b"bcdfghjklmnpqrstvwxz2456789";
+    let suffix: String = (0..5)
+        .map(|i| alphabet[((h >> (i * 8)) % alphabet.len() as u64) as usize] as char)
+        .collect();
+    format!("{job}-{suffix}")
+}
+
+fn status_of(
+    obj: &Value,
+    name: &str,
+    age: f64,
+    schedule: Option<&Schedule>,
+    failures: u64,
+    ray: bool,
+) -> Value {
     let instance_type = pod_spec(obj)
         .and_then(|p| p.pointer("/nodeSelector/node.kubernetes.io~1instance-type"))
         .and_then(Value::as_str);

@@ -40,7 +40,7 @@ impl Sandbox {
             .collect())
     }
 
-    async fn role_record(&self, arn: &str) -> CloudResult<Option<Value>> {
+    pub(super) async fn role_record(&self, arn: &str) -> CloudResult<Option<Value>> {
         let name = arn.rsplit('/').next().unwrap_or_default();
         Ok(self
             .by_name("iam-role", name)

@@ -18,6 +18,16 @@ pub(super) fn object_key(target: &KubeTarget, obj: &ObjectRef) -> String {
 }
 
 /// Where a stored Deployment keeps its pods' names.
+/// FNV-1a: a stable hash for the sandbox's stand-ins of a controller's random choices.
+pub(super) fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// The service account KEDA's operator runs as, whose pod identity signs AWS queries.
+pub(super) const KEDA_IDENTITY: (&str, &str) = ("keda", "keda-operator");
+
 pub(super) const PODS: &str = "__pods";
 
 /// Fault key: pod failures the next training job applied suffers (`k8s:PodFailure=N`).
@@ -43,6 +53,9 @@ pub(crate) struct Scaled {
     /// The simulated queue: requests within the cooldown period.
     pub queue: f64,
     pub active: bool,
+    /// Why KEDA cannot read the trigger's metric (an Amazon Managed Service for Prometheus
+    /// query its identity may not make): it then scales nothing.
+    pub denied: Option<String>,
 }
 
 /// The simulated scheduler's view of one cluster.

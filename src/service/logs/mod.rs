@@ -16,6 +16,7 @@ use crate::ops::Engine;
 use crate::service::incluster::kube_target;
 use crate::service::steps::training::{training_state, TrainingState};
 use crate::service::steps::workloads::{workload_state, WorkloadState, WORKLOAD_NAMESPACE};
+use crate::service::training::JOB_LABEL;
 use crate::service::validate;
 
 /// Lines a snapshot returns per pod when `tail` is not given, and at most.
@@ -87,14 +88,21 @@ impl WorkloadKind {
     }
 
     /// The label selector of the workload's pods, as its controller labels them: the HyperPod
-    /// training operator `HPJob=<job>`, KubeRay `ray.io/originated-from-cr-name`, the Job
-    /// controller `job-name`, a Deployment its own selector.
+    /// training operator `HPJob=<job>`, KubeRay `ray.io/cluster=<the RayJob's RayCluster>`
+    /// (its `labelPod`: `ray.io/originated-from-cr-name` is on the RayCluster and the submitter
+    /// Job, never on a pod) or, before KubeRay has named the cluster, the template label our
+    /// RayJobs carry; the Job controller `job-name`, a Deployment its own selector.
     fn selector(self, object: &Value) -> Option<String> {
         let name = object.pointer("/metadata/name")?.as_str()?;
         Some(match self {
             WorkloadKind::Job => format!("job-name={name}"),
             WorkloadKind::Pytorch => format!("HPJob={name}"),
-            WorkloadKind::Ray => format!("ray.io/originated-from-cr-name={name}"),
+            WorkloadKind::Ray => match object.pointer("/status/rayClusterName") {
+                Some(Value::String(cluster)) if !cluster.is_empty() => {
+                    format!("ray.io/cluster={cluster}")
+                }
+                _ => format!("{JOB_LABEL}={name}"),
+            },
             WorkloadKind::Deployment => {
                 let labels = object.pointer("/spec/selector/matchLabels")?.as_object()?;
                 let terms: Vec<_> = labels
@@ -274,7 +282,12 @@ impl Workload {
             })
             .collect();
         pods.sort_by(|a, b| {
-            let key = |p: &PodRef| p.rank.as_deref().and_then(|r| r.parse::<u32>().ok());
+            // Numbered ranks in order; a Ray head (rank 0 of its job) before its workers.
+            let key = |p: &PodRef| match p.rank.as_deref() {
+                Some("head") => Some(0),
+                Some("worker") => Some(1),
+                r => r.and_then(|r| r.parse::<u32>().ok()),
+            };
             key(a).cmp(&key(b)).then(a.pod.cmp(&b.pod))
         });
         pods.truncate(MAX_PODS);
@@ -514,7 +527,12 @@ mod tests {
         assert_eq!(WorkloadKind::Pytorch.selector(&job).unwrap(), "HPJob=t1");
         assert_eq!(
             WorkloadKind::Ray.selector(&job).unwrap(),
-            "ray.io/originated-from-cr-name=t1"
+            "instantstart.io/training-job=t1"
+        );
+        let ray = json!({"metadata": {"name": "t1"}, "status": {"rayClusterName": "t1-x7k2p"}});
+        assert_eq!(
+            WorkloadKind::Ray.selector(&ray).unwrap(),
+            "ray.io/cluster=t1-x7k2p"
         );
         let d = json!({"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"app": "d", "tier": "x"}}}});
         assert_eq!(

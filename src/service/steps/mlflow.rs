@@ -44,11 +44,22 @@ pub fn tracking_sa_ref() -> ObjectRef {
     }
 }
 
-/// What a pod needs to call one app's tracking server and nothing else.
-pub fn tracking_policy(app_arn: &str) -> Value {
+/// The IAM actions of an MLflow App's REST API. An app authorizes every data-plane call with
+/// `sagemaker:CallMlflowAppApi` (the plugin signs them as `sagemaker`); the granular
+/// `sagemaker-mlflow:*` actions are what a tracking server checks, kept so the same role serves
+/// either.
+pub const TRACKING_ACTIONS: [&str; 2] = ["sagemaker:CallMlflowAppApi", "sagemaker-mlflow:*"];
+
+/// What a pod needs to report to one app and nothing else: its REST API, and the artifacts the
+/// MLflow client writes straight to the app's store (`log_artifact`, `log_model`: the client,
+/// not the server, puts them under `mlflow/` of the cluster's place).
+pub fn tracking_policy(app_arn: &str, place: &BucketPlace) -> Value {
+    let artifacts = format!("{ARTIFACT_PREFIX}/");
+    let [list, objects] = place.read_write_statements("Artifacts", &artifacts);
     json!({"Version": "2012-10-17", "Statement": [
-        {"Sid": "TrackToThisMlflowOnly", "Effect": "Allow", "Action": ["sagemaker-mlflow:*"],
-         "Resource": [app_arn]}]})
+        {"Sid": "TrackToThisMlflowOnly", "Effect": "Allow", "Action": TRACKING_ACTIONS,
+         "Resource": [app_arn]},
+        list, objects]})
 }
 
 /// The app's artifact store: `mlflow/` of the cluster's place, nothing else.
@@ -160,7 +171,8 @@ impl Reconcile for TrackingAccessStep {
                 "the MLflow app is missing",
             ));
         };
-        let policy = tracking_policy(&app.arn);
+        let place = BucketPlace::required(&cx.recorded())?;
+        let policy = tracking_policy(&app.arn, &place);
         let role = IrsaRole {
             name: tracking_role_name(&cx.op.cluster),
             namespace: TRACKING_SA.0,
@@ -196,13 +208,17 @@ mod tests {
 
     #[test]
     fn each_identity_reaches_only_what_it_needs() {
-        let p = tracking_policy("arn:aws:sagemaker:us-west-2:1:mlflow-app/app-x");
-        assert_eq!(p["Statement"].as_array().unwrap().len(), 1);
+        let own = BucketPlace::whole("b1");
+        let p = tracking_policy("arn:aws:sagemaker:us-west-2:1:mlflow-app/app-x", &own);
+        assert_eq!(p["Statement"].as_array().unwrap().len(), 3);
         assert_eq!(
             p["Statement"][0]["Resource"],
             json!(["arn:aws:sagemaker:us-west-2:1:mlflow-app/app-x"])
         );
-        let own = BucketPlace::whole("b1");
+        assert_eq!(
+            p["Statement"][2]["Resource"],
+            json!(["arn:aws:s3:::b1/mlflow/*"])
+        );
         let s = app_role_policy(&own);
         let text = s.to_string();
         assert!(!text.contains("\"*\""), "{text}");

@@ -21,8 +21,9 @@
 //! instance-group-scale  update-cluster
 //! instance-group-delete delete-group
 //! model-download | inference-deploy | endpoint-deploy | endpoint-update | pool-create | pool-scale
-//!               [bucket-access (an endpoint's S3 model) →] apply (what differs of the workload's
-//!               objects, watched to complete/ready; pruned companions removed)
+//!               [bucket-access (an endpoint's S3 model) | keda-identity (a deployment scaling on
+//!               an AMP workspace) →] apply (what differs of the workload's objects, watched to
+//!               complete/ready; pruned companions removed)
 //! pool-assign   assign (a warm-pool pod relabelled for a model or back to its pool, read back)
 //! mlflow-setup  mlflow-role → mlflow-app (found or created, watched to Created) → tracking-access
 //! training-job  train (the HyperPodPyTorchJob or RayJob, followed to its end with its restarts)
@@ -39,6 +40,7 @@ pub mod features;
 pub mod groups;
 pub mod hyperpod;
 pub mod import;
+pub mod keda;
 pub mod mlflow;
 pub mod network;
 pub mod nodes;
@@ -319,6 +321,11 @@ impl Stages for OperationKinds {
                 steps.push(Arc::new(workloads::ApplyStep));
                 steps
             }
+            // A deployment scaling on an AMP workspace gets KEDA its own identity first.
+            OpKind::InferenceDeploy if keda::needs_identity(params) => vec![
+                Arc::new(keda::KedaIdentityStep),
+                Arc::new(workloads::ApplyStep),
+            ],
             OpKind::ModelDownload
             | OpKind::InferenceDeploy
             | OpKind::PoolCreate

@@ -151,6 +151,8 @@ impl Step for DeleteRolesStep {
             // Its training pods' MLflow identity (the account's MLflow App and its role stay:
             // other clusters may report to it).
             super::mlflow::tracking_role_name(c),
+            // KEDA's identity for AMP queries (made by the first deployment that needed it).
+            super::keda::keda_role_name(c),
         ];
         for f in super::features::FEATURES {
             for own in f.own_roles {

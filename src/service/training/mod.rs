@@ -24,6 +24,9 @@ use crate::cloud::{gpus_per_instance, Capacity, CloudError, ObjectRef};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 
+/// KubeRay's `MaxRayJobNameLength` (`ray-operator/controllers/ray/utils/constant.go`).
+pub const MAX_RAY_JOB_NAME: usize = 47;
+
 /// The EKS add-on of the HyperPod training operator.
 const TRAINING_OPERATOR_ADDON: &str = "amazon-sagemaker-hyperpod-training-operator";
 
@@ -31,7 +34,8 @@ const TRAINING_OPERATOR_ADDON: &str = "amazon-sagemaker-hyperpod-training-operat
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TrainingJobRequest {
-    /// Job name: a DNS label of at most 50 characters, unique in namespace default.
+    /// Job name: a DNS label of at most 50 characters (47 for recipes that run on KubeRay),
+    /// unique in namespace default.
     pub job_name: String,
     /// `pytorch`, `llama-factory`, `ms-swift` or `verl` (see `GET /api/recipes`).
     pub recipe: String,
@@ -254,6 +258,18 @@ pub async fn training_params(
         ));
     };
     let pytorch = recipe.runtime == Runtime::HyperPodPytorch;
+    // KubeRay names the RayJob's cluster `<job>-<5 chars>` and refuses a RayJob whose name
+    // would make that cluster name too long (`MaxRayJobNameLength`).
+    validate::require(
+        pytorch || req.job_name.len() <= MAX_RAY_JOB_NAME,
+        "jobName",
+        format!(
+            "`{}` is {} characters: KubeRay takes RayJob names of at most {MAX_RAY_JOB_NAME} (its RayCluster adds a suffix)",
+            req.job_name,
+            req.job_name.len()
+        ),
+        json!("verl-grpo-1"),
+    )?;
     let nodes = match req.node_count {
         None => 1,
         Some(n) if (1..=256).contains(&n) => n as u32,

@@ -67,43 +67,45 @@ pub(super) fn inference_keda_policy(_place: &BucketPlace, _cluster_arn: &str) ->
          "Resource": "*"}]})
 }
 
-/// The load balancer controller's role inside the inference operator: the AWS Load Balancer
-/// Controller's documented permissions, with writes limited to load balancers it tagged.
-pub(super) fn inference_alb_policy(_place: &BucketPlace, _cluster_arn: &str) -> Value {
-    json!({"Version": "2012-10-17", "Statement": [
-        {"Sid": "ServiceLinkedRole", "Effect": "Allow", "Action": ["iam:CreateServiceLinkedRole"],
-         "Resource": "*",
-         "Condition": {"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}}},
-        {"Sid": "Describe", "Effect": "Allow",
-         "Action": ["ec2:DescribeAccountAttributes", "ec2:DescribeAddresses", "ec2:DescribeAvailabilityZones",
-                    "ec2:DescribeInternetGateways", "ec2:DescribeVpcs", "ec2:DescribeVpcPeeringConnections",
-                    "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeInstances",
-                    "ec2:DescribeNetworkInterfaces", "ec2:DescribeTags", "ec2:GetCoipPoolUsage",
-                    "ec2:DescribeCoipPools", "ec2:GetSecurityGroupsForVpc", "ec2:DescribeIpamPools",
-                    "elasticloadbalancing:Describe*", "acm:ListCertificates", "acm:DescribeCertificate",
-                    "wafv2:GetWebACL", "wafv2:GetWebACLForResource", "shield:GetSubscriptionState"],
-         "Resource": "*"},
-        {"Sid": "SecurityGroups", "Effect": "Allow",
-         "Action": ["ec2:CreateSecurityGroup", "ec2:CreateTags", "ec2:AuthorizeSecurityGroupIngress",
-                    "ec2:RevokeSecurityGroupIngress", "ec2:DeleteSecurityGroup"],
-         "Resource": "*",
-         "Condition": {"Null": {"aws:ResourceTag/elbv2.k8s.aws/cluster": "false"}}},
-        {"Sid": "CreateLoadBalancers", "Effect": "Allow",
-         "Action": ["elasticloadbalancing:CreateLoadBalancer", "elasticloadbalancing:CreateTargetGroup"],
-         "Resource": "*",
-         "Condition": {"Null": {"aws:RequestTag/elbv2.k8s.aws/cluster": "false"}}},
-        {"Sid": "ChangeOwnLoadBalancers", "Effect": "Allow",
-         "Action": ["elasticloadbalancing:CreateListener", "elasticloadbalancing:DeleteListener",
-                    "elasticloadbalancing:CreateRule", "elasticloadbalancing:DeleteRule",
-                    "elasticloadbalancing:AddTags", "elasticloadbalancing:RemoveTags",
-                    "elasticloadbalancing:ModifyLoadBalancerAttributes", "elasticloadbalancing:SetIpAddressType",
-                    "elasticloadbalancing:SetSecurityGroups", "elasticloadbalancing:SetSubnets",
-                    "elasticloadbalancing:DeleteLoadBalancer", "elasticloadbalancing:ModifyTargetGroup",
-                    "elasticloadbalancing:ModifyTargetGroupAttributes", "elasticloadbalancing:DeleteTargetGroup",
-                    "elasticloadbalancing:RegisterTargets", "elasticloadbalancing:DeregisterTargets",
-                    "elasticloadbalancing:ModifyListener", "elasticloadbalancing:ModifyRule"],
-         "Resource": "*",
-         "Condition": {"Null": {"aws:ResourceTag/elbv2.k8s.aws/cluster": "false"}}}]})
+/// The AWS Load Balancer Controller's published policy (`docs/install/iam_policy.json`,
+/// vendored with its provenance in `vendored/README.md`), byte for byte.
+pub const LBC_POLICY: &str = include_str!("vendored/aws-load-balancer-controller-iam-policy.json");
+
+/// The load balancer controller's role inside the inference operator: the controller's
+/// published policy, statement by statement, scoped where it allows — every ARN it names to the
+/// cluster's partition, region and account (it writes `arn:aws:…:*:*:`). Conditions are kept as
+/// published: the controller tags what it creates (`elbv2.k8s.aws/cluster`) and the policy's
+/// `CreateAction` conditions are what let it tag on create.
+pub fn inference_alb_policy(_place: &BucketPlace, cluster_arn: &str) -> Value {
+    let (partition, region, account) = match cluster_arn.splitn(6, ':').collect::<Vec<_>>()[..] {
+        [_, p, _, r, a, _] => (p, r, a),
+        _ => ("aws", "*", "*"),
+    };
+    let mut doc: Value = serde_json::from_str(LBC_POLICY).unwrap_or_else(|_| json!({}));
+    fn scope(v: &mut Value, partition: &str, region: &str, account: &str) {
+        match v {
+            Value::String(s) if s.starts_with("arn:aws:") => {
+                let parts: Vec<&str> = s.splitn(6, ':').collect();
+                if let [_, _, service, r, a, rest] = parts[..] {
+                    let r = if r == "*" { region } else { r };
+                    let a = if a == "*" { account } else { a };
+                    *s = format!("arn:{partition}:{service}:{r}:{a}:{rest}");
+                }
+            }
+            Value::Array(items) => items
+                .iter_mut()
+                .for_each(|i| scope(i, partition, region, account)),
+            _ => {}
+        }
+    }
+    if let Some(statements) = doc["Statement"].as_array_mut() {
+        for s in statements {
+            if let Some(r) = s.get_mut("Resource") {
+                scope(r, partition, region, account);
+            }
+        }
+    }
+    doc
 }
 
 /// The autoscaling role's trust: HyperPod alone.
