@@ -47,7 +47,7 @@ async fn submit_training_job(
     ApiJson(req): ApiJson<TrainingJobRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::training_job(&state.engine, &name, &req, &caller).await?,
+        start::training_job(&state.engine, &name, &req, &state.pod_packages, &caller).await?,
     ))
 }
 

@@ -11,6 +11,7 @@
 //! API) so that each SDK adapter is a thin translation; no SDK type crosses this boundary.
 
 pub mod aws;
+pub mod images;
 pub mod instances;
 pub mod kube;
 pub mod policy;

@@ -155,6 +155,12 @@ pub struct ServeConfig {
     #[arg(long, env = "INSTANTSTART_PROMETHEUS_URL")]
     pub prometheus_url: Option<String>,
 
+    /// Where training pods install the HyperPod elastic agent and the MLflow plugin at start:
+    /// unset for PyPI, a package index URL the cluster can reach (a mirror or proxy), or `off`
+    /// to install nothing (images must then carry both; see recipes/elastic-agent.Dockerfile).
+    #[arg(long, env = "INSTANTSTART_POD_PACKAGE_INDEX")]
+    pub pod_package_index: Option<String>,
+
     /// How log lines are written: `text` for people, `json` (one object per line, with the
     /// request id of the request a line belongs to) for a log pipeline.
     #[arg(long, env = "INSTANTSTART_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -204,6 +210,7 @@ impl ServeConfig {
             max_log_follows: 32,
             mlflow_endpoint: None,
             prometheus_url: None,
+            pod_package_index: None,
             log_format: LogFormat::Text,
         }
     }

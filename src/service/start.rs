@@ -352,6 +352,7 @@ pub async fn training_job(
     engine: &Engine,
     name: &str,
     req: &super::training::TrainingJobRequest,
+    packages: &super::training::PodPackages,
     caller: &Caller,
 ) -> ApiResult<Accepted> {
     let kind = OpKind::TrainingJob;
@@ -359,7 +360,7 @@ pub async fn training_job(
     if let Some(earlier) = replayed(engine, kind, name, &body, caller).await? {
         return Ok(earlier);
     }
-    let params = super::training::training_params(engine, name, req).await?;
+    let params = super::training::training_params(engine, name, req, packages).await?;
     let sub = Submission {
         request_hash: Some(request_hash(kind.as_str(), name, &body)),
         ..Submission::on(kind, name, params, caller)

@@ -422,3 +422,70 @@ async fn an_amp_trigger_needs_a_keda_identity_that_may_query_the_workspace() {
     let now = ready(s.cloud.kube.get(&target(), &r).await.unwrap().unwrap());
     assert_eq!(now.0, "True", "{now:?}");
 }
+
+/// A HyperPodPyTorchJob whose container runs `hyperpodrun` from a stock image fails as the
+/// kubelet would fail it (the image carries no elastic agent); installed by the init container
+/// the recipes add, the same job starts.
+#[tokio::test]
+async fn hyperpodrun_from_an_image_without_the_elastic_agent_does_not_start() {
+    use instantstart::service::training::{pytorch_job, recipe, CommandInputs, JobSpec};
+    let (_dir, cloud) = account().await;
+    let s = setup(cloud, full_policy()).await;
+    s.hyperpod(vec![s.plane.clone()]).await;
+    let r = recipe("pytorch").unwrap();
+    for install in [false, true] {
+        let name = if install { "installed" } else { "stock" };
+        let launcher = if install {
+            instantstart::service::training::INSTALLED_LAUNCHER
+        } else {
+            "hyperpodrun"
+        };
+        let command = r.command(&CommandInputs {
+            nodes: 1,
+            gpus: 4,
+            script: Some("/s3/code/train.py"),
+            model: None,
+            dataset: None,
+            output: "/s3/outputs/x",
+            extra: &[],
+            launcher,
+        });
+        let job = pytorch_job(&JobSpec {
+            name,
+            recipe: "pytorch",
+            image: r.image,
+            instance_type: "ml.g5.8xlarge",
+            nodes: 1,
+            gpus: 4,
+            command,
+            paths: vec![],
+            recovery: None,
+            monitoring: None,
+            elastic: None,
+            tiered_checkpointing: false,
+            tracking: None,
+            install_agent: install,
+            package_index: None,
+        });
+        s.cloud.kube.apply(&target(), &job).await.unwrap();
+        let got = s
+            .cloud
+            .kube
+            .get(&target(), &ObjectRef::to_apply(&job).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        let failed = got["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Failed").cloned());
+        if install {
+            assert!(failed.is_none(), "{got}");
+        } else {
+            let why = failed.unwrap_or_else(|| panic!("{got}"))["message"].to_string();
+            assert!(
+                why.contains("executable file not found") && why.contains("hyperpod-elastic-agent"),
+                "{why}"
+            );
+        }
+    }
+}

@@ -121,6 +121,18 @@ async fn a_job_trains_to_succeeded_and_an_injected_pod_failure_shows_in_its_rest
             "recovery",
         ),
         (
+            // A stock image does not carry the elastic agent, whatever the request says.
+            with(json!({"elasticAgent": "bundled"})),
+            422,
+            "elasticAgent",
+        ),
+        (
+            json!({"jobName": "rl", "recipe": "verl", "instanceType": "ml.g5.8xlarge", "model": "/s3/m", "dataset": "/s3/d",
+                "elasticAgent": "install"}),
+            422,
+            "elasticAgent",
+        ),
+        (
             // 48 characters: KubeRay's limit for a RayJob is 47, the operator's for a job 50.
             json!({"jobName": "r".repeat(48), "recipe": "verl", "instanceType": "ml.g5.8xlarge", "model": "/s3/m", "dataset": "/s3/d"}),
             422,
@@ -249,6 +261,9 @@ async fn every_recipe_makes_a_job_that_the_sdk_models_and_the_crd_accept() {
         sft("lf"),
         json!({"jobName": "swift", "recipe": "ms-swift", "instanceType": "ml.g5.8xlarge", "model": "/s3/models/m",
                "dataset": "/s3/data/train.jsonl", "checkpointing": "managed-tiered"}),
+        // An image built with the agent in it: no install at pod start.
+        json!({"jobName": "own", "recipe": "pytorch", "instanceType": "ml.g5.8xlarge", "script": "/s3/code/train.py",
+               "image": "123456789012.dkr.ecr.us-west-2.amazonaws.com/trainer:1", "elasticAgent": "bundled"}),
     ];
     let mut specs = Vec::new();
     for body in &bodies {
@@ -275,7 +290,35 @@ async fn every_recipe_makes_a_job_that_the_sdk_models_and_the_crd_accept() {
             "{pod}"
         );
         assert_eq!(var("MLFLOW_EXPERIMENT_NAME"), Some(body["jobName"].clone()));
-        assert_eq!(pod["initContainers"][0]["name"], "mlflow-plugin");
+        // The elastic agent: installed by an init container into a shared volume (stock
+        // images carry none) and launched from there, or the image's own.
+        let inits: Vec<&str> = pod["initContainers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        let command0 = pod["containers"][0]["command"][0].as_str().unwrap();
+        if body["elasticAgent"] == "bundled" {
+            assert_eq!(inits, ["mlflow-plugin"], "{pod}");
+            assert_eq!(command0, "hyperpodrun");
+        } else {
+            assert_eq!(inits, ["elastic-agent", "mlflow-plugin"], "{pod}");
+            assert_eq!(
+                command0,
+                instantstart::service::training::INSTALLED_LAUNCHER
+            );
+            let install = pod["initContainers"][0]["command"].to_string();
+            assert!(
+                install.contains(instantstart::cloud::images::ELASTIC_AGENT_PACKAGE)
+                    && install.contains("--user"),
+                "{install}"
+            );
+            assert_eq!(
+                var("PYTHONUSERBASE"),
+                Some(json!(instantstart::service::training::AGENT_DIR))
+            );
+        }
         let sa = if body["checkpointing"] == "managed-tiered" {
             "hyperpod-checkpointing"
         } else {
@@ -297,6 +340,7 @@ async fn every_recipe_makes_a_job_that_the_sdk_models_and_the_crd_accept() {
         dataset: Some("/s3/data"),
         output: "/s3/outputs/rl",
         extra: &[],
+        launcher: "hyperpodrun",
     });
     let rj = ray_job(&JobSpec {
         name: "rl",
@@ -312,6 +356,8 @@ async fn every_recipe_makes_a_job_that_the_sdk_models_and_the_crd_accept() {
         elastic: None,
         tiered_checkpointing: false,
         tracking: Some("arn:aws:sagemaker:us-west-2:123456789012:mlflow-app/app-1".into()),
+        install_agent: false,
+        package_index: None,
     });
     assert_eq!(Schemas::load().errors(&rj), Vec::<String>::new(), "{rj}");
 }

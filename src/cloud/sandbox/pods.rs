@@ -10,7 +10,7 @@ use futures::StreamExt as _;
 use serde_json::{json, Value};
 
 use super::durations as d;
-use super::training::{nodes_wanted, ray_cluster_name};
+use super::training::{missing_launcher, nodes_wanted, ray_cluster_name};
 use super::workload::{RESTART, START, STRIKE, TRAIN};
 use crate::cloud::{LogLines, LogQuery};
 
@@ -38,6 +38,8 @@ enum Program {
     Server,
     /// A batch Job's pod (a model download).
     Batch { model: String, target: String },
+    /// A container that could not start: the runtime's one line.
+    Crash(String),
 }
 
 /// One simulated pod.
@@ -112,6 +114,20 @@ pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
                 .unwrap_or(0);
             let ranks = nodes_wanted(obj);
             let container = first_container(obj.pointer("/spec/replicaSpecs/0/template/spec"));
+            if let Some(why) = missing_launcher(obj) {
+                return (0..ranks)
+                    .map(|rank| {
+                        pod(
+                            format!("{name}-pods-{rank}"),
+                            container.clone(),
+                            json!({"HPJob": name}),
+                            Program::Crash(why.clone()),
+                            START,
+                            Some((START, false)),
+                        )
+                    })
+                    .collect();
+            }
             (0..ranks)
                 .map(|rank| {
                     pod(
@@ -316,6 +332,7 @@ impl SimPod {
                     t += SERVER_EVERY;
                 }
             }
+            Program::Crash(why) => out.push((self.start, why.clone())),
             Program::Batch { model, target } => {
                 out.push((0.0, "Collecting huggingface_hub".into()));
                 if until >= 5.0 {

@@ -5,6 +5,8 @@
 
 use serde_json::{json, Value};
 
+use crate::cloud::images::lacks_elastic_agent;
+
 use super::workload::{fnv1a, Schedule, RESTART, START, STRIKE, TRAIN};
 
 pub(super) fn is_training(obj: &Value) -> bool {
@@ -33,7 +35,42 @@ pub(super) fn status(obj: &Value, age: f64, schedule: Option<&Schedule>, failure
         status["rayClusterName"] = json!(ray_cluster_name(name));
         return status;
     }
+    if let Some(why) = missing_launcher(obj) {
+        // The kubelet cannot start the container; the operator retries, then gives up.
+        return if age < START {
+            json!({"conditions": [{"type": "Created", "status": "True", "reason": "JobCreated"}],
+                   "restartCount": 0, "message": "pods are starting"})
+        } else {
+            json!({"restartCount": 0, "conditions": [
+                {"type": "Created", "status": "True", "reason": "JobCreated"},
+                {"type": "Running", "status": "False"},
+                {"type": "Failed", "status": "True", "reason": "PodStartError",
+                 "message": format!("pod {name}-pods-0: {why}")}]})
+        };
+    }
     status_of(obj, name, age, schedule, failures, false)
+}
+
+/// Why a HyperPodPyTorchJob's container cannot start its launcher, if it cannot: `hyperpodrun`
+/// from a stock image that carries no elastic agent, or the installed launcher with no init
+/// container installing the agent.
+pub(super) fn missing_launcher(obj: &Value) -> Option<String> {
+    let pod = obj.pointer("/spec/replicaSpecs/0/template/spec")?;
+    let container = pod.pointer("/containers/0")?;
+    let launcher = container.pointer("/command/0")?.as_str()?;
+    let image = container["image"].as_str().unwrap_or_default();
+    let installed = pod["initContainers"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["command"].to_string().contains("hyperpod-elastic-agent"))
+    });
+    let not_found = |what: &str| {
+        format!("exec: \"{what}\": executable file not found in $PATH: the image {image} does not carry the HyperPod elastic agent (hyperpod-elastic-agent)")
+    };
+    match launcher {
+        "hyperpodrun" if lacks_elastic_agent(image) => Some(not_found("hyperpodrun")),
+        l if l.ends_with("/hyperpodrun") && !installed => Some(not_found(l)),
+        _ => None,
+    }
 }
 
 /// The RayCluster KubeRay makes for a RayJob: the job's name and five random characters

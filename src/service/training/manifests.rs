@@ -38,6 +38,40 @@ pub struct JobSpec<'a> {
     pub tiered_checkpointing: bool,
     /// The MLflow tracking URI (the app's ARN) the job reports to, if any.
     pub tracking: Option<String>,
+    /// Installs the elastic agent at pod start (the image does not carry it).
+    pub install_agent: bool,
+    /// The package index the pods install from (`None`: PyPI).
+    pub package_index: Option<&'a str>,
+}
+
+/// Where the init container installs the HyperPod elastic agent: a user site
+/// (`PYTHONUSERBASE`) the training container shares, so pip resolves the agent's dependencies
+/// against the image's own packages (its torch stays the image's) and installs only what is
+/// missing.
+pub const AGENT_DIR: &str = "/opt/instantstart/agent";
+/// The launcher the init container installs.
+pub const INSTALLED_LAUNCHER: &str = "/opt/instantstart/agent/bin/hyperpodrun";
+
+/// The init container that installs the elastic agent into [`AGENT_DIR`] with the image's own
+/// Python (its console script then runs with that interpreter). No shell: an argument list.
+fn agent_container(spec: &JobSpec<'_>) -> Value {
+    let mut command = vec![
+        "python".to_string(),
+        "-m".into(),
+        "pip".into(),
+        "install".into(),
+        "--user".into(),
+        "--quiet".into(),
+        "--no-cache-dir".into(),
+        "--no-warn-script-location".into(),
+    ];
+    if let Some(index) = spec.package_index {
+        command.extend(["--index-url".into(), index.to_string()]);
+    }
+    command.push(crate::cloud::images::ELASTIC_AGENT_PACKAGE.into());
+    json!({"name": "elastic-agent", "image": spec.image, "command": command,
+           "env": [{"name": "PYTHONUSERBASE", "value": AGENT_DIR}],
+           "volumeMounts": [{"name": "elastic-agent", "mountPath": AGENT_DIR}]})
 }
 
 /// Where the MLflow client and AWS's `sagemaker-mlflow` plugin are installed for the pods.
@@ -55,11 +89,16 @@ sys.path.append(%r)
 print("MLflow client and sagemaker-mlflow plugin ready in", root)
 "#;
 
-/// The init container that provides the MLflow plugin.
-fn plugin_container(image: &str) -> Value {
-    json!({"name": "mlflow-plugin", "image": image,
+/// The init container that provides the MLflow plugin (from the configured index, if any:
+/// pip reads `PIP_INDEX_URL`).
+fn plugin_container(spec: &JobSpec<'_>) -> Value {
+    let mut c = json!({"name": "mlflow-plugin", "image": spec.image,
            "command": ["python", "-c", PLUGIN_SCRIPT],
-           "volumeMounts": [{"name": "mlflow-plugin", "mountPath": PLUGIN_DIR}]})
+           "volumeMounts": [{"name": "mlflow-plugin", "mountPath": PLUGIN_DIR}]});
+    if let Some(index) = spec.package_index {
+        c["env"] = json!([{"name": "PIP_INDEX_URL", "value": index}]);
+    }
+    c
 }
 
 fn metadata(spec: &JobSpec<'_>) -> Value {
@@ -91,6 +130,10 @@ fn env(spec: &JobSpec<'_>) -> Vec<Value> {
         ]);
     }
     env.push(json!({"name": "TORCH_NCCL_ASYNC_ERROR_HANDLING", "value": "1"}));
+    if spec.install_agent {
+        // The agent's user site joins sys.path after the image's own site-packages.
+        env.push(json!({"name": "PYTHONUSERBASE", "value": AGENT_DIR}));
+    }
     if let Some(uri) = &spec.tracking {
         // The recipes' trainers report to MLflow when these are set (the experiment and run
         // are named after the job, which is how the job page finds its metrics).
@@ -116,9 +159,12 @@ fn resources(spec: &JobSpec<'_>) -> Value {
 fn volumes(spec: &JobSpec<'_>) -> Value {
     let mut v = json!([{"name": "data", "persistentVolumeClaim": {"claimName": DATA_CLAIM}},
                        {"name": "shm", "emptyDir": {"medium": "Memory"}}]);
-    if spec.tracking.is_some() {
-        if let Some(a) = v.as_array_mut() {
+    if let Some(a) = v.as_array_mut() {
+        if spec.tracking.is_some() {
             a.push(json!({"name": "mlflow-plugin", "emptyDir": {}}));
+        }
+        if spec.install_agent {
+            a.push(json!({"name": "elastic-agent", "emptyDir": {}}));
         }
     }
     v
@@ -127,24 +173,34 @@ fn volumes(spec: &JobSpec<'_>) -> Value {
 fn mounts(spec: &JobSpec<'_>) -> Value {
     let mut m =
         json!([{"name": "data", "mountPath": "/s3"}, {"name": "shm", "mountPath": "/dev/shm"}]);
-    if spec.tracking.is_some() {
-        if let Some(a) = m.as_array_mut() {
+    if let Some(a) = m.as_array_mut() {
+        if spec.tracking.is_some() {
             a.push(json!({"name": "mlflow-plugin", "mountPath": PLUGIN_DIR}));
+        }
+        if spec.install_agent {
+            a.push(json!({"name": "elastic-agent", "mountPath": AGENT_DIR}));
         }
     }
     m
 }
 
-/// Identity and plugin of a pod that reports to MLflow (tiered checkpointing keeps its own
-/// service account, whose role the MLflow setup also lets report).
+/// A pod's identity (tiered checkpointing keeps its own service account, whose role the MLflow
+/// setup also lets report) and its init containers: the elastic agent, the MLflow plugin.
 fn tracked(spec: &JobSpec<'_>, pod: &mut Value) {
     if spec.tiered_checkpointing {
         pod["serviceAccountName"] = json!(CHECKPOINT_SA);
     } else if spec.tracking.is_some() {
         pod["serviceAccountName"] = json!(TRACKING_SA.1);
     }
+    let mut init = Vec::new();
+    if spec.install_agent {
+        init.push(agent_container(spec));
+    }
     if spec.tracking.is_some() {
-        pod["initContainers"] = json!([plugin_container(spec.image)]);
+        init.push(plugin_container(spec));
+    }
+    if !init.is_empty() {
+        pod["initContainers"] = json!(init);
     }
 }
 

@@ -7,7 +7,9 @@ mod manifests;
 mod recipes;
 mod views;
 
-pub use manifests::{pytorch_job, ray_job, JobSpec, DATA_CLAIM, JOB_LABEL};
+pub use manifests::{
+    pytorch_job, ray_job, JobSpec, AGENT_DIR, DATA_CLAIM, INSTALLED_LAUNCHER, JOB_LABEL,
+};
 pub use recipes::{recipe, CommandInputs, Recipe, RecipeInput, Runtime, RECIPES};
 pub use views::*;
 
@@ -65,6 +67,57 @@ pub struct TrainingJobRequest {
     pub elastic: Option<Elastic>,
     /// `none` (default) or `managed-tiered` (the cluster's managed tiered checkpointing).
     pub checkpointing: Option<String>,
+    /// Where the HyperPod elastic agent (`hyperpodrun`) comes from (HyperPodPyTorchJob
+    /// recipes): `install` (default: an init container installs it at pod start, with the
+    /// image's own Python) or `bundled` (the image carries it, e.g. one built from
+    /// `recipes/elastic-agent.Dockerfile`).
+    pub elastic_agent: Option<ElasticAgent>,
+}
+
+/// Where a job's elastic agent comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ElasticAgent {
+    /// Installed at pod start into a volume the training container shares.
+    #[default]
+    Install,
+    /// Already on the image's path.
+    Bundled,
+}
+
+/// What pods may install at start (the elastic agent, the MLflow plugin), from where.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum PodPackages {
+    /// From PyPI.
+    #[default]
+    PyPi,
+    /// From this package index (a mirror or proxy the cluster can reach).
+    Index(String),
+    /// Nothing: images must carry what they run.
+    Off,
+}
+
+impl PodPackages {
+    /// `--pod-package-index`: unset is PyPI, `off` installs nothing, else an index URL.
+    pub fn parse(setting: Option<&str>) -> anyhow::Result<Self> {
+        Ok(match setting.map(str::trim) {
+            None | Some("") => Self::PyPi,
+            Some("off") => Self::Off,
+            Some(url) if url.starts_with("https://") || url.starts_with("http://") => {
+                Self::Index(url.trim_end_matches('/').to_string())
+            }
+            Some(other) => anyhow::bail!(
+                "INSTANTSTART_POD_PACKAGE_INDEX: `{other}` is neither `off` nor an http(s) package index URL"
+            ),
+        })
+    }
+
+    fn index(&self) -> Option<&str> {
+        match self {
+            Self::Index(url) => Some(url),
+            _ => None,
+        }
+    }
 }
 
 /// How many failures a job may survive, as the training operator counts them.
@@ -221,6 +274,31 @@ pub(super) fn cloud_err(e: CloudError) -> ApiError {
     ApiError::Cloud(Box::new(e))
 }
 
+/// Whether the pods install the elastic agent at start; refuses what cannot run `hyperpodrun`:
+/// a stock image said to carry it, or an install this control plane may not make.
+fn elastic_agent(req: &TrainingJobRequest, image: &str, packages: &PodPackages) -> ApiResult<bool> {
+    let dockerfile = "recipes/elastic-agent.Dockerfile";
+    match req.elastic_agent.unwrap_or_default() {
+        ElasticAgent::Bundled if crate::cloud::images::lacks_elastic_agent(image) => {
+            Err(ApiError::validation_hint(
+                "elasticAgent",
+                format!(
+                    "`{}` carries no HyperPod elastic agent (hyperpod-elastic-agent): its pods would exit with `hyperpodrun: not found`",
+                    validate::truncate(image)
+                ),
+                json!(format!("leave elasticAgent out (it is installed at pod start), or build an image from {dockerfile} (BASE_IMAGE={image}) and submit it with elasticAgent `bundled`")),
+            ))
+        }
+        ElasticAgent::Bundled => Ok(false),
+        ElasticAgent::Install if *packages == PodPackages::Off => Err(ApiError::validation_hint(
+            "elasticAgent",
+            "this control plane installs nothing at pod start (--pod-package-index off), and the recipe runs `hyperpodrun` from the HyperPod elastic agent".to_string(),
+            json!(format!("build an image from {dockerfile} (BASE_IMAGE={image}), push it where the cluster pulls from, and submit it as `image` with elasticAgent `bundled`")),
+        )),
+        ElasticAgent::Install => Ok(true),
+    }
+}
+
 pub(super) fn job_ref(runtime: Runtime, name: &str) -> ObjectRef {
     let (api_version, kind) = match runtime {
         Runtime::HyperPodPytorch => ("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob"),
@@ -239,6 +317,7 @@ pub async fn training_params(
     engine: &Engine,
     cluster: &str,
     req: &TrainingJobRequest,
+    packages: &PodPackages,
 ) -> ApiResult<Value> {
     validate::dns_label("jobName", "job name", &req.job_name)?;
     validate::require(
@@ -339,6 +418,7 @@ pub async fn training_params(
             ("recovery", req.recovery.is_some()),
             ("monitoring", req.monitoring.is_some()),
             ("elastic", req.elastic.is_some()),
+            ("elasticAgent", req.elastic_agent.is_some()),
         ] {
             if given {
                 return Err(ApiError::validation_hint(
@@ -349,6 +429,8 @@ pub async fn training_params(
             }
         }
     }
+    let image_ref = req.image.as_deref().unwrap_or(recipe.image);
+    let install_agent = pytorch && elastic_agent(req, image_ref, packages)?;
     if let Some(m) = &req.monitoring {
         hang_detection(m)?;
     }
@@ -510,12 +592,17 @@ pub async fn training_params(
             .map(|(_, v)| v.as_str()),
         output: &output,
         extra: &extra,
+        launcher: if install_agent {
+            INSTALLED_LAUNCHER
+        } else {
+            "hyperpodrun"
+        },
     });
     let budget = req.recovery.clone().unwrap_or_default();
     let spec = JobSpec {
         name: &req.job_name,
         recipe: recipe.name,
-        image: req.image.as_deref().unwrap_or(recipe.image),
+        image: image_ref,
         instance_type: &req.instance_type,
         nodes,
         gpus,
@@ -527,6 +614,8 @@ pub async fn training_params(
         tiered_checkpointing: tiered,
         // Reports to the account's MLflow when it is set up for this cluster.
         tracking: crate::service::mlflow::training_tracking(engine, &target).await,
+        install_agent,
+        package_index: packages.index(),
     };
     let manifest = match recipe.runtime {
         Runtime::HyperPodPytorch => pytorch_job(&spec),
@@ -564,6 +653,48 @@ mod tests {
         ] {
             assert!(s3_path("f", bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_elastic_agent_is_installed_unless_the_image_carries_it_or_installs_are_off() {
+        let req = |agent: Option<ElasticAgent>| TrainingJobRequest {
+            job_name: "j".into(),
+            recipe: "pytorch".into(),
+            instance_type: "ml.g5.8xlarge".into(),
+            node_count: None,
+            script: None,
+            model: None,
+            dataset: None,
+            output: None,
+            args: None,
+            image: None,
+            recovery: None,
+            monitoring: None,
+            elastic: None,
+            checkpointing: None,
+            elastic_agent: agent,
+        };
+        let stock = recipe("pytorch").unwrap().image;
+        let own = "123456789012.dkr.ecr.us-west-2.amazonaws.com/trainer:1";
+        assert!(elastic_agent(&req(None), stock, &PodPackages::PyPi).unwrap());
+        assert!(!elastic_agent(&req(Some(ElasticAgent::Bundled)), own, &PodPackages::Off).unwrap());
+        for (agent, image, packages) in [
+            (Some(ElasticAgent::Bundled), stock, PodPackages::PyPi),
+            (None, stock, PodPackages::Off),
+            (Some(ElasticAgent::Install), own, PodPackages::Off),
+        ] {
+            let e = elastic_agent(&req(agent), image, &packages).unwrap_err();
+            assert!(
+                format!("{e:?}").contains("recipes/elastic-agent.Dockerfile"),
+                "{e:?}"
+            );
+        }
+        assert_eq!(
+            PodPackages::parse(Some("https://pypi.internal/simple/")).unwrap(),
+            PodPackages::Index("https://pypi.internal/simple".into())
+        );
+        assert_eq!(PodPackages::parse(Some("off")).unwrap(), PodPackages::Off);
+        assert!(PodPackages::parse(Some("pypi.internal")).is_err());
     }
 
     #[test]

@@ -131,12 +131,15 @@ pub struct CommandInputs<'a> {
     pub dataset: Option<&'a str>,
     pub output: &'a str,
     pub extra: &'a [String],
+    /// The elastic agent's launcher: `hyperpodrun` on the image's path, or the one the init
+    /// container installed.
+    pub launcher: &'a str,
 }
 
 /// The HyperPod elastic agent with the operator's expected flags, in front of `program`.
 fn hyperpodrun(i: &CommandInputs<'_>, program: &[&str]) -> Vec<String> {
     let mut cmd: Vec<String> = vec![
-        "hyperpodrun".into(),
+        i.launcher.into(),
         "--tee=3".into(),
         "--log_dir=/tmp/hyperpod".into(),
         format!("--nproc_per_node={}", i.gpus),
@@ -218,6 +221,7 @@ mod tests {
                 dataset: Some("/s3/data/d"),
                 output: "/s3/outputs/j",
                 extra: &["--epochs=1".to_string()],
+                launcher: "hyperpodrun",
             };
             let cmd = r.command(&i);
             assert_eq!(cmd.last().unwrap(), "--epochs=1", "{}", r.name);
