@@ -225,6 +225,15 @@ pub fn aws_managed(arn: &str) -> Option<Value> {
                 "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
                 "ssmmessages:OpenDataChannel"], "Resource": "*"}]})
         }
+        // Reduced to the statements the effective-permissions checks decide on.
+        "AmazonEKSClusterPolicy" => json!({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": ["autoscaling:DescribeAutoScalingGroups",
+                "autoscaling:UpdateAutoScalingGroup", "ec2:Describe*", "ec2:CreateNetworkInterface",
+                "ec2:DeleteNetworkInterface", "ec2:CreateSecurityGroup", "ec2:CreateTags",
+                "ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress",
+                "elasticloadbalancing:*", "kms:DescribeKey"], "Resource": "*"},
+            {"Effect": "Allow", "Action": "iam:CreateServiceLinkedRole", "Resource": "*",
+             "Condition": {"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}}}]}),
         "AmazonSageMakerHyperPodTrainingOperatorAccess" => {
             json!({"Version": "2012-10-17", "Statement": [
             {"Effect": "Allow", "Action": ["sagemaker:DescribeClusterNode"], "Resource": "*"}]})

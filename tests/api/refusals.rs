@@ -489,3 +489,89 @@ async fn hyperpodrun_from_an_image_without_the_elastic_agent_does_not_start() {
         }
     }
 }
+
+/// A training job reports to an MLflow App only when its pods' role may: the app authorizes
+/// every REST call with `sagemaker:CallMlflowAppApi`, and the stack's boundary must allow it
+/// too. A role holding only `sagemaker-mlflow:*` (a tracking server's actions) reports nothing.
+#[tokio::test]
+async fn a_job_reports_to_mlflow_only_within_its_roles_effective_policy() {
+    use instantstart::service::steps::mlflow::{tracking_policy, TRACKING_SA};
+    use instantstart::service::training::{pytorch_job, JobSpec};
+    let (_dir, cloud) = account().await;
+    let s = setup(cloud, full_policy()).await;
+    s.hyperpod(vec![s.plane.clone()]).await;
+    let tags = cluster_tags(CLUSTER, "mlflow");
+    let app = s
+        .cloud
+        .mlflow
+        .create_app(&CreateMlflowApp {
+            name: "instantstart",
+            artifact_store: "s3://sagemaker-instantstart-c-123456789012/mlflow",
+            role_arn: "arn:aws:iam::123456789012:role/instantstart-mlflow",
+            tags: &tags,
+        })
+        .await
+        .unwrap();
+    let trust = json!({"Version": "2012-10-17", "Statement": []});
+    let role = s
+        .cloud
+        .iam
+        .create_role("c-mlflow-tracking", &trust, &tags)
+        .await
+        .unwrap();
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": TRACKING_SA.1, "namespace": TRACKING_SA.0,
+                     "annotations": {"eks.amazonaws.com/role-arn": role.arn}}});
+    s.cloud.kube.apply(&target(), &sa).await.unwrap();
+    let job = pytorch_job(&JobSpec {
+        name: "tracked",
+        recipe: "pytorch",
+        image: "123456789012.dkr.ecr.us-west-2.amazonaws.com/trainer:1",
+        instance_type: "ml.g5.8xlarge",
+        nodes: 1,
+        gpus: 4,
+        command: vec!["hyperpodrun".into(), "/s3/train.py".into()],
+        paths: vec![],
+        recovery: None,
+        monitoring: None,
+        elastic: None,
+        tiered_checkpointing: false,
+        tracking: Some(app.clone()),
+        install_agent: false,
+        package_index: None,
+    });
+    s.cloud.kube.apply(&target(), &job).await.unwrap();
+    let experiment = || async {
+        s.cloud
+            .mlflow
+            .tracking(
+                &app,
+                TrackingCall {
+                    post: false,
+                    path: "experiments/get-by-name",
+                    query: &[("experiment_name", "tracked")],
+                    body: None,
+                },
+            )
+            .await
+    };
+    // The grant this project made before: a tracking server's actions, which an app ignores.
+    let old = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Action": ["sagemaker-mlflow:*"], "Resource": [app.clone()]}]});
+    s.cloud
+        .iam
+        .put_role_policy("c-mlflow-tracking", "t", &old)
+        .await
+        .unwrap();
+    let refused = experiment().await.unwrap_err();
+    assert_eq!(refused.code, "NotFound", "{refused:?}");
+    let place =
+        instantstart::service::bucket::BucketPlace::whole("sagemaker-instantstart-c-123456789012");
+    s.cloud
+        .iam
+        .put_role_policy("c-mlflow-tracking", "t", &tracking_policy(&app, &place))
+        .await
+        .unwrap();
+    let found = experiment().await.unwrap();
+    assert_eq!(found["experiment"]["name"], "tracked", "{found}");
+}

@@ -46,18 +46,78 @@ fn not_in_mlflow(what: &str) -> CloudError {
 }
 
 impl Sandbox {
-    /// The training jobs reporting to `arn`, with their experiment names.
+    /// The training jobs reporting to `arn`, with their experiment names: those whose pods
+    /// name it as their tracking URI and whose identity may call it.
     async fn experiments(&self, arn: &str) -> CloudResult<Vec<(super::Res, String)>> {
-        Ok(self
-            .list("k8s-object")
+        let mut out = Vec::new();
+        for r in self.list("k8s-object").await? {
+            if r.deleted_ms.is_some() || !super::training::is_training(&r.data) {
+                continue;
+            }
+            let Some((uri, experiment)) = tracking_env(&r.data) else {
+                continue;
+            };
+            if uri == arn && self.may_report(&r, arn).await? {
+                out.push((r, experiment));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether a job's pods may report to the app `arn`: the MLflow client signs with the pods'
+    /// service account's role (its IRSA annotation, or a pod identity association), and the
+    /// app authorizes every call with `sagemaker:CallMlflowAppApi` — within the role's
+    /// boundary. A pod without that runs, and its reports are refused: no run appears.
+    async fn may_report(&self, job: &super::Res, arn: &str) -> CloudResult<bool> {
+        let key = job.data["__key"].as_str().unwrap_or_default();
+        let cluster = key.split('/').next().unwrap_or_default();
+        let ns = job.data["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default");
+        let pod = job
+            .data
+            .pointer("/spec/replicaSpecs/0/template/spec")
+            .or_else(|| {
+                job.data
+                    .pointer("/spec/rayClusterSpec/headGroupSpec/template/spec")
+            });
+        let sa = pod
+            .and_then(|p| p["serviceAccountName"].as_str())
+            .unwrap_or("default");
+        let annotated = self
+            .by_name(
+                "k8s-object",
+                &format!("{cluster}/v1/ServiceAccount/{ns}/{sa}"),
+            )
             .await?
-            .into_iter()
-            .filter(|r| r.deleted_ms.is_none() && super::training::is_training(&r.data))
-            .filter_map(|r| {
-                let (uri, experiment) = tracking_env(&r.data)?;
-                (uri == arn).then_some((r, experiment))
-            })
-            .collect())
+            .filter(|r| r.deleted_ms.is_none())
+            .and_then(|r| {
+                r.data
+                    .pointer("/metadata/annotations/eks.amazonaws.com~1role-arn")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            });
+        let role_arn = match annotated {
+            Some(a) => Some(a),
+            None => self
+                .list("eks-pod-identity")
+                .await?
+                .into_iter()
+                .find(|r| {
+                    r.deleted_ms.is_none()
+                        && r.data["cluster"] == cluster
+                        && r.data["namespace"] == ns
+                        && r.data["serviceAccount"] == sa
+                })
+                .and_then(|r| r.data["roleArn"].as_str().map(str::to_string)),
+        };
+        let Some(role_arn) = role_arn else {
+            return Ok(false);
+        };
+        Ok(self
+            .role_record(&role_arn)
+            .await?
+            .is_some_and(|r| super::rules::role_allows(&r, "sagemaker:CallMlflowAppApi", arn)))
     }
 
     /// One job's run: its status and (simulated second, step, loss, throughput) points.

@@ -129,7 +129,7 @@ impl ExecutionRoleStep {
     /// interfaces, image pulls and pod identity on this cluster, next to the AWS-managed instance
     /// policy (which grants logs, metrics, `sagemaker-*` reads and SSM messages only — AWS's own
     /// HyperPod templates add the same statements). No `s3:*`, no `*` resources for data.
-    fn policy(place: &BucketPlace, eks_cluster_arn: &str) -> Value {
+    pub fn policy(place: &BucketPlace, eks_cluster_arn: &str) -> Value {
         let eni_arns = |p: &str| {
             // arn:aws:eks:region:account:cluster/name → the same partition, region and account.
             let parts: Vec<&str> = eks_cluster_arn.splitn(6, ':').collect();

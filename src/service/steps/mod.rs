@@ -45,6 +45,7 @@ pub mod mlflow;
 pub mod network;
 pub mod nodes;
 pub mod pools;
+pub mod roles;
 pub mod s3_access;
 pub mod storage;
 pub mod teardown;

@@ -4,11 +4,7 @@
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::network::eks_role_name;
-use super::{
-    find_all_tagged,
-    hyperpod::{execution_role_name, hyperpod_of},
-};
+use super::{find_all_tagged, hyperpod::hyperpod_of};
 use crate::cloud::{EksStatus, HyperPodStatus, NetKind, ResourceState};
 use crate::ops::{Poll, Step, StepCx, StepResult};
 
@@ -142,23 +138,9 @@ impl Step for DeleteRolesStep {
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let c = &cx.op.cluster;
-        // Every role the cluster's stages and features make (absent is fine).
-        let mut roles = vec![
-            eks_role_name(c),
-            execution_role_name(c),
-            super::s3_access::s3_csi_role_name(c),
-            super::features::checkpoint_role_name(c),
-            // Its training pods' MLflow identity (the account's MLflow App and its role stay:
-            // other clusters may report to it).
-            super::mlflow::tracking_role_name(c),
-            // KEDA's identity for AMP queries (made by the first deployment that needed it).
-            super::keda::keda_role_name(c),
-        ];
-        for f in super::features::FEATURES {
-            for own in f.own_roles {
-                roles.push(own.name(c));
-            }
-        }
+        // Every role the cluster's stages and features make (absent is fine); the account's
+        // MLflow App and its role stay: other clusters may report to it.
+        let roles = super::roles::cluster_role_names(c);
         for role in roles {
             cx.cloud.iam.delete_role(&role).await?;
         }

@@ -5,17 +5,19 @@
 
 mod manifests;
 mod recipes;
+mod request;
 mod views;
 
 pub use manifests::{
     pytorch_job, ray_job, JobSpec, AGENT_DIR, DATA_CLAIM, INSTALLED_LAUNCHER, JOB_LABEL,
 };
 pub use recipes::{recipe, CommandInputs, Recipe, RecipeInput, Runtime, RECIPES};
+pub use request::{
+    Elastic, ElasticAgent, HangDetection, PodPackages, RecoveryBudget, TrainingJobRequest,
+};
 pub use views::*;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use utoipa::ToSchema;
 
 use super::incluster::{kube_target, list_storage};
 use super::resources::ClusterResources;
@@ -31,154 +33,6 @@ pub const MAX_RAY_JOB_NAME: usize = 47;
 
 /// The EKS add-on of the HyperPod training operator.
 const TRAINING_OPERATOR_ADDON: &str = "amazon-sagemaker-hyperpod-training-operator";
-
-/// `POST /api/clusters/{name}/training-jobs`.
-#[derive(Debug, Deserialize, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TrainingJobRequest {
-    /// Job name: a DNS label of at most 50 characters (47 for recipes that run on KubeRay),
-    /// unique in namespace default.
-    pub job_name: String,
-    /// `pytorch`, `llama-factory`, `ms-swift` or `verl` (see `GET /api/recipes`).
-    pub recipe: String,
-    /// An instance type of one of the cluster's instance groups; each node runs one pod with
-    /// all its GPUs.
-    pub instance_type: String,
-    /// Nodes (default 1).
-    pub node_count: Option<i64>,
-    /// The training script under `/s3` (recipe `pytorch`).
-    pub script: Option<String>,
-    /// Model directory under `/s3`.
-    pub model: Option<String>,
-    /// Dataset location under `/s3`.
-    pub dataset: Option<String>,
-    /// Output location under `/s3` (default `/s3/outputs/<name>`).
-    pub output: Option<String>,
-    /// Extra arguments appended to the recipe's command (a list: no shell).
-    pub args: Option<Vec<String>>,
-    /// Overrides the recipe's pinned image.
-    pub image: Option<String>,
-    /// The recovery budget (HyperPodPyTorchJob recipes; default: 3 retries, 2 restarts before a
-    /// full-job restart, 1 full-job restart per hour).
-    pub recovery: Option<RecoveryBudget>,
-    /// Hang and slowness detection from the job's log (HyperPodPyTorchJob recipes).
-    pub monitoring: Option<HangDetection>,
-    /// Elastic training between a minimum and a maximum node count (HyperPodPyTorchJob recipes).
-    pub elastic: Option<Elastic>,
-    /// `none` (default) or `managed-tiered` (the cluster's managed tiered checkpointing).
-    pub checkpointing: Option<String>,
-    /// Where the HyperPod elastic agent (`hyperpodrun`) comes from (HyperPodPyTorchJob
-    /// recipes): `install` (default: an init container installs it at pod start, with the
-    /// image's own Python) or `bundled` (the image carries it, e.g. one built from
-    /// `recipes/elastic-agent.Dockerfile`).
-    pub elastic_agent: Option<ElasticAgent>,
-}
-
-/// Where a job's elastic agent comes from.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ElasticAgent {
-    /// Installed at pod start into a volume the training container shares.
-    #[default]
-    Install,
-    /// Already on the image's path.
-    Bundled,
-}
-
-/// What pods may install at start (the elastic agent, the MLflow plugin), from where.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum PodPackages {
-    /// From PyPI.
-    #[default]
-    PyPi,
-    /// From this package index (a mirror or proxy the cluster can reach).
-    Index(String),
-    /// Nothing: images must carry what they run.
-    Off,
-}
-
-impl PodPackages {
-    /// `--pod-package-index`: unset is PyPI, `off` installs nothing, else an index URL.
-    pub fn parse(setting: Option<&str>) -> anyhow::Result<Self> {
-        Ok(match setting.map(str::trim) {
-            None | Some("") => Self::PyPi,
-            Some("off") => Self::Off,
-            Some(url) if url.starts_with("https://") || url.starts_with("http://") => {
-                Self::Index(url.trim_end_matches('/').to_string())
-            }
-            Some(other) => anyhow::bail!(
-                "INSTANTSTART_POD_PACKAGE_INDEX: `{other}` is neither `off` nor an http(s) package index URL"
-            ),
-        })
-    }
-
-    fn index(&self) -> Option<&str> {
-        match self {
-            Self::Index(url) => Some(url),
-            _ => None,
-        }
-    }
-}
-
-/// How many failures a job may survive, as the training operator counts them.
-#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RecoveryBudget {
-    /// Retries of the whole job before it fails (`runPolicy.jobMaxRetryCount`).
-    pub job_max_retry_count: u32,
-    /// Pod-level restarts before a full-job restart.
-    pub restarts_before_full_job_restart: Option<u32>,
-    /// Full-job restarts allowed within an evaluation period.
-    pub max_full_job_restarts: Option<u32>,
-    /// The period the restart limits are counted in (seconds, default 3600).
-    #[serde(default = "default_eval_period")]
-    pub eval_period_seconds: u32,
-    /// Nodes that failed repeatedly to keep out of the next full-job restart.
-    pub repeat_offenders_to_avoid: Option<u32>,
-}
-
-fn default_eval_period() -> u32 {
-    3600
-}
-
-impl Default for RecoveryBudget {
-    fn default() -> Self {
-        Self {
-            job_max_retry_count: 3,
-            restarts_before_full_job_restart: Some(2),
-            max_full_job_restarts: Some(1),
-            eval_period_seconds: 3600,
-            repeat_offenders_to_avoid: None,
-        }
-    }
-}
-
-/// A log rule the operator evaluates: no match within the start cut-off, or none within the
-/// recurring frequency, marks the job hanging; a metric captured by the pattern past the
-/// threshold marks it slow. Either leads to a restart within the budget.
-#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct HangDetection {
-    /// A regular expression matching the job's progress lines (optionally one capturing group
-    /// with a number, e.g. `.*throughput: ([0-9.]+).*`).
-    pub log_pattern: String,
-    /// Seconds to the first match.
-    pub start_cutoff_seconds: Option<u32>,
-    /// Seconds allowed between two matches.
-    pub recurring_frequency_seconds: Option<u32>,
-    /// Threshold for the captured number (with `operator`).
-    pub metric_threshold: Option<i64>,
-    /// `gt`, `lt`, `eq`, `gteq` or `lteq`.
-    pub operator: Option<String>,
-}
-
-/// Elastic training: the job runs on between `minNodes` and `maxNodes` nodes.
-#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Elastic {
-    pub min_nodes: u32,
-    pub max_nodes: u32,
-}
 
 /// A path under the S3 claim's mount: `/s3/...`, no `..`, plain characters only.
 fn s3_path(field: &str, p: &str) -> ApiResult<String> {

@@ -90,6 +90,12 @@ pub(super) async fn tiered_actual(
     })
 }
 
+/// The checkpointing role's policy: `checkpoints/` of the cluster's place only.
+pub fn checkpoint_policy(place: &crate::service::bucket::BucketPlace) -> Value {
+    json!({"Version": "2012-10-17",
+           "Statement": place.read_write_statements("Checkpoints", CHECKPOINT_PREFIX)})
+}
+
 /// The IRSA role of the checkpointing service account: only `checkpoints/` in the cluster's
 /// bucket.
 pub struct CheckpointRoleStep;
@@ -110,8 +116,7 @@ impl Reconcile for CheckpointRoleStep {
             return Ok(json!({"changed": existed}));
         }
         let place = crate::service::bucket::place_of(cx).await?;
-        let doc = json!({"Version": "2012-10-17",
-                         "Statement": place.read_write_statements("Checkpoints", CHECKPOINT_PREFIX)});
+        let doc = checkpoint_policy(&place);
         let role = IrsaRole {
             name,
             namespace: CHECKPOINT_SA.0,

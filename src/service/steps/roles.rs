@@ -1,0 +1,133 @@
+//! Every IAM role the control plane makes for a cluster, with the documents it gives each and
+//! the workload that runs as it: the one inventory the teardown deletes by and the
+//! effective-permissions test evaluates (each role's policies within the stack's boundary,
+//! against what its workload calls).
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::features::{checkpoint_policy, checkpoint_role_name, FEATURES};
+use super::hyperpod::{execution_role_name, ExecutionRoleStep, INSTANCE_ROLE_POLICY};
+use super::keda::{keda_policy, keda_role_name};
+use super::mlflow::{app_role_policy, tracking_policy, tracking_role_name, APP_ROLE};
+use super::network::{eks_role_name, EKS_CLUSTER_POLICY};
+use super::s3_access::{s3_csi_role_name, S3CsiRoleStep};
+use crate::service::bucket::BucketPlace;
+
+/// One role and what it is given.
+#[derive(Debug, Clone)]
+pub struct RoleDocs {
+    pub name: String,
+    /// Who runs as it (for the reader of a failed check).
+    pub workload: &'static str,
+    /// Its inline policies.
+    pub inline: Vec<Value>,
+    /// The AWS-managed policies attached to it (ARNs).
+    pub managed: Vec<String>,
+}
+
+/// What the documents are made from.
+pub struct RoleInputs<'a> {
+    pub cluster: &'a str,
+    pub place: &'a BucketPlace,
+    pub eks_cluster_arn: &'a str,
+    pub hyperpod_cluster_arn: &'a str,
+    pub mlflow_app_arn: &'a str,
+    /// Other buckets the cluster mounts.
+    pub claimed: &'a BTreeSet<String>,
+    /// AMP workspace ARNs KEDA queries.
+    pub amp_workspaces: &'a BTreeSet<String>,
+}
+
+/// The roles of one cluster, as its stages and features make them.
+pub fn cluster_roles(i: &RoleInputs<'_>) -> Vec<RoleDocs> {
+    let c = i.cluster;
+    let tracking = tracking_policy(i.mlflow_app_arn, i.place);
+    let mut roles = vec![
+        RoleDocs {
+            name: eks_role_name(c),
+            workload: "the EKS control plane",
+            inline: vec![],
+            managed: vec![EKS_CLUSTER_POLICY.into()],
+        },
+        RoleDocs {
+            name: execution_role_name(c),
+            workload: "the HyperPod nodes (kubelet, VPC CNI, pod identity agent)",
+            inline: vec![ExecutionRoleStep::policy(i.place, i.eks_cluster_arn)],
+            managed: vec![INSTANCE_ROLE_POLICY.into()],
+        },
+        RoleDocs {
+            name: s3_csi_role_name(c),
+            workload: "the Mountpoint for S3 CSI driver",
+            inline: vec![S3CsiRoleStep::policy(i.place, i.claimed)],
+            managed: vec![],
+        },
+        RoleDocs {
+            name: checkpoint_role_name(c),
+            workload: "jobs with managed tiered checkpointing (and their MLflow reports)",
+            inline: vec![checkpoint_policy(i.place), tracking.clone()],
+            managed: vec![],
+        },
+        // The account's MLflow App and its role stay when a cluster goes: others may use them.
+        RoleDocs {
+            name: tracking_role_name(c),
+            workload: "training pods reporting to MLflow",
+            inline: vec![tracking],
+            managed: vec![],
+        },
+        RoleDocs {
+            name: keda_role_name(c),
+            workload: "KEDA's operator querying Amazon Managed Service for Prometheus",
+            inline: vec![keda_policy(i.amp_workspaces)],
+            managed: vec![],
+        },
+    ];
+    let partition = i.hyperpod_cluster_arn.split(':').nth(1).unwrap_or("aws");
+    for f in FEATURES {
+        for own in f.own_roles {
+            roles.push(RoleDocs {
+                name: own.name(c),
+                workload: f.key,
+                inline: own
+                    .policy
+                    .map(|p| p(i.place, i.hyperpod_cluster_arn))
+                    .into_iter()
+                    .collect(),
+                managed: own
+                    .managed
+                    .iter()
+                    .map(|m| format!("arn:{partition}:iam::aws:policy/{m}"))
+                    .collect(),
+            });
+        }
+    }
+    roles
+}
+
+/// The roles the account keeps beyond any one cluster.
+pub fn account_roles(place: &BucketPlace) -> Vec<RoleDocs> {
+    vec![RoleDocs {
+        name: APP_ROLE.into(),
+        workload: "the MLflow App (its artifact store)",
+        inline: vec![app_role_policy(place)],
+        managed: vec![],
+    }]
+}
+
+/// The names of a cluster's roles (what its teardown deletes).
+pub fn cluster_role_names(cluster: &str) -> Vec<String> {
+    let none = BTreeSet::new();
+    cluster_roles(&RoleInputs {
+        cluster,
+        place: &BucketPlace::whole("-"),
+        eks_cluster_arn: "",
+        hyperpod_cluster_arn: "",
+        mlflow_app_arn: "",
+        claimed: &none,
+        amp_workspaces: &none,
+    })
+    .into_iter()
+    .map(|r| r.name)
+    .collect()
+}
