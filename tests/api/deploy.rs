@@ -498,3 +498,47 @@ fn every_grant_matches_the_resource_types_its_action_supports() {
         }
     }
 }
+
+/// Every role the product makes (a cluster's, the account's) is one the control plane's role
+/// may create, tag, manage and change; and KEDA's, bound by pod identity, one it may pass.
+/// A role kind missing from these lists is an AccessDenied on the first real account.
+#[test]
+fn the_control_plane_may_make_every_role_the_product_makes() {
+    use instantstart::cloud::policy::glob;
+    use instantstart::service::steps::roles::cluster_role_names;
+    let t = template();
+    let policy = &t["Resources"]["InstanceRole"]["Properties"]["Policies"][0]["PolicyDocument"];
+    let patterns = |sid: &str| -> Vec<String> {
+        let s = list(&policy["Statement"])
+            .into_iter()
+            .find(|s| s["Sid"] == sid)
+            .unwrap_or_else(|| panic!("no statement {sid}"));
+        list(&s["Resource"])
+            .iter()
+            .filter_map(|r| r["Fn::Sub"].as_str())
+            .filter_map(|r| r.split_once(":role/").map(|(_, p)| p.to_string()))
+            .collect()
+    };
+    let mut roles = cluster_role_names("demo");
+    roles.push(instantstart::service::steps::mlflow::APP_ROLE.to_string());
+    assert!(roles.len() >= 12, "{roles:?}");
+    for sid in [
+        "CreateOwnRolesWithinTheBoundary",
+        "TagOwnRolesOnCreate",
+        "ManageOwnRoles",
+        "ChangePermissionsOfBoundedRoles",
+    ] {
+        let allowed = patterns(sid);
+        let missing: Vec<&String> = roles
+            .iter()
+            .filter(|r| !allowed.iter().any(|p| glob(p, r, false)))
+            .collect();
+        assert!(missing.is_empty(), "{sid} names no pattern for {missing:?}");
+    }
+    let passed = patterns("PassOwnRolesToTheirServices");
+    let keda = instantstart::service::steps::keda::keda_role_name("demo");
+    assert!(
+        passed.iter().any(|p| glob(p, &keda, false)),
+        "{keda} is bound by pod identity, which needs iam:PassRole"
+    );
+}
