@@ -65,10 +65,14 @@ pub fn tracking_policy(app_arn: &str, place: &BucketPlace) -> Value {
 /// The app's artifact store: `mlflow/` of the cluster's place, nothing else.
 pub fn app_role_policy(place: &BucketPlace) -> Value {
     let artifacts = format!("{ARTIFACT_PREFIX}/");
+    // GetBucketLocation carries no `s3:prefix`: under the list statement's prefix condition a
+    // shared-bucket place would deny it, so it has a statement of its own on the bucket.
     json!({"Version": "2012-10-17", "Statement": [
-        place.list_statement("ArtifactsList", &["s3:ListBucket", "s3:GetBucketLocation"], &artifacts),
+        place.list_statement("ArtifactsList", &["s3:ListBucket"], &artifacts),
         place.objects_statement("ArtifactsObjects",
-            &["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"], &artifacts)]})
+            &["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"], &artifacts),
+        {"Sid": "ArtifactsBucketLocation", "Effect": "Allow", "Action": ["s3:GetBucketLocation"],
+         "Resource": [place.bucket_arn()]}]})
 }
 
 pub struct MlflowRoleStep;
@@ -239,5 +243,16 @@ mod tests {
             s["Statement"][1]["Resource"],
             json!(["arn:aws:s3:::b1/demo/mlflow/*"])
         );
+        // Evaluated as IAM would: the app finds its bucket and lists only its own prefix.
+        use crate::cloud::policy::{decide, Decision, Request};
+        let location = Request::new("s3:GetBucketLocation", "arn:aws:s3:::b1");
+        assert_eq!(decide(&s, &location), Decision::Allow);
+        let list = |prefix: &str| {
+            Request::new("s3:ListBucket", "arn:aws:s3:::b1").with("s3:prefix", prefix)
+        };
+        assert_eq!(decide(&s, &list("demo/mlflow/1/")), Decision::Allow);
+        assert_eq!(decide(&s, &list("other/mlflow/")), Decision::ImplicitDeny);
+        let elsewhere = Request::new("s3:GetBucketLocation", "arn:aws:s3:::b2");
+        assert_eq!(decide(&s, &elsewhere), Decision::ImplicitDeny);
     }
 }
