@@ -129,37 +129,7 @@ fn every_custom_resource_the_product_generates_conforms() {
 /// (its sha256), and no row for a file that is not there.
 #[test]
 fn the_fixtures_are_the_upstream_files_listed_here() {
-    use sha2::{Digest, Sha256};
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/crds");
-    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
-    let mut listed = std::collections::BTreeMap::new();
-    for row in readme.lines().filter(|l| l.starts_with("| `")) {
-        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
-        let file = cells[0].trim_matches('`').to_string();
-        let sha = cells.last().unwrap().to_string();
-        assert!(
-            listed.insert(file.clone(), sha).is_none(),
-            "{file} listed twice"
-        );
-    }
-    let mut present = Vec::new();
-    for sub in ["", "examples/"] {
-        for e in std::fs::read_dir(dir.join(sub)).unwrap().flatten() {
-            let name = e.file_name().to_string_lossy().to_string();
-            if name.ends_with(".yaml") {
-                present.push(format!("{sub}{name}"));
-            }
-        }
-    }
-    present.sort();
-    assert_eq!(present, listed.keys().cloned().collect::<Vec<_>>());
-    assert!(present.len() >= 20, "{present:?}");
-    for (file, sha) in &listed {
-        let bytes = std::fs::read(dir.join(file)).unwrap();
-        let actual: String = Sha256::digest(&bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        assert_eq!(&actual, sha, "{file} is not the upstream blob");
-    }
+    let listed = crate::helpers::assert_provenance(&dir, &["", "examples/"], ".yaml");
+    assert!(listed.len() >= 20, "{listed:?}");
 }

@@ -441,3 +441,44 @@ async fn wait_listening(port: u16) {
     }
     panic!("the mirror never listened on {port}");
 }
+
+/// Checks a folder of upstream copies against its README's provenance table (one row per file,
+/// its sha256 in the last cell): every `ext` file under `subdirs` is listed, every listed file
+/// is present, and each is byte for byte the blob the row names. Returns the listed files.
+pub fn assert_provenance(dir: &std::path::Path, subdirs: &[&str], ext: &str) -> Vec<String> {
+    use sha2::{Digest, Sha256};
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    let mut listed = std::collections::BTreeMap::new();
+    for row in readme.lines().filter(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        let sha = cells.last().copied().unwrap_or_default();
+        if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+            continue; // the header, its rule, or a row of another table
+        }
+        let file = cells[0].trim_matches('`').to_string();
+        assert!(
+            listed.insert(file.clone(), sha.to_string()).is_none(),
+            "{file} listed twice"
+        );
+    }
+    let mut present = Vec::new();
+    for sub in subdirs {
+        for e in std::fs::read_dir(dir.join(sub)).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.ends_with(ext) {
+                present.push(format!("{sub}{name}"));
+            }
+        }
+    }
+    present.sort();
+    assert_eq!(present, listed.keys().cloned().collect::<Vec<_>>());
+    for (file, sha) in &listed {
+        let bytes = std::fs::read(dir.join(file)).unwrap();
+        let actual: String = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(&actual, sha, "{file} is not the upstream blob");
+    }
+    present
+}

@@ -12,6 +12,7 @@ mod endpoints;
 mod features;
 mod fuzz;
 mod helpers;
+mod iam;
 mod imports;
 mod kube;
 mod layout;

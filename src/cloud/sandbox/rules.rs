@@ -33,10 +33,19 @@ pub fn stack_boundary() -> Value {
 /// The template's `CreatedRolesBoundary` document with `Fn::Sub` and `Fn::GetAtt` resolved
 /// from `values` (`${AWS::Region}`, `${SharedBucket.Arn}`, …).
 pub fn template_boundary(values: &[(&str, &str)]) -> Value {
+    template_document(
+        "/Resources/CreatedRolesBoundary/Properties/PolicyDocument",
+        values,
+    )
+}
+
+/// A document of the template (a JSON pointer into it) with `Fn::Sub`, `Fn::GetAtt` and `Ref`
+/// resolved from `values`; an empty policy when the pointer names nothing.
+pub fn template_document(pointer: &str, values: &[(&str, &str)]) -> Value {
     const TEMPLATE: &str = include_str!("../../../cloudformation/instantstart.yaml");
     let template: Value = serde_yaml::from_str(TEMPLATE).unwrap_or(Value::Null);
     let doc = template
-        .pointer("/Resources/CreatedRolesBoundary/Properties/PolicyDocument")
+        .pointer(pointer)
         .cloned()
         .unwrap_or_else(|| json!({"Statement": []}));
     resolve(&doc, values)
@@ -50,6 +59,11 @@ fn resolve(v: &Value, values: &[(&str, &str)]) -> Value {
                 s = s.replace(&format!("${{{k}}}"), val);
             }
             Value::String(s)
+        }
+        Value::Object(m) if m.len() == 1 && m.get("Ref").is_some_and(Value::is_string) => {
+            let key = m.get("Ref").and_then(Value::as_str).unwrap_or_default();
+            let found = values.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
+            Value::String(found.unwrap_or_default().to_string())
         }
         Value::Object(m) if m.len() == 1 && m.contains_key("Fn::GetAtt") => {
             let parts: Vec<&str> = m["Fn::GetAtt"]

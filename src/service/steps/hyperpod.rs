@@ -9,6 +9,7 @@ use crate::cloud::{Capacity, CreateHyperPodCluster, HyperPodStatus, InstanceGrou
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
 use crate::service::bucket::{place_of, BucketPlace};
 use crate::service::resources::Recorded;
+use crate::service::steps::features::policies::arn_scope;
 use crate::service::subnets::{
     ensure_compute_subnet, ComputeSubnetRequest, COMPUTE_PREFIX, PROCESS_SUBNET_LOCKS,
 };
@@ -130,16 +131,8 @@ impl ExecutionRoleStep {
     /// policy (which grants logs, metrics, `sagemaker-*` reads and SSM messages only — AWS's own
     /// HyperPod templates add the same statements). No `s3:*`, no `*` resources for data.
     pub fn policy(place: &BucketPlace, eks_cluster_arn: &str) -> Value {
-        let eni_arns = |p: &str| {
-            // arn:aws:eks:region:account:cluster/name → the same partition, region and account.
-            let parts: Vec<&str> = eks_cluster_arn.splitn(6, ':').collect();
-            match parts.as_slice() {
-                [_, partition, _, region, account, _] => {
-                    format!("arn:{partition}:ec2:{region}:{account}:{p}")
-                }
-                _ => format!("arn:aws:ec2:*:*:{p}"),
-            }
-        };
+        let (partition, region, account) = arn_scope(eks_cluster_arn);
+        let eni_arns = |p: &str| format!("arn:{partition}:ec2:{region}:{account}:{p}");
         let [list, objects] = place.read_write_statements("SharedBucket", "");
         json!({"Version": "2012-10-17", "Statement": [
             list,
@@ -159,10 +152,14 @@ impl ExecutionRoleStep {
              "Resource": "*"},
             {"Sid": "TagOwnInterfaces", "Effect": "Allow", "Action": ["ec2:CreateTags"],
              "Resource": eni_arns("network-interface/*")},
-            {"Sid": "PullImages", "Effect": "Allow",
-             "Action": ["ecr:GetAuthorizationToken", "ecr:BatchGetImage",
-                        "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+            // The token has no resource type; the pulls name repositories of AWS's own
+            // accounts (the VPC CNI's, the add-ons'), so any account, this region.
+            {"Sid": "EcrToken", "Effect": "Allow", "Action": ["ecr:GetAuthorizationToken"],
              "Resource": "*"},
+            {"Sid": "PullImages", "Effect": "Allow",
+             "Action": ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer",
+                        "ecr:BatchCheckLayerAvailability"],
+             "Resource": [format!("arn:{partition}:ecr:{region}:*:repository/*")]},
             {"Sid": "PodIdentityOnThisCluster", "Effect": "Allow",
              "Action": ["eks-auth:AssumeRoleForPodIdentity"], "Resource": [eks_cluster_arn]}
         ]})
@@ -426,16 +423,26 @@ mod tests {
                 .unwrap_or_else(|| panic!("{action} is not granted"))
                 .clone()
         };
+        assert_eq!(
+            find("ecr:GetAuthorizationToken")["Resource"],
+            "*",
+            "the token has no resource-level permissions"
+        );
+        // The pulls name a repository (any account: AWS's own registries), in this region.
+        let repo = "arn:aws-cn:ecr:cn-north-1:918309763551:repository/amazon-k8s-cni";
         for a in [
-            "ecr:GetAuthorizationToken",
             "ecr:BatchGetImage",
             "ecr:GetDownloadUrlForLayer",
             "ecr:BatchCheckLayerAvailability",
         ] {
-            assert_eq!(
-                find(a)["Resource"],
-                "*",
-                "{a} has no resource-level permissions"
+            let resources = find(a)["Resource"].clone();
+            assert!(
+                resources.as_array().unwrap().iter().all(|r| r != "*")
+                    && crate::cloud::policy::decide(
+                        &doc,
+                        &crate::cloud::policy::Request::new(a, repo)
+                    ) == crate::cloud::policy::Decision::Allow,
+                "{a} on {resources}"
             );
         }
         assert_eq!(

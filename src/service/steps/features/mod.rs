@@ -9,7 +9,7 @@
 
 mod addon;
 mod autoscaling;
-mod policies;
+pub mod policies;
 mod tiered;
 
 pub use addon::*;

@@ -38,13 +38,8 @@ pub const TLS_PREFIX: &str = "inference-tls/";
 /// Since operator 3.0 (the EKS add-on) it also tags what it makes: its certificate objects and
 /// its ACM certificates, in this cluster's account and region only.
 pub(super) fn inference_policy(place: &BucketPlace, cluster_arn: &str) -> Value {
-    // arn:aws:sagemaker:region:account:cluster/id → the same partition, region and account.
-    let certificates = match cluster_arn.splitn(6, ':').collect::<Vec<_>>().as_slice() {
-        [_, partition, _, region, account, _] => {
-            format!("arn:{partition}:acm:{region}:{account}:certificate/*")
-        }
-        _ => "arn:aws:acm:*:*:certificate/*".to_string(),
-    };
+    let (partition, region, account) = arn_scope(cluster_arn);
+    let certificates = format!("arn:{partition}:acm:{region}:{account}:certificate/*");
     json!({"Version": "2012-10-17", "Statement": [
         place.list_statement("ModelsList", &["s3:ListBucket"], ""),
         place.objects_statement("ModelsRead", &["s3:GetObject"], ""),
@@ -59,12 +54,25 @@ pub(super) fn inference_policy(place: &BucketPlace, cluster_arn: &str) -> Value 
 
 /// KEDA's role inside the inference operator: reads metrics (CloudWatch, Amazon Managed
 /// Service for Prometheus) to scale endpoints; nothing else.
-pub(super) fn inference_keda_policy(_place: &BucketPlace, _cluster_arn: &str) -> Value {
+pub(super) fn inference_keda_policy(_place: &BucketPlace, cluster_arn: &str) -> Value {
+    let (partition, region, account) = arn_scope(cluster_arn);
     json!({"Version": "2012-10-17", "Statement": [
-        {"Sid": "ReadMetrics", "Effect": "Allow",
-         "Action": ["cloudwatch:GetMetricData", "cloudwatch:GetMetricStatistics", "cloudwatch:ListMetrics",
-                    "aps:QueryMetrics", "aps:GetLabels", "aps:GetSeries", "aps:GetMetricMetadata"],
-         "Resource": "*"}]})
+        // CloudWatch's metric reads have no resource type: IAM grants them on "*" only.
+        {"Sid": "ReadCloudWatchMetrics", "Effect": "Allow",
+         "Action": ["cloudwatch:GetMetricData", "cloudwatch:GetMetricStatistics", "cloudwatch:ListMetrics"],
+         "Resource": "*"},
+        {"Sid": "QueryPrometheusWorkspaces", "Effect": "Allow",
+         "Action": ["aps:QueryMetrics", "aps:GetLabels", "aps:GetSeries", "aps:GetMetricMetadata"],
+         "Resource": [format!("arn:{partition}:aps:{region}:{account}:workspace/*")]}]})
+}
+
+/// The partition, region and account of an ARN (`arn:aws:sagemaker:us-west-2:1…:cluster/x`),
+/// for scoping a policy to where that resource lives; wildcards when it is not an ARN.
+pub fn arn_scope(arn: &str) -> (&str, &str, &str) {
+    match arn.splitn(6, ':').collect::<Vec<_>>()[..] {
+        ["arn", p, _, r, a, _] if !p.is_empty() => (p, r, a),
+        _ => ("aws", "*", "*"),
+    }
 }
 
 /// The AWS Load Balancer Controller's published policy (`docs/install/iam_policy.json`,
@@ -77,10 +85,7 @@ pub const LBC_POLICY: &str = include_str!("vendored/aws-load-balancer-controller
 /// published: the controller tags what it creates (`elbv2.k8s.aws/cluster`) and the policy's
 /// `CreateAction` conditions are what let it tag on create.
 pub fn inference_alb_policy(_place: &BucketPlace, cluster_arn: &str) -> Value {
-    let (partition, region, account) = match cluster_arn.splitn(6, ':').collect::<Vec<_>>()[..] {
-        [_, p, _, r, a, _] => (p, r, a),
-        _ => ("aws", "*", "*"),
-    };
+    let (partition, region, account) = arn_scope(cluster_arn);
     let mut doc: Value = serde_json::from_str(LBC_POLICY).unwrap_or_else(|_| json!({}));
     fn scope(v: &mut Value, partition: &str, region: &str, account: &str) {
         match v {

@@ -1,0 +1,477 @@
+//! What every role the product makes may *effectively* do: its policies intersected with the
+//! stack's permissions boundary, evaluated offline as IAM would, against a table of what its
+//! workload calls (from the upstream published policies and the SDK calls each makes) and what
+//! it must never do. Both places a cluster's objects can live (its own bucket, a prefix of the
+//! stack's shared bucket), the control plane's own policy, the Load Balancer Controller's
+//! published policy statement by statement, and parliament over every document.
+
+use std::collections::BTreeSet;
+
+use instantstart::cloud::policy::{self, Decision, Request};
+use instantstart::cloud::sandbox::rules::{template_boundary, template_document};
+use instantstart::service::bucket::BucketPlace;
+use instantstart::service::steps::features::policies::{inference_alb_policy, LBC_POLICY};
+use instantstart::service::steps::roles::{account_roles, cluster_roles, RoleDocs, RoleInputs};
+use serde_json::{json, Value};
+
+mod needs;
+use needs::{needs, req, Need};
+
+const ACCOUNT: &str = "123456789012";
+const OWN: &str = "sagemaker-instantstart-demo-123456789012";
+const SHARED: &str = "sagemaker-instantstart-shared-123456789012-us-west-2";
+/// A bucket an S3 claim mounts, inside the boundary's `sagemaker-instantstart-*`.
+const CLAIMED: &str = "sagemaker-instantstart-datasets-123456789012";
+const EKS: &str = "arn:aws:eks:us-west-2:123456789012:cluster/demo";
+const HYPERPOD: &str = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abc123";
+const APP: &str = "arn:aws:sagemaker:us-west-2:123456789012:mlflow-app/app-1";
+const AMP: &str = "arn:aws:aps:us-west-2:123456789012:workspace/ws-1";
+const BOUNDARY_ARN: &str = "arn:aws:iam::123456789012:policy/instantstart-CreatedRolesBoundary";
+
+/// AWS-managed policies whose documents the evaluator does not model, and why the role's needs
+/// are still decided: an unmodelled managed policy grants nothing here, so a need it would meet
+/// shows as denied and must be met by the role's own documents.
+const UNMODELLED_MANAGED: &[(&str, &str)] = &[(
+    "AmazonSageMakerHyperPodInferenceAccess",
+    "what the operator needs beyond it (models, TLS certificates, ACM tags, this cluster) is \
+     in the role's inline policy, which the table checks; the managed policy's own grants are \
+     cut by the same boundary",
+)];
+
+fn places() -> [BucketPlace; 2] {
+    [
+        BucketPlace::whole(OWN),
+        BucketPlace {
+            bucket: SHARED.into(),
+            prefix: "demo/".into(),
+        },
+    ]
+}
+
+const VALUES: &[(&str, &str)] = &[
+    ("AWS::Partition", "aws"),
+    ("AWS::Region", "us-west-2"),
+    ("AWS::AccountId", ACCOUNT),
+    (
+        "AWS::StackId",
+        "arn:aws:cloudformation:us-west-2:123456789012:stack/instantstart/0f1e",
+    ),
+    (
+        "SharedBucket.Arn",
+        "arn:aws:s3:::sagemaker-instantstart-shared-123456789012-us-west-2",
+    ),
+    ("CreatedRolesBoundary", BOUNDARY_ARN),
+];
+
+fn boundary() -> Value {
+    template_boundary(VALUES)
+}
+
+fn control_plane_policy() -> Value {
+    template_document(
+        "/Resources/InstanceRole/Properties/Policies/0/PolicyDocument",
+        VALUES,
+    )
+}
+
+fn roles(place: &BucketPlace) -> Vec<RoleDocs> {
+    let claimed = BTreeSet::from([CLAIMED.to_string()]);
+    let amp = BTreeSet::from([AMP.to_string()]);
+    let mut all = cluster_roles(&RoleInputs {
+        cluster: "demo",
+        place,
+        eks_cluster_arn: EKS,
+        hyperpod_cluster_arn: HYPERPOD,
+        mlflow_app_arn: APP,
+        claimed: &claimed,
+        amp_workspaces: &amp,
+    });
+    all.extend(account_roles(place));
+    all
+}
+
+/// The role's identity documents: inline, and the managed ones the evaluator models.
+fn identity(role: &RoleDocs) -> Vec<Value> {
+    let mut docs = role.inline.clone();
+    for arn in &role.managed {
+        match policy::aws_managed(arn) {
+            Some(doc) => docs.push(doc),
+            None => {
+                let name = arn.rsplit('/').next().unwrap_or_default();
+                assert!(
+                    UNMODELLED_MANAGED.iter().any(|(n, _)| *n == name),
+                    "{}: the managed policy {arn} is neither modelled (policy::aws_managed) nor \
+                     justified in UNMODELLED_MANAGED",
+                    role.name
+                );
+            }
+        }
+    }
+    docs
+}
+
+#[test]
+fn every_role_may_do_what_its_workload_calls_and_nothing_it_must_not() {
+    let boundary = boundary();
+    assert!(
+        boundary["Statement"]
+            .as_array()
+            .is_some_and(|s| s.len() >= 4),
+        "the template's boundary was not read: {boundary}"
+    );
+    for place in places() {
+        let roles = roles(&place);
+        let table = needs(&place);
+        let inventory: BTreeSet<&str> = roles.iter().map(|r| r.name.as_str()).collect();
+        let covered: BTreeSet<&str> = table.iter().map(|n| n.role).collect();
+        assert_eq!(
+            inventory, covered,
+            "every role the product makes has rows in the table, and only those"
+        );
+        let mut wrong = Vec::new();
+        for need in &table {
+            let role = roles.iter().find(|r| r.name == need.role).unwrap();
+            let docs = identity(role);
+            let refs: Vec<&Value> = docs.iter().collect();
+            let got = policy::effective(&refs, Some(&boundary), &need.call);
+            if (got == Decision::Allow) != need.allow {
+                let alone = policy::effective(&refs, None, &need.call);
+                wrong.push(format!(
+                    "{} ({}) {} {} on {} {:?}: {got:?} (identity alone: {alone:?}) — {}",
+                    role.name,
+                    role.workload,
+                    if need.allow { "needs" } else { "must not get" },
+                    need.call.action,
+                    need.call.resource,
+                    need.call.context,
+                    need.why
+                ));
+            }
+        }
+        assert!(wrong.is_empty(), "in {place:?}:\n{}", wrong.join("\n"));
+    }
+}
+
+#[test]
+fn the_table_catches_a_role_that_gets_more_or_less() {
+    // The check above, run on a broken role, fails: a tracking role without its App grant, and
+    // an S3 CSI role given every bucket, are each caught by a row.
+    let place = &places()[1];
+    let boundary = boundary();
+    let rows = needs(place);
+    let verdict = |docs: &[Value], n: &Need| {
+        let refs: Vec<&Value> = docs.iter().collect();
+        (policy::effective(&refs, Some(&boundary), &n.call) == Decision::Allow) == n.allow
+    };
+    let tracking_without_app =
+        vec![json!({"Statement": [place.objects_statement("A", &["s3:PutObject"], "mlflow/")]})];
+    assert!(rows
+        .iter()
+        .filter(|n| n.role == "demo-mlflow-tracking")
+        .any(|n| !verdict(&tracking_without_app, n)));
+    let csi_everything = vec![json!({"Statement": [
+        {"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]})];
+    assert!(rows
+        .iter()
+        .filter(|n| n.role == "demo-s3-csi")
+        .any(|n| !verdict(&csi_everything, n)));
+}
+
+#[test]
+fn the_control_plane_may_make_and_manage_every_role_only_within_the_boundary() {
+    let cp = control_plane_policy();
+    assert!(
+        cp["Statement"].as_array().is_some_and(|s| s.len() >= 10),
+        "the template's control-plane policy was not read: {cp}"
+    );
+    let may = |r: Request| policy::decide(&cp, &r) == Decision::Allow;
+    for role in roles(&places()[0]) {
+        let arn = format!("arn:aws:iam::{ACCOUNT}:role/{}", role.name);
+        let create =
+            req("iam:CreateRole", &arn).with("aws:RequestTag/instantstart:cluster", "demo");
+        assert!(
+            may(create.clone().with("iam:PermissionsBoundary", BOUNDARY_ARN)),
+            "CreateRole {}",
+            role.name
+        );
+        assert!(!may(create), "{} without the boundary", role.name);
+        assert!(
+            may(req("iam:TagRole", &arn).with("aws:RequestTag/instantstart:cluster", "demo")),
+            "TagRole {}",
+            role.name
+        );
+        for action in ["iam:DeleteRole", "iam:GetRole"] {
+            assert!(may(req(action, &arn)), "{action} {}", role.name);
+        }
+        let put = req("iam:PutRolePolicy", &arn);
+        assert!(
+            may(put.clone().with("iam:PermissionsBoundary", BOUNDARY_ARN)),
+            "PutRolePolicy {}",
+            role.name
+        );
+        assert!(
+            !may(put),
+            "PutRolePolicy on {} without the boundary",
+            role.name
+        );
+        for managed in &role.managed {
+            let attach = req("iam:AttachRolePolicy", &arn)
+                .with("iam:PermissionsBoundary", BOUNDARY_ARN)
+                .with("iam:PolicyARN", managed);
+            assert!(may(attach), "attach {managed} to {}", role.name);
+        }
+        let admin = req("iam:AttachRolePolicy", &arn)
+            .with("iam:PermissionsBoundary", BOUNDARY_ARN)
+            .with(
+                "iam:PolicyARN",
+                "arn:aws:iam::aws:policy/AdministratorAccess",
+            );
+        assert!(!may(admin), "AdministratorAccess on {}", role.name);
+    }
+    // No resource type: granted on "*", limited by the cluster tag.
+    let create_eks = req("eks:CreateCluster", "*");
+    assert!(may(create_eks
+        .clone()
+        .with("aws:RequestTag/instantstart:cluster", "demo")));
+    assert!(!may(create_eks), "an EKS cluster without the cluster tag");
+    let other = "arn:aws:iam::123456789012:role/OrganizationAccountAccessRole";
+    assert!(!may(
+        req("iam:PutRolePolicy", other).with("iam:PermissionsBoundary", BOUNDARY_ARN)
+    ));
+    assert!(!may(req("iam:DeleteRole", other)));
+}
+
+/// The resource a statement's action is exercised on: the first resource our scoped copy
+/// names, with its wildcards filled in.
+fn sample_resource(ours: &Value) -> String {
+    let first = match &ours["Resource"] {
+        Value::Array(a) => a.first().and_then(Value::as_str).unwrap_or("*").to_string(),
+        Value::String(s) => s.clone(),
+        _ => "*".into(),
+    };
+    if first == "*" {
+        first
+    } else {
+        first.replace('*', "x")
+    }
+}
+
+/// A request context that meets a statement's conditions: keys `Null: false` present, the
+/// first value of every equality or pattern.
+fn meeting(statement: &Value, mut r: Request) -> Request {
+    let Some(ops) = statement["Condition"].as_object() else {
+        return r;
+    };
+    for (op, keys) in ops {
+        for (key, wanted) in keys.as_object().into_iter().flatten() {
+            let first = match wanted {
+                Value::Array(a) => a.first().and_then(Value::as_str).unwrap_or("").to_string(),
+                Value::String(s) => s.clone(),
+                _ => String::new(),
+            };
+            match op.as_str() {
+                "Null" if first == "false" => r = r.with(key, "demo"),
+                "Null" => {}
+                _ => r = r.with(key, &first.replace('*', "x")),
+            }
+        }
+    }
+    r
+}
+
+/// Upstream actions our role does not get, and why.
+const LBC_CUT: &[(&str, &str)] = &[
+    (
+        "iam:GetServerCertificate",
+        "listeners take ACM certificates; the boundary grants no IAM but service-linked roles",
+    ),
+    (
+        "iam:ListServerCertificates",
+        "listeners take ACM certificates; the boundary grants no IAM but service-linked roles",
+    ),
+];
+
+#[test]
+fn the_load_balancer_controller_may_do_what_its_published_policy_allows_statement_by_statement() {
+    let upstream: Value = serde_json::from_str(LBC_POLICY).unwrap();
+    let ours = inference_alb_policy(&places()[0], HYPERPOD);
+    let boundary = boundary();
+    let up = upstream["Statement"].as_array().unwrap();
+    let scoped = ours["Statement"].as_array().unwrap();
+    assert_eq!(
+        up.len(),
+        scoped.len(),
+        "one scoped statement per upstream statement"
+    );
+    let mut checked = 0;
+    let mut cut = BTreeSet::new();
+    for (u, o) in up.iter().zip(scoped) {
+        let actions: Vec<&str> = match &u["Action"] {
+            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+            Value::String(s) => vec![s.as_str()],
+            _ => vec![],
+        };
+        for action in actions {
+            let call = meeting(u, req(action, &sample_resource(o)));
+            assert_eq!(
+                policy::decide(&upstream, &call),
+                Decision::Allow,
+                "the sample request {call:?} does not exercise the upstream statement {u}"
+            );
+            let got = policy::effective(&[&ours], Some(&boundary), &call);
+            if let Some((_, why)) = LBC_CUT.iter().find(|(a, _)| *a == action) {
+                assert_eq!(
+                    got,
+                    Decision::ImplicitDeny,
+                    "{action} is said to be cut ({why})"
+                );
+                cut.insert(action);
+            } else {
+                assert_eq!(got, Decision::Allow, "{call:?} from the statement {u}");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 40, "only {checked} actions");
+    assert_eq!(
+        cut.len(),
+        LBC_CUT.len(),
+        "a stale entry in LBC_CUT: {cut:?}"
+    );
+    // What the controller did not make stays out of reach: the published conditions are kept.
+    let untagged = req(
+        "elasticloadbalancing:DeleteLoadBalancer",
+        "arn:aws:elasticloadbalancing:us-west-2:123456789012:loadbalancer/app/payments/1",
+    );
+    assert_ne!(
+        policy::effective(&[&ours], Some(&boundary), &untagged),
+        Decision::Allow
+    );
+}
+
+#[test]
+fn the_vendored_documents_are_the_upstream_files_listed_here() {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("src/service/steps/features/vendored");
+    let listed = crate::helpers::assert_provenance(&dir, &[""], ".json");
+    assert!(!listed.is_empty());
+}
+
+/// A parliament finding we accept: (issue code, document, substrings of its detail separated by
+/// `|`, any of which matches, why).
+const JUSTIFIED: &[(&str, &str, &str, &str)] = &[
+    (
+        "RESOURCE_STAR",
+        "demo-inference-alb",
+        "",
+        "the controller's published policy: Describe* and Get* reads, and CreateSecurityGroup, \
+         have no resource-level permissions",
+    ),
+    (
+        "UNKNOWN_ACTION",
+        "demo-inference-alb",
+        "ModifyIpPools",
+        "published by the controller (IPAM pools for ALBs), newer than parliament's database",
+    ),
+    (
+        "UNKNOWN_CONDITION_FOR_ACTION",
+        "demo-inference-alb",
+        "elasticloadbalancing:CreateAction",
+        "the controller's published AddTags-on-create condition; parliament's database lacks the key",
+    ),
+    (
+        "UNKNOWN_ACTION",
+        "",
+        "CallMlflowAppApi|CreateMlflowApp|CreatePresignedMlflowAppUrl|DescribeMlflowApp|ListMlflowApps",
+        "the MLflow App actions (Service Authorization Reference), newer than parliament's database",
+    ),
+    (
+        "UNKNOWN_ACTION",
+        "",
+        "BatchAddClusterNodes|BatchRebootClusterNodes|BatchReplaceClusterNodes",
+        "HyperPod's node actions (Service Authorization Reference), newer than parliament's database",
+    ),
+    (
+        "MISMATCHED_TYPE_BUT_USABLE",
+        "control-plane",
+        "StringEquals requires a value of type String but given Arn",
+        "iam:PermissionsBoundary is a String key whose value is the boundary's ARN, as IAM's \
+         own examples write it",
+    ),
+    (
+        "RESOURCE_MISMATCH",
+        "boundary",
+        "s3:",
+        "the boundary's s3:* names buckets and their objects: account-level S3 actions match \
+         none of them, so they are not granted, which is the point",
+    ),
+    (
+        "RESOURCE_STAR",
+        "boundary",
+        "",
+        "a permissions boundary caps; it grants nothing by itself",
+    ),
+];
+
+#[test]
+fn parliament_finds_nothing_unexplained_in_any_policy_the_project_writes() {
+    let (_tmp, dir) = crate::helpers::temp_dir();
+    let mut written = BTreeSet::new();
+    for (p, place) in places().iter().enumerate() {
+        for role in roles(place) {
+            for (i, doc) in role.inline.iter().enumerate() {
+                let name = format!("{}.{p}.{i}.json", role.name);
+                std::fs::write(dir.join(&name), serde_json::to_vec_pretty(doc).unwrap()).unwrap();
+                written.insert(role.name.clone());
+            }
+        }
+    }
+    std::fs::write(dir.join("boundary.json"), boundary().to_string()).unwrap();
+    std::fs::write(
+        dir.join("control-plane.json"),
+        control_plane_policy().to_string(),
+    )
+    .unwrap();
+    assert!(written.len() >= 10, "{written:?}");
+    let parliament = crate::helpers::venv_python().with_file_name("parliament");
+    let out = std::process::Command::new(&parliament)
+        .arg("--directory")
+        .arg(&dir)
+        .arg("--json")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", parliament.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() || !stdout.trim().is_empty(),
+        "parliament failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut used = BTreeSet::new();
+    let mut unexplained = Vec::new();
+    let mut findings = 0;
+    for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
+        let f: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        findings += 1;
+        let issue = f["issue"].as_str().unwrap_or_default();
+        let file = f["location"]["filepath"].as_str().unwrap_or_default();
+        let detail = f["detail"].to_string();
+        match JUSTIFIED.iter().position(|(code, doc, texts, _)| {
+            *code == issue && file.contains(doc) && texts.split('|').any(|t| detail.contains(t))
+        }) {
+            Some(i) => {
+                used.insert(i);
+            }
+            None => unexplained.push(format!("{issue} in {file}: {detail}")),
+        }
+    }
+    assert!(unexplained.is_empty(), "{}", unexplained.join("\n"));
+    let stale: Vec<_> = (0..JUSTIFIED.len())
+        .filter(|i| !used.contains(i))
+        .map(|i| JUSTIFIED[i])
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "justifications no finding needs ({findings} findings): {stale:?}"
+    );
+}
