@@ -88,7 +88,7 @@ export async function inference() {
     h('h2', {}, 'Serve a model'),
     startForm('Deploy', 'dep', [['Name', name], ['Image', image], ['Arguments', args, 'Space-separated; passed as a list, never to a shell. The storage claim is at /s3.'],
       ['GPUs per replica', gpus], ['Replicas', replicas],
-      ['Service', service, 'load-balancer is internal to the VPC; external-load-balancer is on the internet, for the networks below only.'],
+      ['Service', service, 'load-balancer is internal to the VPC; external-load-balancer is on the internet, for the networks below only (made by the load balancer controller the inference operator brings).'],
       ['Allowed source CIDRs', sources, 'Required for external-load-balancer (comma-separated IPv4 CIDRs; never 0.0.0.0/0).'],
       ['Warm pool', pool, 'Serve from this pool\'s pods (assign them below); image, GPUs and replicas come from the pool.'],
       ['SGLang router', router, 'A cache-aware router of its own in front of two or more SGLang workers.'],

@@ -13,23 +13,6 @@ use crate::helpers::*;
 
 const ENDPOINTS: &str = "/api/clusters/demo/endpoints";
 
-async fn enable(app: &TestApp, key: &str) {
-    let r = app
-        .client
-        .patch(app.url("/api/clusters/demo/features"))
-        .json(&json!({ key: true }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::ACCEPTED, "{key}");
-    let body: Value = r.json().await.unwrap();
-    let id = body["features"][key]["operationId"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded", "{key}");
-}
-
 fn endpoint(name: &str) -> Value {
     json!({"endpointName": name, "model": "/s3/models/Qwen/Qwen3-8B", "instanceType": "ml.g5.8xlarge",
            "sagemakerEndpoint": format!("{name}-sme"),

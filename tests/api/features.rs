@@ -44,15 +44,6 @@ fn phase_names(op: &Value) -> Vec<&str> {
         .collect()
 }
 
-fn mutating_calls(calls: &Value) -> i64 {
-    calls["accepted"]
-        .as_object()
-        .unwrap()
-        .values()
-        .filter_map(Value::as_i64)
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn features_follow_the_diff_contract() {
     let app = spawn_app().await;

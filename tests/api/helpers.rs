@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use instantstart::config::ServeConfig;
 use reqwest::{Client, Response, StatusCode};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 pub const PIPELINE: &str = r#"{"name": "demo", "zone": "us-west-2a", "instanceType": "ml.g5.8xlarge", "instanceCount": 2, "capacityType": "on-demand"}"#;
 
@@ -168,6 +168,16 @@ pub async fn wait_terminal(client: &Client, base: &str, id: &str) -> Value {
         }
     }
     panic!("operation {id} did not finish: {last}");
+}
+
+/// Every mutating call the sandbox accepted, over all APIs.
+pub fn mutating_calls(calls: &Value) -> i64 {
+    calls["accepted"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(Value::as_i64)
+        .sum()
 }
 
 pub fn accepted_count(calls: &Value, api: &str) -> i64 {
@@ -481,4 +491,22 @@ pub fn assert_provenance(dir: &std::path::Path, subdirs: &[&str], ext: &str) -> 
         assert_eq!(&actual, sha, "{file} is not the upstream blob");
     }
     present
+}
+
+/// Turns a managed feature on for the `demo` cluster and waits for its operation to succeed.
+pub async fn enable(app: &TestApp, key: &str) {
+    let r = app
+        .client
+        .patch(app.url("/api/clusters/demo/features"))
+        .json(&json!({ key: true }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED, "{key}");
+    let body: Value = r.json().await.unwrap();
+    let id = body["features"][key]["operationId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded", "{key}");
 }

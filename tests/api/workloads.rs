@@ -358,6 +358,20 @@ async fn an_external_load_balancer_needs_its_source_networks_and_says_it_is_publ
     assert_eq!(app.json("/api/clusters/demo/deployments").await, json!([]));
     let mut body = base.clone();
     body["allowedSourceCidrs"] = json!(["203.0.113.0/24", "198.51.100.7/32"]);
+    // Only the AWS Load Balancer Controller makes an external NLB; the inference operator's
+    // add-on brings it. Without it: refused, saying how, nothing written.
+    let before = mutating_calls(&app.calls().await);
+    let r = app.post("/api/clusters/demo/deployments", &body).await;
+    let p = problem(r, StatusCode::CONFLICT).await;
+    assert_eq!(p["field"], "service", "{p}");
+    assert!(
+        p["detail"].as_str().unwrap().contains("inferenceOperator"),
+        "{p}"
+    );
+    assert_eq!(mutating_calls(&app.calls().await), before);
+    assert_eq!(app.json("/api/clusters/demo/deployments").await, json!([]));
+    enable(&app, "fsxCsi").await;
+    enable(&app, "inferenceOperator").await;
     let op = started(&app, "/api/clusters/demo/deployments", &body).await;
     assert_eq!(op["state"], "succeeded", "{op}");
     let svc = op["params"]["manifests"]

@@ -495,6 +495,18 @@ pub(crate) async fn find(
     Ok(None)
 }
 
+/// Whether the inference operator's add-on is active on the cluster: it runs the endpoints, and
+/// it brings the AWS Load Balancer Controller that external network load balancers need.
+pub async fn inference_operator_active(engine: &Engine, cluster: &str) -> ApiResult<bool> {
+    let addon = engine
+        .cloud()
+        .eks
+        .describe_addon(cluster, INFERENCE_OPERATOR_ADDON)
+        .await
+        .map_err(cloud_err)?;
+    Ok(addon.is_some_and(|a| a.status == AddonStatus::Active))
+}
+
 /// Validates a request and makes its operation's parameters. Nothing is applied here.
 pub async fn endpoint_params(
     engine: &Engine,
@@ -521,13 +533,7 @@ pub async fn endpoint_params(
     }
     let source = model_source(engine, cluster, &req.model).await?;
     let mut spec = spec_of(req, source)?;
-    let addon = engine
-        .cloud()
-        .eks
-        .describe_addon(cluster, INFERENCE_OPERATOR_ADDON)
-        .await
-        .map_err(cloud_err)?;
-    if !addon.is_some_and(|a| a.status == AddonStatus::Active) {
+    if !inference_operator_active(engine, cluster).await? {
         return Err(ApiError::Conflict {
             slug: "inference-operator-missing",
             detail: format!("endpoints run on the HyperPod inference operator, which is not active on `{cluster}`: enable it with PATCH /api/clusters/{cluster}/features {{\"inferenceOperator\": true}} (features_update), then deploy again"),

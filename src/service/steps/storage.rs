@@ -91,8 +91,12 @@ pub fn volume_manifests(
         VolumeSource::S3 { region: r, .. } => {
             let bucket = place.map(|b| b.bucket.as_str()).unwrap_or_default();
             let region = r.as_deref().unwrap_or(region);
+            // Mountpoint refuses to replace an existing object without `allow-overwrite`
+            // (a trainer saving `latest`, a second epoch's checkpoint under the same name); it
+            // still cannot rename, so recipes write final names, never write-then-rename.
             let mut options = vec![
                 json!("allow-delete"),
+                json!("allow-overwrite"),
                 json!("allow-other"),
                 json!("uid=1000"),
                 json!("gid=1000"),
@@ -321,6 +325,10 @@ mod tests {
         let m = volume_manifests(&p, Some(&own), "us-west-2");
         assert_eq!(m[1]["metadata"]["name"], "s3-claim");
         assert_eq!(claim_view(&m[0]).unwrap().prefix, None);
+        let options = m[0]["spec"]["mountOptions"].as_array().unwrap();
+        for o in ["allow-delete", "allow-overwrite"] {
+            assert!(options.contains(&json!(o)), "{o}: {options:?}");
+        }
         // In the shared bucket the claim mounts the cluster's prefix only.
         let shared = BucketPlace {
             bucket: "shared".into(),

@@ -43,7 +43,8 @@ pub struct DeploymentRequest {
     /// `cluster-ip` (default: reachable inside the cluster and through `deployment_invoke`),
     /// `load-balancer` (an internal network load balancer in the VPC), or
     /// `external-load-balancer` (an internet-facing network load balancer: only with
-    /// `allowedSourceCidrs`).
+    /// `allowedSourceCidrs`, and on a cluster with the inference operator, whose add-on brings
+    /// the AWS Load Balancer Controller that makes it).
     pub service: Option<String>,
     /// With `external-load-balancer`: the IPv4 networks that may reach it (1–20 CIDRs, none of
     /// them the whole internet).
@@ -134,6 +135,19 @@ pub async fn deployment_params(
         ));
     }
     let sources = source_cidrs(service, req.allowed_source_cidrs.as_deref())?;
+    // `aws-load-balancer-type: external` is served by the AWS Load Balancer Controller alone
+    // (the in-tree controller ignores it, and the Service would wait for an address forever);
+    // on a HyperPod cluster the inference operator's add-on is what brings that controller.
+    if service == "external-load-balancer"
+        && !crate::service::endpoints::inference_operator_active(engine, name).await?
+    {
+        return Err(ApiError::Conflict {
+            slug: "load-balancer-controller-missing",
+            detail: format!("an external load balancer is made by the AWS Load Balancer Controller, which `{name}` does not run: enable the inference operator (it brings the controller) with PATCH /api/clusters/{name}/features {{\"inferenceOperator\": true}} (features_update), or use service `load-balancer` (internal to the VPC)"),
+            field: Some("service".into()),
+            operation_id: None,
+        });
+    }
     let l = labels("inference", &[("app.kubernetes.io/name", dep)]);
     let mut manifests = Vec::new();
     let (workers, image, port, most) = match &req.pool {
