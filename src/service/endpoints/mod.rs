@@ -15,16 +15,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
-use crate::cloud::{AddonStatus, ObjectRef};
+use crate::cloud::ObjectRef;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
-use crate::service::incluster::{kube_target, list_storage};
+use crate::service::incluster::{addon_active, kube_target, list_storage};
 use crate::service::steps::workloads::{ApplyParams, WORKLOAD_NAMESPACE};
 use crate::service::validate;
 use crate::service::workloads::{bounded, image};
 
-/// The operator's add-on (the `inferenceOperator` managed feature).
-pub const INFERENCE_OPERATOR_ADDON: &str = "amazon-sagemaker-hyperpod-inference";
+pub use crate::service::incluster::INFERENCE_OPERATOR_ADDON;
+
 /// The worker image when none is given: vLLM with LMCache, which the KV cache tiers and
 /// KV-aware routing need (pinned, as AWS's examples pin it).
 pub const DEFAULT_IMAGE: &str = "lmcache/vllm-openai:v0.3.7";
@@ -495,18 +495,6 @@ pub(crate) async fn find(
     Ok(None)
 }
 
-/// Whether the inference operator's add-on is active on the cluster: it runs the endpoints, and
-/// it brings the AWS Load Balancer Controller that external network load balancers need.
-pub async fn inference_operator_active(engine: &Engine, cluster: &str) -> ApiResult<bool> {
-    let addon = engine
-        .cloud()
-        .eks
-        .describe_addon(cluster, INFERENCE_OPERATOR_ADDON)
-        .await
-        .map_err(cloud_err)?;
-    Ok(addon.is_some_and(|a| a.status == AddonStatus::Active))
-}
-
 /// Validates a request and makes its operation's parameters. Nothing is applied here.
 pub async fn endpoint_params(
     engine: &Engine,
@@ -533,7 +521,7 @@ pub async fn endpoint_params(
     }
     let source = model_source(engine, cluster, &req.model).await?;
     let mut spec = spec_of(req, source)?;
-    if !inference_operator_active(engine, cluster).await? {
+    if !addon_active(engine, cluster, INFERENCE_OPERATOR_ADDON).await? {
         return Err(ApiError::Conflict {
             slug: "inference-operator-missing",
             detail: format!("endpoints run on the HyperPod inference operator, which is not active on `{cluster}`: enable it with PATCH /api/clusters/{cluster}/features {{\"inferenceOperator\": true}} (features_update), then deploy again"),

@@ -270,14 +270,7 @@ pub async fn plan_features(
         }
         if enable {
             for req in feature.requires {
-                let ready = engine
-                    .cloud()
-                    .eks
-                    .describe_addon(name, req)
-                    .await
-                    .map_err(|e| ApiError::Cloud(Box::new(e)))?
-                    .is_some_and(|a| a.status == crate::cloud::AddonStatus::Active);
-                if !ready {
+                if !addon_active(engine, name, req).await? {
                     // An add-on that is itself a feature is enabled as one; the others come with
                     // the dependency stage.
                     let how = match f::FEATURES.iter().find(|other| other.addon == *req) {
@@ -306,6 +299,22 @@ pub async fn plan_features(
         ));
     }
     Ok(plan)
+}
+
+/// The inference operator's add-on (the `inferenceOperator` managed feature).
+pub const INFERENCE_OPERATOR_ADDON: &str = "amazon-sagemaker-hyperpod-inference";
+
+/// Whether an EKS add-on is ACTIVE on the cluster: what a feature needs before it is enabled,
+/// and what a workload needs before it is made (the inference operator's add-on runs endpoints
+/// and brings the AWS Load Balancer Controller).
+pub async fn addon_active(engine: &Engine, cluster: &str, addon: &str) -> ApiResult<bool> {
+    Ok(engine
+        .cloud()
+        .eks
+        .describe_addon(cluster, addon)
+        .await
+        .map_err(|e| ApiError::Cloud(Box::new(e)))?
+        .is_some_and(|a| a.status == crate::cloud::AddonStatus::Active))
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use super::router::{self, RouterRequest};
 use super::server::{bounded, server_pod, ServerFields};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
-use crate::service::incluster::kube_target;
+use crate::service::incluster::{addon_active, kube_target, INFERENCE_OPERATOR_ADDON};
 use crate::service::steps::pools::{POOL_LABEL, SERVES_LABEL};
 use crate::service::validate;
 use crate::service::workloads::{
@@ -139,7 +139,7 @@ pub async fn deployment_params(
     // (the in-tree controller ignores it, and the Service would wait for an address forever);
     // on a HyperPod cluster the inference operator's add-on is what brings that controller.
     if service == "external-load-balancer"
-        && !crate::service::endpoints::inference_operator_active(engine, name).await?
+        && !addon_active(engine, name, INFERENCE_OPERATOR_ADDON).await?
     {
         return Err(ApiError::Conflict {
             slug: "load-balancer-controller-missing",

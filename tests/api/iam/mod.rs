@@ -475,3 +475,86 @@ fn parliament_finds_nothing_unexplained_in_any_policy_the_project_writes() {
         "justifications no finding needs ({findings} findings): {stale:?}"
     );
 }
+
+/// Actions of the control plane's policy newer than parliament's database (each is in the
+/// Service Authorization Reference; `iam-resource-types.tsv` names its page).
+const NEWER_THAN_PARLIAMENT: &[&str] = &[
+    "sagemaker:BatchRebootClusterNodes",
+    "sagemaker:BatchReplaceClusterNodes",
+    "sagemaker:CallMlflowAppApi",
+    "sagemaker:CreateMlflowApp",
+    "sagemaker:CreatePresignedMlflowAppUrl",
+    "sagemaker:DescribeMlflowApp",
+    "sagemaker:ListMlflowApps",
+];
+
+#[test]
+fn the_resource_type_table_agrees_with_parliaments_copy_of_the_authorization_reference() {
+    // A grant on ARNs of an action with no resource type does nothing (eks:CreateCluster was
+    // one): the table the template is checked against must say what IAM says.
+    let out = std::process::Command::new(crate::helpers::venv_python())
+        .args([
+            "-c",
+            "import os, parliament; print(os.path.dirname(parliament.__file__))",
+        ])
+        .output()
+        .unwrap();
+    let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let text = std::fs::read_to_string(format!("{dir}/iam_definition.json"))
+        .unwrap_or_else(|e| panic!("parliament's database in {dir}: {e}"));
+    let services: Value = serde_json::from_str(&text).unwrap();
+    let mut known = std::collections::BTreeMap::new();
+    for s in services.as_array().unwrap() {
+        for p in s["privileges"].as_array().into_iter().flatten() {
+            let typed = p["resource_types"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|r| r["resource_type"].as_str().is_some_and(|t| !t.is_empty()));
+            known.insert(
+                format!(
+                    "{}:{}",
+                    s["prefix"].as_str().unwrap(),
+                    p["privilege"].as_str().unwrap()
+                ),
+                typed,
+            );
+        }
+    }
+    let table = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("cloudformation/iam-resource-types.tsv"),
+    )
+    .unwrap();
+    let (mut checked, mut unknown) = (0, BTreeSet::new());
+    for row in table
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let cells: Vec<&str> = row.split('\t').collect();
+        let (action, types) = (cells[0], cells[1]);
+        match known.get(action) {
+            Some(typed) => {
+                assert_eq!(
+                    *typed,
+                    types != "-",
+                    "{action}: the table says `{types}`, the reference says it has {}resource types",
+                    if *typed { "" } else { "no " }
+                );
+                checked += 1;
+            }
+            None => {
+                unknown.insert(action);
+            }
+        }
+    }
+    assert!(checked >= 50, "{checked}");
+    assert_eq!(
+        unknown,
+        NEWER_THAN_PARLIAMENT
+            .iter()
+            .copied()
+            .collect::<BTreeSet<_>>(),
+        "actions parliament does not know: list each (and check it by hand), or drop a stale one"
+    );
+}
