@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use super::features::policies::arn_scope;
 use super::features::{checkpoint_policy, checkpoint_role_name, FEATURES};
 use super::hyperpod::{execution_role_name, ExecutionRoleStep, INSTANCE_ROLE_POLICY};
 use super::keda::{keda_policy, keda_role_name};
@@ -83,7 +84,7 @@ pub fn cluster_roles(i: &RoleInputs<'_>) -> Vec<RoleDocs> {
             managed: vec![],
         },
     ];
-    let partition = i.hyperpod_cluster_arn.split(':').nth(1).unwrap_or("aws");
+    let (partition, _, _) = arn_scope(i.hyperpod_cluster_arn);
     for f in FEATURES {
         for own in f.own_roles {
             roles.push(RoleDocs {
