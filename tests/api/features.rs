@@ -467,7 +467,10 @@ async fn the_inference_operator_is_diffed_and_brings_and_removes_its_own_role() 
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     let op = started(&app, &body, "inferenceOperator").await;
     assert_eq!(op["state"], "succeeded", "{op}");
-    assert_eq!(phase_names(&op), ["role", "addon", "pod-identity"]);
+    assert_eq!(
+        phase_names(&op),
+        ["role", "keda-handover", "addon", "pod-identity"]
+    );
     let view = app.json("/api/clusters/demo/features").await;
     let inference = feature(&view, "inferenceOperator");
     assert_eq!(inference["state"], "enabled", "{inference}");
@@ -484,7 +487,7 @@ async fn the_inference_operator_is_diffed_and_brings_and_removes_its_own_role() 
     let (_, body) = patch(&app, json!({"inferenceOperator": false})).await;
     let op = started(&app, &body, "inferenceOperator").await;
     assert_eq!(op["state"], "succeeded", "{op}");
-    assert_eq!(phase_names(&op), ["pod-identity", "addon", "role"]);
+    assert_eq!(phase_names(&op), ["pod-identity", "addon", "keda", "role"]);
     assert_eq!(
         accepted_count(&app.calls().await, "iam:DeleteRole"),
         roles_deleted + 3,

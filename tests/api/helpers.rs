@@ -493,20 +493,22 @@ pub fn assert_provenance(dir: &std::path::Path, subdirs: &[&str], ext: &str) -> 
     present
 }
 
-/// Turns a managed feature on for the `demo` cluster and waits for its operation to succeed.
-pub async fn enable(app: &TestApp, key: &str) {
+/// Turns a managed feature of the `demo` cluster on or off; its operation, terminal.
+pub async fn toggle(app: &TestApp, key: &str, on: bool) -> Value {
     let r = app
         .client
         .patch(app.url("/api/clusters/demo/features"))
-        .json(&json!({ key: true }))
+        .json(&json!({ key: on }))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::ACCEPTED, "{key}");
     let body: Value = r.json().await.unwrap();
-    let id = body["features"][key]["operationId"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded", "{key}");
+    let id = body["features"][key]["operationId"].as_str().unwrap();
+    app.wait_terminal(id).await
+}
+
+/// Turns a managed feature on for the `demo` cluster and waits for its operation to succeed.
+pub async fn enable(app: &TestApp, key: &str) {
+    assert_eq!(toggle(app, key, true).await["state"], "succeeded", "{key}");
 }

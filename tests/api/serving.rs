@@ -667,3 +667,102 @@ async fn scaling_on_amp_gives_keda_an_identity_that_may_query_only_the_named_wor
     .await;
     assert_eq!(phase_names(&op), ["apply"], "{op}");
 }
+
+/// The state and reason `GET …/dependencies` reports for one component.
+async fn dependency(app: &TestApp, name: &str) -> (String, String) {
+    let deps = app.json("/api/clusters/demo/dependencies").await;
+    let c = deps["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {name} in {deps}"));
+    (
+        c["state"].as_str().unwrap().to_string(),
+        c["reason"].as_str().unwrap().to_string(),
+    )
+}
+
+/// The inference operator's add-on brings its own KEDA, and only one metrics server can be
+/// registered: enabling it removes ours first (its controller, not the CRDs), the dependency
+/// stage then leaves KEDA to the add-on, an AMP trigger is read with the add-on's KEDA role (no
+/// role of ours is made; a workspace in another region is refused, since that role may not
+/// query it), and disabling it brings ours back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inference_operators_keda_takes_over_from_ours_and_hands_back() {
+    let app = spawn_app().await;
+    let mut body = pipeline_body();
+    body["instanceType"] = json!("ml.g5.12xlarge");
+    let id = app.start("/api/pipelines", &body).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    assert_eq!(dependency(&app, "keda").await.0, "ready");
+
+    enable(&app, "fsxCsi").await;
+    let op = toggle(&app, "inferenceOperator", true).await;
+    let names = phase_names(&op);
+    let at = |n: &str| names.iter().position(|p| p == n).unwrap();
+    assert!(at("keda-handover") < at("addon"), "{names:?}");
+    let removed = &op["phases"][at("keda-handover")]["outputs"]["removed"];
+    assert!(
+        removed
+            .as_array()
+            .unwrap()
+            .contains(&json!("Deployment/keda-operator")),
+        "{removed}"
+    );
+    let (state, reason) = dependency(&app, "keda").await;
+    assert_eq!(state, "ready", "{reason}");
+    assert!(
+        reason.contains("provided by the amazon-sagemaker-hyperpod-inference add-on"),
+        "{reason}"
+    );
+    // The dependency stage, run again, applies nothing of ours.
+    let id = app
+        .start("/api/clusters/demo/dependencies", &json!({}))
+        .await;
+    let deps = app.wait_terminal(&id).await;
+    assert_eq!(deps["state"], "succeeded", "{deps}");
+    let keda = deps["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "keda")
+        .unwrap();
+    assert_eq!(
+        keda["outputs"]["providedBy"], "amazon-sagemaker-hyperpod-inference",
+        "{keda}"
+    );
+
+    let amp = |region: &str, ws: &str| {
+        format!("https://aps-workspaces.{region}.amazonaws.com/workspaces/{ws}")
+    };
+    let mut chat = routed("chat", 1, 2, 30);
+    chat["autoscaling"]["prometheusUrl"] = json!(amp("us-west-2", "ws-aaaa1111"));
+    let op = accepted(&app, app.post(DEPLOYMENTS, &chat).await).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let out = &op["phases"][0]["outputs"];
+    assert_eq!(
+        out["servedBy"], "amazon-sagemaker-hyperpod-inference",
+        "{out}"
+    );
+    assert_eq!(out["roleName"], "demo-inference-keda", "{out}");
+    let view = deployment(&app, "chat").await.unwrap();
+    assert_eq!(view["autoscaling"]["ready"], true, "{view}");
+    let mut far = routed("far", 1, 2, 30);
+    far["autoscaling"]["prometheusUrl"] = json!(amp("eu-west-1", "ws-bbbb2222"));
+    let op = accepted(&app, app.post(DEPLOYMENTS, &far).await).await;
+    assert_eq!(op["state"], "failed", "{op}");
+    assert!(op.to_string().contains("keda-cross-region"), "{op}");
+
+    let op = toggle(&app, "inferenceOperator", false).await;
+    let names = phase_names(&op);
+    let at = |n: &str| names.iter().position(|p| p == n).unwrap();
+    assert!(
+        at("addon") < at("keda"),
+        "ours returns after the add-on is gone: {names:?}"
+    );
+    let (state, reason) = dependency(&app, "keda").await;
+    assert_eq!(state, "ready", "{reason}");
+    assert!(!reason.contains("provided by"), "{reason}");
+}

@@ -19,6 +19,8 @@ const POD_META: &str = "pod-meta";
 const LOAD: &str = "sim-load";
 /// Requests remembered per Service (the simulated queue never needs more).
 const LOAD_KEEP: usize = 2000;
+/// The inference operator's add-on, which runs a KEDA of its own.
+const INFERENCE_ADDON: &str = "amazon-sagemaker-hyperpod-inference";
 const DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 const ROUTER_FOR: &str = "instantstart.io/router-for";
 
@@ -330,6 +332,30 @@ impl Sandbox {
             "arn:aws:aps:{region}:{}:workspace/{workspace}",
             super::ACCOUNT
         );
+        // The inference operator's add-on runs its own KEDA, with the IRSA role its
+        // configuration names (`keda.auth.aws.irsa.roleArn`).
+        if let Some(addon) = self
+            .by_name("eks-addon", &format!("{cluster}/{INFERENCE_ADDON}"))
+            .await?
+            .filter(|r| r.deleted_ms.is_none())
+        {
+            let config: Value = addon.data["configurationValues"]
+                .as_str()
+                .and_then(|c| serde_json::from_str(c).ok())
+                .unwrap_or_default();
+            let role_arn = config
+                .pointer("/keda/auth/aws/irsa/roleArn")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let allowed = self
+                .role_record(&role_arn)
+                .await?
+                .is_some_and(|r| super::rules::role_allows(&r, "aps:QueryMetrics", &arn));
+            return Ok((!allowed).then(|| {
+                format!("error getting metric for trigger: AccessDenied: {role_arn} (the {INFERENCE_ADDON} add-on's KEDA) is not authorized to perform: aps:QueryMetrics on resource: {arn}")
+            }));
+        }
         let association = self.list("eks-pod-identity").await?.into_iter().find(|r| {
             r.deleted_ms.is_none()
                 && r.data["cluster"] == cluster

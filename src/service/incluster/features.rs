@@ -302,7 +302,7 @@ pub async fn plan_features(
 }
 
 /// The inference operator's add-on (the `inferenceOperator` managed feature).
-pub const INFERENCE_OPERATOR_ADDON: &str = "amazon-sagemaker-hyperpod-inference";
+pub use crate::service::steps::features::INFERENCE_OPERATOR_ADDON;
 
 /// Whether an EKS add-on is ACTIVE on the cluster: what a feature needs before it is enabled,
 /// and what a workload needs before it is made (the inference operator's add-on runs endpoints

@@ -9,6 +9,9 @@
 //!                keda/keda-operator → that role; KEDA's operator restarted once so its pod
 //!                gets the credentials
 //! ```
+//!
+//! With the inference operator's add-on on the cluster, its own KEDA (and the role the feature
+//! made for it) serves instead, and nothing is made here.
 
 use std::collections::BTreeSet;
 
@@ -82,6 +85,9 @@ impl Reconcile for KedaIdentityStep {
     }
     async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         let p: ApplyParams = cx.param()?;
+        if let Some(served) = addon_keda(cx, &p).await? {
+            return Ok(served);
+        }
         let caller = cx.cloud.iam.caller_identity().await?;
         let partition = caller.arn.split(':').nth(1).unwrap_or("aws").to_string();
         let name = keda_role_name(&cx.op.cluster);
@@ -137,6 +143,45 @@ impl Reconcile for KedaIdentityStep {
         };
         Ok(json!({"roleArn": role, "associationId": association, "workspaces": arns}))
     }
+}
+
+/// With the inference operator's add-on on the cluster its KEDA serves the ScaledObjects, with
+/// the role the feature made for it (`<cluster>-inference-keda`, every workspace of the
+/// cluster's account and region): nothing to make. A workspace in another region is refused,
+/// since that role may not query it.
+async fn addon_keda(cx: &StepCx<'_>, p: &ApplyParams) -> StepResult<Option<Value>> {
+    use super::deps::INFERENCE_OPERATOR_ADDON;
+    use super::features::{OwnRole, INFERENCE_KEDA};
+    if cx
+        .cloud
+        .eks
+        .describe_addon(&cx.op.cluster, INFERENCE_OPERATOR_ADDON)
+        .await?
+        .is_none()
+    {
+        return Ok(None);
+    }
+    let region = cx.cloud.network.region();
+    let role = super::features::FEATURES
+        .iter()
+        .flat_map(|f| f.own_roles)
+        .find(|r| r.suffix == INFERENCE_KEDA)
+        .map(|r: &OwnRole| r.name(&cx.op.cluster))
+        .unwrap_or_default();
+    if let Some((other, id)) = amp_workspaces(&p.manifests)
+        .into_iter()
+        .find(|(r, _)| *r != region)
+    {
+        return Err(StepError::fatal(
+            "keda-cross-region",
+            format!(
+                "the inference operator's KEDA (role {role}) may query the workspaces of {region} only, and {id} is in {other}: use a workspace in {region}"
+            ),
+        ));
+    }
+    Ok(Some(
+        json!({"servedBy": INFERENCE_OPERATOR_ADDON, "roleName": role}),
+    ))
 }
 
 /// A rollout restart of KEDA's operator, as `kubectl rollout restart` does it: a template

@@ -47,6 +47,9 @@ pub struct Component {
     pub crds: &'static [&'static str],
     /// The upstream release the CRDs come from, fetched and checked before anything is applied.
     pub release: Option<Release>,
+    /// An EKS add-on that brings this component itself: while it is on the cluster, ours is
+    /// neither applied nor waited for (two copies would fight over the same API registration).
+    pub provided_by: Option<&'static str>,
 }
 
 /// A pinned upstream release: its files (each CRDs only) under an HTTPS base URL. A configured
@@ -90,6 +93,7 @@ const fn addon(name: &'static str) -> Component {
         },
         crds: &[],
         release: None,
+        provided_by: None,
     }
 }
 
@@ -107,6 +111,7 @@ pub static COMPONENTS: &[Component] = &[
         },
         crds: &[],
         release: None,
+        provided_by: None,
     },
     addon("kube-proxy"),
     addon("coredns"),
@@ -118,6 +123,7 @@ pub static COMPONENTS: &[Component] = &[
         install: Install::Manifests(namespaces),
         crds: &[],
         release: None,
+        provided_by: None,
     },
     // AWS's HyperPod dependencies chart: required when the cluster is made through the APIs.
     Component {
@@ -126,6 +132,7 @@ pub static COMPONENTS: &[Component] = &[
         install: Install::Manifests(hyperpod_dependencies),
         crds: &[],
         release: None,
+        provided_by: None,
     },
     addon("eks-pod-identity-agent"),
     Component {
@@ -140,6 +147,7 @@ pub static COMPONENTS: &[Component] = &[
         },
         crds: &[],
         release: None,
+        provided_by: None,
     },
     Component {
         name: "aws-mountpoint-s3-csi-driver",
@@ -151,6 +159,7 @@ pub static COMPONENTS: &[Component] = &[
         },
         crds: &[],
         release: None,
+        provided_by: None,
     },
     Component {
         name: "nvidia-device-plugin",
@@ -158,6 +167,7 @@ pub static COMPONENTS: &[Component] = &[
         install: Install::Manifests(nvidia_device_plugin),
         crds: &[],
         release: None,
+        provided_by: None,
     },
     Component {
         name: "efa-device-plugin",
@@ -165,6 +175,7 @@ pub static COMPONENTS: &[Component] = &[
         install: Install::Manifests(efa_device_plugin),
         crds: &[],
         release: None,
+        provided_by: None,
     },
     Component {
         name: "kuberay-operator",
@@ -172,6 +183,7 @@ pub static COMPONENTS: &[Component] = &[
         install: Install::Manifests(kuberay_operator),
         crds: &["rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io"],
         release: Some(operators::KUBERAY_CRDS),
+        provided_by: None,
     },
     Component {
         name: "keda",
@@ -186,8 +198,15 @@ pub static COMPONENTS: &[Component] = &[
             "clustercloudeventsources.eventing.keda.sh",
         ],
         release: Some(operators::KEDA_CRDS),
+        // Only one metrics server can be registered for `external.metrics.k8s.io`: the
+        // inference operator's own KEDA takes over from ours (see `features::handover`).
+        provided_by: Some(INFERENCE_OPERATOR_ADDON),
     },
 ];
+
+/// The inference operator's add-on (the `inferenceOperator` managed feature). It brings its own
+/// KEDA (its chart's `keda` dependency, on by default).
+pub const INFERENCE_OPERATOR_ADDON: &str = "amazon-sagemaker-hyperpod-inference";
 
 /// The lowest VPC CNI add-on version HyperPod on EKS supports (its prerequisites page).
 pub const MIN_VPC_CNI: &str = "v1.18.3";
@@ -375,6 +394,9 @@ impl Step for ComponentStep {
         if left_alone(cx, c.name) {
             return Ok(json!({"changed": false, "preexisting": true}));
         }
+        if let Some(a) = provider(cx.cloud, &cx.op.cluster, c).await? {
+            return Ok(json!({"changed": false, "providedBy": a.name}));
+        }
         match &c.install {
             Install::Addon {
                 configuration,
@@ -435,7 +457,7 @@ impl Step for ComponentStep {
 
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
         let c = self.0;
-        if out["preexisting"] == json!(true) {
+        if out["preexisting"] == json!(true) || out.get("providedBy").is_some() {
             return Ok(Poll::Ready(out.clone()));
         }
         match readiness(cx.cloud, &cx.op.cluster, &kube_target(cx)?, c).await? {

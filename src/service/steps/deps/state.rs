@@ -110,6 +110,19 @@ pub(super) async fn crds_missing(
     Ok(missing)
 }
 
+/// The add-on that serves this component in place of ours, when it is on the cluster (in any
+/// state but gone: while it is created or deleted, ours must not be applied either).
+pub async fn provider(
+    cloud: &Cloud,
+    cluster: &str,
+    c: &Component,
+) -> CloudResult<Option<crate::cloud::Addon>> {
+    match c.provided_by {
+        Some(addon) => cloud.eks.describe_addon(cluster, addon).await,
+        None => Ok(None),
+    }
+}
+
 /// The live state of one component, read from EKS and the cluster.
 pub async fn component_status(
     cloud: &Cloud,
@@ -117,6 +130,16 @@ pub async fn component_status(
     target: &KubeTarget,
     c: &Component,
 ) -> CloudResult<ComponentStatus> {
+    if let Some(a) = provider(cloud, cluster, c).await? {
+        let (state, why) = addon_state(a.status);
+        return Ok(ComponentStatus {
+            name: c.name.to_string(),
+            install: "eks-addon",
+            requires: c.requires.iter().map(|s| s.to_string()).collect(),
+            state,
+            reason: format!("provided by the {} add-on ({why})", a.name),
+        });
+    }
     let (install, (state, reason)) = match &c.install {
         Install::Addon { .. } => (
             "eks-addon",
@@ -203,6 +226,10 @@ pub async fn readiness(
     target: &KubeTarget,
     c: &Component,
 ) -> CloudResult<Readiness> {
+    // The add-on that provides it is watched by its own feature operation.
+    if provider(cloud, cluster, c).await?.is_some() {
+        return Ok(Readiness::Ready);
+    }
     match &c.install {
         Install::Addon { min_version, .. } => {
             let Some(a) = cloud.eks.describe_addon(cluster, c.name).await? else {

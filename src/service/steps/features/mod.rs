@@ -9,6 +9,7 @@
 
 mod addon;
 mod autoscaling;
+mod handover;
 pub mod policies;
 mod tiered;
 
@@ -131,7 +132,7 @@ pub static FEATURES: &[Feature] = &[
     Feature {
         key: "inferenceOperator",
         id: FeatureId::InferenceOperator,
-        addon: "amazon-sagemaker-hyperpod-inference",
+        addon: INFERENCE_OPERATOR_ADDON,
         // The add-ons AWS names as required before the inference operator installs.
         requires: &["cert-manager", "aws-mountpoint-s3-csi-driver", "aws-fsx-csi-driver", "metrics-server"],
         pod_identity: None,
@@ -345,6 +346,14 @@ impl Feature {
                 if !self.own_roles.is_empty() {
                     chain.push(Arc::new(OwnRoleStep));
                 }
+                if self.id == FeatureId::InferenceOperator {
+                    // Its add-on brings its own KEDA: ours leaves before it comes and returns
+                    // after it has gone (the chain runs in reverse to disable).
+                    chain.push(match enable {
+                        true => Arc::new(handover::KedaHandoverStep),
+                        false => Arc::new(super::deps::ComponentStep(keda_component())),
+                    });
+                }
                 chain.push(Arc::new(FeatureAddonStep));
                 chain.push(Arc::new(FeatureIdentityStep));
                 chain
@@ -355,6 +364,14 @@ impl Feature {
         }
         chain
     }
+}
+
+/// Our KEDA, the dependency component the inference operator's add-on stands in for.
+fn keda_component() -> &'static super::deps::Component {
+    super::deps::COMPONENTS
+        .iter()
+        .find(|c| c.provided_by == Some(INFERENCE_OPERATOR_ADDON))
+        .expect("the KEDA component is declared")
 }
 
 #[cfg(test)]

@@ -23,6 +23,8 @@ pub fn inference_configuration(i: &AddonInputs) -> Value {
     })
 }
 
+pub use crate::service::steps::deps::INFERENCE_OPERATOR_ADDON;
+
 /// Suffixes of the inference operator's roles.
 pub const INFERENCE_EXEC: &str = "inference";
 pub const INFERENCE_KEDA: &str = "inference-keda";
