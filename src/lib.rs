@@ -211,6 +211,19 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
             .map_err(|e| anyhow::anyhow!("INSTANTSTART_SHARED_BUCKET: {e}"))?;
         cloud.shared_bucket = Some(Arc::from(bucket));
     }
+    let patterns: Vec<String> = config
+        .data_buckets
+        .iter()
+        .map(|b| b.trim().to_string())
+        .filter(|b| !b.is_empty())
+        .collect();
+    for p in &patterns {
+        service::bucket::check_data_bucket_setting(p)
+            .map_err(|e| anyhow::anyhow!("INSTANTSTART_DATA_BUCKETS: {e}"))?;
+    }
+    if config.cloud == CloudMode::Sandbox || config.permissions_boundary.is_some() {
+        cloud.data_buckets = Some(patterns.into());
+    }
     // Repeatable Kubernetes calls ride out throttling and transient faults one by one.
     cloud.kube = Arc::new(cloud::retry::RetryingKube(cloud.kube.clone()));
     if let Some(mirror) = &config.release_mirror {

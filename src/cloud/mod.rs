@@ -105,6 +105,10 @@ pub struct Cloud {
     /// cluster then keeps its objects under its own prefix of it instead of in a bucket of its
     /// own. A setting of the deployment, not a port: the adapters never read it.
     pub shared_bucket: Option<Arc<str>>,
+    /// When the roles the control plane makes carry a permissions boundary (and always in the
+    /// sandbox, whose roles carry the stack's): the bucket patterns beyond the deployment's own
+    /// that the boundary grants. `None`: no boundary, every bucket reachable. A setting too.
+    pub data_buckets: Option<Arc<[String]>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]

@@ -40,6 +40,7 @@ impl Unavailable {
             kube: self,
             releases: std::sync::Arc::new(super::web::HttpReleases::new(None)),
             shared_bucket: None,
+            data_buckets: None,
         }
     }
 }

@@ -125,6 +125,18 @@ pub struct ServeConfig {
     #[arg(long, env = "INSTANTSTART_SHARED_BUCKET")]
     pub shared_bucket: Option<String>,
 
+    /// Existing buckets (names, or patterns with `*`, comma-separated) that storage claims and
+    /// endpoint models may use besides the deployment's own, when the roles carry a permissions
+    /// boundary (the CloudFormation template's `DataBuckets`, which its boundary grants). With a
+    /// boundary, or in the sandbox, any other bucket is refused before anything is made: the
+    /// boundary would cut the S3 CSI driver's access to it. Without one, every bucket is allowed.
+    #[arg(
+        long = "data-bucket",
+        env = "INSTANTSTART_DATA_BUCKETS",
+        value_delimiter = ','
+    )]
+    pub data_buckets: Vec<String>,
+
     /// Managed features users may enable through the API, UI and agent (comma-separated keys,
     /// e.g. `trainingOperator,containerInsights`). Empty: all of them. Disabling is always allowed.
     #[arg(
@@ -206,6 +218,7 @@ impl ServeConfig {
             allowed_features: Vec::new(),
             permissions_boundary: None,
             shared_bucket: None,
+            data_buckets: Vec::new(),
             poll_interval_ms: None,
             max_log_follows: 32,
             mlflow_endpoint: None,

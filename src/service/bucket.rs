@@ -4,6 +4,8 @@
 
 use serde_json::{json, Value};
 
+use crate::cloud::Cloud;
+use crate::error::{ApiError, ApiResult};
 use crate::ops::{StepCx, StepResult};
 use crate::service::resources::{ClusterResources, Recorded};
 
@@ -24,6 +26,57 @@ pub fn check_shared_bucket_setting(bucket: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A data-bucket setting: a bucket name, or a pattern of names with `*`.
+pub fn check_data_bucket_setting(pattern: &str) -> Result<(), String> {
+    crate::service::validate::bucket_name("dataBuckets", &pattern.replace('*', "a"))
+        .map_err(|e| e.to_string())
+}
+
+/// Whether the roles the control plane makes may reach `bucket`: every bucket without a
+/// permissions boundary; with one, what the stack's boundary grants: the deployment's own
+/// buckets (`sagemaker-instantstart-*`, the shared one) and its data buckets.
+pub fn reachable(cloud: &Cloud, bucket: &str) -> bool {
+    let Some(data) = &cloud.data_buckets else {
+        return true;
+    };
+    glob("sagemaker-instantstart-*", bucket)
+        || cloud.shared_bucket.as_deref() == Some(bucket)
+        || data.iter().any(|p| glob(p, bucket))
+}
+
+/// Refuses, on `field`, a bucket the roles' boundary would cut: the S3 CSI driver could not
+/// mount it, and the pods would wait on a failed mount.
+pub fn check_reachable(cloud: &Cloud, field: &str, bucket: &str) -> ApiResult<()> {
+    if reachable(cloud, bucket) {
+        return Ok(());
+    }
+    Err(ApiError::validation_hint(
+        field,
+        format!("the permissions boundary of the roles this server makes does not reach the bucket `{bucket}`: the S3 CSI driver could not mount it"),
+        json!("use the cluster's own bucket (leave `bucket` out), or add the bucket to the stack's DataBuckets parameter (INSTANTSTART_DATA_BUCKETS), which the boundary grants"),
+    ))
+}
+
+/// An IAM-style pattern: `*` matches any run of characters, the rest itself.
+fn glob(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for p in middle {
+        match rest.find(p) {
+            Some(at) => rest = &rest[at + p.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
 /// The prefix a cluster's objects live under in a shared bucket.
 pub fn shared_prefix(cluster: &str) -> String {
     format!("{cluster}/")
@@ -35,31 +88,45 @@ pub fn shared_prefix(cluster: &str) -> String {
 pub struct BucketPlace {
     pub bucket: String,
     pub prefix: String,
+    /// The partition its ARNs are written in (`aws` unless [`BucketPlace::in_region`] says).
+    pub partition: &'static str,
 }
 
 impl BucketPlace {
     /// A whole bucket: every key, no prefix.
     pub fn whole(bucket: impl Into<String>) -> Self {
+        Self::prefixed(bucket, "")
+    }
+
+    /// `prefix` (empty, or ending in `/`) of a bucket.
+    pub fn prefixed(bucket: impl Into<String>, prefix: impl Into<String>) -> Self {
         Self {
             bucket: bucket.into(),
-            prefix: String::new(),
+            prefix: prefix.into(),
+            partition: "aws",
         }
+    }
+
+    /// The same place, its ARNs in the partition of `region`.
+    pub fn in_region(mut self, region: &str) -> Self {
+        self.partition = crate::service::arn::partition_of_region(region);
+        self
     }
 
     /// The place a cluster's record names, once the shared-bucket phase recorded it.
     pub fn recorded(r: &ClusterResources) -> Option<Self> {
-        Some(Self {
-            bucket: r.bucket_name.clone()?,
-            prefix: r.bucket_prefix.clone().unwrap_or_default(),
-        })
+        Some(Self::prefixed(
+            r.bucket_name.clone()?,
+            r.bucket_prefix.clone().unwrap_or_default(),
+        ))
     }
 
     /// The recorded place, or the `missing-prerequisite` error naming the stage to run.
     pub fn required(r: &ClusterResources) -> StepResult<Self> {
-        Ok(Self {
-            bucket: r.bucket_name()?,
-            prefix: r.bucket_prefix.clone().unwrap_or_default(),
-        })
+        Ok(Self::prefixed(
+            r.bucket_name()?,
+            r.bucket_prefix.clone().unwrap_or_default(),
+        ))
     }
 
     /// The key of `rest` (a path relative to the cluster's place).
@@ -73,12 +140,17 @@ impl BucketPlace {
     }
 
     pub fn bucket_arn(&self) -> String {
-        format!("arn:aws:s3:::{}", self.bucket)
+        format!("arn:{}:s3:::{}", self.partition, self.bucket)
     }
 
     /// The ARN of every object under `rest` (`rest` empty: every object of the place).
     pub fn objects_arn(&self, rest: &str) -> String {
-        format!("arn:aws:s3:::{}/{}*", self.bucket, self.key(rest))
+        format!(
+            "arn:{}:s3:::{}/{}*",
+            self.partition,
+            self.bucket,
+            self.key(rest)
+        )
     }
 
     /// `s3:ListBucket` (and any other bucket-level `actions`) on the bucket, limited by an
@@ -122,20 +194,24 @@ impl BucketPlace {
 /// under the cluster's prefix; else the cluster's own bucket. Phases that run before the
 /// shared-bucket phase (the S3 CSI driver's role) get the place it will record.
 pub async fn place_of(cx: &StepCx<'_>) -> StepResult<BucketPlace> {
+    let region = cx.cloud.network.region();
     if let Some(place) = BucketPlace::recorded(&cx.recorded()) {
-        return Ok(place);
+        return Ok(place.in_region(&region));
     }
     if let Some(shared) = &cx.cloud.shared_bucket {
-        return Ok(BucketPlace {
-            bucket: shared.to_string(),
-            prefix: shared_prefix(&cx.op.cluster),
-        });
+        return Ok(
+            BucketPlace::prefixed(shared.to_string(), shared_prefix(&cx.op.cluster))
+                .in_region(&region),
+        );
     }
     let account = cx.cloud.iam.caller_identity().await?.account;
-    Ok(BucketPlace::whole(own_bucket_name(
-        &cx.op.cluster,
-        &account,
-    )))
+    Ok(BucketPlace::whole(own_bucket_name(&cx.op.cluster, &account)).in_region(&region))
+}
+
+/// The place the shared-bucket phase recorded, in this account's partition; the
+/// `missing-prerequisite` error naming the stage to run when there is none yet.
+pub fn recorded_place(cx: &StepCx<'_>) -> StepResult<BucketPlace> {
+    Ok(BucketPlace::required(&cx.recorded())?.in_region(&cx.cloud.network.region()))
 }
 
 #[cfg(test)]
@@ -146,10 +222,37 @@ mod tests {
         BucketPlace::whole("sagemaker-instantstart-demo-1")
     }
     fn shared() -> BucketPlace {
-        BucketPlace {
-            bucket: "sagemaker-instantstart-shared-1-us-west-2".into(),
-            prefix: shared_prefix("demo"),
-        }
+        BucketPlace::prefixed(
+            "sagemaker-instantstart-shared-1-us-west-2",
+            shared_prefix("demo"),
+        )
+    }
+
+    #[test]
+    fn bucket_patterns_match_as_iam_matches_them() {
+        assert!(glob(
+            "sagemaker-instantstart-*",
+            "sagemaker-instantstart-demo-1"
+        ));
+        assert!(!glob("sagemaker-instantstart-*", "sagemaker-other"));
+        assert!(glob("ml-data", "ml-data"));
+        assert!(!glob("ml-data", "ml-data-2"));
+        assert!(glob("ml-*-data", "ml-team-a-data"));
+        assert!(!glob("ml-*-data", "ml-data"));
+        assert!(glob("*", "anything"));
+    }
+
+    #[test]
+    fn arns_are_written_in_the_partition_of_the_region() {
+        let cn = own().in_region("cn-north-1");
+        assert_eq!(
+            cn.bucket_arn(),
+            "arn:aws-cn:s3:::sagemaker-instantstart-demo-1"
+        );
+        assert_eq!(
+            shared().in_region("us-gov-west-1").objects_arn("data/"),
+            "arn:aws-us-gov:s3:::sagemaker-instantstart-shared-1-us-west-2/demo/data/*"
+        );
     }
 
     #[test]

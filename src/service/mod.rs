@@ -2,6 +2,7 @@
 //! (with idempotency and conflict rules) and answers cluster queries. Handlers call this; it
 //! calls the engine and, for validation reads, the cloud ports.
 
+pub mod arn;
 pub mod audit;
 pub mod bucket;
 pub mod endpoints;

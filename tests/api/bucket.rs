@@ -2,9 +2,10 @@
 //! keeps its objects under its own prefix of it, the bucket is never created by the server,
 //! and a name HyperPod would refuse is refused at startup.
 
-use serde_json::Value;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
 
-use crate::helpers::{accepted_count, pipeline_body, spawn_app_with, Opts};
+use crate::helpers::{accepted_count, enable, pipeline_body, problem, spawn_app_with, Opts};
 
 const SHARED: &str = "sagemaker-instantstart-shared-123456789012-us-west-2";
 
@@ -100,4 +101,50 @@ async fn a_shared_bucket_hyperpod_would_refuse_is_refused_at_startup() {
         e.contains("INSTANTSTART_SHARED_BUCKET") && e.contains("sagemaker-"),
         "{e}"
     );
+}
+
+/// Every role this server makes carries the stack's boundary (the sandbox's too), which reaches
+/// the deployment's own buckets and the `DataBuckets` it names, nothing else: a claim or an
+/// endpoint model in any other bucket is refused by field before anything is made, since the S3
+/// CSI driver could not mount it. Named as a data bucket, the same requests are accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_outside_the_boundary_is_refused_until_it_is_a_data_bucket() {
+    for data_buckets in [vec![], vec!["team-*-data"]] {
+        let allowed = !data_buckets.is_empty();
+        let app = spawn_app_with(Opts {
+            data_buckets,
+            ..Default::default()
+        })
+        .await;
+        let id = app.start("/api/pipelines", &pipeline_body()).await;
+        assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+        enable(&app, "fsxCsi").await;
+        enable(&app, "inferenceOperator").await;
+        let before = accepted_count(&app.calls().await, "iam:PutRolePolicy");
+        let claim = json!({"claimName": "datasets", "bucket": "team-a-data"});
+        let model = json!({"endpointName": "qwen", "model": "s3://team-b-data/qwen",
+                           "instanceType": "ml.g5.8xlarge"});
+        for (path, body, field) in [
+            ("/api/clusters/demo/storage", claim, "bucket"),
+            ("/api/clusters/demo/endpoints", model, "model"),
+        ] {
+            let r = app.post(path, &body).await;
+            if allowed {
+                assert_eq!(r.status(), StatusCode::ACCEPTED, "{path}");
+                let op: Value = r.json().await.unwrap();
+                let op = app.wait_terminal(op["operationId"].as_str().unwrap()).await;
+                assert_eq!(op["state"], "succeeded", "{op}");
+            } else {
+                let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+                assert_eq!(p["field"], field, "{p}");
+                assert!(p["hint"].as_str().unwrap().contains("DataBuckets"), "{p}");
+            }
+        }
+        let after = accepted_count(&app.calls().await, "iam:PutRolePolicy");
+        assert_eq!(
+            after > before,
+            allowed,
+            "the S3 CSI role is changed only when accepted"
+        );
+    }
 }

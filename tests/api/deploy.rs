@@ -129,6 +129,12 @@ fn the_template_is_locked_down() {
         .is_some_and(|e| e.contains("SHARED_BUCKET=${Bucket}")));
     assert_eq!(env[1]["Bucket"]["Ref"], bucket_name.as_str());
     assert!(user_data.contains("-e INSTANTSTART_SHARED_BUCKET=${!SHARED_BUCKET}"));
+    // The data buckets the boundary grants reach the server too, which refuses any other.
+    assert!(env[0]
+        .as_str()
+        .is_some_and(|e| e.contains("DATA_BUCKETS=${DataBuckets}")));
+    assert_eq!(env[1]["DataBuckets"]["Ref"], "DataBuckets");
+    assert!(user_data.contains("-e INSTANTSTART_DATA_BUCKETS=${!DATA_BUCKETS}"));
     let role = &resources_of(&t, "AWS::IAM::Role")
         .into_iter()
         .find(|(n, _)| n.as_str() == "InstanceRole")

@@ -207,6 +207,7 @@ async fn an_endpoint_with_cache_tiers_and_routing_deploys_answers_scales_and_is_
 async fn a_failed_deployment_carries_the_operators_reason() {
     let app = spawn_app_with(Opts {
         faults: Some("k8s:EndpointFailure=1"),
+        data_buckets: vec!["other-models-*"],
         ..Default::default()
     })
     .await;

@@ -31,6 +31,8 @@ pub struct Opts {
     pub shared_bucket: Option<&'static str>,
     /// Creates the shared bucket in the simulated account first, as the stack would have.
     pub create_shared_bucket: bool,
+    /// `--data-bucket`: buckets beyond the deployment's own that the boundary grants.
+    pub data_buckets: Vec<&'static str>,
 }
 
 pub async fn spawn_app() -> TestApp {
@@ -52,6 +54,7 @@ pub async fn spawn_app_with(opts: Opts) -> TestApp {
     config.phase_deadlines = opts.phase_deadlines.unwrap_or("").to_string();
     config.mcp_read_only = opts.mcp_read_only;
     config.shared_bucket = opts.shared_bucket.map(str::to_string);
+    config.data_buckets = opts.data_buckets.iter().map(|b| b.to_string()).collect();
     let app = instantstart::build_app(config).await.expect("app builds");
     if let (Some(bucket), true) = (opts.shared_bucket, opts.create_shared_bucket) {
         app.state

@@ -113,6 +113,7 @@ impl Aws {
             kube,
             releases: Arc::new(super::web::HttpReleases::new(None)),
             shared_bucket: None,
+            data_buckets: None,
         }
     }
 }

@@ -174,6 +174,7 @@ impl Sandbox {
             kube: self.clone(),
             releases: Arc::new(releases::StandIns),
             shared_bucket: None,
+            data_buckets: None,
         }
     }
 

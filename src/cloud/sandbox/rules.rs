@@ -39,8 +39,8 @@ pub fn template_boundary(values: &[(&str, &str)]) -> Value {
     )
 }
 
-/// A document of the template (a JSON pointer into it) with `Fn::Sub`, `Fn::GetAtt` and `Ref`
-/// resolved from `values`; an empty policy when the pointer names nothing.
+/// A document of the template (a JSON pointer into it) with `Fn::Sub`, `Fn::GetAtt`, `Ref` and
+/// `Fn::If` resolved from `values`; an empty policy when the pointer names nothing.
 pub fn template_document(pointer: &str, values: &[(&str, &str)]) -> Value {
     const TEMPLATE: &str = include_str!("../../../cloudformation/instantstart.yaml");
     let template: Value = serde_yaml::from_str(TEMPLATE).unwrap_or(Value::Null);
@@ -60,10 +60,19 @@ fn resolve(v: &Value, values: &[(&str, &str)]) -> Value {
             }
             Value::String(s)
         }
+        Value::Object(m) if m.get("Ref") == Some(&json!("AWS::NoValue")) => Value::Null,
         Value::Object(m) if m.len() == 1 && m.get("Ref").is_some_and(Value::is_string) => {
             let key = m.get("Ref").and_then(Value::as_str).unwrap_or_default();
             let found = values.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
             Value::String(found.unwrap_or_default().to_string())
+        }
+        // A condition is true when `values` says so (`("HasDataBuckets", "true")`).
+        Value::Object(m) if m.len() == 1 && m.contains_key("Fn::If") => {
+            let arms = m["Fn::If"].as_array().cloned().unwrap_or_default();
+            let name = arms.first().and_then(Value::as_str).unwrap_or_default();
+            let holds = values.iter().any(|(k, v)| *k == name && *v == "true");
+            let arm = arms.get(if holds { 1 } else { 2 }).cloned();
+            resolve(&arm.unwrap_or(Value::Null), values)
         }
         Value::Object(m) if m.len() == 1 && m.contains_key("Fn::GetAtt") => {
             let parts: Vec<&str> = m["Fn::GetAtt"]
@@ -79,7 +88,13 @@ fn resolve(v: &Value, values: &[(&str, &str)]) -> Value {
                 .map(|(k, v)| (k.clone(), resolve(v, values)))
                 .collect(),
         ),
-        Value::Array(a) => Value::Array(a.iter().map(|v| resolve(v, values)).collect()),
+        // `AWS::NoValue` leaves a list without the element.
+        Value::Array(a) => Value::Array(
+            a.iter()
+                .map(|v| resolve(v, values))
+                .filter(|v| !v.is_null())
+                .collect(),
+        ),
         other => other.clone(),
     }
 }

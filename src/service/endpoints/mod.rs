@@ -179,6 +179,7 @@ async fn model_source(engine: &Engine, cluster: &str, model: &str) -> ApiResult<
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
         if bucket_ok && clean(prefix) {
+            crate::service::bucket::check_reachable(engine.cloud(), "model", bucket)?;
             return Ok(ModelSource::S3 {
                 bucket: bucket.to_string(),
                 region: engine.cloud().network.region(),

@@ -69,6 +69,7 @@ pub async fn storage_params(
             }
             if let Some(b) = &req.bucket {
                 validate::bucket_name("bucket", b)?;
+                crate::service::bucket::check_reachable(engine.cloud(), "bucket", b)?;
             }
             if let Some(r) = &req.region {
                 validate::region_code("region", r)?;

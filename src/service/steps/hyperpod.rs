@@ -7,9 +7,9 @@ use serde_json::{json, Value};
 use super::{net_tags, HyperPodParams};
 use crate::cloud::{Capacity, CreateHyperPodCluster, HyperPodStatus, InstanceGroupSpec, Zone};
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
+use crate::service::arn::{arn_scope, managed_policy};
 use crate::service::bucket::{place_of, BucketPlace};
 use crate::service::resources::Recorded;
-use crate::service::steps::features::policies::arn_scope;
 use crate::service::subnets::{
     ensure_compute_subnet, ComputeSubnetRequest, COMPUTE_PREFIX, PROCESS_SUBNET_LOCKS,
 };
@@ -79,8 +79,7 @@ pub fn threads_per_core(instance_type: &str, capacity: &Capacity) -> u8 {
 
 pub const LIFECYCLE_PREFIX: &str = "lifecycle/";
 /// AWS-managed policy for HyperPod cluster instances.
-pub const INSTANCE_ROLE_POLICY: &str =
-    "arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy";
+pub const INSTANCE_ROLE_POLICY: &str = "AmazonSageMakerClusterInstanceRolePolicy";
 
 /// The on-create script every node runs: it only records that it ran, so nothing in it can fail
 /// a node for reasons outside the user's control.
@@ -177,7 +176,7 @@ impl ExecutionRoleStep {
         .await?;
         cx.cloud
             .iam
-            .attach_role_policy(name, INSTANCE_ROLE_POLICY)
+            .attach_role_policy(name, &managed_policy(place.partition, INSTANCE_ROLE_POLICY))
             .await?;
         Ok(())
     }
@@ -263,7 +262,7 @@ impl Step for LifecycleScriptStep {
         "lifecycle-script"
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let place = BucketPlace::required(&cx.recorded())?;
+        let place = crate::service::bucket::recorded_place(cx)?;
         cx.cloud
             .objects
             .put_object(
@@ -387,10 +386,7 @@ mod tests {
         assert!(!doc.contains("\"s3:*\""));
         assert!(doc.contains("arn:aws:s3:::b/*"));
         // In a shared bucket: the cluster's prefix only, for objects and for listing.
-        let shared = BucketPlace {
-            bucket: "shared".into(),
-            prefix: "c/".into(),
-        };
+        let shared = BucketPlace::prefixed("shared", "c/");
         let doc = ExecutionRoleStep::policy(&shared, "arn:aws:eks:us-west-2:1:cluster/c");
         let s3: Vec<&Value> = doc["Statement"]
             .as_array()

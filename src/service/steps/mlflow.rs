@@ -18,7 +18,6 @@ use serde_json::{json, Value};
 use crate::cloud::{cluster_tags, CreateMlflowApp, ObjectRef, MANAGED_BY};
 use crate::ops::{Poll, Reconcile, Step, StepCx, StepError, StepResult};
 use crate::service::bucket::BucketPlace;
-use crate::service::resources::Recorded;
 use crate::service::steps::addons::{ensure_role, kube_target, IrsaRole};
 use crate::service::steps::features::checkpoint_role_name;
 
@@ -83,7 +82,7 @@ impl Reconcile for MlflowRoleStep {
         "mlflow-role"
     }
     async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let place = BucketPlace::required(&cx.recorded())?;
+        let place = crate::service::bucket::recorded_place(cx)?;
         let trust = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
             "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}]});
         let arn = ensure_role(
@@ -123,7 +122,7 @@ impl Step for MlflowAppStep {
         if let Some(found) = self.find(cx).await? {
             return Ok(found);
         }
-        let place = BucketPlace::required(&cx.recorded())?;
+        let place = crate::service::bucket::recorded_place(cx)?;
         let Some(role) = cx.cloud.iam.get_role(APP_ROLE).await? else {
             return Err(StepError::fatal(
                 "missing-prerequisite",
@@ -175,7 +174,7 @@ impl Reconcile for TrackingAccessStep {
                 "the MLflow app is missing",
             ));
         };
-        let place = BucketPlace::required(&cx.recorded())?;
+        let place = crate::service::bucket::recorded_place(cx)?;
         let policy = tracking_policy(&app.arn, &place);
         let role = IrsaRole {
             name: tracking_role_name(&cx.op.cluster),
@@ -234,10 +233,7 @@ mod tests {
             s["Statement"][0]["Condition"]["StringLike"]["s3:prefix"],
             json!(["mlflow/*"])
         );
-        let shared = BucketPlace {
-            bucket: "b1".into(),
-            prefix: "demo/".into(),
-        };
+        let shared = BucketPlace::prefixed("b1", "demo/");
         let s = app_role_policy(&shared);
         assert_eq!(
             s["Statement"][1]["Resource"],

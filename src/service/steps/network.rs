@@ -9,6 +9,7 @@ use crate::cloud::{
     ResourceState,
 };
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
+use crate::service::arn::{managed_policy, partition_of_region};
 use crate::service::resources::Recorded;
 use crate::service::subnets::free_vpc_cidr;
 
@@ -343,7 +344,13 @@ pub fn eks_role_name(cluster: &str) -> String {
     format!("{cluster}-eks-cluster")
 }
 
-pub const EKS_CLUSTER_POLICY: &str = "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy";
+pub const EKS_CLUSTER_POLICY: &str = "AmazonEKSClusterPolicy";
+
+/// The EKS cluster role's managed policy, in this account's partition.
+fn eks_cluster_policy(cx: &StepCx<'_>) -> String {
+    let region = cx.cloud.network.region();
+    managed_policy(partition_of_region(&region), EKS_CLUSTER_POLICY)
+}
 
 pub struct EksRoleStep;
 
@@ -360,7 +367,7 @@ impl Step for EksRoleStep {
         // The attachment may be what an interrupted attempt did not reach; it is idempotent.
         cx.cloud
             .iam
-            .attach_role_policy(&name, EKS_CLUSTER_POLICY)
+            .attach_role_policy(&name, &eks_cluster_policy(cx))
             .await?;
         Ok(Some(json!({"eksRoleArn": role.arn})))
     }
@@ -376,7 +383,7 @@ impl Step for EksRoleStep {
             .await?;
         cx.cloud
             .iam
-            .attach_role_policy(&name, EKS_CLUSTER_POLICY)
+            .attach_role_policy(&name, &eks_cluster_policy(cx))
             .await?;
         Ok(json!({"eksRoleArn": role.arn}))
     }

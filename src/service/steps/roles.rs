@@ -7,13 +7,13 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::features::policies::arn_scope;
 use super::features::{checkpoint_policy, checkpoint_role_name, FEATURES};
 use super::hyperpod::{execution_role_name, ExecutionRoleStep, INSTANCE_ROLE_POLICY};
 use super::keda::{keda_policy, keda_role_name};
 use super::mlflow::{app_role_policy, tracking_policy, tracking_role_name, APP_ROLE};
 use super::network::{eks_role_name, EKS_CLUSTER_POLICY};
 use super::s3_access::{s3_csi_role_name, S3CsiRoleStep};
+use crate::service::arn::{arn_scope, managed_policy};
 use crate::service::bucket::BucketPlace;
 
 /// One role and what it is given.
@@ -44,19 +44,20 @@ pub struct RoleInputs<'a> {
 /// The roles of one cluster, as its stages and features make them.
 pub fn cluster_roles(i: &RoleInputs<'_>) -> Vec<RoleDocs> {
     let c = i.cluster;
+    let (partition, _, _) = arn_scope(i.hyperpod_cluster_arn);
     let tracking = tracking_policy(i.mlflow_app_arn, i.place);
     let mut roles = vec![
         RoleDocs {
             name: eks_role_name(c),
             workload: "the EKS control plane",
             inline: vec![],
-            managed: vec![EKS_CLUSTER_POLICY.into()],
+            managed: vec![managed_policy(partition, EKS_CLUSTER_POLICY)],
         },
         RoleDocs {
             name: execution_role_name(c),
             workload: "the HyperPod nodes (kubelet, VPC CNI, pod identity agent)",
             inline: vec![ExecutionRoleStep::policy(i.place, i.eks_cluster_arn)],
-            managed: vec![INSTANCE_ROLE_POLICY.into()],
+            managed: vec![managed_policy(partition, INSTANCE_ROLE_POLICY)],
         },
         RoleDocs {
             name: s3_csi_role_name(c),
@@ -84,7 +85,6 @@ pub fn cluster_roles(i: &RoleInputs<'_>) -> Vec<RoleDocs> {
             managed: vec![],
         },
     ];
-    let (partition, _, _) = arn_scope(i.hyperpod_cluster_arn);
     for f in FEATURES {
         for own in f.own_roles {
             roles.push(RoleDocs {
@@ -98,7 +98,7 @@ pub fn cluster_roles(i: &RoleInputs<'_>) -> Vec<RoleDocs> {
                 managed: own
                     .managed
                     .iter()
-                    .map(|m| format!("arn:{partition}:iam::aws:policy/{m}"))
+                    .map(|m| managed_policy(partition, m))
                     .collect(),
             });
         }

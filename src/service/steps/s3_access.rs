@@ -37,7 +37,8 @@ impl S3CsiRoleStep {
         let mut statements: Vec<serde_json::Value> =
             place.read_write_statements("SharedBucket", "").into();
         for (i, bucket) in claimed.iter().enumerate() {
-            let other = BucketPlace::whole(bucket.clone());
+            let mut other = BucketPlace::whole(bucket.clone());
+            other.partition = place.partition;
             statements.extend(other.read_write_statements(&format!("Claim{i}"), ""));
         }
         json!({"Version": "2012-10-17", "Statement": statements})

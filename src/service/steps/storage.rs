@@ -11,7 +11,6 @@ use super::addons::kube_target;
 use crate::cloud::{json_contains, ObjectRef, MANAGED_BY};
 use crate::ops::{Reconcile, Step, StepCx, StepError, StepResult};
 use crate::service::bucket::BucketPlace;
-use crate::service::resources::Recorded;
 
 /// Default claim name of the shared bucket.
 pub const SHARED_CLAIM: &str = "s3-claim";
@@ -159,7 +158,9 @@ impl VolumeStep {
             VolumeSource::S3 {
                 bucket: Some(b), ..
             } => Some(BucketPlace::whole(b.clone())),
-            VolumeSource::S3 { bucket: None, .. } => Some(BucketPlace::required(&cx.recorded())?),
+            VolumeSource::S3 { bucket: None, .. } => {
+                Some(crate::service::bucket::recorded_place(cx)?)
+            }
             VolumeSource::Fsx { .. } => None,
         };
         Ok(volume_manifests(
@@ -330,10 +331,7 @@ mod tests {
             assert!(options.contains(&json!(o)), "{o}: {options:?}");
         }
         // In the shared bucket the claim mounts the cluster's prefix only.
-        let shared = BucketPlace {
-            bucket: "shared".into(),
-            prefix: "demo/".into(),
-        };
+        let shared = BucketPlace::prefixed("shared", "demo/");
         let m2 = volume_manifests(&p, Some(&shared), "us-west-2");
         assert!(m2[0]["spec"]["mountOptions"]
             .as_array()

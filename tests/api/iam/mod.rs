@@ -41,10 +41,7 @@ const UNMODELLED_MANAGED: &[(&str, &str)] = &[(
 fn places() -> [BucketPlace; 2] {
     [
         BucketPlace::whole(OWN),
-        BucketPlace {
-            bucket: SHARED.into(),
-            prefix: "demo/".into(),
-        },
+        BucketPlace::prefixed(SHARED, "demo/"),
     ]
 }
 
@@ -175,6 +172,33 @@ fn the_table_catches_a_role_that_gets_more_or_less() {
         .iter()
         .filter(|n| n.role == "demo-s3-csi")
         .any(|n| !verdict(&csi_everything, n)));
+}
+
+/// A claim on a bucket the stack's `DataBuckets` parameter names is reachable within the
+/// boundary that parameter widens, and cut without it: why the server refuses any other bucket
+/// at the edge unless it is configured as a data bucket. Nothing beyond the pattern is widened.
+#[test]
+fn the_data_buckets_parameter_widens_the_boundary_to_exactly_those_buckets() {
+    use instantstart::service::steps::s3_access::S3CsiRoleStep;
+    let place = &places()[1];
+    let csi = S3CsiRoleStep::policy(place, &BTreeSet::from(["team-a-data".to_string()]));
+    let everything = json!({"Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]});
+    let read = req("s3:GetObject", "arn:aws:s3:::team-a-data/train/x");
+    let list = req("s3:ListBucket", "arn:aws:s3:::team-a-data");
+    let beyond = req("s3:GetObject", "arn:aws:s3:::payroll-exports/x");
+    let narrow = boundary();
+    let mut values = VALUES.to_vec();
+    values.extend([("HasDataBuckets", "true"), ("DataBuckets", "team-*-data")]);
+    let wide = template_boundary(&values);
+    let allows = |doc: &Value, b: &Value, r: &Request| {
+        policy::effective(&[doc], Some(b), r) == Decision::Allow
+    };
+    assert!(!allows(&csi, &narrow, &read), "cut without the parameter");
+    assert!(allows(&csi, &wide, &read) && allows(&csi, &wide, &list));
+    assert!(
+        !allows(&everything, &wide, &beyond),
+        "only the named buckets"
+    );
 }
 
 #[test]

@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use crate::cloud::{AddonStatus, CreateAddon};
 use crate::ops::{Poll, Reconcile, StepCx, StepError, StepResult};
+use crate::service::arn::managed_policy;
 use crate::service::steps::addons::irsa_trust;
 use crate::service::steps::features::{
     feature_of, service_trust, AddonInputs, Feature, FeatureParams, OwnRole, Trust,
@@ -251,7 +252,7 @@ impl OwnRoleStep {
         for managed in own.managed {
             cx.cloud
                 .iam
-                .attach_role_policy(&name, &format!("arn:{partition}:iam::aws:policy/{managed}"))
+                .attach_role_policy(&name, &managed_policy(partition, managed))
                 .await?;
         }
         Ok(arn)

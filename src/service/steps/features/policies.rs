@@ -68,14 +68,7 @@ pub(super) fn inference_keda_policy(_place: &BucketPlace, cluster_arn: &str) -> 
          "Resource": [format!("arn:{partition}:aps:{region}:{account}:workspace/*")]}]})
 }
 
-/// The partition, region and account of an ARN (`arn:aws:sagemaker:us-west-2:1…:cluster/x`),
-/// for scoping a policy to where that resource lives; wildcards when it is not an ARN.
-pub fn arn_scope(arn: &str) -> (&str, &str, &str) {
-    match arn.splitn(6, ':').collect::<Vec<_>>()[..] {
-        ["arn", p, _, r, a, _] if !p.is_empty() => (p, r, a),
-        _ => ("aws", "*", "*"),
-    }
-}
+pub use crate::service::arn::arn_scope;
 
 /// The AWS Load Balancer Controller's published policy (`docs/install/iam_policy.json`,
 /// vendored with its provenance in `vendored/README.md`), byte for byte.
