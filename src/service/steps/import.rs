@@ -12,27 +12,10 @@ use crate::cloud::{EksStatus, KubeTarget};
 use crate::ops::{Step, StepCx, StepError, StepResult};
 use crate::service::resources::Recorded;
 
-/// Cluster-scoped admin policy granted to our principal when it has no access entry.
-pub const CLUSTER_ADMIN_POLICY: &str =
-    "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy";
-
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ImportParams {
     pub hyperpod_cluster_name: Option<String>,
-}
-
-/// The IAM principal behind an STS identity: an assumed-role session becomes its role.
-pub fn principal_arn(identity_arn: &str) -> String {
-    // arn:aws:sts::123456789012:assumed-role/Role/session → arn:aws:iam::123456789012:role/Role
-    let parts: Vec<&str> = identity_arn.splitn(6, ':').collect();
-    if let [arn, partition, "sts", _, account, resource] = parts.as_slice() {
-        if let Some(rest) = resource.strip_prefix("assumed-role/") {
-            let role = rest.split('/').next().unwrap_or(rest);
-            return format!("{arn}:{partition}:iam::{account}:role/{role}");
-        }
-    }
-    identity_arn.to_string()
 }
 
 pub struct ImportEksStep;
@@ -107,13 +90,17 @@ impl Step for AccessEntryStep {
         "access-entry"
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let me = principal_arn(&cx.cloud.iam.caller_identity().await?.arn);
+        let me = crate::service::arn::principal_arn(&cx.cloud.iam.caller_identity().await?.arn);
         if cx.cloud.eks.has_access_entry(&cx.op.cluster, &me).await? {
             return Ok(json!({"accessPrincipal": me, "accessEntryCreated": false}));
         }
         cx.cloud
             .eks
-            .create_access_entry(&cx.op.cluster, &me, CLUSTER_ADMIN_POLICY)
+            .create_access_entry(
+                &cx.op.cluster,
+                &me,
+                &crate::service::arn::cluster_admin_policy(&me),
+            )
             .await?;
         Ok(json!({"accessPrincipal": me, "accessEntryCreated": true}))
     }
@@ -143,26 +130,5 @@ impl Step for DetectDependenciesStep {
             }
         }
         Ok(json!({ "preexistingComponents": present }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_assumed_role_session_maps_to_its_role() {
-        assert_eq!(
-            principal_arn("arn:aws:sts::123456789012:assumed-role/Admin/me@example.com"),
-            "arn:aws:iam::123456789012:role/Admin"
-        );
-        assert_eq!(
-            principal_arn("arn:aws-cn:sts::123456789012:assumed-role/R/s"),
-            "arn:aws-cn:iam::123456789012:role/R"
-        );
-        assert_eq!(
-            principal_arn("arn:aws:iam::123456789012:user/u"),
-            "arn:aws:iam::123456789012:user/u"
-        );
     }
 }

@@ -439,7 +439,7 @@ impl Step for EksClusterStep {
                 "eksClusterArn": c.arn, "eksClusterName": c.name, "eksEndpoint": c.endpoint,
                 "eksCertificateAuthority": c.certificate_authority, "oidcIssuer": c.oidc_issuer,
                 "kubernetesVersion": c.version,
-                "adminPrincipalArn": principal_role_arn(&cx.cloud.iam.caller_identity().await?.arn),
+                "adminPrincipalArn": crate::service::arn::principal_arn(&cx.cloud.iam.caller_identity().await?.arn),
             }))),
             EksStatus::Creating | EksStatus::Updating => Ok(Poll::Pending(
                 format!("EKS cluster {:?}", c.status).to_uppercase(),
@@ -450,20 +450,6 @@ impl Step for EksClusterStep {
             )),
         }
     }
-}
-
-/// The IAM principal the control plane runs as, as an IAM role ARN (an assumed-role session ARN
-/// is converted: access entries take the role).
-pub fn principal_role_arn(caller_arn: &str) -> String {
-    // arn:aws:sts::123456789012:assumed-role/Name/session → arn:aws:iam::123456789012:role/Name
-    let parts: Vec<&str> = caller_arn.splitn(6, ':').collect();
-    if parts.len() == 6 && parts[2] == "sts" {
-        if let Some(rest) = parts[5].strip_prefix("assumed-role/") {
-            let role = rest.split('/').next().unwrap_or(rest);
-            return format!("arn:{}:iam::{}:role/{role}", parts[1], parts[4]);
-        }
-    }
-    caller_arn.to_string()
 }
 
 pub struct OidcProviderStep;
@@ -490,22 +476,5 @@ impl Step for OidcProviderStep {
             .create_oidc_provider(&issuer, &net_tags(cx, "oidc"))
             .await?;
         Ok(json!({"oidcProviderArn": arn}))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::principal_role_arn;
-
-    #[test]
-    fn assumed_role_sessions_map_to_their_role() {
-        assert_eq!(
-            principal_role_arn("arn:aws:sts::123456789012:assumed-role/Ops/i-0abc"),
-            "arn:aws:iam::123456789012:role/Ops"
-        );
-        assert_eq!(
-            principal_role_arn("arn:aws:iam::123456789012:user/alice"),
-            "arn:aws:iam::123456789012:user/alice"
-        );
     }
 }

@@ -174,6 +174,45 @@ fn the_table_catches_a_role_that_gets_more_or_less() {
         .any(|n| !verdict(&csi_everything, n)));
 }
 
+/// In another partition (here China's), every ARN every role's documents and attachments name
+/// is in that partition: none is written `arn:aws:`, which IAM would refuse or never match.
+#[test]
+fn every_arn_a_role_names_is_in_the_clusters_partition() {
+    fn arns(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) if s.starts_with("arn:") => out.push(s.clone()),
+            Value::Array(a) => a.iter().for_each(|v| arns(v, out)),
+            Value::Object(m) => m.values().for_each(|v| arns(v, out)),
+            _ => {}
+        }
+    }
+    let cn = |arn: &str| arn.replacen("arn:aws:", "arn:aws-cn:", 1).replace("us-west-2", "cn-north-1");
+    let (eks, hyperpod, app, amp) = (cn(EKS), cn(HYPERPOD), cn(APP), cn(AMP));
+    for place in places() {
+        let place = place.in_region("cn-north-1");
+        let claimed = BTreeSet::from([CLAIMED.to_string()]);
+        let workspaces = BTreeSet::from([amp.clone()]);
+        let mut all = cluster_roles(&RoleInputs {
+            cluster: "demo",
+            place: &place,
+            eks_cluster_arn: &eks,
+            hyperpod_cluster_arn: &hyperpod,
+            mlflow_app_arn: &app,
+            claimed: &claimed,
+            amp_workspaces: &workspaces,
+        });
+        all.extend(account_roles(&place));
+        for role in all {
+            let mut found = role.managed.clone();
+            role.inline.iter().for_each(|d| arns(d, &mut found));
+            assert!(!found.is_empty(), "{}", role.name);
+            for arn in found {
+                assert!(arn.starts_with("arn:aws-cn:"), "{}: {arn}", role.name);
+            }
+        }
+    }
+}
+
 /// A claim on a bucket the stack's `DataBuckets` parameter names is reachable within the
 /// boundary that parameter widens, and cut without it: why the server refuses any other bucket
 /// at the edge unless it is configured as a data bucket. Nothing beyond the pattern is widened.
