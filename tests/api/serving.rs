@@ -433,6 +433,26 @@ async fn routers_scalers_and_a_relabelled_pool_pod_on_the_kubernetes_emulator() 
         binding["subjects"],
         json!([{"kind": "ServiceAccount", "name": "beta-router", "namespace": "default"}])
     );
+    // Prometheus scrapes what the autoscaling queries read: the engine (SGLang exporting its
+    // metrics) on its port, the router on its metrics port.
+    for (path, port) in [
+        (&model_paths("beta")[0], "8000"),
+        (&model_paths("beta")[1], "29000"),
+    ] {
+        let d = emu.get(path).await.unwrap();
+        let a = &d["spec"]["template"]["metadata"]["annotations"];
+        assert_eq!(a["prometheus.io/scrape"], "true", "{path}: {a}");
+        assert_eq!(a["prometheus.io/port"], port, "{path}: {a}");
+        assert_eq!(a["prometheus.io/path"], "/metrics", "{path}: {a}");
+    }
+    let engine = emu.get(&model_paths("beta")[0]).await.unwrap();
+    assert!(
+        engine["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("--enable-metrics")),
+        "{engine}"
+    );
     let so = emu.get(&model_paths("beta")[6]).await.unwrap();
     assert_eq!(so["spec"]["scaleTargetRef"]["name"], "beta");
     assert_eq!(Schemas::load().errors(&so), Vec::<String>::new(), "{so}");

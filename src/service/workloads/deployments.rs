@@ -203,7 +203,8 @@ pub async fn deployment_params(
             let replicas = bounded("replicas", req.replicas, 1, 1..=16)?;
             let mut spec = json!({"progressDeadlineSeconds": 3600,
                 "selector": {"matchLabels": {"app.kubernetes.io/name": dep}},
-                "template": {"metadata": {"labels": l}, "spec": server.spec}});
+                "template": {"metadata": {"labels": l, "annotations": server.annotations},
+                             "spec": server.spec}});
             // With autoscaling KEDA's autoscaler owns the replica count: this manifest leaves
             // it out, so a later apply never resets what the autoscaler chose.
             if req.autoscaling.is_none() {

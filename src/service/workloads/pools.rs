@@ -148,7 +148,8 @@ pub async fn pool_params(engine: &Engine, name: &str, req: &PoolRequest) -> ApiR
         "metadata": {"name": pool, "namespace": WORKLOAD_NAMESPACE, "labels": pool_labels},
         "spec": {"replicas": size, "progressDeadlineSeconds": 3600,
             "selector": {"matchLabels": {POOL_LABEL: pool}},
-            "template": {"metadata": {"labels": pod_labels}, "spec": server.spec}}});
+            "template": {"metadata": {"labels": pod_labels, "annotations": server.annotations},
+                         "spec": server.spec}}});
     let params = ApplyParams {
         workload: format!("pool/{pool}"),
         manifests: vec![deployment],

@@ -21,11 +21,33 @@ pub(super) struct ServerFields<'a> {
     pub hf_token: Option<&'a str>,
 }
 
-/// The checked server: its pod spec, port and image.
+/// The checked server: its pod spec, port and image, and the annotations its pod template
+/// carries (where Prometheus scrapes it).
 pub(super) struct ServerPod {
     pub spec: Value,
     pub port: i64,
     pub image: String,
+    pub annotations: Value,
+}
+
+/// The pod annotations Prometheus's `kubernetes-pods` scrape job (the community chart's, and
+/// the Amazon Managed Service for Prometheus collector's) keeps: the autoscaling queries read
+/// the engine's and the router's metrics from there, and nothing else makes them scraped.
+pub(crate) fn scrape_annotations(port: i64) -> Value {
+    json!({"prometheus.io/scrape": "true", "prometheus.io/port": port.to_string(),
+           "prometheus.io/path": "/metrics"})
+}
+
+/// SGLang's server exports its metrics (`sglang:num_queue_reqs`, …) only with
+/// `--enable-metrics`: added to a `sglang.launch_server` command that lacks it. Any other
+/// command (a shell, a wrapper) is left as written.
+fn with_metrics(image: &str, args: &[String]) -> Vec<String> {
+    let mut args = args.to_vec();
+    let launches = args.iter().any(|a| a == "sglang.launch_server");
+    if is_sglang(image) && launches && !args.iter().any(|a| a == "--enable-metrics") {
+        args.push("--enable-metrics".into());
+    }
+    args
 }
 
 pub(crate) fn image(field: &str, image: &str) -> ApiResult<()> {
@@ -155,6 +177,7 @@ pub(super) async fn server_pod(
             json!({"name": "data", "persistentVolumeClaim": {"claimName": c, "readOnly": true}}),
         );
     }
+    let args = with_metrics(img, args);
     let mut spec = json!({
         "containers": [{"name": "server", "image": img, "args": args,
             "ports": [{"containerPort": port, "name": "http"}],
@@ -170,12 +193,26 @@ pub(super) async fn server_pod(
         spec,
         port,
         image: img.to_string(),
+        annotations: scrape_annotations(port),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sglang_servers_export_their_metrics() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let launch = args(&["python3", "-m", "sglang.launch_server", "--port", "8000"]);
+        let out = with_metrics("lmsysorg/sglang:v0.5.8", &launch);
+        assert_eq!(out.last().map(String::as_str), Some("--enable-metrics"));
+        assert_eq!(with_metrics("lmsysorg/sglang:v0.5.8", &out), out, "once");
+        assert_eq!(with_metrics("vllm/vllm-openai:latest", &launch), launch);
+        let shell = args(&["bash", "-c", "python3 -m sglang.launch_server"]);
+        assert_eq!(with_metrics("lmsysorg/sglang:v0.5.8", &shell), shell);
+        assert_eq!(scrape_annotations(8000)["prometheus.io/port"], "8000");
+    }
 
     #[test]
     fn sglang_images_are_told_from_others() {

@@ -186,7 +186,10 @@ fn every_arn_a_role_names_is_in_the_clusters_partition() {
             _ => {}
         }
     }
-    let cn = |arn: &str| arn.replacen("arn:aws:", "arn:aws-cn:", 1).replace("us-west-2", "cn-north-1");
+    let cn = |arn: &str| {
+        arn.replacen("arn:aws:", "arn:aws-cn:", 1)
+            .replace("us-west-2", "cn-north-1")
+    };
     let (eks, hyperpod, app, amp) = (cn(EKS), cn(HYPERPOD), cn(APP), cn(AMP));
     for place in places() {
         let place = place.in_region("cn-north-1");
