@@ -5,7 +5,7 @@
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::helpers::{accepted_count, enable, pipeline_body, problem, spawn_app_with, Opts};
+use crate::helpers::{accepted_count, inference_app, pipeline_body, problem, spawn_app_with, Opts};
 
 const SHARED: &str = "sagemaker-instantstart-shared-123456789012-us-west-2";
 
@@ -111,15 +111,11 @@ async fn a_shared_bucket_hyperpod_would_refuse_is_refused_at_startup() {
 async fn a_bucket_outside_the_boundary_is_refused_until_it_is_a_data_bucket() {
     for data_buckets in [vec![], vec!["team-*-data"]] {
         let allowed = !data_buckets.is_empty();
-        let app = spawn_app_with(Opts {
+        let app = inference_app(Opts {
             data_buckets,
             ..Default::default()
         })
         .await;
-        let id = app.start("/api/pipelines", &pipeline_body()).await;
-        assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
-        enable(&app, "fsxCsi").await;
-        enable(&app, "inferenceOperator").await;
         let before = accepted_count(&app.calls().await, "iam:PutRolePolicy");
         let claim = json!({"claimName": "datasets", "bucket": "team-a-data"});
         let model = json!({"endpointName": "qwen", "model": "s3://team-b-data/qwen",

@@ -205,16 +205,12 @@ async fn an_endpoint_with_cache_tiers_and_routing_deploys_answers_scales_and_is_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_deployment_carries_the_operators_reason() {
-    let app = spawn_app_with(Opts {
+    let app = inference_app(Opts {
         faults: Some("k8s:EndpointFailure=1"),
         data_buckets: vec!["other-models-*"],
         ..Default::default()
     })
     .await;
-    let id = app.start("/api/pipelines", &pipeline_body()).await;
-    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
-    enable(&app, "fsxCsi").await;
-    enable(&app, "inferenceOperator").await;
     let mut body = endpoint("oom");
     body["routing"] = Value::Null;
     body["model"] = json!("s3://other-models-bucket/llama");
@@ -324,11 +320,7 @@ async fn an_endpoint_is_applied_followed_scaled_and_deleted_on_the_kubernetes_em
 /// fields refused; deployed, listed and deleted like any endpoint, and checked by both peers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_jumpstart_model_is_served_as_its_own_kind() {
-    let app = spawn_app().await;
-    let id = app.start("/api/pipelines", &pipeline_body()).await;
-    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
-    enable(&app, "fsxCsi").await;
-    enable(&app, "inferenceOperator").await;
+    let app = inference_app(Opts::default()).await;
     let body = json!({"endpointName": "js", "model": "jumpstart:meta-textgeneration-llama-3-1-8b-instruct",
                       "instanceType": "ml.g5.8xlarge", "sagemakerEndpoint": "js-sme", "routing": "roundrobin"});
     let r = app.post(ENDPOINTS, &body).await;

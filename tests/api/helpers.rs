@@ -511,6 +511,17 @@ pub async fn toggle(app: &TestApp, key: &str, on: bool) -> Value {
     app.wait_terminal(id).await
 }
 
+/// A server with `opts` whose `demo` cluster is made (the default pipeline) and runs the
+/// inference operator (with the FSx CSI driver it requires).
+pub async fn inference_app(opts: Opts) -> TestApp {
+    let app = spawn_app_with(opts).await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    enable(&app, "fsxCsi").await;
+    enable(&app, "inferenceOperator").await;
+    app
+}
+
 /// Turns a managed feature on for the `demo` cluster and waits for its operation to succeed.
 pub async fn enable(app: &TestApp, key: &str) {
     assert_eq!(toggle(app, key, true).await["state"], "succeeded", "{key}");
