@@ -159,6 +159,22 @@ fn complete(doc: utoipa::openapi::OpenApi) -> Value {
                     }
                 }
             }
+            // A request that repeats one already accepted (the same Idempotency-Key) starts
+            // nothing and answers 200 with the same body: its operation.
+            let accepted = json!({"$ref": "#/components/schemas/Accepted"});
+            if let Some(started) = responses
+                .get("202")
+                .filter(|r| r.pointer("/content/application~1json/schema") == Some(&accepted))
+                .cloned()
+            {
+                responses.entry("200").or_insert_with(|| {
+                    let mut replay = started;
+                    replay["description"] = json!(
+                        "Nothing new started: the request repeats one already accepted; its operation"
+                    );
+                    replay
+                });
+            }
             let mut shared: Vec<&(&str, &str)> = ALWAYS.iter().collect();
             if with_path || with_query || with_body {
                 shared.extend(WITH_INPUT);
@@ -214,6 +230,27 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn an_operation_that_starts_work_documents_the_replay_answer() {
+        let mut started = 0;
+        let cluster = &document()["paths"]["/api/clusters"]["post"]["responses"];
+        assert_eq!(cluster["200"]["content"], cluster["202"]["content"]);
+        for (method, path, op) in operations() {
+            let r = &op["responses"];
+            if r["202"]["content"]["application/json"]["schema"]["$ref"]
+                == "#/components/schemas/Accepted"
+            {
+                started += 1;
+                // Its own 200 (an unchanged resource) where it has one, else the replay's.
+                assert!(
+                    r["200"]["content"].is_object(),
+                    "{method} {path}: a replayed request answers 200"
+                );
+            }
+        }
+        assert!(started >= 20, "{started}");
     }
 
     #[test]
