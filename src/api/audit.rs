@@ -93,14 +93,19 @@ pub async fn record(State(state): State<AppState>, request: Request, next: Next)
 #[serde(deny_unknown_fields)]
 struct AuditQuery {
     /// `api`, `browser` or `agent`.
+    #[param(pattern = "^(api|browser|agent)$")]
     actor: Option<String>,
     /// `ok`, `refused` or `error`.
+    #[param(pattern = "^(ok|refused|error)$")]
     outcome: Option<String>,
     /// `POST`, `PUT`, `PATCH` or `DELETE`.
+    #[param(pattern = "^(POST|PUT|PATCH|DELETE)$")]
     method: Option<String>,
     /// At most this many, newest first (default 100, max 1000).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<i64>,
     /// Where the previous page ended (from its `Link: <…>; rel="next"` header).
+    #[param(pattern = "^[1-9][0-9]{0,17}$")]
     cursor: Option<String>,
 }
 

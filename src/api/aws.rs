@@ -96,6 +96,7 @@ async fn zones(State(state): State<AppState>) -> ApiResult<Json<Vec<Zone>>> {
 #[serde(deny_unknown_fields)]
 struct ZoneQuery {
     /// Availability Zone name, e.g. `us-west-2a`.
+    #[param(pattern = r"^[a-z]{2}(-[a-z]+)+-[0-9]+[a-z]$")]
     zone: String,
 }
 
@@ -130,10 +131,13 @@ async fn instance_types(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct PreflightQuery {
     /// e.g. `ml.p5.48xlarge`: check its HyperPod cluster-usage quota.
+    #[param(pattern = r"^ml\.[a-z0-9-]+\.[a-z0-9]+$")]
     instance_type: Option<String>,
     /// How many instances you plan (default 1).
+    #[param(minimum = 1, maximum = 1000)]
     count: Option<i64>,
     /// `on-demand`, `spot` or `training-plan`: adds the caveats of that capacity.
+    #[param(pattern = "^(on-demand|spot|training-plan)$")]
     capacity_type: Option<String>,
 }
 

@@ -30,8 +30,10 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct ClustersQuery {
     /// At most this many, by name (default 100, max 1000).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<i64>,
     /// Where the previous page ended (from its `Link: <…>; rel="next"` header).
+    #[param(pattern = r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
     cursor: Option<String>,
 }
 

@@ -53,6 +53,7 @@ async fn get_mlflow(State(state): State<AppState>) -> ApiResult<Json<MlflowView>
 #[into_params(parameter_in = Query)]
 struct RunsQuery {
     /// The experiment: a training job reports to the one named after the job.
+    #[param(pattern = r"^[\x20-\x7e]{1,200}$")]
     experiment: String,
 }
 
@@ -75,6 +76,7 @@ async fn list_runs(
 #[into_params(parameter_in = Query)]
 struct MetricsQuery {
     /// Metric names, comma-separated (default `throughput,loss`).
+    #[param(pattern = r"^[A-Za-z0-9_./-]{1,250}(,[A-Za-z0-9_./-]{1,250}){0,9}$")]
     keys: Option<String>,
 }
 

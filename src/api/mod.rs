@@ -239,6 +239,21 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
 /// JSON body extractor whose every failure is a problem body naming the field.
 pub struct ApiJson<T>(pub T);
 
+/// A query string read into `T`; one that cannot be (a duplicate, unknown or mistyped field)
+/// is the problem answer every route gives, never axum's plain-text rejection.
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| Self(q.0))
+            .map_err(|e| ApiError::validation("query", e.body_text()))
+    }
+}
+
 /// Like [`ApiJson`], but an empty body means `T::default()`.
 pub struct OptionalJson<T>(pub T);
 

@@ -95,19 +95,30 @@ const WITH_INPUT: &[(&str, &str)] = &[
 const WITH_PATH: &[(&str, &str)] = &[("404", "The named resource does not exist")];
 const WITH_BODY: &[(&str, &str)] = &[("413", "The body is larger than the server accepts")];
 
-/// What the extractors accept for a path parameter they validate the same on every route.
+/// An RFC 1123 label, as `validate::dns_label` accepts it (claims, deployments, endpoints,
+/// pools, jobs, workloads, namespaces).
+pub const DNS_LABEL: &str = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$";
+/// An instance group name, as `validate::instance_group_name` accepts it.
+pub const GROUP_NAME: &str = "^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$";
+/// A UUID as the operation routes parse it: hyphenated or 32 hex digits.
+const OPERATION_ID: &str = "^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})$";
+
+/// What the extractors and validators accept for a path parameter, the same on every route.
 fn path_pattern(path: &str, param: &str) -> Option<String> {
     let max = crate::service::validate::MAX_CLUSTER_NAME;
     match (param, path) {
         ("name", p) if p.starts_with("/api/clusters/{name}") => {
             Some(format!("^[a-z]([a-z0-9-]{{0,{}}}[a-z0-9])?$", max - 2))
         }
-        ("id", p) if p.starts_with("/api/operations/{id}") => {
-            Some("^[0-9a-fA-F]{8}-?([0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}$".into())
-        }
+        ("id", p) if p.starts_with("/api/operations/{id}") => Some(OPERATION_ID.into()),
         ("id", p) if p.starts_with("/api/clusters/{name}/nodes/{id}") => {
             Some("^i-[0-9a-fA-F]{8,17}$".into())
         }
+        ("claim" | "deployment" | "endpoint" | "pool" | "job" | "workload", _) => {
+            Some(DNS_LABEL.into())
+        }
+        ("group", _) => Some(GROUP_NAME.into()),
+        ("run", _) => Some("^[A-Za-z0-9_-]{1,64}$".into()),
         _ => None,
     }
 }
@@ -292,6 +303,118 @@ mod tests {
         assert_eq!(
             (count["minimum"].as_f64(), count["maximum"].as_f64()),
             (Some(1.0), Some(1000.0))
+        );
+    }
+
+    /// Two request types of one name would share one schema in the document, and one of them
+    /// would be documented with the other's fields: every schema name is one type's.
+    #[test]
+    fn no_two_schema_types_share_a_name() {
+        fn walk(dir: &std::path::Path, out: &mut Vec<(String, String)>) {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    let text = std::fs::read_to_string(&p).unwrap();
+                    let lines: Vec<&str> = text.lines().collect();
+                    for (i, l) in lines.iter().enumerate() {
+                        if !l.contains("ToSchema") || !l.trim_start().starts_with("#[derive") {
+                            continue;
+                        }
+                        let mut named = None;
+                        for next in &lines[i + 1..(i + 8).min(lines.len())] {
+                            if let Some(a) = next.split("schema(as = ").nth(1) {
+                                named = Some(a.split(')').next().unwrap().to_string());
+                            }
+                            let t = next.trim_start().trim_start_matches("pub ");
+                            let t = t.trim_start_matches("(crate) ");
+                            if let Some(rest) =
+                                t.strip_prefix("struct ").or(t.strip_prefix("enum "))
+                            {
+                                let name = rest.split([' ', '{', '<', '(', ';']).next().unwrap();
+                                let name = named.take().unwrap_or_else(|| name.to_string());
+                                out.push((name, p.display().to_string()));
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let mut found = Vec::new();
+        walk(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut found,
+        );
+        assert!(found.len() > 50, "{}", found.len());
+        found.sort();
+        for pair in found.windows(2) {
+            assert_ne!(pair[0].0, pair[1].0, "{} and {}", pair[0].1, pair[1].1);
+        }
+        let endpoint = &document()["components"]["schemas"]["EndpointRequest"]["properties"];
+        assert!(endpoint["autoscaling"]
+            .to_string()
+            .contains("EndpointAutoscalingRequest"));
+    }
+
+    /// The recipe names the document lists are the recipes there are.
+    #[test]
+    fn the_recipe_pattern_names_every_recipe() {
+        let names: Vec<&str> = crate::service::training::RECIPES
+            .iter()
+            .map(|r| r.name)
+            .collect();
+        let doc = document();
+        assert_eq!(
+            doc["components"]["schemas"]["TrainingJobRequest"]["properties"]["recipe"]["pattern"],
+            format!("^({})$", names.join("|"))
+        );
+    }
+
+    /// Each declared pattern decides a sample as its validator does.
+    #[test]
+    fn every_path_pattern_agrees_with_its_validator() {
+        use crate::service::validate;
+        let agree = |path: &str, param: &str, ok: &dyn Fn(&str) -> bool, samples: &[&str]| {
+            let schema = json!({"type": "string", "pattern": path_pattern(path, param).unwrap()});
+            for s in samples {
+                assert_eq!(
+                    jsonschema::is_valid(&schema, &json!(s)),
+                    ok(s),
+                    "{param}: `{s}`"
+                );
+            }
+        };
+        let long = "a".repeat(63);
+        let longer = "a".repeat(64);
+        let labels = [
+            "a", "0", "s3-claim", "a-b-c", &long, &longer, "", "-a", "a-", "A", "a_b", "é",
+        ];
+        agree(
+            "/x",
+            "pool",
+            &|s| validate::dns_label("f", "x", s).is_ok(),
+            &labels,
+        );
+        agree(
+            "/x",
+            "group",
+            &|s| validate::instance_group_name("f", s).is_ok(),
+            &labels,
+        );
+        let ids = [
+            "01a23c21-f724-7146-9c4a-a7e79996c3b7",
+            "01a23c21f72471469c4aa7e79996c3b7",
+            "f463a4Ed33A0-CFef-dD9EdffbEaeB26cd",
+            "01a23c21-f724-7146-9c4a",
+            "",
+        ];
+        agree(
+            "/api/operations/{id}",
+            "id",
+            &|s| uuid::Uuid::try_parse(s).is_ok(),
+            &ids,
         );
     }
 

@@ -31,10 +31,13 @@ pub fn router() -> OpenApiRouter<AppState> {
 struct OperationsQuery {
     cluster: Option<String>,
     /// `pending`, `running`, `succeeded`, `failed` or `cancelled`.
+    #[param(pattern = "^(pending|running|succeeded|failed|cancelled)$")]
     state: Option<String>,
     /// At most this many, newest first (default 100, max 1000).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<i64>,
     /// Where the previous page ended (from its `Link: <…>; rel="next"` header).
+    #[param(pattern = "^[A-Za-z0-9-]{1,64}$")]
     cursor: Option<String>,
 }
 

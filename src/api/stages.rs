@@ -1,6 +1,8 @@
 //! The stages of a cluster run on their own or as one pipeline: dependencies, HyperPod, storage.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
+
+use super::ApiQuery;
 use axum::Json;
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -130,6 +132,7 @@ async fn list_storage(
 #[serde(deny_unknown_fields)]
 struct NamespaceQuery {
     /// Namespace of the claim (default `default`).
+    #[param(pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
     namespace: Option<String>,
 }
 
@@ -144,7 +147,7 @@ async fn delete_storage(
     caller: Caller,
     ClusterName(name): ClusterName,
     Path(path): Path<(String, String)>,
-    Query(q): Query<NamespaceQuery>,
+    ApiQuery(q): ApiQuery<NamespaceQuery>,
 ) -> ApiResult<Started> {
     let claim = path.1;
     let namespace = q.namespace.as_deref();

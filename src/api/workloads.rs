@@ -1,7 +1,9 @@
 //! Workloads: model downloads, jobs, self-managed inference deployments, the HyperPod software
 //! update and the contents of a storage claim.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
+
+use super::ApiQuery;
 use axum::Json;
 use serde_json::Value;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -83,7 +85,7 @@ async fn delete_job(
     caller: Caller,
     ClusterName(name): ClusterName,
     Path(path): Path<(String, String)>,
-    Query(q): Query<w::JobKindQuery>,
+    ApiQuery(q): ApiQuery<w::JobKindQuery>,
 ) -> ApiResult<Started> {
     let job = path.1;
     let kind = q.kind.as_deref();
@@ -201,7 +203,7 @@ async fn list_objects(
     State(state): State<AppState>,
     ClusterName(name): ClusterName,
     Path(path): Path<(String, String)>,
-    Query(q): Query<w::ObjectsQuery>,
+    ApiQuery(q): ApiQuery<w::ObjectsQuery>,
 ) -> ApiResult<Json<w::ObjectList>> {
     let claim = path.1;
     Ok(Json(

@@ -28,6 +28,7 @@ pub const DEFAULT_METRICS: [&str; 2] = ["throughput", "loss"];
 pub struct MlflowSetupRequest {
     /// The cluster whose bucket keeps MLflow's artifacts (under `mlflow/`) and whose training
     /// pods get access. Default: the only cluster.
+    #[schema(pattern = r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
     pub cluster: Option<String>,
 }
 

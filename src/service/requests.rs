@@ -11,8 +11,10 @@ pub struct CreateClusterRequest {
     #[schema(pattern = r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
     pub name: String,
     /// Defaults to the control plane's region (the only one accepted).
+    #[schema(pattern = r"^[a-z]{2}(-[a-z]+)+-[0-9]+$")]
     pub region: Option<String>,
     /// Two Availability Zones for the public and private subnets; default: the first two.
+    #[schema(min_items = 2, max_items = 2)]
     pub zones: Option<Vec<String>>,
     /// VPC block override (RFC 1918, /16–/19); default: a free /16 in 10.0.0.0/8.
     pub vpc_cidr: Option<String>,
@@ -35,6 +37,7 @@ pub struct CreateHyperPodRequest {
     pub instance_count: i64,
     /// Availability Zone of the instance group (its compute subnet goes there). May be omitted
     /// with `training-plan`: the plan's reservation decides it.
+    #[schema(pattern = r"^[a-z]{2}(-[a-z]+)+-[0-9]+[a-z]$")]
     pub zone: Option<String>,
     /// `on-demand`, `spot` or `training-plan`.
     #[schema(pattern = r"^(on-demand|spot|training-plan)$")]
@@ -65,8 +68,10 @@ pub struct PipelineRequest {
     /// The cluster's name (see `POST /api/clusters`).
     #[schema(pattern = r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
     pub name: String,
+    #[schema(pattern = r"^[a-z]{2}(-[a-z]+)+-[0-9]+$")]
     pub region: Option<String>,
     /// Availability Zone of the first instance group; may be omitted with `training-plan`.
+    #[schema(pattern = r"^[a-z]{2}(-[a-z]+)+-[0-9]+[a-z]$")]
     pub zone: Option<String>,
     pub instance_type: String,
     #[schema(minimum = 1, maximum = 1000)]

@@ -400,3 +400,40 @@ async fn an_external_load_balancer_needs_its_source_networks_and_says_it_is_publ
         "{list}"
     );
 }
+
+/// A query string that cannot be read (a field twice, an unknown one) is answered as every
+/// other refusal is, `application/problem+json` naming the query, on every route that takes one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_query_string_is_a_problem_answer() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    for (method, path) in [
+        (
+            reqwest::Method::DELETE,
+            "/api/clusters/demo/jobs/x?kind=job&kind=ray",
+        ),
+        (
+            reqwest::Method::DELETE,
+            "/api/clusters/demo/storage/s3-claim?namespace=a&namespace=b",
+        ),
+        (
+            reqwest::Method::GET,
+            "/api/clusters/demo/storage/s3-claim/objects?nope=1",
+        ),
+    ] {
+        let r = app
+            .client
+            .request(method, app.url(path))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            r.headers()["content-type"],
+            "application/problem+json",
+            "{path}"
+        );
+        let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+        assert_eq!(p["field"], "query", "{path}: {p}");
+    }
+}

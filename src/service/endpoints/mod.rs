@@ -51,9 +51,11 @@ pub struct PrometheusTriggerRequest {
     pub target_value: f64,
 }
 
-/// Autoscaling of the model's replicas (KEDA, managed by the operator).
+/// Autoscaling of the model's replicas (KEDA, managed by the operator). Its own name in the
+/// document: a deployment's `AutoscalingRequest` is another shape.
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = EndpointAutoscalingRequest)]
 pub struct AutoscalingRequest {
     pub min_replicas: u32,
     pub max_replicas: u32,
@@ -66,7 +68,9 @@ pub struct AutoscalingRequest {
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EndpointRequest {
-    /// The endpoint's name (a DNS label): the Kubernetes resource and the model name.
+    /// The endpoint's name (a DNS label of at most 50 characters): the Kubernetes resource and
+    /// the model name.
+    #[schema(pattern = r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$")]
     pub endpoint_name: String,
     /// Where the model is: a path under `/s3` (the cluster's S3 claim, e.g. what a model
     /// download wrote), `s3://bucket/prefix`, `fsx://fs-…/path`, or `jumpstart:<modelId>` for a

@@ -72,6 +72,7 @@ pub struct FeaturesPatch {
     pub tiered_checkpointing: Option<bool>,
     /// Share of each instance's memory for checkpoints, 1–100 (default 20); with
     /// `tieredCheckpointing: true`, or alone to change it while enabled.
+    #[schema(minimum = 1, maximum = 100)]
     pub tiered_checkpointing_memory_percent: Option<u32>,
     /// HyperPod-managed Karpenter. It governs HyperPod instance groups only, not general EC2
     /// capacity.

@@ -18,14 +18,17 @@ use crate::service::validate;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StorageRequest {
     /// Claim name (default `s3-claim`).
+    #[schema(pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
     pub claim_name: Option<String>,
     /// Namespace of the claim (default `default`).
+    #[schema(pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
     pub namespace: Option<String>,
     /// `s3` (default) or `fsx`.
     pub kind: Option<String>,
     /// S3: bucket to mount (default: the cluster's shared bucket).
     pub bucket: Option<String>,
     /// S3: the bucket's region (default: the control plane's region).
+    #[schema(pattern = r"^[a-z]{2}(-[a-z]+)+-[0-9]+$")]
     pub region: Option<String>,
     /// FSx for Lustre: file system id (`fs-…`).
     pub file_system_id: Option<String>,

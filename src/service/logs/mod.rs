@@ -315,12 +315,18 @@ impl Workload {
 #[into_params(parameter_in = Query)]
 pub struct LogsQuery {
     /// Last lines per pod (default 100, at most 5000).
+    #[param(minimum = 1, maximum = 5000)]
     pub tail: Option<u32>,
-    /// Only lines of the last period: seconds, or a number with `s`, `m` or `h` (`90s`, `10m`).
+    /// Only lines of the last period: seconds, or a number with `s`, `m` or `h` (`90s`, `10m`),
+    /// up to 7 days.
+    #[param(
+        pattern = "^(([1-9][0-9]{0,4}|[1-5][0-9]{5}|60[0-3][0-9]{3}|604[0-7][0-9]{2}|604800)s?|([1-9][0-9]{0,3}|100[0-7][0-9]|10080)m|([1-9][0-9]?|1[0-5][0-9]|16[0-8])h)$"
+    )]
     pub since: Option<String>,
     /// One pod of the workload only.
     pub pod: Option<String>,
     /// The container to read (default: each pod's first).
+    #[param(pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
     pub container: Option<String>,
     /// Only lines containing one of these `|`-separated texts, ignoring case
     /// (`NCCL|Timeout|CUDA out of memory`).
@@ -358,6 +364,10 @@ impl Grep {
         self.0.iter().any(|a| line.contains(a.as_str()))
     }
 }
+
+/// The periods `since` takes, spelled out up to 7 days in each unit (the query's documented
+/// pattern, which a test holds equal).
+pub const SINCE_PATTERN: &str = "^(([1-9][0-9]{0,4}|[1-5][0-9]{5}|60[0-3][0-9]{3}|604[0-7][0-9]{2}|604800)s?|([1-9][0-9]{0,3}|100[0-7][0-9]|10080)m|([1-9][0-9]?|1[0-5][0-9]|16[0-8])h)$";
 
 fn since_seconds(since: Option<&str>) -> ApiResult<Option<i64>> {
     let Some(s) = since else { return Ok(None) };
@@ -504,6 +514,33 @@ pub async fn snapshot(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_documented_period_pattern_admits_only_accepted_periods() {
+        let re = pattern_schema(SINCE_PATTERN);
+        let doc = crate::api::openapi::document();
+        let logs = &doc["paths"]["/api/clusters/{name}/workloads/{kind}/{workload}/logs"]["get"];
+        let since = logs["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "since")
+            .unwrap();
+        assert_eq!(since["schema"]["pattern"], SINCE_PATTERN);
+        for s in [
+            "1", "90", "90s", "604800", "604801", "10m", "10080m", "10081m", "168h", "169h", "0",
+            "1d", "", "h", "99999h", "100000", "599999", "603999", "604799",
+        ] {
+            let documented = jsonschema::is_valid(&re, &serde_json::json!(s));
+            let accepted = since_seconds(Some(s)).is_ok();
+            assert_eq!(documented, accepted, "`{s}`");
+        }
+    }
+
+    /// A JSON-schema string with `pattern`, as the OpenAPI document declares it.
+    fn pattern_schema(pattern: &str) -> serde_json::Value {
+        serde_json::json!({"type": "string", "pattern": pattern})
+    }
 
     #[test]
     fn periods_and_patterns_are_checked() {

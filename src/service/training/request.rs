@@ -10,8 +10,10 @@ use utoipa::ToSchema;
 pub struct TrainingJobRequest {
     /// Job name: a DNS label of at most 50 characters (47 for recipes that run on KubeRay),
     /// unique in namespace default.
+    #[schema(pattern = r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$")]
     pub job_name: String,
     /// `pytorch`, `llama-factory`, `ms-swift` or `verl` (see `GET /api/recipes`).
+    #[schema(pattern = "^(pytorch|llama-factory|ms-swift|verl)$")]
     pub recipe: String,
     /// An instance type of one of the cluster's instance groups; each node runs one pod with
     /// all its GPUs.

@@ -29,22 +29,27 @@ use crate::service::workloads::{
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeploymentRequest {
     /// 1–40 lowercase letters, digits, hyphens: names the Deployment and its Service.
+    #[schema(pattern = r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")]
     pub deployment_name: String,
     /// Container image (default `vllm/vllm-openai:latest`).
     pub image: Option<String>,
     /// Container arguments, one per item (no shell), e.g. `["--model", "/s3/models/Qwen/Qwen3-8B"]`.
     pub args: Option<Vec<String>>,
     /// GPUs per replica, 1–8 (default 1).
+    #[schema(minimum = 1, maximum = 8)]
     pub gpus: Option<i64>,
     /// 1–16 (default 1).
+    #[schema(minimum = 1, maximum = 16)]
     pub replicas: Option<i64>,
     /// Port the server listens on (default 8000).
+    #[schema(minimum = 1, maximum = 65535)]
     pub port: Option<i64>,
     /// `cluster-ip` (default: reachable inside the cluster and through `deployment_invoke`),
     /// `load-balancer` (an internal network load balancer in the VPC), or
     /// `external-load-balancer` (an internet-facing network load balancer: only with
     /// `allowedSourceCidrs`, and on a cluster with the inference operator, whose add-on brings
     /// the AWS Load Balancer Controller that makes it).
+    #[schema(pattern = "^(cluster-ip|load-balancer|external-load-balancer)$")]
     pub service: Option<String>,
     /// With `external-load-balancer`: the IPv4 networks that may reach it (1–20 CIDRs, none of
     /// them the whole internet).
@@ -52,6 +57,7 @@ pub struct DeploymentRequest {
     /// Pin replicas to an instance type of the cluster's groups.
     pub instance_type: Option<String>,
     /// Storage claim mounted read-only at `/s3` (default `s3-claim` when it exists).
+    #[schema(pattern = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
     pub claim: Option<String>,
     /// For gated models; kept in a Kubernetes Secret only.
     pub hf_token: Option<String>,
@@ -347,8 +353,10 @@ pub async fn deployment_delete_params(engine: &Engine, name: &str, dep: &str) ->
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InvokeRequest {
     /// The user message (1–16000 characters).
+    #[schema(min_length = 1, max_length = 16000)]
     pub prompt: String,
     /// 1–4096 (default 256).
+    #[schema(minimum = 1, maximum = 4096)]
     pub max_tokens: Option<i64>,
 }
 

@@ -113,6 +113,7 @@ pub async fn list_jobs(engine: &Engine, name: &str) -> ApiResult<Vec<JobView>> {
 #[into_params(parameter_in = Query)]
 pub struct JobKindQuery {
     /// `job` (default), `pytorch` or `ray`.
+    #[param(pattern = "^(job|pytorch|ray)$")]
     pub kind: Option<String>,
 }
 

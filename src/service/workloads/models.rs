@@ -19,11 +19,16 @@ use crate::service::workloads::{
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ModelDownloadRequest {
     /// Hugging Face repository id, `owner/name` (e.g. `Qwen/Qwen3-8B`).
+    #[schema(
+        pattern = r"^[A-Za-z0-9_](\.?[A-Za-z0-9_-]){0,47}/[A-Za-z0-9_](\.?[A-Za-z0-9_-]){0,47}$"
+    )]
     pub model_id: String,
     /// Branch, tag or commit (default `main`).
+    #[schema(pattern = r"^[A-Za-z0-9_](/?[A-Za-z0-9_-]|\.[A-Za-z0-9_-]){0,63}$")]
     pub revision: Option<String>,
     /// Storage claim in namespace `default` to write to (default `s3-claim`); the model lands
     /// under `models/<modelId>/`.
+    #[schema(pattern = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
     pub claim: Option<String>,
     /// For gated or private models. Kept in a Kubernetes Secret only: never stored here,
     /// logged or put in a manifest.

@@ -24,20 +24,25 @@ use crate::service::workloads::{
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PoolRequest {
     /// 1–40 lowercase letters, digits, hyphens (no deployment may have the same name).
+    #[schema(pattern = r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")]
     pub pool_name: String,
     /// Container image (default `vllm/vllm-openai:latest`); SGLang images allow routers.
     pub image: Option<String>,
     /// Container arguments, one per item (no shell).
     pub args: Option<Vec<String>>,
     /// GPUs per pod, 1–8 (default 1).
+    #[schema(minimum = 1, maximum = 8)]
     pub gpus: Option<i64>,
     /// Pods kept warm, 1–32.
+    #[schema(minimum = 1, maximum = 32)]
     pub size: i64,
     /// Port the server listens on (default 8000).
+    #[schema(minimum = 1, maximum = 65535)]
     pub port: Option<i64>,
     /// Pin the pods to an instance type of the cluster's groups.
     pub instance_type: Option<String>,
     /// Storage claim mounted read-only at `/s3` (default `s3-claim` when it exists).
+    #[schema(pattern = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
     pub claim: Option<String>,
     /// For gated models; kept in a Kubernetes Secret only.
     pub hf_token: Option<String>,
@@ -48,6 +53,7 @@ pub struct PoolRequest {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PoolPatch {
     /// Pods kept warm, 0–32; never fewer than the pods given to models.
+    #[schema(minimum = 0, maximum = 32)]
     pub size: i64,
 }
 
