@@ -94,6 +94,7 @@ fn urlencoding_min(v: &str) -> String {
 #[serde(deny_unknown_fields)]
 struct WaitQuery {
     /// Long-poll: seconds to wait for a change (0–60) before answering.
+    #[param(maximum = 60)]
     wait: Option<u64>,
 }
 

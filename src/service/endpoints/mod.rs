@@ -57,9 +57,14 @@ pub struct PrometheusTriggerRequest {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schema(as = EndpointAutoscalingRequest)]
 pub struct AutoscalingRequest {
+    /// 0 to `maxReplicas`.
+    #[schema(minimum = 0, maximum = 64)]
     pub min_replicas: u32,
+    /// 1–64.
+    #[schema(minimum = 1, maximum = 64)]
     pub max_replicas: u32,
-    /// Seconds after the last active trigger before scaling down (default 300).
+    /// Seconds after the last active trigger before scaling down (default 300, at most a day).
+    #[schema(minimum = 0, maximum = 86400)]
     pub cooldown_seconds: Option<u32>,
     pub prometheus: Option<PrometheusTriggerRequest>,
 }
@@ -89,10 +94,13 @@ pub struct EndpointRequest {
     /// Worker arguments, as a list (default: the model path).
     pub args: Option<Vec<String>>,
     /// The port the worker serves (default 8000).
+    #[schema(minimum = 1, maximum = 65535)]
     pub port: Option<i64>,
-    /// GPUs per replica (default 1).
+    /// GPUs per replica, 1–8 (default 1).
+    #[schema(minimum = 1, maximum = 8)]
     pub gpus: Option<i64>,
-    /// Replicas (default 1).
+    /// Replicas, 1–64 (default 1).
+    #[schema(minimum = 1, maximum = 64)]
     pub replicas: Option<i64>,
     /// The path invocations go to (default `v1/chat/completions`).
     pub invocation_path: Option<String>,

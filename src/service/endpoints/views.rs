@@ -165,6 +165,8 @@ pub async fn get_endpoint(engine: &Engine, cluster: &str, name: &str) -> ApiResu
 #[derive(Debug, Default, Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EndpointPatch {
+    /// 1–64.
+    #[schema(minimum = 1, maximum = 64)]
     pub replicas: Option<i64>,
     pub autoscaling: Option<AutoscalingRequest>,
     /// Refused unless equal to the endpoint's: routing is fixed when the endpoint is created.

@@ -21,12 +21,16 @@ pub struct TrainingJobRequest {
     /// Nodes (default 1).
     pub node_count: Option<i64>,
     /// The training script under `/s3` (recipe `pytorch`).
+    #[schema(pattern = r"^/s3(/[A-Za-z0-9_=+-][A-Za-z0-9._=+-]{0,99}){1,5}/?$")]
     pub script: Option<String>,
     /// Model directory under `/s3`.
+    #[schema(pattern = r"^/s3(/[A-Za-z0-9_=+-][A-Za-z0-9._=+-]{0,99}){1,5}/?$")]
     pub model: Option<String>,
     /// Dataset location under `/s3`.
+    #[schema(pattern = r"^/s3(/[A-Za-z0-9_=+-][A-Za-z0-9._=+-]{0,99}){1,5}/?$")]
     pub dataset: Option<String>,
     /// Output location under `/s3` (default `/s3/outputs/<name>`).
+    #[schema(pattern = r"^/s3(/[A-Za-z0-9_=+-][A-Za-z0-9._=+-]{0,99}){1,5}/?$")]
     pub output: Option<String>,
     /// Extra arguments appended to the recipe's command (a list: no shell).
     pub args: Option<Vec<String>>,
