@@ -10,6 +10,7 @@ import { nodes } from './nodes.js';
 import { storage } from './storage.js';
 import { operations } from './operations.js';
 import { features } from './features.js';
+import { teams } from './teams.js';
 import { deployment, inference, models } from './workloads.js';
 import { training, trainingJob } from './training.js';
 
@@ -43,6 +44,7 @@ const routes = [
   [/^#\/storage$/, () => storage()],
   [/^#\/operations$/, () => operations()],
   [/^#\/features$/, () => features()],
+  [/^#\/teams$/, () => teams()],
   [/^#\/models$/, () => models()],
   [/^#\/inference$/, () => inference()],
   [/^#\/inference\/([^/]+)$/, (m) => deployment(decodeURIComponent(m[1]))],
@@ -54,7 +56,7 @@ let cleanup = null;
 
 /** Pages that work on the active cluster: their links carry it (`#/nodes?cluster=demo`), so a
  * copied address opens the same cluster's page. */
-const SCOPED = ['nodes', 'features', 'storage', 'models', 'inference', 'training'];
+const SCOPED = ['nodes', 'features', 'teams', 'storage', 'models', 'inference', 'training'];
 
 function scopeNav() {
   const suffix = session.active ? `?cluster=${encodeURIComponent(session.active)}` : '';

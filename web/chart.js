@@ -45,3 +45,48 @@ export function lineChart(id, title, points, color = '#1f6feb') {
   );
   return figure;
 }
+
+const PALETTE = ['#1f6feb', '#8250df', '#bf8700', '#1a7f37', '#cf222e', '#0969da', '#953800'];
+
+/** Horizontal bars, one per row ({label, total, parts: [{name, value, text}]}): each part a
+ * segment of its row's total in its name's colour (the same name, the same colour in every
+ * row), and what is left of the total drawn as free. `id` names the figure. */
+export function stackedBars(id, title, rows) {
+  const figure = document.createElement('figure');
+  figure.className = 'chart';
+  figure.id = id;
+  const caption = document.createElement('figcaption');
+  caption.textContent = title;
+  figure.append(caption);
+  const names = [...new Set(rows.flatMap((r) => r.parts.map((p) => p.name)))];
+  const color = (name) => PALETTE[names.indexOf(name) % PALETTE.length];
+  const ROW = 34;
+  const LEFT = 190;
+  const height = Math.max(1, rows.length) * ROW + 8;
+  const root = svg('svg', { viewBox: `0 0 ${W} ${height}`, role: 'img', 'aria-label': title });
+  figure.append(root);
+  rows.forEach((r, i) => {
+    const y = 4 + i * ROW;
+    const scale = (v) => (r.total ? (v / r.total) * (W - LEFT - 8) : 0);
+    const used = r.parts.reduce((n, p) => n + p.value, 0);
+    const label = `${r.label}: ${r.parts.map((p) => `${p.name} ${p.text}`).join(', ') || 'nothing given'}; ${Math.max(0, r.total - used)} free`;
+    const row = svg('g', { class: 'bar-row', 'data-row': r.label, 'aria-label': label });
+    row.append(svg('text', { x: LEFT - 8, y: y + 19, 'text-anchor': 'end' }, r.label));
+    let x = LEFT;
+    for (const p of r.parts) {
+      const w = scale(p.value);
+      const seg = svg('g', { 'data-part': p.name });
+      seg.append(svg('rect', { x, y, width: w, height: ROW - 8, fill: color(p.name) }),
+        svg('text', { x: x + 4, y: y + 18, fill: '#fff' }, `${p.name} ${p.text}`));
+      row.append(seg);
+      x += w;
+    }
+    const free = Math.max(0, r.total - used);
+    if (free > 0) {
+      row.append(svg('rect', { class: 'free', x, y, width: scale(free), height: ROW - 8, fill: '#eaeef2' }),
+        svg('text', { x: x + 4, y: y + 18, fill: '#57606a' }, `${free} free`));
+    }
+    root.append(row);
+  });
+  return figure;
+}

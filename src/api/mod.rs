@@ -19,6 +19,7 @@ pub mod openapi;
 pub mod operations;
 pub mod pools;
 pub mod stages;
+pub mod teams;
 pub mod trace;
 pub mod training;
 pub mod ui;
@@ -429,6 +430,7 @@ pub fn rest() -> utoipa_axum::router::OpenApiRouter<AppState> {
         .merge(mlflow::router())
         .merge(endpoints::router())
         .merge(pools::router())
+        .merge(teams::router())
 }
 
 /// The whole HTTP surface: REST, UI and the MCP endpoint, behind one edge layer.

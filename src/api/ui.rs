@@ -30,6 +30,7 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
     ("storage.js", JS, include_str!("../../web/storage.js")),
     ("operations.js", JS, include_str!("../../web/operations.js")),
     ("features.js", JS, include_str!("../../web/features.js")),
+    ("teams.js", JS, include_str!("../../web/teams.js")),
     ("workloads.js", JS, include_str!("../../web/workloads.js")),
     ("training.js", JS, include_str!("../../web/training.js")),
     ("logs.js", JS, include_str!("../../web/logs.js")),

@@ -99,6 +99,8 @@ pub struct Cloud {
     pub kube: Arc<dyn Kube>,
     /// Managed MLflow (SageMaker AI MLflow Apps and their tracking servers).
     pub mlflow: Arc<dyn Mlflow>,
+    /// HyperPod task governance (scheduler configs, compute quotas).
+    pub governance: Arc<dyn Governance>,
     /// Upstream release files (operator CRDs).
     pub releases: Arc<dyn Releases>,
     /// The bucket this deployment was given (the CloudFormation stack's), when it was: every

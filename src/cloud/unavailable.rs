@@ -3,12 +3,13 @@
 //! still starts and explains itself on `/healthz`, in the UI and in every problem body.
 
 use crate::cloud::{
-    Addon, CallerIdentity, CloudError, CloudResult, ClusterState, CreateAddon, CreateEksCluster,
-    CreateHyperPodCluster, CreateMlflowApp, CreateRouteTable, CreateSecurityGroup, CreateSubnet,
-    Eks, EksCluster, HyperPod, HyperPodCluster, Iam, InstanceGroupSpec, Kube, KubeTarget, Mlflow,
-    MlflowApp, NetKind, Network, NodeAction, NodeActionResult, NodePage, ObjectRef, ObjectStore,
-    Quotas, ResourceState, Role, ServiceCall, Subnet, Tags, TieredStorage, TrackingCall,
-    TrainingPlan, Vpc, Zone,
+    Addon, CallerIdentity, CloudError, CloudResult, ClusterState, ComputeQuota, CreateAddon,
+    CreateEksCluster, CreateHyperPodCluster, CreateMlflowApp, CreateRouteTable,
+    CreateSecurityGroup, CreateSubnet, Eks, EksCluster, Governance, HyperPod, HyperPodCluster, Iam,
+    InstanceGroupSpec, Kube, KubeTarget, Mlflow, MlflowApp, NetKind, Network, NodeAction,
+    NodeActionResult, NodePage, ObjectRef, ObjectStore, Quotas, ResourceState, Role,
+    SchedulerConfig, SchedulerPolicy, ServiceCall, Subnet, Tags, TeamQuota, TieredStorage,
+    TrackingCall, TrainingPlan, Vpc, Zone,
 };
 use crate::{Cloud, CloudMode};
 use async_trait::async_trait;
@@ -37,6 +38,7 @@ impl Unavailable {
             objects: self.clone(),
             quotas: self.clone(),
             mlflow: self.clone(),
+            governance: self.clone(),
             kube: self,
             releases: std::sync::Arc::new(super::web::HttpReleases::new(None)),
             shared_bucket: None,
@@ -346,5 +348,54 @@ impl Mlflow for Unavailable {
     }
     async fn tracking(&self, _arn: &str, _call: TrackingCall<'_>) -> CloudResult<Value> {
         Err(self.refuse("MlflowTracking"))
+    }
+}
+
+#[async_trait]
+impl Governance for Unavailable {
+    async fn scheduler_configs(&self, _cluster_arn: &str) -> CloudResult<Vec<SchedulerConfig>> {
+        Err(self.refuse("ListClusterSchedulerConfigs"))
+    }
+    async fn create_scheduler_config(
+        &self,
+        _name: &str,
+        _cluster_arn: &str,
+        _policy: &SchedulerPolicy,
+    ) -> CloudResult<String> {
+        Err(self.refuse("CreateClusterSchedulerConfig"))
+    }
+    async fn update_scheduler_config(
+        &self,
+        _id: &str,
+        _version: i32,
+        _policy: &SchedulerPolicy,
+    ) -> CloudResult<()> {
+        Err(self.refuse("UpdateClusterSchedulerConfig"))
+    }
+    async fn delete_scheduler_config(&self, _id: &str) -> CloudResult<()> {
+        Err(self.refuse("DeleteClusterSchedulerConfig"))
+    }
+    async fn compute_quotas(&self, _cluster_arn: &str) -> CloudResult<Vec<ComputeQuota>> {
+        Err(self.refuse("ListComputeQuotas"))
+    }
+    async fn create_compute_quota(
+        &self,
+        _name: &str,
+        _cluster_arn: &str,
+        _team: &str,
+        _quota: &TeamQuota,
+    ) -> CloudResult<String> {
+        Err(self.refuse("CreateComputeQuota"))
+    }
+    async fn update_compute_quota(
+        &self,
+        _id: &str,
+        _version: i32,
+        _quota: &TeamQuota,
+    ) -> CloudResult<()> {
+        Err(self.refuse("UpdateComputeQuota"))
+    }
+    async fn delete_compute_quota(&self, _id: &str) -> CloudResult<()> {
+        Err(self.refuse("DeleteComputeQuota"))
     }
 }

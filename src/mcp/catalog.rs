@@ -155,6 +155,7 @@ mod tests {
         "training_job_delete",
         "deployment_delete",
         "endpoint_delete",
+        "team_delete",
         "pool_delete",
         "pool_unassign",
         "hyperpod_software_update",

@@ -18,6 +18,10 @@ pub const SKILLS: &[(&str, &str)] = &[
         include_str!("../../skills/managed-features/SKILL.md"),
     ),
     (
+        "share-cluster-between-teams",
+        include_str!("../../skills/share-cluster-between-teams/SKILL.md"),
+    ),
+    (
         "storage-and-models",
         include_str!("../../skills/storage-and-models/SKILL.md"),
     ),

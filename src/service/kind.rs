@@ -15,6 +15,7 @@ pub enum FeatureId {
     InferenceOperator,
     ManagedAutoscaling,
     FsxCsi,
+    TaskGovernance,
 }
 
 macro_rules! kinds {
@@ -51,6 +52,12 @@ pub enum OpKind {
     Pipeline,
     Feature(FeatureId),
     ModelDownload,
+    /// The cluster's task-governance scheduling policy (a SageMaker scheduler config).
+    SchedulingPolicy,
+    /// A team's compute quota, made, changed or removed.
+    TeamCreate,
+    TeamUpdate,
+    TeamDelete,
     /// A training job applied and followed to its end.
     TrainingJob,
     /// The account's managed MLflow, and a cluster's access to it.
@@ -93,6 +100,11 @@ kinds! {
     Feature(InferenceOperator) => "feature-inference-operator",
     Feature(ManagedAutoscaling) => "feature-managed-autoscaling",
     Feature(FsxCsi) => "feature-fsx-csi",
+    Feature(TaskGovernance) => "feature-task-governance",
+    SchedulingPolicy => "scheduling-policy",
+    TeamCreate => "team-create",
+    TeamUpdate => "team-update",
+    TeamDelete => "team-delete",
     ModelDownload => "model-download",
     TrainingJob => "training-job",
     MlflowSetup => "mlflow-setup",

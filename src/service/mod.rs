@@ -24,6 +24,7 @@ pub mod start;
 pub mod steps;
 mod submit;
 pub mod subnets;
+pub mod teams;
 pub mod training;
 pub mod validate;
 mod views;

@@ -980,6 +980,93 @@ mod mocked {
         );
     }
 
+    /// SageMaker's request shapes for task governance: an update names the version it
+    /// changes, a quota its team, shares, sharing, preemption and activation.
+    #[tokio::test]
+    async fn governance_requests_name_the_version_and_every_quota_field() {
+        use aws_sdk_sagemaker::operation::create_compute_quota::CreateComputeQuotaOutput;
+        use aws_sdk_sagemaker::operation::update_cluster_scheduler_config::UpdateClusterSchedulerConfigOutput;
+        use aws_sdk_sagemaker::types::{ActivationState, FairShare, PreemptTeamTasks};
+        use instantstart::cloud::{
+            Governance, Preempt, PriorityClass, QuotaResource, SchedulerPolicy, Sharing, TeamQuota,
+        };
+        let update = mock!(aws_sdk_sagemaker::Client::update_cluster_scheduler_config)
+            .match_requests(|r| {
+                let c = r.scheduler_config().unwrap();
+                r.cluster_scheduler_config_id() == Some("csc-1")
+                    && r.target_version() == Some(3)
+                    && c.priority_classes().len() == 1
+                    && c.priority_classes()[0].name() == Some("training")
+                    && c.priority_classes()[0].weight() == Some(70)
+                    && c.fair_share() == Some(&FairShare::Disabled)
+            })
+            .then_output(|| {
+                UpdateClusterSchedulerConfigOutput::builder()
+                    .cluster_scheduler_config_arn("arn:csc")
+                    .cluster_scheduler_config_version(4)
+                    .build()
+            });
+        let create = mock!(aws_sdk_sagemaker::Client::create_compute_quota)
+            .match_requests(|r| {
+                let c = r.compute_quota_config().unwrap();
+                let res = &c.compute_quota_resources()[0];
+                let sharing = c.resource_sharing_config().unwrap();
+                r.name() == Some("team-a")
+                    && r.cluster_arn() == Some("arn:aws:sagemaker:us-west-2:1:cluster/abc")
+                    && res.instance_type().map(|t| t.as_str()) == Some("ml.g5.12xlarge")
+                    && res.accelerators() == Some(4)
+                    && res.count().is_none()
+                    && sharing.strategy().map(|s| s.as_str()) == Some("LendAndBorrow")
+                    && sharing.borrow_limit() == Some(150)
+                    && c.preempt_team_tasks() == Some(&PreemptTeamTasks::Never)
+                    && r.compute_quota_target().and_then(|t| t.team_name()) == Some("team-a")
+                    && r.compute_quota_target().and_then(|t| t.fair_share_weight()) == Some(40)
+                    && r.activation_state() == Some(&ActivationState::Enabled)
+            })
+            .then_output(|| {
+                CreateComputeQuotaOutput::builder()
+                    .compute_quota_id("cq-1")
+                    .compute_quota_arn("arn:cq")
+                    .build()
+            });
+        let mut aws = base_aws().await;
+        aws.sagemaker = mock_client!(aws_sdk_sagemaker, RuleMode::MatchAny, [&update, &create]);
+        let policy = SchedulerPolicy {
+            priority_classes: vec![PriorityClass {
+                name: "training".into(),
+                weight: 70,
+            }],
+            fair_share: false,
+            idle_resource_sharing: false,
+        };
+        aws.update_scheduler_config("csc-1", 3, &policy)
+            .await
+            .unwrap();
+        let quota = TeamQuota {
+            resources: vec![QuotaResource {
+                instance_type: "ml.g5.12xlarge".into(),
+                count: None,
+                accelerators: Some(4),
+            }],
+            sharing: Sharing::LendAndBorrow,
+            borrow_limit: Some(150),
+            preempt: Preempt::Never,
+            fair_share_weight: 40,
+            active: true,
+        };
+        let id = aws
+            .create_compute_quota(
+                "team-a",
+                "arn:aws:sagemaker:us-west-2:1:cluster/abc",
+                "team-a",
+                &quota,
+            )
+            .await
+            .unwrap();
+        assert_eq!(id, "cq-1");
+        assert_eq!((update.num_calls(), create.num_calls()), (1, 1));
+    }
+
     #[tokio::test]
     async fn pod_identity_associations_are_looked_up_before_created() {
         use aws_sdk_eks::operation::create_pod_identity_association::CreatePodIdentityAssociationOutput;

@@ -375,6 +375,9 @@ fn the_policy_grants_exactly_what_the_adapter_calls() {
         "sagemaker-mlflow:GetExperimentByName",
         "sagemaker-mlflow:SearchRuns",
         "sagemaker-mlflow:GetMetricHistory",
+        // SageMaker checks the caller for it when a scheduler config or compute quota is made
+        // (a dependent action in the Service Authorization Reference).
+        "eks:ListAssociatedAccessPolicies",
     ];
     let missing: Vec<&String> = called.iter().filter(|a| !granted.contains(*a)).collect();
     assert!(

@@ -99,6 +99,7 @@ async fn every_shell_example_in_the_readme_and_the_guides_runs_against_a_sandbox
         "clusters.md",
         "training.md",
         "inference.md",
+        "teams.md",
         "agent.md",
         "operating.md",
         "security.md",

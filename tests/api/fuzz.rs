@@ -68,6 +68,8 @@ const BEYOND_THE_SCHEMA: &[(&str, &str)] = &[
     ("POST /api/mlflow", "cluster: required when there are several"),
     ("POST /api/clusters/{name}/models", "claim: one of the cluster's"),
     ("GET /api/clusters/{name}/workloads/{kind}/{workload}/logs", "pod: one of the workload's"),
+    ("PUT /api/clusters/{name}/scheduling-policy", "priority class names unique within the list"),
+    ("POST /api/clusters/{name}/teams", "instance types of the cluster's groups, each share count or accelerators (not both), the teams' shares within what the groups hold; borrowLimit with LendAndBorrow only"),
 ];
 
 /// What the schema allows, the server accepts: schemathesis's positive-data check, whose
@@ -78,6 +80,11 @@ async fn what_the_schema_allows_the_server_accepts() {
     let app = spawn_app().await;
     let id = app.start("/api/pipelines", &pipeline_body()).await;
     assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    // Governed, so the policy and team validators answer rather than the feature's 409.
+    assert_eq!(
+        toggle(&app, "taskGovernance", true).await["state"],
+        "succeeded"
+    );
     let out = schemathesis(
         &app,
         "positive_data_acceptance",

@@ -26,6 +26,7 @@ mod refusals;
 mod releases;
 mod security;
 mod serving;
+mod teams;
 mod training;
 mod ui;
 mod validation;

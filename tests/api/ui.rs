@@ -144,6 +144,7 @@ async fn browser_scenarios_in_headless_chromium() {
                 "bad-input",
                 "nodes",
                 "features",
+                "teams",
                 "groups",
                 "workloads",
                 "training",

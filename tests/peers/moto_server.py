@@ -14,6 +14,12 @@ DescribeMlflowApp, ListMlflowApps, CreatePresignedMlflowAppUrl) are kept here to
 Creating on creation and Created from the first describe on. `GET /_gapfiller/mlflow` shows the
 create requests as received.
 
+SageMaker task governance (CreateClusterSchedulerConfig, CreateComputeQuota and their Describe,
+List, Update and Delete calls) is kept here too, with SageMaker's rules: one scheduler config per
+cluster and one quota per team (ConflictException), updates naming the current version as
+`TargetVersion`; a new or updated resource reports Creating/Updating, then Created/Updated from the
+next read on. `GET /_gapfiller/governance` shows the requests as received.
+
 SageMaker `ListClusterNodes` is paged here: moto ignores `NextToken` and returns the first page
 forever, where SageMaker returns the next `MaxResults` (≤ 100) nodes and no token on the last.
 
@@ -46,6 +52,10 @@ ACCESS = {}
 MLFLOW_APPS = {}
 MLFLOW_CREATES = []
 MLFLOW_TARGETS = ("CreateMlflowApp", "DescribeMlflowApp", "ListMlflowApps", "CreatePresignedMlflowAppUrl")
+GOVERNANCE = {"configs": {}, "quotas": {}, "requests": []}
+GOVERNANCE_TARGETS = tuple(f"{verb}{noun}" for noun in ("ClusterSchedulerConfig", "ComputeQuota")
+                           for verb in ("Create", "Describe", "Update", "Delete")) + (
+    "ListClusterSchedulerConfigs", "ListComputeQuotas")
 LOCK = threading.Lock()
 
 
@@ -172,6 +182,67 @@ def mlflow_apps(environ, start_response, operation):
         return reply(start_response, "200 OK", {"AuthorizedUrl": f"https://{app['Arn'].rsplit('/', 1)[1]}.{region_host}/auth?authToken={token}"})
 
 
+def governance(environ, start_response, operation):
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = json.loads(environ["wsgi.input"].read(length) or b"{}") if length else {}
+    now = time.time()
+
+    def error(code, message):
+        return reply(start_response, "400 Bad Request", {"__type": code, "message": message})
+
+    config = operation.endswith("ClusterSchedulerConfig") or operation == "ListClusterSchedulerConfigs"
+    store = GOVERNANCE["configs" if config else "quotas"]
+    kind = "cluster-scheduler-config" if config else "compute-quota"
+    id_key = "ClusterSchedulerConfigId" if config else "ComputeQuotaId"
+    version_key = "ClusterSchedulerConfigVersion" if config else "ComputeQuotaVersion"
+    with LOCK:
+        GOVERNANCE["requests"].append({"operation": operation, "body": body})
+        if operation.startswith("Create"):
+            for field in ("Name", "ClusterArn") + (("SchedulerConfig",) if config else ("ComputeQuotaConfig", "ComputeQuotaTarget")):
+                if not body.get(field):
+                    return error("ValidationException", f"{field} is required")
+            same = [r for r in store.values() if r["ClusterArn"] == body["ClusterArn"]]
+            if config and same:
+                return error("ConflictException", "the cluster already has a scheduler config")
+            team = (body.get("ComputeQuotaTarget") or {}).get("TeamName")
+            if not config and any(r["ComputeQuotaTarget"]["TeamName"] == team for r in same):
+                return error("ConflictException", f"team {team} already has a compute quota")
+            rid = f"{'csc' if config else 'cq'}-{len(store) + 1:08d}"
+            arn = f"arn:aws:sagemaker:us-west-2:123456789012:{kind}/{rid}"
+            store[rid] = dict(body, **{id_key: rid, f"{'ClusterSchedulerConfig' if config else 'ComputeQuota'}Arn": arn,
+                                       version_key: 1, "Status": "Creating", "CreationTime": now})
+            return reply(start_response, "200 OK", {id_key: rid, f"{'ClusterSchedulerConfig' if config else 'ComputeQuota'}Arn": arn})
+        if operation.startswith("List"):
+            rows = [r for r in store.values() if r["ClusterArn"] == body.get("ClusterArn", r["ClusterArn"])]
+            out = []
+            for r in rows:
+                out.append(dict(r))
+                r["Status"] = {"Creating": "Created", "Updating": "Updated"}.get(r["Status"], r["Status"])
+            key = "ClusterSchedulerConfigSummaries" if config else "ComputeQuotaSummaries"
+            if config:
+                out = [{k: r[k] for k in ("ClusterSchedulerConfigArn", "ClusterSchedulerConfigId", "ClusterSchedulerConfigVersion",
+                                          "Name", "CreationTime", "Status", "ClusterArn")} for r in out]
+            return reply(start_response, "200 OK", {key: out})
+        row = store.get(body.get(id_key, ""))
+        if row is None:
+            return error("ResourceNotFound", f"{body.get(id_key)} not found")
+        if operation.startswith("Describe"):
+            snapshot = dict(row)
+            row["Status"] = {"Creating": "Created", "Updating": "Updated"}.get(row["Status"], row["Status"])
+            return reply(start_response, "200 OK", snapshot)
+        if operation.startswith("Delete"):
+            del store[body[id_key]]
+            return reply(start_response, "200 OK", {})
+        if body.get("TargetVersion") != row[version_key]:
+            return error("ConflictException", f"TargetVersion must be {row[version_key]}")
+        for field in ("SchedulerConfig", "ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState"):
+            if field in body:
+                row[field] = body[field]
+        row[version_key] += 1
+        row["Status"] = "Updating"
+        return reply(start_response, "200 OK", {version_key: row[version_key]})
+
+
 CALLS = {}
 
 
@@ -248,7 +319,12 @@ def main():
         if environ.get("PATH_INFO") == "/_gapfiller/mlflow":
             with LOCK:
                 return reply(start_response, "200 OK", {"creates": MLFLOW_CREATES})
+        if environ.get("PATH_INFO") == "/_gapfiller/governance":
+            with LOCK:
+                return reply(start_response, "200 OK", GOVERNANCE)
         target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if target.startswith("SageMaker.") and target.split(".", 1)[1] in GOVERNANCE_TARGETS:
+            return governance(environ, start_response, target.split(".", 1)[1])
         if target == "SageMaker.ListClusterNodes":
             return list_cluster_nodes(moto, environ, start_response)
         if target.startswith("SageMaker.") and target.split(".", 1)[1] in MLFLOW_TARGETS:

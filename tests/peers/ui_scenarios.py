@@ -5,6 +5,7 @@ Run: python ui_scenarios.py BASE_URL OUT_DIR SCENARIO...
 Each scenario saves a screenshot in OUT_DIR; any failed expectation exits non-zero with a message.
 """
 
+import re
 import sys
 
 from playwright.sync_api import expect, sync_playwright
@@ -173,6 +174,41 @@ def features(page, base, out):
     expect(page.locator("#features-result")).to_contain_text("managedAutoscaling: enabling")
     expect(page.locator("#features-result")).not_to_contain_text("trainingOperator")
     page.screenshot(path=f"{out}/features.png", full_page=True)
+
+
+def teams(page, base, out):
+    """Governance off is explained; on, the policy and a team are set from the page, a bad team
+    name is explained, and the team's share is drawn beside what is free."""
+    page.goto(f"{base}/#/teams")
+    expect(page.get_by_text("Task governance is off")).to_be_visible()
+    r = page.request.patch(f"{base}/api/clusters/ui-demo/features", data={"taskGovernance": True},
+                           headers={"X-InstantStart-Actor": "browser"})
+    assert r.status == 202, r.text()
+    op = r.json()["features"]["taskGovernance"]["operationId"]
+    for _ in range(60):
+        state = page.request.get(f"{base}/api/operations/{op}?wait=20").json()["state"]
+        if state in ("succeeded", "failed", "cancelled"):
+            break
+    assert state == "succeeded", state
+    # The same address: reload so the page reads the cluster again.
+    page.reload()
+    page.get_by_role("button", name="Set policy").click()
+    page.wait_for_url("**/#/op/*")
+    expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
+    page.goto(f"{base}/#/teams")
+    expect(page.get_by_text("training-priority")).to_be_visible()
+    page.get_by_text("Give a team its share").click()
+    page.get_by_label("Team name").fill("Team_A")
+    page.get_by_role("button", name="Create team").click()
+    expect(page.locator("#teams-error")).to_contain_text("cannot name a team")
+    page.get_by_label("Team name").fill("team-a")
+    page.get_by_role("button", name="Create team").click()
+    page.wait_for_url("**/#/op/*")
+    expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
+    page.goto(f"{base}/#/teams")
+    expect(page.locator("#team-shares [data-part=team-a]")).to_have_count(1)
+    expect(page.locator("#team-shares .bar-row").first).to_have_attribute("aria-label", re.compile("team-a 1 inst"))
+    page.screenshot(path=f"{out}/teams.png", full_page=True)
 
 
 def groups(page, base, out):
@@ -356,7 +392,7 @@ def forget(page, base, out):
     assert after == before, f"forgetting called the account: {before} -> {after}"
 
 
-SCENARIOS = {"slow-header": slow_header, "forget": forget, "training": training, "workloads": workloads, "groups": groups, "features": features, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
+SCENARIOS = {"slow-header": slow_header, "forget": forget, "training": training, "workloads": workloads, "groups": groups, "features": features, "teams": teams, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
 
 
 def main():

@@ -10,6 +10,7 @@ mod ec2;
 mod ec2_kinds;
 mod eks;
 pub mod errors;
+mod governance;
 mod iam;
 pub mod mlflow;
 mod s3;
@@ -110,6 +111,7 @@ impl Aws {
             objects: self.clone(),
             quotas: self.clone(),
             mlflow: self.clone(),
+            governance: self.clone(),
             kube,
             releases: Arc::new(super::web::HttpReleases::new(None)),
             shared_bucket: None,

@@ -2,6 +2,7 @@
 //! follow the real APIs.
 
 mod eks;
+mod governance;
 mod hyperpod;
 mod iam;
 mod kube;
@@ -11,6 +12,7 @@ mod objects;
 mod releases;
 
 pub use eks::*;
+pub use governance::*;
 pub use hyperpod::*;
 pub use iam::*;
 pub use kube::*;

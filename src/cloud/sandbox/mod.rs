@@ -11,6 +11,7 @@
 mod eks;
 mod endpoints;
 mod faults;
+mod governance;
 mod hyperpod;
 mod iam;
 mod kube;
@@ -171,6 +172,7 @@ impl Sandbox {
             objects: self.clone(),
             quotas: self.clone(),
             mlflow: self.clone(),
+            governance: self.clone(),
             kube: self.clone(),
             releases: Arc::new(releases::StandIns),
             shared_bucket: None,

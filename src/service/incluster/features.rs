@@ -69,6 +69,8 @@ pub struct FeaturesPatch {
     pub inference_operator: Option<bool>,
     pub container_insights: Option<bool>,
     pub fsx_csi: Option<bool>,
+    /// HyperPod task governance: teams, quotas, priorities (`/teams`, `/scheduling-policy`).
+    pub task_governance: Option<bool>,
     pub tiered_checkpointing: Option<bool>,
     /// Share of each instance's memory for checkpoints, 1–100 (default 20); with
     /// `tieredCheckpointing: true`, or alone to change it while enabled.
@@ -89,6 +91,7 @@ impl FeaturesPatch {
             ("inferenceOperator", self.inference_operator),
             ("containerInsights", self.container_insights),
             ("fsxCsi", self.fsx_csi),
+            ("taskGovernance", self.task_governance),
             (
                 "tieredCheckpointing",
                 self.tiered_checkpointing

@@ -26,6 +26,10 @@
 //!               complete/ready; pruned companions removed)
 //! pool-assign   assign (a warm-pool pod relabelled for a model or back to its pool, read back)
 //! mlflow-setup  mlflow-role → mlflow-app (found or created, watched to Created) → tracking-access
+//! scheduling-policy  scheduler-config (the cluster's one SageMaker scheduler config, made or
+//!               updated by version; one left CreateFailed is made again), watched to Created
+//! team-create | team-update | team-delete  compute-quota (the team's SageMaker compute quota),
+//!               watched to Created/Updated or gone
 //! training-job  train (the HyperPodPyTorchJob or RayJob, followed to its end with its restarts)
 //! workload-delete delete (watched until gone) [→ bucket-access (an endpoint)]
 //! hyperpod-software-update  update-software (watched back to InService)
@@ -37,6 +41,7 @@
 pub mod addons;
 pub mod deps;
 pub mod features;
+pub mod governance;
 pub mod groups;
 pub mod hyperpod;
 pub mod import;
@@ -332,6 +337,10 @@ impl Stages for OperationKinds {
             | OpKind::PoolCreate
             | OpKind::PoolScale => vec![Arc::new(workloads::ApplyStep)],
             OpKind::PoolAssign => vec![Arc::new(pools::AssignStep)],
+            OpKind::SchedulingPolicy => vec![Arc::new(governance::SchedulerConfigStep)],
+            OpKind::TeamCreate | OpKind::TeamUpdate | OpKind::TeamDelete => {
+                vec![Arc::new(governance::ComputeQuotaStep)]
+            }
             OpKind::TrainingJob => vec![Arc::new(training::TrainStep)],
             OpKind::MlflowSetup => vec![
                 Arc::new(mlflow::MlflowRoleStep),

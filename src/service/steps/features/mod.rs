@@ -197,6 +197,16 @@ pub static FEATURES: &[Feature] = &[
         configuration: None,
         description: "FSx for Lustre CSI driver, for FSx storage claims (static volumes need no IAM role)",
     },
+    Feature {
+        key: "taskGovernance",
+        id: FeatureId::TaskGovernance,
+        addon: crate::cloud::TASK_GOVERNANCE_ADDON,
+        requires: &[],
+        pod_identity: None,
+        own_roles: &[],
+        configuration: None,
+        description: "HyperPod task governance (Kueue, by the amazon-sagemaker-hyperpod-taskgovernance add-on): the cluster's scheduling policy and the teams' compute quotas, lending and borrowing idle compute",
+    },
 ];
 
 pub fn feature(key: &str) -> Option<&'static Feature> {

@@ -1,0 +1,218 @@
+//! Task governance operations, each one phase watched to SageMaker's end state:
+//!
+//! ```text
+//! scheduling-policy  scheduler-config  create (or update by version) the cluster's one config;
+//!                                      a config left CreateFailed (made before the add-on was
+//!                                      ready) is deleted and made again
+//! team-create        compute-quota     CreateComputeQuota for the team (the same recovery)
+//! team-update        compute-quota     UpdateComputeQuota at the version read
+//! team-delete        compute-quota     DeleteComputeQuota, watched until it is gone
+//! ```
+//!
+//! Every phase finds its effect before acting, so a resumed phase adopts what a crashed one
+//! made instead of making it twice (SageMaker keeps one config per cluster, one quota per team).
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::cloud::{
+    scheduler_status_done, ComputeQuota, SchedulerConfig, SchedulerPolicy, TeamQuota,
+};
+use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
+use crate::service::kind::OpKind;
+
+/// Parameters of a `scheduling-policy` operation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyParams {
+    pub hyperpod_arn: String,
+    pub policy: SchedulerPolicy,
+}
+
+/// Parameters of a `team-*` operation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TeamParams {
+    pub hyperpod_arn: String,
+    pub team: String,
+    /// `team/<name>`: operations on different teams run side by side.
+    pub workload: String,
+    /// The quota to create or update to; absent for a deletion.
+    #[serde(default)]
+    pub quota: Option<TeamQuota>,
+}
+
+/// The name of a cluster's scheduler config (SageMaker names: 63 characters at most).
+pub fn policy_name(cluster: &str) -> String {
+    let mut name = format!("{cluster}-policy");
+    name.truncate(63);
+    name
+}
+
+fn failed(what: &str, status: &str, reason: Option<&str>) -> StepError {
+    StepError::fatal(
+        "governance-failed",
+        format!(
+            "{what} is {status}: {}; retry the operation once the taskGovernance feature is enabled",
+            reason.unwrap_or("SageMaker gave no reason")
+        ),
+    )
+}
+
+async fn config(cx: &StepCx<'_>, p: &PolicyParams) -> StepResult<Option<SchedulerConfig>> {
+    Ok(cx
+        .cloud
+        .governance
+        .scheduler_configs(&p.hyperpod_arn)
+        .await?
+        .into_iter()
+        .next())
+}
+
+pub struct SchedulerConfigStep;
+
+#[async_trait]
+impl Step for SchedulerConfigStep {
+    fn name(&self) -> &'static str {
+        "scheduler-config"
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        let p: PolicyParams = cx.param()?;
+        Ok(config(cx, &p)
+            .await?
+            .filter(|c| c.policy == p.policy && c.status != "CreateFailed")
+            .map(|c| json!({"schedulerConfigId": c.id, "arn": c.arn})))
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let p: PolicyParams = cx.param()?;
+        let g = &cx.cloud.governance;
+        match config(cx, &p).await? {
+            Some(c) if c.status == "CreateFailed" => {
+                g.delete_scheduler_config(&c.id).await?;
+            }
+            Some(c) if c.policy == p.policy => {
+                return Ok(json!({"schedulerConfigId": c.id, "arn": c.arn}));
+            }
+            Some(c) => {
+                g.update_scheduler_config(&c.id, c.version, &p.policy)
+                    .await?;
+                return Ok(json!({"schedulerConfigId": c.id, "arn": c.arn, "updated": true}));
+            }
+            None => {}
+        }
+        let id = g
+            .create_scheduler_config(&policy_name(&cx.op.cluster), &p.hyperpod_arn, &p.policy)
+            .await?;
+        Ok(json!({"schedulerConfigId": id}))
+    }
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        let p: PolicyParams = cx.param()?;
+        let Some(c) = config(cx, &p).await? else {
+            return Ok(Poll::Pending(
+                "the scheduler config is not listed yet".into(),
+            ));
+        };
+        match scheduler_status_done(&c.status) {
+            Some(true) if c.policy == p.policy => Ok(Poll::Ready(out.clone())),
+            Some(true) => Ok(Poll::Pending(
+                "the scheduler config is not updated yet".into(),
+            )),
+            Some(false) => Err(failed(
+                "the scheduler config",
+                &c.status,
+                c.failure_reason.as_deref(),
+            )),
+            None => Ok(Poll::Pending(format!("scheduler config {}", c.status))),
+        }
+    }
+    fn records_resources(&self) -> bool {
+        false
+    }
+}
+
+async fn quota(cx: &StepCx<'_>, p: &TeamParams) -> StepResult<Option<ComputeQuota>> {
+    Ok(cx
+        .cloud
+        .governance
+        .compute_quotas(&p.hyperpod_arn)
+        .await?
+        .into_iter()
+        .find(|q| q.team == p.team))
+}
+
+pub struct ComputeQuotaStep;
+
+#[async_trait]
+impl Step for ComputeQuotaStep {
+    fn name(&self) -> &'static str {
+        "compute-quota"
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        let p: TeamParams = cx.param()?;
+        let found = quota(cx, &p).await?;
+        Ok(match (&p.quota, found) {
+            (None, None) => Some(json!({"team": p.team, "deleted": true})),
+            (Some(want), Some(q)) if &q.quota == want && q.status != "CreateFailed" => {
+                Some(json!({"team": p.team, "computeQuotaId": q.id}))
+            }
+            _ => None,
+        })
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let p: TeamParams = cx.param()?;
+        let g = &cx.cloud.governance;
+        let found = quota(cx, &p).await?;
+        let Some(want) = &p.quota else {
+            if let Some(q) = found {
+                g.delete_compute_quota(&q.id).await?;
+            }
+            return Ok(json!({"team": p.team, "deleted": true}));
+        };
+        match found {
+            Some(q) if q.status == "CreateFailed" => g.delete_compute_quota(&q.id).await?,
+            Some(q) if cx.op.kind == OpKind::TeamCreate && &q.quota == want => {
+                return Ok(json!({"team": p.team, "computeQuotaId": q.id}));
+            }
+            Some(q) => {
+                g.update_compute_quota(&q.id, q.version, want).await?;
+                return Ok(json!({"team": p.team, "computeQuotaId": q.id}));
+            }
+            None if cx.op.kind == OpKind::TeamUpdate => {
+                return Err(StepError::fatal(
+                    "team-missing",
+                    format!("team {} has no compute quota any more", p.team),
+                ));
+            }
+            None => {}
+        }
+        let id = g
+            .create_compute_quota(&p.team, &p.hyperpod_arn, &p.team, want)
+            .await?;
+        Ok(json!({"team": p.team, "computeQuotaId": id}))
+    }
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        let p: TeamParams = cx.param()?;
+        let found = quota(cx, &p).await?;
+        let (Some(want), Some(q)) = (&p.quota, &found) else {
+            return Ok(match found {
+                None if p.quota.is_none() => Poll::Ready(out.clone()),
+                None => Poll::Pending("the compute quota is not listed yet".into()),
+                Some(q) => Poll::Pending(format!("compute quota {}", q.status)),
+            });
+        };
+        match scheduler_status_done(&q.status) {
+            Some(true) if &q.quota == want => Ok(Poll::Ready(out.clone())),
+            Some(true) => Ok(Poll::Pending("the compute quota is not updated yet".into())),
+            Some(false) => Err(failed(
+                &format!("the compute quota of team {}", p.team),
+                &q.status,
+                q.failure_reason.as_deref(),
+            )),
+            None => Ok(Poll::Pending(format!("compute quota {}", q.status))),
+        }
+    }
+    fn records_resources(&self) -> bool {
+        false
+    }
+}

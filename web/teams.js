@@ -1,0 +1,89 @@
+// Page: teams sharing the cluster (HyperPod task governance) — the scheduling policy, each
+// team's share per instance type drawn beside what the instance groups hold, and the forms that
+// set the policy and give a team its share.
+
+import { api, h, scoped, session, stateBadge, problemText, errorBox, table, needsActive, input } from './kit.js';
+import { stackedBars } from './chart.js';
+
+/** One bar per instance type: each team's share of what the groups hold, and what is free. */
+function shareChart(view) {
+  const rows = view.capacity.map((c) => ({
+    label: `${c.instanceType} × ${c.instances}`,
+    total: c.instances,
+    parts: view.teams.flatMap((t) => t.resources.filter((r) => r.instanceType === c.instanceType).map((r) => {
+      const gpus = c.instances ? c.accelerators / c.instances : 0;
+      return { name: t.name, value: r.count ?? (gpus ? r.accelerators / gpus : 0),
+        text: r.count != null ? `${r.count} inst.` : `${r.accelerators} GPUs` };
+    })),
+  }));
+  return stackedBars('team-shares', 'Teams\' shares of each instance type', rows);
+}
+
+export async function teams() {
+  const show = scoped();
+  if (needsActive('Teams')) return null;
+  const enc = encodeURIComponent(session.active);
+  const r = await api(`/api/clusters/${enc}/teams`);
+  if (!r.ok) return show(h('h1', {}, 'Teams'), errorBox(r));
+  const view = r.body;
+  if (!view.enabled) {
+    return show(h('h1', {}, 'Teams'), h('p', {}, 'Task governance is off on this cluster. Turn on ',
+      h('strong', {}, 'taskGovernance'), ' in ', h('a', { href: '#/features' }, 'Advanced features'),
+      ' to give teams their share of the GPUs, with priorities and borrowing.'), shareChart(view));
+  }
+  const note = h('div', { class: 'error', role: 'alert', id: 'teams-error' });
+  const go = async (url, method, body) => {
+    note.textContent = '';
+    const a = await api(url, { method, body });
+    if (a.status === 202) location.hash = `#/op/${a.body.operationId}`;
+    else if (a.ok) note.textContent = 'Already so: nothing to change.';
+    else note.textContent = problemText(a.body);
+  };
+  const policy = view.policy;
+  const classes = input('policy-classes', { value: policy ? policy.priorityClasses.map((c) => `${c.name}=${c.weight}`).join(', ') : 'inference=90, experimentation=80, training=70, fine-tuning=50' });
+  const fair = h('input', { type: 'checkbox', id: 'policy-fair', checked: policy ? policy.fairShare : true });
+  const idle = h('input', { type: 'checkbox', id: 'policy-idle', checked: policy ? policy.idleResourceSharing : false });
+  const policyForm = h('form', { class: 'grid', 'aria-label': 'Scheduling policy', onsubmit: (e) => {
+    e.preventDefault();
+    const priorityClasses = classes.value.split(',').map((s) => s.trim()).filter(Boolean).map((s) => {
+      const [name, weight] = s.split('=');
+      return { name: name.trim(), weight: Number(weight) };
+    });
+    go(`/api/clusters/${enc}/scheduling-policy`, 'PUT', { priorityClasses, fairShare: fair.checked, idleResourceSharing: idle.checked });
+  } },
+  h('label', { for: classes.id }, 'Priority classes'), h('div', {}, classes, h('div', { class: 'field-hint' }, 'name=weight, comma-separated; weight 0–100, higher runs first.')),
+  h('label', { for: fair.id }, 'Fair share'), h('div', {}, fair, h('span', { class: 'field-hint' }, ' idle compute lent by the teams\' weights')),
+  h('label', { for: idle.id }, 'Idle-resource sharing'), h('div', {}, idle, h('span', { class: 'field-hint' }, ' compute given to no team is lent too')),
+  h('span'), h('div', {}, h('button', { type: 'submit' }, 'Set policy')));
+  const type = h('select', { id: 'team-type' }, view.capacity.map((c) => h('option', { value: c.instanceType }, c.instanceType)));
+  const name = input('team-name', { placeholder: 'e.g. team-a' });
+  const count = h('input', { type: 'number', id: 'team-count', min: 1, value: 1 });
+  const sharing = h('select', { id: 'team-sharing' }, ['LendAndBorrow', 'Lend', 'DontLend'].map((s) => h('option', { value: s }, s)));
+  const weight = h('input', { type: 'number', id: 'team-weight', min: 0, max: 100, value: 0 });
+  const teamForm = h('form', { class: 'grid', 'aria-label': 'Create team', onsubmit: (e) => {
+    e.preventDefault();
+    go(`/api/clusters/${enc}/teams`, 'POST', { teamName: name.value.trim(), sharing: sharing.value, fairShareWeight: Number(weight.value),
+      resources: [{ instanceType: type.value, count: Number(count.value) }] });
+  } },
+  h('label', { for: name.id }, 'Team name'), h('div', {}, name, h('div', { class: 'field-hint' }, 'Its work runs in namespace hyperpod-ns-<name>.')),
+  h('label', { for: type.id }, 'Instance type'), type,
+  h('label', { for: count.id }, 'Instances'), count,
+  h('label', { for: sharing.id }, 'Sharing'), sharing,
+  h('label', { for: weight.id }, 'Fair-share weight'), weight,
+  h('span'), h('div', {}, h('button', { type: 'submit' }, 'Create team')));
+  const rows = view.teams.map((t) => [h('strong', {}, t.name), t.namespace,
+    t.resources.map((q) => `${q.instanceType}: ${q.count != null ? `${q.count} instances` : `${q.accelerators} GPUs`}`).join(', '),
+    `${t.sharing}${t.borrowLimit ? ` (≤ ${t.borrowLimit}%)` : ''}`, t.preempt, String(t.fairShareWeight),
+    h('span', {}, stateBadge(t.status), t.failureReason ? h('div', { class: 'error' }, t.failureReason) : null),
+    h('button', { type: 'button', class: 'secondary', 'aria-label': `remove team ${t.name}`, onclick: () => {
+      if (window.confirm(`Remove team ${t.name}'s share? Its work is no longer guaranteed any GPUs.`)) go(`/api/clusters/${enc}/teams/${encodeURIComponent(t.name)}`, 'DELETE');
+    } }, 'remove')]);
+  return show(h('h1', {}, 'Teams'),
+    h('h2', {}, 'Who has what'), shareChart(view),
+    table(['Team', 'Namespace', 'Quota', 'Sharing', 'Preempts', 'Weight', 'Status', ''], rows, 'No team yet.'),
+    h('h2', {}, 'Scheduling policy ', policy ? stateBadge(policy.status) : h('span', { class: 'muted' }, '(not set)')),
+    policy?.failureReason ? h('p', { class: 'error' }, policy.failureReason, ' — set it again to recover.') : null,
+    policy ? h('p', { class: 'muted' }, 'Workloads name a class as ', policy.priorityLabels.join(', ')) : null,
+    policyForm, note,
+    h('details', {}, h('summary', {}, 'Give a team its share'), teamForm));
+}
