@@ -164,6 +164,58 @@ async fn a_feature_waits_for_its_prerequisites() {
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
 }
 
+/// A feature and the feature it needs, in one request: both start, the dependent one first
+/// waits for the other's add-on and only then makes its own; alone it is refused, naming the
+/// other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feature_and_its_prerequisite_in_one_request_run_in_dependency_order() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let (status, body) = patch(&app, json!({"inferenceOperator": true})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(
+        body["detail"].as_str().unwrap().contains("fsxCsi"),
+        "{body}"
+    );
+    let addons = accepted_count(&app.calls().await, "eks:CreateAddon");
+    let both = json!({"fsxCsi": true, "inferenceOperator": true});
+
+    // In order: the dependent add-on is made only once the prerequisite's is ACTIVE.
+    let (status, body) = patch(&app, both).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let fsx = started(&app, &body, "fsxCsi").await;
+    let inference = started(&app, &body, "inferenceOperator").await;
+    assert_eq!(
+        (fsx["state"].as_str(), inference["state"].as_str()),
+        (Some("succeeded"), Some("succeeded")),
+        "{inference}"
+    );
+    assert_eq!(phase_names(&inference)[0], "prerequisites");
+    let phase = |op: &Value, name: &str| {
+        op["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    let fsx_ready = phase(&fsx, "addon")["finishedAt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let inference_addon = phase(&inference, "addon")["startedAt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(fsx_ready <= inference_addon, "the inference add-on was started at {inference_addon}, before fsxCsi was ready at {fsx_ready}");
+    assert_eq!(
+        accepted_count(&app.calls().await, "eks:CreateAddon") - addons,
+        2
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_allowed_features_can_be_enabled() {
     let app = spawn_app_with(Opts {

@@ -226,7 +226,7 @@ pub async fn plan_features(
         ));
     }
     let mut plan = Vec::new();
-    for (key, enable) in fields {
+    for &(key, enable) in &fields {
         let feature =
             f::feature(key).ok_or_else(|| anyhow::anyhow!("feature {key} not in catalogue"))?;
         let actual = f::actual(engine.cloud(), name, &hyperpod, &target, feature)
@@ -272,22 +272,33 @@ pub async fn plan_features(
                 json!(allowed),
             ));
         }
+        let mut after = Vec::new();
         if enable {
             for req in feature.requires {
-                if !addon_active(engine, name, req).await? {
-                    // An add-on that is itself a feature is enabled as one; the others come with
-                    // the dependency stage.
-                    let how = match f::FEATURES.iter().find(|other| other.addon == *req) {
-                        Some(other) => format!("enable {} first", other.key),
-                        None => "run the dependencies stage (dependencies_install)".to_string(),
-                    };
-                    return Err(ApiError::Conflict {
-                        slug: "feature-prerequisite",
-                        detail: format!("{key} needs the {req} add-on to be ACTIVE first: {how}"),
-                        field: Some(key.to_string()),
-                        operation_id: None,
-                    });
+                if addon_active(engine, name, req).await? {
+                    continue;
                 }
+                // A prerequisite this same request turns on: wait for it instead of refusing.
+                if let Some(other) = f::FEATURES
+                    .iter()
+                    .find(|o| o.addon == *req)
+                    .filter(|o| fields.iter().any(|(k, on)| *k == o.key && *on))
+                {
+                    after.push(other.key.to_string());
+                    continue;
+                }
+                // An add-on that is itself a feature is enabled as one; the others come with
+                // the dependency stage.
+                let how = match f::FEATURES.iter().find(|other| other.addon == *req) {
+                    Some(other) => format!("enable {} first, or in the same request", other.key),
+                    None => "run the dependencies stage (dependencies_install)".to_string(),
+                };
+                return Err(ApiError::Conflict {
+                    slug: "feature-prerequisite",
+                    detail: format!("{key} needs the {req} add-on to be ACTIVE first: {how}"),
+                    field: Some(key.to_string()),
+                    operation_id: None,
+                });
             }
         }
         plan.push((
@@ -298,6 +309,7 @@ pub async fn plan_features(
                     enable,
                     memory_percent,
                     instance_groups,
+                    after,
                 },
             },
         ));

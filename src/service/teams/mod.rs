@@ -412,33 +412,3 @@ pub async fn policy_params(
         policy,
     }))
 }
-
-/// The teams a governed workload may name, and the priority classes: what a 422 lists.
-pub async fn choices(engine: &Engine, name: &str) -> ApiResult<Option<(Vec<String>, Vec<String>)>> {
-    let (g, enabled) = governed(engine, name, false).await?;
-    if !enabled {
-        return Ok(None);
-    }
-    let teams = quotas(engine, &g)
-        .await?
-        .into_iter()
-        .map(|(t, _)| t)
-        .collect();
-    let classes = engine
-        .cloud()
-        .governance
-        .scheduler_configs(&g.arn)
-        .await
-        .map_err(cloud_err)?
-        .into_iter()
-        .next()
-        .map(|c| {
-            c.policy
-                .priority_classes
-                .into_iter()
-                .map(|p| p.name)
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok(Some((teams, classes)))
-}

@@ -11,6 +11,7 @@ mod addon;
 mod autoscaling;
 mod handover;
 pub mod policies;
+mod prerequisites;
 mod tiered;
 
 pub use addon::*;
@@ -307,6 +308,10 @@ pub struct FeatureParams {
     /// Managed autoscaling only: the instance groups it governs.
     #[serde(default)]
     pub instance_groups: Option<Vec<String>>,
+    /// Features enabled by the same request that this one needs first (`fsxCsi` for the
+    /// inference operator): the chain starts by waiting for their add-ons to be ACTIVE.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
 }
 
 pub(super) fn feature_of(cx: &StepCx<'_>) -> StepResult<&'static Feature> {
@@ -371,6 +376,16 @@ impl Feature {
         };
         if !enable {
             chain.reverse();
+        }
+        chain
+    }
+
+    /// The phases of one change: [`Feature::steps`], after waiting for the prerequisites the
+    /// same request enables.
+    pub fn chain(&self, p: &FeatureParams) -> Vec<Arc<dyn Step>> {
+        let mut chain = self.steps(p.enable);
+        if p.enable && !p.after.is_empty() {
+            chain.insert(0, Arc::new(prerequisites::PrerequisitesStep));
         }
         chain
     }
