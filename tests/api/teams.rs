@@ -197,6 +197,24 @@ async fn governance_is_turned_on_teams_get_shares_and_nothing_is_called_for_a_mi
         let op = app.wait_terminal(&app.start(TEAMS, &body).await).await;
         assert_eq!(op["state"], "succeeded", "{op}");
     }
+    // /s3 means the same in a team's namespace: the cluster's claim, copied there.
+    let claims = app.json("/api/clusters/demo/storage").await;
+    let claim = |ns: &str| {
+        claims
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["namespace"] == ns && c["claimName"] == "s3-claim")
+            .cloned()
+            .unwrap_or_else(|| panic!("no s3-claim in {ns}: {claims}"))
+    };
+    let (default, copy) = (claim("default"), claim("hyperpod-ns-team-a"));
+    assert_eq!(
+        (&copy["bucket"], &copy["prefix"]),
+        (&default["bucket"], &default["prefix"])
+    );
+    assert_ne!(copy["volumeName"], default["volumeName"]);
+    claim("hyperpod-ns-team-b");
     let again = problem(app.post(TEAMS, &team_a).await, StatusCode::CONFLICT).await;
     assert_eq!(again["field"], "teamName");
     let view = app.json(TEAMS).await;
@@ -278,6 +296,18 @@ async fn governance_is_turned_on_teams_get_shares_and_nothing_is_called_for_a_mi
     assert_eq!(
         app.json(TEAMS).await["capacity"][0]["allocatedInstances"],
         1.0
+    );
+    let claims = app.json("/api/clusters/demo/storage").await;
+    let namespaces: Vec<&str> = claims
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["namespace"].as_str())
+        .collect();
+    assert_eq!(
+        namespaces,
+        ["default", "hyperpod-ns-team-a"],
+        "team-b's copy is gone: {claims}"
     );
 }
 
@@ -377,6 +407,26 @@ async fn on_aws_the_policy_and_quotas_reach_sagemaker_in_its_shapes_and_an_equal
         ),
         (Some(true), Some("Created")),
         "{view}"
+    );
+    // The cluster's claim in the team's namespace, on the Kubernetes API.
+    let pvc = p
+        .emu
+        .get("/api/v1/namespaces/hyperpod-ns-team-a/persistentvolumeclaims/s3-claim")
+        .await
+        .expect("team claim");
+    let volume = pvc["spec"]["volumeName"].as_str().unwrap().to_string();
+    let pv = p
+        .emu
+        .get(&format!("/api/v1/persistentvolumes/{volume}"))
+        .await
+        .expect("team volume");
+    assert_eq!(pv["spec"]["claimRef"]["namespace"], "hyperpod-ns-team-a");
+    assert!(
+        pv["spec"]["csi"]["volumeHandle"]
+            .as_str()
+            .unwrap()
+            .ends_with("-hyperpod-ns-team-a"),
+        "{pv}"
     );
 
     // Equal: nothing sent beyond reads. Changed: one update at the version read.

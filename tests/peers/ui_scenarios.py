@@ -28,6 +28,25 @@ def wait_pipeline(page, state="succeeded", timeout=120_000):
     expect(page.locator("#stages")).to_have_attribute("data-state", state, timeout=timeout)
 
 
+def follow_op(page):
+    """After a form starts an operation: its progress page, followed until it succeeds."""
+    page.wait_for_url("**/#/op/*")
+    expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
+
+
+def enable_feature(page, base, feature):
+    """Turns a managed feature of ui-demo on through the API, as the browser would, and waits."""
+    r = page.request.patch(f"{base}/api/clusters/ui-demo/features", data={feature: True},
+                           headers={"X-InstantStart-Actor": "browser"})
+    assert r.status == 202, r.text()
+    op = r.json()["features"][feature]["operationId"]
+    for _ in range(60):
+        state = page.request.get(f"{base}/api/operations/{op}?wait=20").json()["state"]
+        if state in ("succeeded", "failed", "cancelled"):
+            break
+    assert state == "succeeded", (feature, state)
+
+
 def create(page, base, out):
     """Create a cluster through the form and watch every stage reach `succeeded`."""
     page.goto(f"{base}/")
@@ -181,20 +200,11 @@ def teams(page, base, out):
     name is explained, and the team's share is drawn beside what is free."""
     page.goto(f"{base}/#/teams")
     expect(page.get_by_text("Task governance is off")).to_be_visible()
-    r = page.request.patch(f"{base}/api/clusters/ui-demo/features", data={"taskGovernance": True},
-                           headers={"X-InstantStart-Actor": "browser"})
-    assert r.status == 202, r.text()
-    op = r.json()["features"]["taskGovernance"]["operationId"]
-    for _ in range(60):
-        state = page.request.get(f"{base}/api/operations/{op}?wait=20").json()["state"]
-        if state in ("succeeded", "failed", "cancelled"):
-            break
-    assert state == "succeeded", state
+    enable_feature(page, base, "taskGovernance")
     # The same address: reload so the page reads the cluster again.
     page.reload()
     page.get_by_role("button", name="Set policy").click()
-    page.wait_for_url("**/#/op/*")
-    expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
+    follow_op(page)
     page.goto(f"{base}/#/teams")
     expect(page.get_by_text("training-priority")).to_be_visible()
     page.get_by_text("Give a team its share").click()
@@ -203,8 +213,7 @@ def teams(page, base, out):
     expect(page.locator("#teams-error")).to_contain_text("cannot name a team")
     page.get_by_label("Team name").fill("team-a")
     page.get_by_role("button", name="Create team").click()
-    page.wait_for_url("**/#/op/*")
-    expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
+    follow_op(page)
     page.goto(f"{base}/#/teams")
     expect(page.locator("#team-shares [data-part=team-a]")).to_have_count(1)
     expect(page.locator("#team-shares .bar-row").first).to_have_attribute("aria-label", re.compile("team-a 1 inst"))
@@ -258,15 +267,7 @@ def workloads(page, base, out):
     # The managed path: the inference operator (with the FSx CSI driver it needs), then an
     # endpoint with L2 on tiered storage and prefix-aware routing, smoke-tested from the page.
     for feature in ("fsxCsi", "inferenceOperator"):
-        r = page.request.patch(f"{base}/api/clusters/ui-demo/features", data={feature: True},
-                               headers={"X-InstantStart-Actor": "browser"})
-        assert r.status == 202, r.text()
-        op = r.json()["features"][feature]["operationId"]
-        for _ in range(60):
-            state = page.request.get(f"{base}/api/operations/{op}?wait=20").json()["state"]
-            if state in ("succeeded", "failed", "cancelled"):
-                break
-        assert state == "succeeded", (feature, state)
+        enable_feature(page, base, feature)
     page.goto(f"{base}/#/inference")
     page.get_by_label("Endpoint name").fill("qwen-ep")
     page.get_by_label("Model", exact=True).fill("/s3/models/Qwen/Qwen3-0.6B")

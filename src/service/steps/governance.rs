@@ -7,6 +7,9 @@
 //! team-create        compute-quota     CreateComputeQuota for the team (the same recovery)
 //! team-update        compute-quota     UpdateComputeQuota at the version read
 //! team-delete        compute-quota     DeleteComputeQuota, watched until it is gone
+//! team-create        team-storage      (after compute-quota) the cluster's claims copied into
+//!                                      hyperpod-ns-<team>, so /s3 there is the /s3 of default
+//! team-delete        team-storage      (first) those copies removed
 //! ```
 //!
 //! Every phase finds its effect before acting, so a resumed phase adopts what a crashed one
@@ -214,5 +217,79 @@ impl Step for ComputeQuotaStep {
     }
     fn records_resources(&self) -> bool {
         false
+    }
+}
+
+/// The cluster's claims (ours, in namespace default) copied into the team's namespace, or, for
+/// a deletion, those copies removed. Only what differs is applied.
+pub struct TeamStorageStep;
+
+#[async_trait]
+impl crate::ops::Reconcile for TeamStorageStep {
+    fn phase(&self) -> &'static str {
+        "team-storage"
+    }
+    async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        use crate::cloud::{json_contains, ObjectRef, MANAGED_BY};
+        use crate::service::steps::storage::{namespace_copy, CLAIM_LABEL};
+        let p: TeamParams = cx.param()?;
+        let ns = crate::cloud::team_namespace(&p.team);
+        let target = super::addons::kube_target(cx)?;
+        let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
+        let pvs = cx
+            .cloud
+            .kube
+            .list(&target, "v1", "PersistentVolume", None, Some(&selector))
+            .await?;
+        let label = CLAIM_LABEL.replace('/', "~1");
+        let in_ns = |pv: &&Value, want: &str| {
+            pv.pointer(&format!("/metadata/labels/{label}")).is_some()
+                && pv
+                    .pointer("/spec/claimRef/namespace")
+                    .and_then(Value::as_str)
+                    == Some(want)
+        };
+        let mut changed = Vec::new();
+        if p.quota.is_none() {
+            for pv in pvs.iter().filter(|pv| in_ns(pv, &ns)) {
+                let claim = pv
+                    .pointer("/spec/claimRef/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let name = pv
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let pvc = ObjectRef {
+                    api_version: "v1".into(),
+                    kind: "PersistentVolumeClaim".into(),
+                    namespace: Some(ns.clone()),
+                    name: claim.into(),
+                };
+                let vol = ObjectRef {
+                    api_version: "v1".into(),
+                    kind: "PersistentVolume".into(),
+                    namespace: None,
+                    name: name.into(),
+                };
+                cx.cloud.kube.delete(&target, &pvc).await?;
+                cx.cloud.kube.delete(&target, &vol).await?;
+                changed.push(format!("{ns}/{claim}"));
+            }
+            return Ok(json!({"removed": changed}));
+        }
+        for pv in pvs.iter().filter(|pv| in_ns(pv, "default")) {
+            for m in namespace_copy(pv, &ns).into_iter().flatten() {
+                let Some(r) = ObjectRef::of(&m) else { continue };
+                if let Some(actual) = cx.cloud.kube.get(&target, &r).await? {
+                    if json_contains(&actual, &m) {
+                        continue;
+                    }
+                }
+                cx.cloud.kube.apply(&target, &m).await?;
+                changed.push(format!("{}/{}", r.kind, r.name));
+            }
+        }
+        Ok(json!({"namespace": ns, "applied": changed}))
     }
 }

@@ -29,7 +29,8 @@
 //! scheduling-policy  scheduler-config (the cluster's one SageMaker scheduler config, made or
 //!               updated by version; one left CreateFailed is made again), watched to Created
 //! team-create | team-update | team-delete  compute-quota (the team's SageMaker compute quota),
-//!               watched to Created/Updated or gone
+//!               watched to Created/Updated or gone; a new team then gets the cluster's claims
+//!               in its namespace (team-storage), a removed one loses them first
 //! training-job  train (the HyperPodPyTorchJob or RayJob, followed to its end with its restarts)
 //! workload-delete delete (watched until gone) [→ bucket-access (an endpoint)]
 //! hyperpod-software-update  update-software (watched back to InService)
@@ -338,9 +339,15 @@ impl Stages for OperationKinds {
             | OpKind::PoolScale => vec![Arc::new(workloads::ApplyStep)],
             OpKind::PoolAssign => vec![Arc::new(pools::AssignStep)],
             OpKind::SchedulingPolicy => vec![Arc::new(governance::SchedulerConfigStep)],
-            OpKind::TeamCreate | OpKind::TeamUpdate | OpKind::TeamDelete => {
-                vec![Arc::new(governance::ComputeQuotaStep)]
-            }
+            OpKind::TeamCreate => vec![
+                Arc::new(governance::ComputeQuotaStep),
+                Arc::new(governance::TeamStorageStep),
+            ],
+            OpKind::TeamUpdate => vec![Arc::new(governance::ComputeQuotaStep)],
+            OpKind::TeamDelete => vec![
+                Arc::new(governance::TeamStorageStep),
+                Arc::new(governance::ComputeQuotaStep),
+            ],
             OpKind::TrainingJob => vec![Arc::new(training::TrainStep)],
             OpKind::MlflowSetup => vec![
                 Arc::new(mlflow::MlflowRoleStep),

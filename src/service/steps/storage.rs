@@ -147,6 +147,31 @@ pub fn volume_manifests(
     ]
 }
 
+/// The copy in `namespace` of one of our volumes and its claim: the same bucket or file system
+/// under the same claim name, so `/s3` means the same in every namespace that has it. An S3
+/// volume's handle gains the namespace (Mountpoint's driver wants one handle per volume); an FSx
+/// volume keeps the file system id, as AWS's per-namespace FSx volumes do.
+pub fn namespace_copy(pv: &Value, namespace: &str) -> Option<[Value; 2]> {
+    let claim = pv.pointer("/spec/claimRef/name")?.as_str()?;
+    let capacity = pv.pointer("/spec/capacity/storage")?.clone();
+    let mut spec = pv.get("spec")?.clone();
+    spec["claimRef"] = json!({"namespace": namespace, "name": claim});
+    if spec.pointer("/csi/driver") == Some(&json!("s3.csi.aws.com")) {
+        let handle = spec.pointer("/csi/volumeHandle")?.as_str()?.to_string();
+        spec["csi"]["volumeHandle"] = json!(format!("{handle}-{namespace}"));
+    }
+    let name = pv_name(namespace, claim);
+    let labels = json!({ MANAGED_BY.0: MANAGED_BY.1, CLAIM_LABEL: format!("{namespace}.{claim}") });
+    Some([
+        json!({"apiVersion": "v1", "kind": "PersistentVolume",
+               "metadata": {"name": name, "labels": labels}, "spec": spec}),
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+               "metadata": {"name": claim, "namespace": namespace, "labels": labels},
+               "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "",
+                        "resources": {"requests": {"storage": capacity}}, "volumeName": name}}),
+    ])
+}
+
 /// Applies the volume and claim, each only if it differs from what is there. A claim of the
 /// same name that InstantStart did not create is never overwritten.
 pub struct VolumeStep;
