@@ -17,7 +17,8 @@ export async function storage() {
         r.body.keys.length ? h('ul', {}, r.body.keys.map((k) => h('li', {}, k))) : h('p', { class: 'muted' }, 'Nothing under this prefix.'))
       : errorBox(r));
   };
-  const s3 = claims.ok ? claims.body.filter((c) => c.kind === 's3') : [];
+  // A team's copy of a claim mounts the same bucket and prefix: browse the cluster's own.
+  const s3 = claims.ok ? claims.body.filter((c) => c.kind === 's3' && c.namespace === 'default') : [];
   show(h('h1', {}, `Storage · ${session.active}`), claimsTable(claims),
     h('p', { class: 'muted' }, 'Workloads mount the shared bucket claim s3-claim at /s3.'),
     s3.length ? [h('h2', {}, 'Browse a bucket'),
