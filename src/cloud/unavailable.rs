@@ -391,6 +391,7 @@ impl Governance for Unavailable {
         &self,
         _id: &str,
         _version: i32,
+        _team: &str,
         _quota: &TeamQuota,
     ) -> CloudResult<()> {
         Err(self.refuse("UpdateComputeQuota"))

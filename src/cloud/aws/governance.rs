@@ -299,21 +299,10 @@ impl Governance for Aws {
         &self,
         id: &str,
         version: i32,
+        team: &str,
         quota: &TeamQuota,
     ) -> CloudResult<()> {
         // The target's team name cannot change; its weight can, sent with the same name.
-        let current = idempotent(S, "DescribeComputeQuota", || {
-            self.sagemaker
-                .describe_compute_quota()
-                .compute_quota_id(id)
-                .send()
-        })
-        .await?;
-        let team = current
-            .compute_quota_target()
-            .and_then(|t| t.team_name())
-            .unwrap_or_default()
-            .to_string();
         once(
             S,
             "UpdateComputeQuota",
@@ -322,7 +311,7 @@ impl Governance for Aws {
                 .compute_quota_id(id)
                 .target_version(version)
                 .compute_quota_config(sdk_quota(quota))
-                .compute_quota_target(target(&team, quota))
+                .compute_quota_target(target(team, quota))
                 .activation_state(activation(quota))
                 .send(),
         )

@@ -180,10 +180,12 @@ pub trait Governance: Send + Sync {
         team: &str,
         quota: &TeamQuota,
     ) -> CloudResult<String>;
+    /// `team` is the quota's team (the target SageMaker takes back whole with its weight).
     async fn update_compute_quota(
         &self,
         id: &str,
         version: i32,
+        team: &str,
         quota: &TeamQuota,
     ) -> CloudResult<()>;
     async fn delete_compute_quota(&self, id: &str) -> CloudResult<()>;

@@ -337,13 +337,23 @@ impl Governance for Sandbox {
         &self,
         id: &str,
         version: i32,
+        team: &str,
         quota: &TeamQuota,
     ) -> CloudResult<()> {
         let (api, op) = ("sagemaker:UpdateComputeQuota", "UpdateComputeQuota");
         self.gate(api, true).await?;
-        let cluster_arn = self
-            .get("compute-quota", id)
-            .await?
+        let stored = self.get("compute-quota", id).await?;
+        // A quota's team is fixed: its target comes back whole, with the same team name.
+        if let Some(r) = stored.as_ref().filter(|r| r.data["team"] != team) {
+            return Err(invalid(
+                op,
+                format!(
+                    "ComputeQuotaTarget.TeamName cannot change from {}",
+                    r.data["team"]
+                ),
+            ));
+        }
+        let cluster_arn = stored
             .map(|r| {
                 r.data["clusterArn"]
                     .as_str()

@@ -178,7 +178,8 @@ impl Step for ComputeQuotaStep {
                 return Ok(json!({"team": p.team, "computeQuotaId": q.id}));
             }
             Some(q) => {
-                g.update_compute_quota(&q.id, q.version, want).await?;
+                g.update_compute_quota(&q.id, q.version, &p.team, want)
+                    .await?;
                 return Ok(json!({"team": p.team, "computeQuotaId": q.id}));
             }
             None if cx.op.kind == OpKind::TeamUpdate => {

@@ -150,14 +150,10 @@ pub(super) struct Governed {
 }
 
 async fn governed(engine: &Engine, name: &str, need_addon: bool) -> ApiResult<(Governed, bool)> {
-    let hyperpod = super::records::hyperpod_name_of(engine, name).await?;
-    let Some(c) = engine
-        .cloud()
-        .hyperpod
-        .describe_cluster(&hyperpod)
-        .await
-        .map_err(cloud_err)?
-    else {
+    // The ARN the hyperpod (or import) stage recorded: the groups below describe the cluster
+    // once, and say so when it is not there.
+    let record = super::records::live_cluster(engine, name).await?;
+    let Some(arn) = super::ClusterResources::of(&record.resources).hyperpod_cluster_arn else {
         return Err(ApiError::Conflict {
             slug: "stage-not-ready",
             detail: format!("`{name}` has no HyperPod cluster yet: run the hyperpod stage first"),
@@ -178,13 +174,7 @@ async fn governed(engine: &Engine, name: &str, need_addon: bool) -> ApiResult<(G
     for g in super::live_groups(engine, name).await? {
         *capacity.entry(g.instance_type.clone()).or_insert(0) += g.instance_count;
     }
-    Ok((
-        Governed {
-            arn: c.arn,
-            capacity,
-        },
-        enabled,
-    ))
+    Ok((Governed { arn, capacity }, enabled))
 }
 
 /// `GET /api/clusters/{name}/teams`: policy, teams and what the instance groups hold.

@@ -23,7 +23,6 @@ impl Step for PrerequisitesStep {
     }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
         let p: FeatureParams = cx.param()?;
-        let latest = cx.engine.store().latest_per_kind(&cx.op.cluster).await?;
         for key in &p.after {
             let Some(f) = feature(key) else {
                 return Err(StepError::fatal("bad-params", format!("no feature {key}")));
@@ -33,6 +32,7 @@ impl Step for PrerequisitesStep {
                 continue;
             }
             // Its own operation ended without making it: this one cannot go on.
+            let latest = cx.engine.store().latest_per_kind(&cx.op.cluster).await?;
             if let Some(op) = latest
                 .iter()
                 .find(|o| o.kind == f.kind() && o.state.is_terminal())
