@@ -57,9 +57,10 @@ function budget(r) {
 }
 
 function jobsTable(list, enc) {
-  return table(['Job', 'Recipe', 'State', 'Nodes', 'Restarts', 'Faulty pods', 'Paths', ''], list.map((j) => [
+  return table(['Job', 'Recipe', 'Team', 'State', 'Nodes', 'Restarts', 'Faulty pods', 'Paths', ''], list.map((j) => [
     h('a', { href: `#/training/${encodeURIComponent(j.name)}` }, j.name),
     j.recipe || h('span', { class: 'muted' }, `${j.kind} (external)`),
+    j.team ? `${j.team}${j.priority ? ` · ${j.priority}` : ''}` : h('span', { class: 'muted' }, '—'),
     h('span', {}, stateBadge(j.state), j.message ? h('div', { class: j.state === 'failed' ? 'error' : 'muted' }, j.message) : null),
     `${j.nodes ?? ''} × ${j.instanceType || '?'}`,
     budget(j.restarts),
@@ -74,7 +75,7 @@ function jobsTable(list, enc) {
 }
 
 /** The submission form: the recipe decides which inputs are asked. */
-function submitForm(recipes, groups, enc) {
+function submitForm(recipes, groups, enc, governance) {
   const recipe = h('select', { id: 'train-recipe' }, recipes.map((r) => h('option', { value: r.name }, r.title)));
   const about = h('p', { class: 'field-hint', id: 'train-recipe-about' });
   const name = input('train-name', { placeholder: 'llama-sft-1' });
@@ -85,6 +86,13 @@ function submitForm(recipes, groups, enc) {
   const pattern = input('train-pattern', { placeholder: '.*loss: ([0-9.]+).*' });
   const cutoff = input('train-cutoff', { type: 'number', min: 1, placeholder: '600' });
   const every = input('train-every', { type: 'number', min: 1, placeholder: '300' });
+  // Under task governance a job runs as one of the teams (required once there are teams), at an
+  // optional priority class of the cluster's policy.
+  const teams = governance && governance.enabled ? governance.teams || [] : [];
+  const classes = governance && governance.policy ? governance.policy.priorityClasses || [] : [];
+  const team = teams.length ? h('select', { id: 'train-team', required: true }, teams.map((t) => h('option', { value: t.name }, t.name))) : null;
+  const priority = teams.length ? h('select', { id: 'train-priority' }, h('option', { value: '' }, 'none'),
+    classes.map((c) => h('option', { value: c.name }, `${c.name} (weight ${c.weight})`))) : null;
   let form = null;
   // A recipe shows only the inputs it asks for: the label and the input (with its hint) go together.
   const setHidden = (el, hidden) => {
@@ -106,6 +114,8 @@ function submitForm(recipes, groups, enc) {
     for (const el of [retries, pattern, cutoff, every]) setHidden(el, r.runtime === 'ray');
   };
   const fields = [['Recipe', recipe, about], ['Job name', name], ['Instance type', type], ['Nodes', nodes],
+    ...(team ? [['Team', team, 'The team whose quota it runs on: its namespace and queue.'],
+      ['Priority', priority, 'Higher weights are admitted first and may preempt lower ones.']] : []),
     ...Object.entries(paths).map(([k, el]) => [k[0].toUpperCase() + k.slice(1), el, k === 'output' ? 'Default /s3/outputs/<job name>.' : 'A path under /s3 (the cluster\'s S3 claim).']),
     ['Retries (jobMaxRetryCount)', retries, 'The recovery budget: default 3, with 2 pod restarts before a full-job restart.'],
     ['Hang detection: log pattern', pattern, 'A progress line; no match within the cut-off or the frequency marks the job hanging.'],
@@ -113,6 +123,8 @@ function submitForm(recipes, groups, enc) {
   form = startForm('Submit', 'train', fields, `/api/clusters/${enc}/training-jobs`, () => {
     const r = current();
     const b = { jobName: name.value.trim(), recipe: r.name, instanceType: type.value, nodeCount: Number(nodes.value || 1) };
+    if (team) b.team = team.value;
+    if (priority && priority.value) b.priority = priority.value;
     for (const [k, el] of Object.entries(paths)) if (!form.querySelector(`label[for="${el.id}"]`).hidden && el.value.trim()) b[k] = el.value.trim();
     if (r.runtime !== 'ray') {
       if (retries.value !== '') b.recovery = { jobMaxRetryCount: Number(retries.value) };
@@ -132,7 +144,8 @@ export async function training() {
   const show = scoped();
   if (needsActive('Training')) return null;
   const enc = encodeURIComponent(session.active);
-  const [recipes, groups] = await Promise.all([api('/api/recipes'), api(`/api/clusters/${enc}/instance-groups`)]);
+  const [recipes, groups, governance] = await Promise.all([api('/api/recipes'), api(`/api/clusters/${enc}/instance-groups`),
+    api(`/api/clusters/${enc}/teams`)]);
   const listBox = h('div', { id: 'training-list' });
   const otherBox = h('div', { id: 'jobs-list' });
   const render = async () => {
@@ -147,7 +160,7 @@ export async function training() {
   await render();
   const parts = [h('h1', {}, `Training · ${session.active}`), await mlflowStrip(enc), listBox];
   if (recipes.ok && groups.ok) {
-    const f = submitForm(recipes.body, groups.body, enc);
+    const f = submitForm(recipes.body, groups.body, enc, governance.ok ? governance.body : null);
     parts.push(h('h2', {}, 'Train from a recipe'),
       h('p', { class: 'muted' }, 'Every pod mounts the cluster\'s S3 claim at /s3. Elastic training does not cover Spot or managed tiered checkpointing.'),
       f.form);
@@ -180,6 +193,7 @@ export async function trainingJob(job) {
       h('p', {}, stateBadge(j.state), ' ', j.message || ''),
       h('dl', { class: 'facts' },
         h('dt', {}, 'Recipe'), h('dd', {}, j.recipe || 'made elsewhere (read-only)'),
+        h('dt', {}, 'Team'), h('dd', {}, j.team ? `${j.team} (namespace ${j.namespace})${j.priority ? `, priority ${j.priority}` : ''}` : `none (namespace ${j.namespace})`),
         h('dt', {}, 'Nodes'), h('dd', {}, `${j.nodes ?? '?'} × ${j.instanceType || '?'}`),
         h('dt', {}, 'Restarts'), h('dd', {}, budget(j.restarts),
           j.restarts && j.restarts.fullJobRestartLimit != null ? ` · full-job restarts ${j.restarts.fullJobRestarts}/${j.restarts.fullJobRestartLimit}` : ''),

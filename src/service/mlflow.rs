@@ -303,9 +303,14 @@ pub async fn metrics(engine: &Engine, run: &str, keys: Option<&str>) -> ApiResul
     })
 }
 
-/// The tracking URI a new training job on this cluster reports to: the app's ARN once it is
-/// created and the cluster's training identity exists; `None` otherwise (the job trains without).
-pub async fn training_tracking(engine: &Engine, target: &KubeTarget) -> Option<String> {
+/// The tracking URI a new training job in `namespace` reports to: the app's ARN once it is
+/// created and the cluster's training identity exists in that namespace; `None` otherwise (the
+/// job trains without).
+pub async fn training_tracking(
+    engine: &Engine,
+    target: &KubeTarget,
+    namespace: &str,
+) -> Option<String> {
     let app = match engine.cloud().mlflow.find_app(APP_NAME).await {
         Ok(Some(app)) if app.status == "Created" || app.status == "Updated" => app,
         Ok(_) => return None,
@@ -314,6 +319,10 @@ pub async fn training_tracking(engine: &Engine, target: &KubeTarget) -> Option<S
             return None;
         }
     };
-    let identity = engine.cloud().kube.get(target, &tracking_sa_ref()).await;
+    let identity = engine
+        .cloud()
+        .kube
+        .get(target, &tracking_sa_ref(namespace))
+        .await;
     matches!(identity, Ok(Some(_))).then_some(app.arn)
 }

@@ -466,6 +466,7 @@ async fn hyperpodrun_from_an_image_without_the_elastic_agent_does_not_start() {
             tracking: None,
             install_agent: install,
             package_index: None,
+            placement: &Default::default(),
         });
         s.cloud.kube.apply(&target(), &job).await.unwrap();
         let got = s
@@ -539,6 +540,7 @@ async fn a_job_reports_to_mlflow_only_within_its_roles_effective_policy() {
         tracking: Some(app.clone()),
         install_agent: false,
         package_index: None,
+        placement: &Default::default(),
     });
     s.cloud.kube.apply(&target(), &job).await.unwrap();
     let experiment = || async {

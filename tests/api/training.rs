@@ -358,6 +358,7 @@ async fn every_recipe_makes_a_job_that_the_sdk_models_and_the_crd_accept() {
         tracking: Some("arn:aws:sagemaker:us-west-2:123456789012:mlflow-app/app-1".into()),
         install_agent: false,
         package_index: None,
+        placement: &Default::default(),
     });
     assert_eq!(Schemas::load().errors(&rj), Vec::<String>::new(), "{rj}");
 }

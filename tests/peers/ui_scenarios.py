@@ -323,8 +323,9 @@ def workloads(page, base, out):
 
 
 def training(page, base, out):
-    """Set up MLflow; pick a recipe (the form asks only its inputs), submit, follow it, read the
-    job's budget, follow its logs, see its metrics charted from MLflow."""
+    """Set up MLflow; pick a recipe (the form asks only its inputs), submit as the team the teams
+    scenario made at one of its priorities, follow it, read the job's budget and placement,
+    follow its logs, see its metrics charted from MLflow."""
     page.goto(f"{base}/#/training")
     page.get_by_role("button", name="Set up MLflow").click()
     page.wait_for_url("**/#/op/*")
@@ -340,6 +341,9 @@ def training(page, base, out):
     expect(page.get_by_label("Script")).to_be_hidden()
     expect(page.get_by_label("Retries (jobMaxRetryCount)")).to_be_visible()
     page.get_by_label("Job name").fill("ui-sft")
+    # The cluster is shared (the teams scenario ran first): the job runs as a team.
+    expect(page.locator("#train-team")).to_have_value("team-a")
+    page.locator("#train-priority").select_option("training")
     page.get_by_label("Model").fill("/etc/models")
     page.get_by_label("Dataset").fill("/s3/datasets/alpaca")
     page.get_by_role("button", name="Submit").click()
@@ -352,10 +356,12 @@ def training(page, base, out):
     row = page.locator("#training-list tr:has-text('ui-sft')")
     expect(row).to_contain_text("succeeded")
     expect(row.get_by_role("meter")).to_have_attribute("aria-label", "restarts 0/3")
+    expect(row).to_contain_text("team-a · training")
     row.get_by_role("link", name="ui-sft").click()
     expect(page.get_by_role("heading", name="Conditions")).to_be_visible()
     expect(page.locator("table")).to_contain_text("Completed")
     expect(page.locator("dl")).to_contain_text("/s3/models/Qwen/Qwen3-0.6B")
+    expect(page.locator("dl")).to_contain_text("team-a (namespace hyperpod-ns-team-a), priority training")
     # Its logs, followed to the job's end: every rank's progress, searchable, one pod at a time.
     expect(page.locator("#logs-status")).to_contain_text("ended: the job succeeded")
     expect(page.locator("#logs-lines")).to_contain_text("throughput=")

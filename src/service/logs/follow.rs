@@ -19,7 +19,6 @@ use super::{select_pods, workload, Grep, LogsQuery, PodRef, Workload, MAX_PODS};
 use crate::cloud::LogQuery;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
-use crate::service::steps::workloads::WORKLOAD_NAMESPACE;
 
 /// How often a session looks for new pods and whether the workload ended.
 const POLL: Duration = Duration::from_secs(2);
@@ -264,6 +263,7 @@ impl Watch {
     fn reader(&self, pod: PodRef, tail: Option<i64>) -> impl std::future::Future<Output = ()> {
         let kube = self.engine.cloud().kube.clone();
         let target = self.workload.target.clone();
+        let namespace = self.workload.namespace.clone();
         let tx = self.tx.clone();
         let dropped = self.dropped.clone();
         let grep = self.grep.clone();
@@ -276,10 +276,7 @@ impl Watch {
             ..Default::default()
         };
         async move {
-            let reason = match kube
-                .follow_log(&target, WORKLOAD_NAMESPACE, &pod.pod, &query)
-                .await
-            {
+            let reason = match kube.follow_log(&target, &namespace, &pod.pod, &query).await {
                 Err(e) => e.message,
                 Ok(mut lines) => loop {
                     match lines.next().await {

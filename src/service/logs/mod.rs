@@ -14,6 +14,7 @@ use crate::cloud::{KubeTarget, LogQuery, ObjectRef};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::incluster::kube_target;
+use crate::service::labels::TEAM_NAMESPACE_PREFIX;
 use crate::service::steps::training::{training_state, TrainingState};
 use crate::service::steps::workloads::{workload_state, WorkloadState, WORKLOAD_NAMESPACE};
 use crate::service::training::JOB_LABEL;
@@ -72,7 +73,7 @@ impl WorkloadKind {
             })
     }
 
-    fn object(self, name: &str) -> ObjectRef {
+    fn object(self, namespace: &str, name: &str) -> ObjectRef {
         let (api_version, kind) = match self {
             WorkloadKind::Job => ("batch/v1", "Job"),
             WorkloadKind::Pytorch => ("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob"),
@@ -82,7 +83,7 @@ impl WorkloadKind {
         ObjectRef {
             api_version: api_version.into(),
             kind: kind.into(),
-            namespace: Some(WORKLOAD_NAMESPACE.into()),
+            namespace: Some(namespace.into()),
             name: name.into(),
         }
     }
@@ -141,6 +142,8 @@ pub struct Workload {
     pub kind: WorkloadKind,
     pub name: String,
     pub target: KubeTarget,
+    /// `default`, or the namespace of the team it runs as.
+    pub namespace: String,
     selector: String,
 }
 
@@ -180,11 +183,11 @@ pub async fn workload(
     let kind = WorkloadKind::parse(kind)?;
     validate::dns_label("workload", "workload name", name)?;
     let target = kube_target(engine, cluster).await?;
-    let object = current(engine, &target, kind, name)
+    let object = current(engine, &target, kind, None, name)
         .await?
         .ok_or_else(|| ApiError::NotFound {
             what: format!(
-                "{} `{name}` in namespace {WORKLOAD_NAMESPACE} of `{cluster}`",
+                "{} `{name}` in namespace {WORKLOAD_NAMESPACE} or a team's of `{cluster}`",
                 kind.as_str()
             ),
             hint: Some(Box::new(json!(format!(
@@ -205,24 +208,52 @@ pub async fn workload(
     Ok(Workload {
         kind,
         name: name.to_string(),
+        namespace: object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or(WORKLOAD_NAMESPACE)
+            .to_string(),
         target,
         selector,
     })
 }
 
-/// The workload's object now; `None` once it is gone.
+/// The workload's object now; `None` once it is gone. Without a namespace: in namespace
+/// default, else in a team's.
 async fn current(
     engine: &Engine,
     target: &KubeTarget,
     kind: WorkloadKind,
+    namespace: Option<&str>,
     name: &str,
 ) -> ApiResult<Option<Value>> {
-    match engine.cloud().kube.get(target, &kind.object(name)).await {
-        Ok(found) => Ok(found),
+    let kube = &engine.cloud().kube;
+    let found = match kube
+        .get(
+            target,
+            &kind.object(namespace.unwrap_or(WORKLOAD_NAMESPACE), name),
+        )
+        .await
+    {
+        Ok(found) => found,
         // No operator installed for this kind: no workload of it either.
-        Err(e) if matches!(e.code.as_str(), "KindNotServed") => Ok(None),
-        Err(e) => Err(e.into()),
+        Err(e) if matches!(e.code.as_str(), "KindNotServed") => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if found.is_some() || namespace.is_some() {
+        return Ok(found);
     }
+    let r = kind.object("", name);
+    Ok(kube
+        .list(target, &r.api_version, &r.kind, None, None)
+        .await?
+        .into_iter()
+        .find(|o| {
+            o.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+                && o.pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .is_some_and(|ns| ns.starts_with(TEAM_NAMESPACE_PREFIX))
+        }))
 }
 
 fn rank(kind: WorkloadKind, pod: &Value, name: &str) -> Option<String> {
@@ -252,7 +283,7 @@ impl Workload {
                 &self.target,
                 "v1",
                 "Pod",
-                Some(WORKLOAD_NAMESPACE),
+                Some(&self.namespace),
                 Some(&self.selector),
             )
             .await?;
@@ -297,7 +328,15 @@ impl Workload {
     /// Why the workload's logs are over, if they are: it ended or is gone.
     pub async fn ended(&self, engine: &Engine) -> ApiResult<Option<String>> {
         Ok(
-            match current(engine, &self.target, self.kind, &self.name).await? {
+            match current(
+                engine,
+                &self.target,
+                self.kind,
+                Some(&self.namespace),
+                &self.name,
+            )
+            .await?
+            {
                 None => Some(format!(
                     "{} `{}` was deleted",
                     self.kind.as_str(),
@@ -478,7 +517,7 @@ pub async fn snapshot(
         let read = engine
             .cloud()
             .kube
-            .pod_log(&w.target, WORKLOAD_NAMESPACE, &pod.pod, &query)
+            .pod_log(&w.target, &w.namespace, &pod.pod, &query)
             .await;
         let (mut lines, error): (Vec<String>, _) = match read {
             Ok(text) => (

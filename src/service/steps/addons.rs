@@ -18,12 +18,16 @@ pub fn kube_target(cx: &StepCx<'_>) -> StepResult<KubeTarget> {
 }
 
 /// An IAM role for one Kubernetes service account (IRSA): trusted only by exactly
-/// `system:serviceaccount:<namespace>:<service_account>` through the cluster's OIDC provider,
-/// with one inline policy.
+/// `system:serviceaccount:<namespace>:<service_account>` through the cluster's OIDC provider
+/// (and, with `teams`, by the same service account in the teams' namespaces), with one inline
+/// policy.
 pub struct IrsaRole<'a> {
     pub name: String,
     pub namespace: &'a str,
     pub service_account: &'a str,
+    /// Also trusted by `<service_account>` in `hyperpod-ns-*`: the identity a team's workloads
+    /// run as under task governance, copied into each team's namespace.
+    pub teams: bool,
     /// `instantstart:role` tag value.
     pub tag_role: &'a str,
     pub policy_name: &'a str,
@@ -39,10 +43,41 @@ impl IrsaRole<'_> {
             self.tag_role,
             self.policy_name,
             policy,
-            || irsa_trust(cx, self.namespace, self.service_account),
+            || async {
+                let trust = irsa_trust(cx, self.namespace, self.service_account).await?;
+                Ok(if self.teams {
+                    with_team_namespaces(trust, self.service_account)
+                } else {
+                    trust
+                })
+            },
         )
         .await
     }
+}
+
+/// A trust for one service account widened to the same name in the teams' namespaces: the exact
+/// subject moves from `StringEquals` to `StringLike`, beside `hyperpod-ns-*` (namespaces only
+/// SageMaker's task governance makes).
+pub fn with_team_namespaces(
+    mut trust: serde_json::Value,
+    service_account: &str,
+) -> serde_json::Value {
+    let Some(cond) = trust.pointer_mut("/Statement/0/Condition") else {
+        return trust;
+    };
+    let equals = cond["StringEquals"].as_object_mut();
+    let Some(equals) = equals else { return trust };
+    let Some(key) = equals.keys().find(|k| k.ends_with(":sub")).cloned() else {
+        return trust;
+    };
+    let exact = equals.remove(&key).unwrap_or_default();
+    let teams = format!(
+        "system:serviceaccount:{}*:{service_account}",
+        crate::service::labels::TEAM_NAMESPACE_PREFIX
+    );
+    cond["StringLike"] = json!({ key: [exact, teams] });
+    trust
 }
 
 /// Trust for exactly `system:serviceaccount:<namespace>:<service_account>` through the cluster's
@@ -101,4 +136,30 @@ where
     };
     crate::cloud::ensure_role_policy(cx.cloud.iam.as_ref(), name, policy_name, policy).await?;
     Ok(arn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_team_wide_trust_keeps_the_exact_subject_and_adds_only_the_teams_namespaces() {
+        let exact = json!({"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Action": "sts:AssumeRoleWithWebIdentity",
+            "Condition": {"StringEquals": {
+                "oidc.example/id/X:sub": "system:serviceaccount:default:sa",
+                "oidc.example/id/X:aud": "sts.amazonaws.com"}}}]});
+        let wide = with_team_namespaces(exact, "sa");
+        let cond = &wide["Statement"][0]["Condition"];
+        assert_eq!(
+            cond["StringEquals"],
+            json!({"oidc.example/id/X:aud": "sts.amazonaws.com"})
+        );
+        assert_eq!(
+            cond["StringLike"],
+            json!({"oidc.example/id/X:sub": [
+                "system:serviceaccount:default:sa",
+                "system:serviceaccount:hyperpod-ns-*:sa"]})
+        );
+    }
 }

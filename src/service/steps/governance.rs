@@ -8,7 +8,8 @@
 //! team-update        compute-quota     UpdateComputeQuota at the version read
 //! team-delete        compute-quota     DeleteComputeQuota, watched until it is gone
 //! team-create        team-storage      (after compute-quota) the cluster's claims copied into
-//!                                      hyperpod-ns-<team>, so /s3 there is the /s3 of default
+//!                                      hyperpod-ns-<team>, so /s3 there is the /s3 of default,
+//!                                      and the training identity that reports to MLflow
 //! team-delete        team-storage      (first) those copies removed
 //! ```
 //!
@@ -232,6 +233,7 @@ impl crate::ops::Reconcile for TeamStorageStep {
     }
     async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         use crate::cloud::{json_contains, ObjectRef, MANAGED_BY};
+        use crate::service::steps::mlflow::{tracking_sa, tracking_sa_ref};
         use crate::service::steps::storage::{namespace_copy, CLAIM_LABEL};
         let p: TeamParams = cx.param()?;
         let ns = crate::cloud::team_namespace(&p.team);
@@ -277,6 +279,11 @@ impl crate::ops::Reconcile for TeamStorageStep {
                 cx.cloud.kube.delete(&target, &vol).await?;
                 changed.push(format!("{ns}/{claim}"));
             }
+            let sa = tracking_sa_ref(&ns);
+            if cx.cloud.kube.get(&target, &sa).await?.is_some() {
+                cx.cloud.kube.delete(&target, &sa).await?;
+                changed.push(format!("{ns}/{}", sa.name));
+            }
             return Ok(json!({"removed": changed}));
         }
         for pv in pvs.iter().filter(|pv| in_ns(pv, "default")) {
@@ -289,6 +296,27 @@ impl crate::ops::Reconcile for TeamStorageStep {
                 }
                 cx.cloud.kube.apply(&target, &m).await?;
                 changed.push(format!("{}/{}", r.kind, r.name));
+            }
+        }
+        // The identity training pods report to MLflow as, where MLflow is set up.
+        let default = cx
+            .cloud
+            .kube
+            .get(&target, &tracking_sa_ref("default"))
+            .await?;
+        if let Some(role) = default
+            .as_ref()
+            .and_then(|sa| sa.pointer("/metadata/annotations/eks.amazonaws.com~1role-arn"))
+            .and_then(Value::as_str)
+        {
+            let m = tracking_sa(&ns, role);
+            let actual = cx.cloud.kube.get(&target, &tracking_sa_ref(&ns)).await?;
+            if !actual.is_some_and(|a| json_contains(&a, &m)) {
+                cx.cloud.kube.apply(&target, &m).await?;
+                changed.push(format!(
+                    "ServiceAccount/{}",
+                    crate::service::steps::mlflow::TRACKING_SA.1
+                ));
             }
         }
         Ok(json!({"namespace": ns, "applied": changed}))

@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 use crate::cloud::{cluster_tags, CreateMlflowApp, ObjectRef, MANAGED_BY};
 use crate::ops::{Poll, Reconcile, Step, StepCx, StepError, StepResult};
 use crate::service::bucket::BucketPlace;
+use crate::service::resources::Recorded;
 use crate::service::steps::addons::{ensure_role, kube_target, IrsaRole};
 use crate::service::steps::features::checkpoint_role_name;
 
@@ -34,13 +35,22 @@ pub fn tracking_role_name(cluster: &str) -> String {
     format!("{cluster}-mlflow-tracking")
 }
 
-pub fn tracking_sa_ref() -> ObjectRef {
+/// The training service account in `namespace` (default, or a team's).
+pub fn tracking_sa_ref(namespace: &str) -> ObjectRef {
     ObjectRef {
         api_version: "v1".into(),
         kind: "ServiceAccount".into(),
-        namespace: Some(TRACKING_SA.0.into()),
+        namespace: Some(namespace.into()),
         name: TRACKING_SA.1.into(),
     }
+}
+
+/// The training service account in `namespace`, bound to the tracking role.
+pub fn tracking_sa(namespace: &str, role_arn: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": TRACKING_SA.1, "namespace": namespace,
+                     "labels": { MANAGED_BY.0: MANAGED_BY.1 },
+                     "annotations": {"eks.amazonaws.com/role-arn": role_arn}}})
 }
 
 /// The IAM actions of an MLflow App's REST API. An app authorizes every data-plane call with
@@ -180,6 +190,7 @@ impl Reconcile for TrackingAccessStep {
             name: tracking_role_name(&cx.op.cluster),
             namespace: TRACKING_SA.0,
             service_account: TRACKING_SA.1,
+            teams: true,
             tag_role: "mlflow-tracking-role",
             policy_name: "instantstart-mlflow-tracking",
         };
@@ -195,13 +206,26 @@ impl Reconcile for TrackingAccessStep {
             )
             .await?;
         }
-        let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": TRACKING_SA.1, "namespace": TRACKING_SA.0,
-                         "labels": { MANAGED_BY.0: MANAGED_BY.1 },
-                         "annotations": {"eks.amazonaws.com/role-arn": arn}}});
-        cx.cloud.kube.apply(&kube_target(cx)?, &sa).await?;
+        // The teams' workloads run in their namespaces: the same identity in each (a team made
+        // later gets its copy from the team-storage phase).
+        let mut namespaces = vec![TRACKING_SA.0.to_string()];
+        if let Ok(hyperpod) = cx.recorded().hyperpod_cluster_arn() {
+            namespaces.extend(
+                cx.cloud
+                    .governance
+                    .compute_quotas(&hyperpod)
+                    .await?
+                    .iter()
+                    .map(|q| crate::cloud::team_namespace(&q.team)),
+            );
+        }
+        let target = kube_target(cx)?;
+        for ns in &namespaces {
+            cx.cloud.kube.apply(&target, &tracking_sa(ns, &arn)).await?;
+        }
         Ok(json!({"trackingRoleArn": arn,
-                  "serviceAccount": format!("{}/{}", TRACKING_SA.0, TRACKING_SA.1)}))
+                  "serviceAccount": format!("{}/{}", TRACKING_SA.0, TRACKING_SA.1),
+                  "namespaces": namespaces}))
     }
 }
 

@@ -87,6 +87,7 @@ impl S3CsiRoleStep {
             name: s3_csi_role_name(&cx.op.cluster),
             namespace: "kube-system",
             service_account: S3_CSI_SERVICE_ACCOUNT,
+            teams: false,
             tag_role: "s3-csi-role",
             policy_name: S3_CSI_POLICY,
         };

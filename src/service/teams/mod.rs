@@ -17,7 +17,9 @@ use crate::ops::Engine;
 use crate::service::steps::governance::{PolicyParams, TeamParams};
 
 mod checks;
+mod placement;
 use checks::{check_name, check_policy, check_quota, instances_of};
+pub use placement::placement;
 
 fn cloud_err(e: crate::cloud::CloudError) -> ApiError {
     ApiError::Cloud(Box::new(e))

@@ -7,8 +7,9 @@ use serde_json::{json, Map, Value};
 
 use super::{Elastic, HangDetection, RecoveryBudget};
 use crate::cloud::{efa_interfaces, MANAGED_BY};
+use crate::service::labels::Placement;
 use crate::service::steps::mlflow::TRACKING_SA;
-use crate::service::steps::workloads::{WORKLOAD_LABEL, WORKLOAD_NAMESPACE};
+use crate::service::steps::workloads::WORKLOAD_LABEL;
 
 /// The service account managed tiered checkpointing trusts.
 const CHECKPOINT_SA: &str = "hyperpod-checkpointing";
@@ -42,6 +43,8 @@ pub struct JobSpec<'a> {
     pub install_agent: bool,
     /// The package index the pods install from (`None`: PyPI).
     pub package_index: Option<&'a str>,
+    /// The team it runs as (its namespace and Kueue labels), if any.
+    pub placement: &'a Placement,
 }
 
 /// Where the init container installs the HyperPod elastic agent: a user site
@@ -108,12 +111,22 @@ fn metadata(spec: &JobSpec<'_>) -> Value {
         .map(|(k, v)| (format!("instantstart.io/{k}"), json!(v)))
         .chain([("instantstart.io/recipe".to_string(), json!(spec.recipe))])
         .collect();
-    json!({"name": spec.name, "namespace": WORKLOAD_NAMESPACE, "labels": labels(spec),
+    let mut labels = labels(spec);
+    spec.placement.label(&mut labels);
+    json!({"name": spec.name, "namespace": spec.placement.namespace(), "labels": labels,
            "annotations": annotations})
 }
 
 fn labels(spec: &JobSpec<'_>) -> Value {
     json!({MANAGED_BY.0: MANAGED_BY.1, WORKLOAD_LABEL: "training", JOB_LABEL: spec.name})
+}
+
+/// A HyperPodPyTorchJob's pods carry the Kueue labels too, as the HyperPod CLI's template
+/// writes them; KubeRay's pods do not (Kueue admits the RayJob as a whole).
+fn pod_labels(spec: &JobSpec<'_>) -> Value {
+    let mut labels = labels(spec);
+    spec.placement.label(&mut labels);
+    labels
 }
 
 fn env(spec: &JobSpec<'_>) -> Vec<Value> {
@@ -264,7 +277,7 @@ pub fn pytorch_job(spec: &JobSpec<'_>) -> Value {
         "replicaSpecs": [{
             "name": "pods",
             "replicas": spec.nodes,
-            "template": {"metadata": {"labels": labels(spec)}, "spec": pod_spec(spec, container)},
+            "template": {"metadata": {"labels": pod_labels(spec)}, "spec": pod_spec(spec, container)},
         }],
         "runPolicy": run_policy,
     });

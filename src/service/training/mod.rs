@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 use super::incluster::{kube_target, list_storage};
 use super::resources::ClusterResources;
 
-use super::steps::workloads::{ApplyParams, WORKLOAD_NAMESPACE};
+use super::steps::workloads::ApplyParams;
 use super::validate;
 use crate::cloud::{gpus_per_instance, Capacity, CloudError, ObjectRef};
 use crate::error::{ApiError, ApiResult};
@@ -153,7 +153,7 @@ fn elastic_agent(req: &TrainingJobRequest, image: &str, packages: &PodPackages) 
     }
 }
 
-pub(super) fn job_ref(runtime: Runtime, name: &str) -> ObjectRef {
+pub(super) fn job_ref(runtime: Runtime, namespace: &str, name: &str) -> ObjectRef {
     let (api_version, kind) = match runtime {
         Runtime::HyperPodPytorch => ("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob"),
         Runtime::Ray => ("ray.io/v1", "RayJob"),
@@ -161,7 +161,7 @@ pub(super) fn job_ref(runtime: Runtime, name: &str) -> ObjectRef {
     ObjectRef {
         api_version: api_version.into(),
         kind: kind.into(),
-        namespace: Some(WORKLOAD_NAMESPACE.into()),
+        namespace: Some(namespace.into()),
         name: name.into(),
     }
 }
@@ -353,6 +353,24 @@ pub async fn training_params(
             ));
         }
     }
+    let placement = super::teams::placement(
+        engine,
+        cluster,
+        req.team.as_deref(),
+        req.priority.as_deref(),
+    )
+    .await?;
+    let namespace = placement.namespace();
+    if tiered && placement.team.is_some() {
+        // Its service account and role are the default namespace's only.
+        return Err(ApiError::validation_hint(
+            "checkpointing",
+            "managed tiered checkpointing runs in namespace default, not in a team's namespace",
+            json!(
+                "use checkpointing `none` and save checkpoints under /s3, or submit without `team`"
+            ),
+        ));
+    }
     // The operator and the data contract.
     let target = kube_target(engine, cluster).await?;
     if pytorch {
@@ -399,35 +417,28 @@ pub async fn training_params(
     let claims = list_storage(engine, cluster).await?;
     if !claims
         .iter()
-        .any(|c| c.claim_name == DATA_CLAIM && c.namespace == WORKLOAD_NAMESPACE)
+        .any(|c| c.claim_name == DATA_CLAIM && c.namespace == namespace)
     {
         return Err(ApiError::Conflict {
             slug: "storage-missing",
-            detail: format!("training pods mount `{DATA_CLAIM}` at /s3, and `{cluster}` has none: create it with storage_setup (no arguments), then submit again"),
+            detail: format!("training pods mount `{DATA_CLAIM}` at /s3, and `{cluster}` has none in namespace {namespace}: create it with storage_setup (no arguments; a team's namespace gets a copy), then submit again"),
             field: None,
             operation_id: None,
         });
     }
-    let watch = job_ref(recipe.runtime, &req.job_name);
-    for runtime in [Runtime::HyperPodPytorch, Runtime::Ray] {
-        let existing = match engine
-            .cloud()
-            .kube
-            .get(&target, &job_ref(runtime, &req.job_name))
-            .await
-        {
-            Ok(found) => found,
-            Err(e) if matches!(e.code.as_str(), "KindNotServed" | "NotFound") => None,
-            Err(e) => return Err(cloud_err(e)),
-        };
-        if existing.is_some() {
-            return Err(ApiError::Conflict {
-                slug: "job-exists",
-                detail: format!("a training job `{}` already exists on `{cluster}`: pick another name, or delete it first (training_job_delete)", req.job_name),
-                field: Some("jobName".into()),
-                operation_id: None,
-            });
-        }
+    let watch = job_ref(recipe.runtime, &namespace, &req.job_name);
+    // Names are unique on the cluster, across the team namespaces: a job is found by its name.
+    if list_training_jobs(engine, cluster)
+        .await?
+        .iter()
+        .any(|j| j.name == req.job_name)
+    {
+        return Err(ApiError::Conflict {
+            slug: "job-exists",
+            detail: format!("a training job `{}` already exists on `{cluster}`: pick another name, or delete it first (training_job_delete)", req.job_name),
+            field: Some("jobName".into()),
+            operation_id: None,
+        });
     }
     let command = recipe.command(&CommandInputs {
         nodes,
@@ -467,9 +478,10 @@ pub async fn training_params(
         elastic: req.elastic.as_ref(),
         tiered_checkpointing: tiered,
         // Reports to the account's MLflow when it is set up for this cluster.
-        tracking: crate::service::mlflow::training_tracking(engine, &target).await,
+        tracking: crate::service::mlflow::training_tracking(engine, &target, &namespace).await,
         install_agent,
         package_index: packages.index(),
+        placement: &placement,
     };
     let manifest = match recipe.runtime {
         Runtime::HyperPodPytorch => pytorch_job(&spec),
@@ -527,6 +539,8 @@ mod tests {
             elastic: None,
             checkpointing: None,
             elastic_agent: agent,
+            team: None,
+            priority: None,
         };
         let stock = recipe("pytorch").unwrap().image;
         let own = "123456789012.dkr.ecr.us-west-2.amazonaws.com/trainer:1";

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TrainingJobRequest {
     /// Job name: a DNS label of at most 50 characters (47 for recipes that run on KubeRay),
-    /// unique in namespace default.
+    /// unique on the cluster.
     #[schema(pattern = r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$")]
     pub job_name: String,
     /// `pytorch`, `llama-factory`, `ms-swift` or `verl` (see `GET /api/recipes`).
@@ -50,6 +50,13 @@ pub struct TrainingJobRequest {
     /// image's own Python) or `bundled` (the image carries it, e.g. one built from
     /// `recipes/elastic-agent.Dockerfile`).
     pub elastic_agent: Option<ElasticAgent>,
+    /// The team it runs as (task governance): the job goes to namespace `hyperpod-ns-<team>`
+    /// and its LocalQueue. Required on a cluster whose teams share it.
+    #[schema(pattern = r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
+    pub team: Option<String>,
+    /// A priority class of the cluster's scheduling policy (with `team`).
+    #[schema(pattern = r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
+    pub priority: Option<String>,
 }
 
 /// Where a job's elastic agent comes from.

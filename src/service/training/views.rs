@@ -1,6 +1,7 @@
 //! What the cluster runs for training, read from the operators' status: every job in namespace
-//! default (ours and those made elsewhere) with its restarts against their limits, and the
-//! parameters of deleting one of ours.
+//! default and the teams' namespaces (ours and those made elsewhere) with its restarts against
+//! their limits and, under task governance, its admission; and the parameters of deleting one of
+//! ours.
 
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -11,8 +12,9 @@ use crate::cloud::MANAGED_BY;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::incluster::kube_target;
+use crate::service::labels::{is_workload_namespace, Placement};
 use crate::service::steps::training::{restarts, training_state};
-use crate::service::steps::workloads::{DeleteParams, WORKLOAD_NAMESPACE};
+use crate::service::steps::workloads::DeleteParams;
 use crate::service::validate;
 
 /// A training job and where it stands.
@@ -20,6 +22,12 @@ use crate::service::validate;
 #[serde(rename_all = "camelCase")]
 pub struct TrainingJobView {
     pub name: String,
+    /// `default`, or the team's namespace `hyperpod-ns-<team>`.
+    pub namespace: String,
+    /// The team it runs as (task governance), if any.
+    pub team: Option<String>,
+    /// Its priority class, if any.
+    pub priority: Option<String>,
     /// `HyperPodPyTorchJob` or `RayJob`.
     pub kind: String,
     /// The recipe it was made from; none for jobs created elsewhere.
@@ -75,8 +83,12 @@ fn view_of(j: &Value) -> TrainingJobView {
                 .and_then(Value::as_u64),
         )
     };
+    let placement = Placement::of(j);
     TrainingJobView {
         name: s("/metadata/name").unwrap_or_default(),
+        namespace: s("/metadata/namespace").unwrap_or_else(|| "default".into()),
+        team: placement.team,
+        priority: placement.priority,
         kind: s("/kind").unwrap_or_default(),
         recipe: annotation("recipe"),
         origin: if managed { "instantstart" } else { "external" }.into(),
@@ -102,25 +114,29 @@ fn view_of(j: &Value) -> TrainingJobView {
     }
 }
 
-/// Every training job in namespace default, newest first: ours and those created elsewhere.
+/// Every training job in namespace default and the teams' namespaces, newest first: ours and
+/// those created elsewhere.
 pub async fn list_training_jobs(engine: &Engine, cluster: &str) -> ApiResult<Vec<TrainingJobView>> {
     let target = kube_target(engine, cluster).await?;
     let mut out = Vec::new();
     for runtime in [Runtime::HyperPodPytorch, Runtime::Ray] {
-        let r = job_ref(runtime, "");
+        let r = job_ref(runtime, "", "");
         match engine
             .cloud()
             .kube
-            .list(
-                &target,
-                &r.api_version,
-                &r.kind,
-                Some(WORKLOAD_NAMESPACE),
-                None,
-            )
+            .list(&target, &r.api_version, &r.kind, None, None)
             .await
         {
-            Ok(items) => out.extend(items.iter().map(view_of)),
+            Ok(items) => out.extend(
+                items
+                    .iter()
+                    .filter(|j| {
+                        j.pointer("/metadata/namespace")
+                            .and_then(Value::as_str)
+                            .is_none_or(is_workload_namespace)
+                    })
+                    .map(view_of),
+            ),
             // The operator is not installed: no jobs of its kind.
             Err(e) if matches!(e.code.as_str(), "KindNotServed" | "NotFound") => {}
             Err(e) => return Err(cloud_err(e)),
@@ -161,7 +177,7 @@ pub async fn training_delete_params(engine: &Engine, cluster: &str, job: &str) -
     };
     let params = DeleteParams {
         workload: format!("training/{job}"),
-        objects: vec![job_ref(runtime, job)],
+        objects: vec![job_ref(runtime, &view.namespace, job)],
         release: None,
     };
     Ok(serde_json::to_value(params).map_err(anyhow::Error::from)?)

@@ -121,6 +121,7 @@ impl Reconcile for CheckpointRoleStep {
             name,
             namespace: CHECKPOINT_SA.0,
             service_account: CHECKPOINT_SA.1,
+            teams: false,
             tag_role: "checkpoints-role",
             policy_name: "instantstart-checkpoints",
         };
