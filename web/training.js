@@ -56,12 +56,21 @@ function budget(r) {
     ` ${text}`);
 }
 
+/** Where Kueue has a team's job: admitted, or pending and why, with its place in the queue. */
+function admissionText(a) {
+  if (!a) return '';
+  const place = a.position ? ` · #${a.position} in the queue` : '';
+  const by = a.preemptedBy ? ` by ${a.preemptedBy}` : '';
+  return `${a.state}${by}${place}${a.state !== 'admitted' && a.message ? `: ${a.message}` : ''}`;
+}
+
 function jobsTable(list, enc) {
   return table(['Job', 'Recipe', 'Team', 'State', 'Nodes', 'Restarts', 'Faulty pods', 'Paths', ''], list.map((j) => [
     h('a', { href: `#/training/${encodeURIComponent(j.name)}` }, j.name),
     j.recipe || h('span', { class: 'muted' }, `${j.kind} (external)`),
     j.team ? `${j.team}${j.priority ? ` · ${j.priority}` : ''}` : h('span', { class: 'muted' }, '—'),
-    h('span', {}, stateBadge(j.state), j.message ? h('div', { class: j.state === 'failed' ? 'error' : 'muted' }, j.message) : null),
+    h('span', {}, stateBadge(j.state), j.message ? h('div', { class: j.state === 'failed' ? 'error' : 'muted' }, j.message) : null,
+      j.admission ? h('div', { class: 'muted', 'data-admission': j.admission.state }, `Kueue: ${admissionText(j.admission)}`) : null),
     `${j.nodes ?? ''} × ${j.instanceType || '?'}`,
     budget(j.restarts),
     (j.faultyPods || []).join(', '),
@@ -193,6 +202,7 @@ export async function trainingJob(job) {
       h('p', {}, stateBadge(j.state), ' ', j.message || ''),
       h('dl', { class: 'facts' },
         h('dt', {}, 'Recipe'), h('dd', {}, j.recipe || 'made elsewhere (read-only)'),
+        ...(j.admission ? [h('dt', {}, 'Admission'), h('dd', { id: 'job-admission' }, admissionText(j.admission))] : []),
         h('dt', {}, 'Team'), h('dd', {}, j.team ? `${j.team} (namespace ${j.namespace})${j.priority ? `, priority ${j.priority}` : ''}` : `none (namespace ${j.namespace})`),
         h('dt', {}, 'Nodes'), h('dd', {}, `${j.nodes ?? '?'} × ${j.instanceType || '?'}`),
         h('dt', {}, 'Restarts'), h('dd', {}, budget(j.restarts),

@@ -22,6 +22,7 @@ mod mlflow;
 mod operations;
 mod pages;
 mod pipeline;
+mod placement;
 mod refusals;
 mod releases;
 mod security;

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use crate::helpers::*;
 
-async fn send(
+pub(crate) async fn send(
     app: &TestApp,
     method: reqwest::Method,
     path: &str,
@@ -25,16 +25,16 @@ async fn send(
     (status, r.json().await.unwrap_or(Value::Null))
 }
 
-async fn until_done(app: &TestApp, status: StatusCode, body: &Value) -> Value {
+pub(crate) async fn until_done(app: &TestApp, status: StatusCode, body: &Value) -> Value {
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     app.wait_terminal(body["operationId"].as_str().unwrap())
         .await
 }
 
-const POLICY: &str = "/api/clusters/demo/scheduling-policy";
-const TEAMS: &str = "/api/clusters/demo/teams";
+pub(crate) const POLICY: &str = "/api/clusters/demo/scheduling-policy";
+pub(crate) const TEAMS: &str = "/api/clusters/demo/teams";
 
-fn policy() -> Value {
+pub(crate) fn policy() -> Value {
     json!({"priorityClasses": [{"name": "inference", "weight": 90}, {"name": "training", "weight": 70}],
            "fairShare": true})
 }
@@ -467,176 +467,7 @@ async fn on_aws_the_policy_and_quotas_reach_sagemaker_in_its_shapes_and_an_equal
             .all(|r| r["operation"] != "UpdateClusterSchedulerConfig"),
         "{seen}"
     );
-}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_job_runs_as_its_team_at_its_priority_and_a_wrong_team_or_class_names_the_valid_ones() {
-    use crate::training::{enable_training_operator, sft, training_cluster};
-    const JOBS: &str = "/api/clusters/demo/training-jobs";
-    let app = training_cluster(None).await;
-    enable_training_operator(&app).await;
-    let mut job = sft("sft-team");
-    job["nodeCount"] = json!(1);
-    let with = |patch: Value| {
-        let mut b = job.clone();
-        for (k, v) in patch.as_object().unwrap() {
-            b[k] = v.clone();
-        }
-        b
-    };
-
-    // Not governed: there is no queue to name, and the refusal says so.
-    let p = problem(
-        app.post(JOBS, &with(json!({"team": "team-a"}))).await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-    )
-    .await;
-    assert_eq!(p["field"], "team", "{p}");
-    assert!(
-        p["detail"].as_str().unwrap().contains("no task governance"),
-        "{p}"
-    );
-
-    assert_eq!(
-        toggle(&app, "taskGovernance", true).await["state"],
-        "succeeded"
-    );
-    let (status, body) = send(&app, reqwest::Method::PUT, POLICY, &policy()).await;
-    assert_eq!(until_done(&app, status, &body).await["state"], "succeeded");
-    // MLflow is set up between the two teams: team-a's namespace gets the training identity
-    // from the MLflow setup, team-b's from its own creation.
-    for name in ["team-a", "mlflow", "team-b"] {
-        let op = if name == "mlflow" {
-            app.wait_terminal(&app.start("/api/mlflow", &json!({"cluster": "demo"})).await)
-                .await
-        } else {
-            let body = json!({"teamName": name, "resources": [{"instanceType": "ml.g5.8xlarge", "count": 1}]});
-            app.wait_terminal(&app.start(TEAMS, &body).await).await
-        };
-        assert_eq!(op["state"], "succeeded", "{op}");
-    }
-
-    // Shared now: no team, an unknown team or an unknown class is refused with the valid values,
-    // before anything is called.
-    let before = mutating_calls(&app.calls().await);
-    for (body, field, hint) in [
-        (job.clone(), "team", json!(["team-a", "team-b"])),
-        (
-            with(json!({"team": "team-z"})),
-            "team",
-            json!(["team-a", "team-b"]),
-        ),
-        (
-            with(json!({"team": "team-a", "priority": "urgent"})),
-            "priority",
-            json!(["inference", "training"]),
-        ),
-        (with(json!({"team": "Team A"})), "team", Value::Null),
-    ] {
-        let p = problem(
-            app.post(JOBS, &body).await,
-            StatusCode::UNPROCESSABLE_ENTITY,
-        )
-        .await;
-        assert_eq!(p["field"], field, "{body} → {p}");
-        if !hint.is_null() {
-            assert_eq!(p["hint"], hint, "{body} → {p}");
-        }
-    }
-    let p = problem(app.post(JOBS, &job).await, StatusCode::UNPROCESSABLE_ENTITY).await;
-    assert!(
-        p["detail"].as_str().unwrap().contains("team-a, team-b"),
-        "a missing team names the teams: {p}"
-    );
-    // Managed tiered checkpointing keeps its identity in namespace default.
-    let p = problem(
-        app.post(
-            JOBS,
-            &with(json!({"team": "team-b", "checkpointing": "managed-tiered"})),
-        )
-        .await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-    )
-    .await;
-    assert_eq!(p["field"], "checkpointing", "{p}");
-    assert_eq!(mutating_calls(&app.calls().await), before);
-
-    // As team-b at priority training: the team's namespace, its LocalQueue and the class, on the
-    // job and on the pods Kueue admits, reporting to MLflow as the identity copied there.
-    let accepted = crate::training::submit(
-        &app,
-        &with(json!({"team": "team-b", "priority": "training"})),
-    )
-    .await;
-    let op = app
-        .wait_terminal(accepted["operationId"].as_str().unwrap())
-        .await;
-    assert_eq!(op["state"], "succeeded", "{op}");
-    let manifest = &op["params"]["manifests"][0];
-    assert_eq!(manifest["metadata"]["namespace"], "hyperpod-ns-team-b");
-    let pod = &manifest["spec"]["replicaSpecs"][0]["template"]["spec"];
-    assert_eq!(pod["serviceAccountName"], "instantstart-training", "{pod}");
-    let kueue = |labels: &Value| {
-        (
-            labels["kueue.x-k8s.io/queue-name"].clone(),
-            labels["kueue.x-k8s.io/priority-class"].clone(),
-        )
-    };
-    let expected = (
-        json!("hyperpod-ns-team-b-localqueue"),
-        json!("training-priority"),
-    );
-    assert_eq!(kueue(&manifest["metadata"]["labels"]), expected);
-    assert_eq!(
-        kueue(&manifest["spec"]["replicaSpecs"][0]["template"]["metadata"]["labels"]),
-        expected
-    );
-    let view = app.json(&format!("{JOBS}/sft-team")).await;
-    assert_eq!(
-        (
-            view["namespace"].as_str(),
-            view["team"].as_str(),
-            view["priority"].as_str(),
-            view["state"].as_str()
-        ),
-        (
-            Some("hyperpod-ns-team-b"),
-            Some("team-b"),
-            Some("training"),
-            Some("succeeded")
-        ),
-        "{view}"
-    );
-    let listed = app.json(JOBS).await;
-    assert!(
-        listed
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|j| j["name"] == "sft-team" && j["team"] == "team-b"),
-        "{listed}"
-    );
-    // Its run reached MLflow.
-    let runs = app.json("/api/mlflow/runs?experiment=sft-team").await;
-    assert_eq!(runs.as_array().map(Vec::len), Some(1), "{runs}");
-    // The name is the cluster's: another team cannot take it.
-    let p = problem(
-        app.post(JOBS, &with(json!({"team": "team-a"}))).await,
-        StatusCode::CONFLICT,
-    )
-    .await;
-    assert_eq!(p["field"], "jobName", "{p}");
-
-    // Its logs are found in its namespace; deleting it removes it there.
-    let logs = app
-        .json("/api/clusters/demo/workloads/pytorch/sft-team/logs")
-        .await;
-    assert_eq!(logs["pods"].as_array().map(Vec::len), Some(1), "{logs}");
-    let op = app.delete_and_wait(&format!("{JOBS}/sft-team")).await;
-    assert_eq!(op["state"], "succeeded", "{op}");
-    problem(
-        app.get(&format!("{JOBS}/sft-team")).await,
-        StatusCode::NOT_FOUND,
-    )
-    .await;
+    // Kueue's view of the team's work, read back through the training listing.
+    crate::placement::admission_is_read_from_kueues_workloads(&p).await;
 }

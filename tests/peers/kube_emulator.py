@@ -56,6 +56,7 @@ RESOURCES = {
     "ray.io/v1/rayjobs": ("RayJob", True, ["status"]),
     "sagemaker.amazonaws.com/v1/hyperpodpytorchjobs": ("HyperPodPyTorchJob", True, ["status"]),
     "inference.sagemaker.aws.amazon.com/v1/inferenceendpointconfigs": ("InferenceEndpointConfig", True, ["status"]),
+    "kueue.x-k8s.io/v1beta1/workloads": ("Workload", True, ["status"]),
     "keda.sh/v1alpha1/scaledobjects": ("ScaledObject", True, ["status"]),
     "keda.sh/v1alpha1/triggerauthentications": ("TriggerAuthentication", True, []),
     # HyperPod-managed Karpenter: the controller runs in AWS, only its objects live here.

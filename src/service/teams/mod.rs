@@ -16,8 +16,10 @@ use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::steps::governance::{PolicyParams, TeamParams};
 
+mod admission;
 mod checks;
 mod placement;
+pub use admission::{workloads, Admission, AdmissionState};
 use checks::{check_name, check_policy, check_quota, instances_of};
 pub use placement::placement;
 

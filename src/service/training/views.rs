@@ -15,6 +15,7 @@ use crate::service::incluster::kube_target;
 use crate::service::labels::{is_workload_namespace, Placement};
 use crate::service::steps::training::{restarts, training_state};
 use crate::service::steps::workloads::DeleteParams;
+use crate::service::teams::{workloads, Admission};
 use crate::service::validate;
 
 /// A training job and where it stands.
@@ -28,6 +29,9 @@ pub struct TrainingJobView {
     pub team: Option<String>,
     /// Its priority class, if any.
     pub priority: Option<String>,
+    /// Under task governance, where Kueue has it: admitted, or pending and why, and its place
+    /// in the team's queue. None outside a team's namespace, or before Kueue has seen it.
+    pub admission: Option<Admission>,
     /// `HyperPodPyTorchJob` or `RayJob`.
     pub kind: String,
     /// The recipe it was made from; none for jobs created elsewhere.
@@ -89,6 +93,7 @@ fn view_of(j: &Value) -> TrainingJobView {
         namespace: s("/metadata/namespace").unwrap_or_else(|| "default".into()),
         team: placement.team,
         priority: placement.priority,
+        admission: None,
         kind: s("/kind").unwrap_or_default(),
         recipe: annotation("recipe"),
         origin: if managed { "instantstart" } else { "external" }.into(),
@@ -140,6 +145,13 @@ pub async fn list_training_jobs(engine: &Engine, cluster: &str) -> ApiResult<Vec
             // The operator is not installed: no jobs of its kind.
             Err(e) if matches!(e.code.as_str(), "KindNotServed" | "NotFound") => {}
             Err(e) => return Err(cloud_err(e)),
+        }
+    }
+    // Kueue's Workloads are read only where a team's job needs them.
+    if out.iter().any(|j| j.team.is_some()) {
+        let workloads = workloads(engine, &target).await?;
+        for j in out.iter_mut().filter(|j| j.team.is_some()) {
+            j.admission = workloads.of(&j.namespace, &j.kind, &j.name);
         }
     }
     out.sort_by(|a, b| b.created.cmp(&a.created).then(a.name.cmp(&b.name)));

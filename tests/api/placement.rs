@@ -1,0 +1,320 @@
+//! Workloads placed as teams (task governance): a training job in its team's namespace with the
+//! Kueue labels, refused with the valid teams and classes before anything is made; and its
+//! admission as Kueue writes it on its Workload (admitted, pending and why, preempted and by
+//! which job, its place in the queue), read through the real adapter from the Kubernetes
+//! emulator with Workloads that conform to Kueue's own CRD.
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+use crate::teams::{policy, send, until_done, POLICY, TEAMS};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_runs_as_its_team_at_its_priority_and_a_wrong_team_or_class_names_the_valid_ones() {
+    use crate::training::{enable_training_operator, sft, training_cluster};
+    const JOBS: &str = "/api/clusters/demo/training-jobs";
+    let app = training_cluster(None).await;
+    enable_training_operator(&app).await;
+    let mut job = sft("sft-team");
+    job["nodeCount"] = json!(1);
+    let with = |patch: Value| {
+        let mut b = job.clone();
+        for (k, v) in patch.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        b
+    };
+
+    // Not governed: there is no queue to name, and the refusal says so.
+    let p = problem(
+        app.post(JOBS, &with(json!({"team": "team-a"}))).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    assert_eq!(p["field"], "team", "{p}");
+    assert!(
+        p["detail"].as_str().unwrap().contains("no task governance"),
+        "{p}"
+    );
+
+    assert_eq!(
+        toggle(&app, "taskGovernance", true).await["state"],
+        "succeeded"
+    );
+    let (status, body) = send(&app, reqwest::Method::PUT, POLICY, &policy()).await;
+    assert_eq!(until_done(&app, status, &body).await["state"], "succeeded");
+    // MLflow is set up between the two teams: team-a's namespace gets the training identity
+    // from the MLflow setup, team-b's from its own creation.
+    for name in ["team-a", "mlflow", "team-b"] {
+        let op = if name == "mlflow" {
+            app.wait_terminal(&app.start("/api/mlflow", &json!({"cluster": "demo"})).await)
+                .await
+        } else {
+            let body = json!({"teamName": name, "resources": [{"instanceType": "ml.g5.8xlarge", "count": 1}]});
+            app.wait_terminal(&app.start(TEAMS, &body).await).await
+        };
+        assert_eq!(op["state"], "succeeded", "{op}");
+    }
+
+    // Shared now: no team, an unknown team or an unknown class is refused with the valid values,
+    // before anything is called.
+    let before = mutating_calls(&app.calls().await);
+    for (body, field, hint) in [
+        (job.clone(), "team", json!(["team-a", "team-b"])),
+        (
+            with(json!({"team": "team-z"})),
+            "team",
+            json!(["team-a", "team-b"]),
+        ),
+        (
+            with(json!({"team": "team-a", "priority": "urgent"})),
+            "priority",
+            json!(["inference", "training"]),
+        ),
+        (with(json!({"team": "Team A"})), "team", Value::Null),
+    ] {
+        let p = problem(
+            app.post(JOBS, &body).await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        )
+        .await;
+        assert_eq!(p["field"], field, "{body} → {p}");
+        if !hint.is_null() {
+            assert_eq!(p["hint"], hint, "{body} → {p}");
+        }
+    }
+    let p = problem(app.post(JOBS, &job).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert!(
+        p["detail"].as_str().unwrap().contains("team-a, team-b"),
+        "a missing team names the teams: {p}"
+    );
+    // Managed tiered checkpointing keeps its identity in namespace default.
+    let p = problem(
+        app.post(
+            JOBS,
+            &with(json!({"team": "team-b", "checkpointing": "managed-tiered"})),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    assert_eq!(p["field"], "checkpointing", "{p}");
+    assert_eq!(mutating_calls(&app.calls().await), before);
+
+    // As team-b at priority training: the team's namespace, its LocalQueue and the class, on the
+    // job and on the pods Kueue admits, reporting to MLflow as the identity copied there.
+    let accepted = crate::training::submit(
+        &app,
+        &with(json!({"team": "team-b", "priority": "training"})),
+    )
+    .await;
+    let op = app
+        .wait_terminal(accepted["operationId"].as_str().unwrap())
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let manifest = &op["params"]["manifests"][0];
+    assert_eq!(manifest["metadata"]["namespace"], "hyperpod-ns-team-b");
+    let pod = &manifest["spec"]["replicaSpecs"][0]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "instantstart-training", "{pod}");
+    let kueue = |labels: &Value| {
+        (
+            labels["kueue.x-k8s.io/queue-name"].clone(),
+            labels["kueue.x-k8s.io/priority-class"].clone(),
+        )
+    };
+    let expected = (
+        json!("hyperpod-ns-team-b-localqueue"),
+        json!("training-priority"),
+    );
+    assert_eq!(kueue(&manifest["metadata"]["labels"]), expected);
+    assert_eq!(
+        kueue(&manifest["spec"]["replicaSpecs"][0]["template"]["metadata"]["labels"]),
+        expected
+    );
+    let view = app.json(&format!("{JOBS}/sft-team")).await;
+    assert_eq!(
+        (
+            view["namespace"].as_str(),
+            view["team"].as_str(),
+            view["priority"].as_str(),
+            view["state"].as_str()
+        ),
+        (
+            Some("hyperpod-ns-team-b"),
+            Some("team-b"),
+            Some("training"),
+            Some("succeeded")
+        ),
+        "{view}"
+    );
+    let listed = app.json(JOBS).await;
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|j| j["name"] == "sft-team" && j["team"] == "team-b"),
+        "{listed}"
+    );
+    // Its run reached MLflow.
+    let runs = app.json("/api/mlflow/runs?experiment=sft-team").await;
+    assert_eq!(runs.as_array().map(Vec::len), Some(1), "{runs}");
+    // The name is the cluster's: another team cannot take it.
+    let p = problem(
+        app.post(JOBS, &with(json!({"team": "team-a"}))).await,
+        StatusCode::CONFLICT,
+    )
+    .await;
+    assert_eq!(p["field"], "jobName", "{p}");
+
+    // Its logs are found in its namespace; deleting it removes it there.
+    let logs = app
+        .json("/api/clusters/demo/workloads/pytorch/sft-team/logs")
+        .await;
+    assert_eq!(logs["pods"].as_array().map(Vec::len), Some(1), "{logs}");
+    let op = app.delete_and_wait(&format!("{JOBS}/sft-team")).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    problem(
+        app.get(&format!("{JOBS}/sft-team")).await,
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+}
+
+/// A Kueue Workload for job `job` of team-a (as Kueue makes one per queued job: owned by it,
+/// its pod set, the class's priority), with the conditions given.
+fn workload(job: &str, uid: &str, priority: i64, created: &str, conditions: Value) -> Value {
+    let conditions: Vec<Value> = conditions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let mut c = c.clone();
+            c["lastTransitionTime"] = json!(created);
+            c
+        })
+        .collect();
+    let mut status = json!({ "conditions": conditions });
+    if conditions
+        .iter()
+        .any(|c| c["type"] == "Admitted" && c["status"] == "True")
+    {
+        status["admission"] = json!({"clusterQueue": "hyperpod-ns-team-a-clusterqueue",
+            "podSetAssignments": [{"name": "pods", "count": 1,
+                                   "flavors": {"nvidia.com/gpu": "ml.g5.8xlarge"}}]});
+    }
+    json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
+           "metadata": {"name": format!("hyperpodpytorchjob-{job}-5f2c1"), "namespace": "hyperpod-ns-team-a",
+                        "uid": uid, "creationTimestamp": created,
+                        "labels": {"kueue.x-k8s.io/job-uid": format!("job-{uid}")},
+                        "ownerReferences": [{"apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob",
+                                             "name": job, "uid": format!("job-{uid}"), "controller": true}]},
+           "spec": {"queueName": "hyperpod-ns-team-a-localqueue", "priority": priority,
+                    "priorityClassName": "training-priority", "priorityClassSource": "kueue.x-k8s.io/workloadpriorityclass",
+                    "podSets": [{"name": "pods", "count": 1, "template": {"spec": {"containers": [
+                        {"name": "pytorch", "image": "pytorch", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}}]},
+           "status": status})
+}
+
+/// With team-a on the cluster (governance on, in AWS mode against the Kubernetes emulator):
+/// three jobs of team-a submitted elsewhere and the Workloads Kueue made for them — one
+/// admitted, one preempted by it, one pending for quota — read back as each job's admission.
+pub(crate) async fn admission_is_read_from_kueues_workloads(p: &crate::kube::AwsPipeline) {
+    let ns = "hyperpod-ns-team-a";
+    let quota = "couldn't assign flavors to pod set pods: insufficient unused quota for nvidia.com/gpu in flavor ml.g5.8xlarge, 1 more needed";
+    let cond = |kind: &str, status: &str, reason: &str, message: &str| json!({"type": kind, "status": status, "reason": reason, "message": message});
+    let workloads = [
+        workload("big", "w1", 90, "2026-12-01T10:00:00Z", json!([
+            cond("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue hyperpod-ns-team-a-clusterqueue"),
+            cond("Admitted", "True", "Admitted", "The workload is admitted")])),
+        workload("bumped", "w2", 70, "2026-12-01T09:00:00Z", json!([
+            cond("QuotaReserved", "False", "Pending", quota),
+            cond("Evicted", "True", "Preempted", "Preempted to accommodate a higher priority Workload"),
+            cond("Preempted", "True", "InClusterQueue", "Preempted to accommodate a workload (UID: w1, JobUID: job-w1) due to prioritization in the ClusterQueue; preemptor path: /hyperpod-ns-team-a-clusterqueue; preemptee path: /hyperpod-ns-team-a-clusterqueue")])),
+        workload("late", "w3", 70, "2026-12-01T11:00:00Z", json!([
+            cond("QuotaReserved", "False", "Pending", quota)])),
+    ];
+    let schemas = crate::crds::Schemas::load();
+    for w in &workloads {
+        assert_eq!(schemas.errors(w), Vec::<String>::new(), "{w}");
+    }
+    for job in ["big", "bumped", "late"] {
+        let manifest = json!({"apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob",
+            "metadata": {"name": job, "namespace": ns,
+                         "labels": {"kueue.x-k8s.io/queue-name": "hyperpod-ns-team-a-localqueue",
+                                    "kueue.x-k8s.io/priority-class": "training-priority"}},
+            "spec": {"replicaSpecs": [{"name": "pods", "replicas": 1}]}});
+        p.emu
+            .send(
+                reqwest::Method::POST,
+                &format!("/apis/sagemaker.amazonaws.com/v1/namespaces/{ns}/hyperpodpytorchjobs"),
+                manifest,
+                "application/json",
+            )
+            .await;
+    }
+    for w in workloads {
+        p.emu
+            .send(
+                reqwest::Method::POST,
+                &format!("/apis/kueue.x-k8s.io/v1beta1/namespaces/{ns}/workloads"),
+                w,
+                "application/json",
+            )
+            .await;
+    }
+    let jobs = crate::kube::get(
+        &p.client,
+        format!("{}/api/clusters/demo/training-jobs", p.base),
+    )
+    .await;
+    let admission = |name: &str| {
+        jobs.as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {jobs}"))["admission"]
+            .clone()
+    };
+    let big = admission("big");
+    assert_eq!(
+        (
+            big["state"].as_str(),
+            big["clusterQueue"].as_str(),
+            &big["position"]
+        ),
+        (
+            Some("admitted"),
+            Some("hyperpod-ns-team-a-clusterqueue"),
+            &Value::Null
+        ),
+        "{big}"
+    );
+    let bumped = admission("bumped");
+    assert_eq!(
+        (
+            bumped["state"].as_str(),
+            bumped["reason"].as_str(),
+            bumped["preemptedBy"].as_str(),
+            bumped["position"].as_u64()
+        ),
+        (
+            Some("preempted"),
+            Some("InClusterQueue"),
+            Some("big"),
+            Some(1)
+        ),
+        "{bumped}"
+    );
+    let late = admission("late");
+    assert_eq!(
+        (
+            late["state"].as_str(),
+            late["message"].as_str(),
+            late["position"].as_u64()
+        ),
+        (Some("pending"), Some(quota), Some(2)),
+        "the same priority queues behind the older workload: {late}"
+    );
+}
