@@ -19,6 +19,24 @@ function shareChart(view) {
   return stackedBars('team-shares', 'Teams\' shares of each instance type', rows);
 }
 
+/** One bar per team and flavor, in GPUs as Kueue counts them: its own quota in use, what it
+ * borrows on top, what it lends out of its idle quota, and what is still idle. */
+function usageChart(view) {
+  const fmt = (n) => String(Math.round(n * 10) / 10);
+  const rows = view.teams.flatMap((t) => (t.usage ? t.usage.flavors : []).map((f) => ({
+    label: `${t.name} · ${f.flavor}`,
+    total: f.nominal + f.borrowed,
+    parts: [
+      { name: 'in use', value: f.inUse - f.borrowed, text: fmt(f.inUse - f.borrowed) },
+      { name: 'borrowed', value: f.borrowed, text: fmt(f.borrowed) },
+      { name: 'lent', value: f.lent, text: fmt(f.lent) },
+    ].filter((p) => p.value > 0),
+  })));
+  if (!rows.length) return h('p', { class: 'muted', id: 'team-usage' }, 'Kueue has not reported the teams\' use yet: it does once their ClusterQueues exist.');
+  const queued = view.teams.filter((t) => t.usage).map((t) => `${t.name}: ${t.usage.admittedWorkloads} admitted, ${t.usage.pendingWorkloads} pending`).join(' · ');
+  return h('div', { id: 'team-usage' }, stackedBars('team-usage-chart', 'GPUs per team: quota in use, borrowed, lent, idle', rows), h('p', { class: 'muted' }, queued));
+}
+
 export async function teams() {
   const show = scoped();
   if (needsActive('Teams')) return null;
@@ -80,6 +98,7 @@ export async function teams() {
     } }, 'remove')]);
   return show(h('h1', {}, 'Teams'),
     h('h2', {}, 'Who has what'), shareChart(view),
+    h('h2', {}, 'How much is in use'), usageChart(view),
     table(['Team', 'Namespace', 'Quota', 'Sharing', 'Preempts', 'Weight', 'Status', ''], rows, 'No team yet.'),
     h('h2', {}, 'Scheduling policy ', policy ? stateBadge(policy.status) : h('span', { class: 'muted' }, '(not set)')),
     policy?.failureReason ? h('p', { class: 'error' }, policy.failureReason, ' — set it again to recover.') : null,

@@ -363,3 +363,53 @@ async fn the_write_gate_gives_an_agent_eyes_before_hands() {
         "{e}"
     );
 }
+
+/// The share-cluster-between-teams skill, rehearsed over MCP: governance and the training
+/// operator in one request, the policy, an over-share refused by field, two teams, and a job
+/// that names no team answered with the teams before it runs as one at a priority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_share_cluster_skill_runs_over_mcp_to_a_job_running_as_a_team() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let seen = mcp_client(&app.base, "teams").await;
+    let steps = seen["steps"].as_array().unwrap();
+    assert_eq!(
+        steps[..4],
+        [
+            json!(["team_list", false, "ml.g5.8xlarge", 2]),
+            json!(["features_update", "taskGovernance", "succeeded"]),
+            json!(["features_update", "trainingOperator", "succeeded"]),
+            json!(["scheduling_policy_set", "succeeded"]),
+        ],
+        "{seen}"
+    );
+    assert_eq!(steps[4], json!(["team_create", true, "resources[0]"]));
+    assert_eq!(steps[5], json!(["team_create", "team-a", "succeeded"]));
+    assert_eq!(steps[6], json!(["team_create", "team-b", "succeeded"]));
+    assert_eq!(
+        steps[7],
+        json!([
+            "team_list",
+            [
+                ["team-a", "hyperpod-ns-team-a-localqueue"],
+                ["team-b", "hyperpod-ns-team-b-localqueue"]
+            ]
+        ])
+    );
+    assert_eq!(
+        steps[8],
+        json!(["training_job_submit", true, "team", ["team-a", "team-b"]])
+    );
+    assert_eq!(steps[9], json!(["operation_get", "succeeded"]));
+    assert_eq!(
+        steps[10],
+        json!([
+            "training_job_get",
+            "hyperpod-ns-team-a",
+            "team-a",
+            "training",
+            "succeeded"
+        ])
+    );
+}

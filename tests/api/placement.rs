@@ -307,6 +307,35 @@ pub(crate) async fn admission_is_read_from_kueues_workloads(p: &crate::kube::Aws
         ),
         "{bumped}"
     );
+    // How much is team-a's: its ClusterQueue's quota and use, as Kueue counts them.
+    let queue = json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
+        "metadata": {"name": "hyperpod-ns-team-a-clusterqueue"},
+        "spec": {"cohort": "shared-pool", "namespaceSelector": {},
+                 "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                     "flavors": [{"name": "ml.g5.8xlarge", "resources": [
+                         {"name": "cpu", "nominalQuota": "32"}, {"name": "memory", "nominalQuota": "128Gi"},
+                         {"name": "nvidia.com/gpu", "nominalQuota": "1"}]}]}]},
+        "status": {"admittedWorkloads": 1, "pendingWorkloads": 2, "reservingWorkloads": 1,
+                   "flavorsUsage": [{"name": "ml.g5.8xlarge", "resources": [
+                       {"name": "cpu", "total": "4", "borrowed": "0"},
+                       {"name": "nvidia.com/gpu", "total": "1", "borrowed": "0"}]}]}});
+    assert_eq!(schemas.errors(&queue), Vec::<String>::new(), "{queue}");
+    p.emu
+        .send(
+            reqwest::Method::POST,
+            "/apis/kueue.x-k8s.io/v1beta1/clusterqueues",
+            queue,
+            "application/json",
+        )
+        .await;
+    let teams = crate::kube::get(&p.client, format!("{}{TEAMS}", p.base)).await;
+    let usage = &teams["teams"][0]["usage"];
+    assert_eq!(
+        usage,
+        &json!({"admittedWorkloads": 1, "pendingWorkloads": 2, "flavors": [
+            {"flavor": "ml.g5.8xlarge", "nominal": 1.0, "inUse": 1.0, "borrowed": 0.0, "lent": 0.0}]}),
+        "{teams}"
+    );
     let late = admission("late");
     assert_eq!(
         (

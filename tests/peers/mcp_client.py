@@ -153,6 +153,43 @@ async def training(client):
     return {"steps": steps}
 
 
+async def teams(client):
+    """The share-cluster-between-teams skill: look, turn governance on, set the policy, give two
+    teams their shares (an over-share refused by field first), then submit-training as a team at
+    a priority, a missing team answered with the teams to pick from."""
+    steps = []
+    view = (await call(client, "team_list", {"name": "demo"}))["value"]
+    capacity = view["capacity"][0]
+    steps.append(("team_list", view["enabled"], capacity["instanceType"], capacity["instances"]))
+    enabled = await call(client, "features_update", {"name": "demo", "taskGovernance": True, "trainingOperator": True})
+    for key in ("taskGovernance", "trainingOperator"):
+        op = enabled["value"]["features"][key]["operationId"]
+        steps.append(("features_update", key, (await follow(client, op))["state"]))
+    policy = await call(client, "scheduling_policy_set", {"name": "demo", "priorityClasses": [
+        {"name": "inference", "weight": 90}, {"name": "training", "weight": 70}], "fairShare": True})
+    steps.append(("scheduling_policy_set", (await follow(client, policy["value"]["operation_id"]))["state"]))
+    over = await call(client, "team_create", {"name": "demo", "teamName": "team-a",
+        "resources": [{"instanceType": capacity["instanceType"], "count": capacity["instances"] + 1}]})
+    steps.append(("team_create", over["is_error"], over["value"].get("field")))
+    for team, sharing in (("team-a", "LendAndBorrow"), ("team-b", "DontLend")):
+        made = await call(client, "team_create", {"name": "demo", "teamName": team, "sharing": sharing,
+            "resources": [{"instanceType": capacity["instanceType"], "count": 1}]})
+        steps.append(("team_create", team, (await follow(client, made["value"]["operation_id"]))["state"]))
+    view = (await call(client, "team_list", {"name": "demo"}))["value"]
+    steps.append(("team_list", [(t["name"], t["queue"]) for t in view["teams"]]))
+    job = {"name": "demo", "jobName": "team-sft", "recipe": "llama-factory",
+           "instanceType": capacity["instanceType"], "nodeCount": 1,
+           "model": "/s3/models/Qwen/Qwen3-8B", "dataset": "/s3/datasets/alpaca"}
+    refused = await call(client, "training_job_submit", job)
+    steps.append(("training_job_submit", refused["is_error"], refused["value"].get("field"), refused["value"].get("hint")))
+    job.update({"team": "team-a", "priority": "training", "idempotency_key": "team-sft-1"})
+    started = await call(client, "training_job_submit", job)
+    steps.append(("operation_get", (await follow(client, started["value"]["operation_id"]))["state"]))
+    seen = (await call(client, "training_job_get", {"name": "demo", "job": "team-sft"}))["value"]
+    steps.append(("training_job_get", seen["namespace"], seen["team"], seen["priority"], seen["state"]))
+    return {"steps": steps}
+
+
 async def readonly(client):
     tools = {t.name: t for t in (await client.list_tools()).tools}
     return {
@@ -168,7 +205,7 @@ async def readonly(client):
 async def main():
     url, scenario = sys.argv[1], sys.argv[2]
     async with Client(url) as client:
-        result = await {"basic": basic, "rehearsal": rehearsal, "training": training, "readonly": readonly}[scenario](client)
+        result = await {"basic": basic, "rehearsal": rehearsal, "training": training, "teams": teams, "readonly": readonly}[scenario](client)
     print(json.dumps(result))
 
 

@@ -19,9 +19,11 @@ use crate::service::steps::governance::{PolicyParams, TeamParams};
 mod admission;
 mod checks;
 mod placement;
+mod usage;
 pub use admission::{workloads, Admission, AdmissionState};
 use checks::{check_name, check_policy, check_quota, instances_of};
 pub use placement::placement;
+pub use usage::{FlavorUsage, TeamUsage};
 
 fn cloud_err(e: crate::cloud::CloudError) -> ApiError {
     ApiError::Cloud(Box::new(e))
@@ -108,6 +110,9 @@ pub struct TeamView {
     pub failure_reason: Option<String>,
     /// The operation changing it right now.
     pub operation_id: Option<String>,
+    /// Its share as Kueue counts it now (quota, in use, borrowed, lent, per flavor); none
+    /// until Kueue has its ClusterQueue.
+    pub usage: Option<TeamUsage>,
 }
 
 /// The cluster's scheduling policy as SageMaker keeps it.
@@ -194,7 +199,7 @@ pub async fn view(engine: &Engine, name: &str) -> ApiResult<GovernanceView> {
         (vec![], vec![])
     };
     let running = super::submit::active_operations(engine.store(), name).await?;
-    let teams: Vec<TeamView> = quotas
+    let mut teams: Vec<TeamView> = quotas
         .into_iter()
         .map(|q| TeamView {
             namespace: team_namespace(&q.team),
@@ -213,8 +218,17 @@ pub async fn view(engine: &Engine, name: &str) -> ApiResult<GovernanceView> {
             active: q.quota.active,
             status: q.status,
             failure_reason: q.failure_reason,
+            usage: None,
         })
         .collect();
+    if !teams.is_empty() {
+        let target = super::incluster::kube_target(engine, name).await?;
+        let names: Vec<String> = teams.iter().map(|t| t.name.clone()).collect();
+        let mut usage = usage::usage(engine, &target, &names).await?;
+        for t in &mut teams {
+            t.usage = usage.remove(&t.name);
+        }
+    }
     let capacity = g
         .capacity
         .iter()
