@@ -27,6 +27,7 @@ mod refusals;
 mod releases;
 mod security;
 mod serving;
+mod sharing;
 mod teams;
 mod training;
 mod ui;

@@ -217,8 +217,10 @@ def teams(page, base, out):
     page.goto(f"{base}/#/teams")
     expect(page.locator("#team-shares [data-part=team-a]")).to_have_count(1)
     expect(page.locator("#team-shares .bar-row").first).to_have_attribute("aria-label", re.compile("team-a 1 inst"))
-    # Kueue's counts have their place; the sandbox runs no Kueue, and the page says what it waits for.
-    expect(page.locator("#team-usage")).to_contain_text("Kueue has not reported")
+    # Kueue's counts, drawn: team-a's one GPU of quota, idle, and nothing waiting.
+    expect(page.locator("#team-usage")).to_contain_text("team-a · ml.g5.8xlarge")
+    expect(page.locator("#team-usage")).to_contain_text("1 free")
+    expect(page.locator("#team-usage")).to_contain_text("team-a: 0 admitted, 0 pending")
     page.screenshot(path=f"{out}/teams.png", full_page=True)
 
 

@@ -376,3 +376,38 @@ impl Governance for Sandbox {
         }
     }
 }
+
+/// What Kueue runs on a governed cluster: the teams whose quota is in force (created or being
+/// updated, activation enabled) and the scheduling policy, if its config is in force.
+pub(super) struct InForce {
+    /// Team, its quota, and when its ClusterQueue was made.
+    pub quotas: Vec<(String, TeamQuota, i64)>,
+    pub policy: Option<SchedulerPolicy>,
+}
+
+impl Sandbox {
+    /// The cluster's quotas and policy as its Kueue objects stand now, read without a
+    /// SageMaker call (Kueue reads its own objects, not the API).
+    pub(super) async fn in_force(&self, cluster_arn: &str) -> CloudResult<InForce> {
+        let live = |s: &str| matches!(s, "Created" | "Updated" | "Updating");
+        let mut quotas = Vec::new();
+        for r in self.of_cluster("compute-quota", cluster_arn).await? {
+            let Ok(quota) = serde_json::from_value::<TeamQuota>(r.data["quota"].clone()) else {
+                continue;
+            };
+            if let (true, Some(team)) = (
+                live(&self.settled_status(&r)) && quota.active,
+                r.data["team"].as_str(),
+            ) {
+                quotas.push((team.to_string(), quota, r.created_ms));
+            }
+        }
+        let policy = self
+            .of_cluster("scheduler-config", cluster_arn)
+            .await?
+            .iter()
+            .find(|r| live(&self.settled_status(r)))
+            .map(|r| config_of(self, r).policy);
+        Ok(InForce { quotas, policy })
+    }
+}

@@ -24,6 +24,12 @@ fn matches_labels(o: &Value, labels: Option<&str>) -> bool {
         })
 }
 
+/// The Kueue kinds the simulated Kueue writes (none are applied by the control plane).
+fn kueue_kind<'a>(api_version: &str, kind: &'a str) -> Option<&'a str> {
+    (api_version == "kueue.x-k8s.io/v1beta1" && matches!(kind, "Workload" | "ClusterQueue"))
+        .then_some(kind)
+}
+
 impl Sandbox {
     /// The stored objects whose key starts with `prefix` (`cluster/` or `cluster/apiVersion/Kind/`).
     pub(super) async fn stored_objects(&self, prefix: &str) -> CloudResult<Vec<super::Res>> {
@@ -52,8 +58,12 @@ impl Sandbox {
             .await?
             .into_iter()
             .flat_map(|r| {
-                let age = self.simulated_secs(r.created_ms, now);
-                let created = r.created_ms;
+                // A job Kueue holds has no pods; an admitted one's started at its admission.
+                let created = schedule
+                    .kueue
+                    .started_ms(&r.id, r.created_ms)
+                    .unwrap_or(now);
+                let age = self.simulated_secs(created, now);
                 let failures = r.data[super::workload::FAILURES].as_u64().unwrap_or(0);
                 let names = r.data.get(super::workload::PODS).cloned();
                 let mut obj = self.k8s_status(r, Some(&schedule));
@@ -253,6 +263,24 @@ impl Kube for Sandbox {
                 .filter(|o| matches_labels(o, labels))
                 .collect());
         }
+        let in_ns = |o: &Value| {
+            namespace.is_none_or(|ns| {
+                o.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns)
+            })
+        };
+        if let Some(kueue) = kueue_kind(api_version, kind) {
+            // What Kueue keeps, from the simulated admission.
+            let s = self.schedule(target).await?.kueue;
+            let objects = if kueue == "Workload" {
+                s.workloads
+            } else {
+                s.cluster_queues
+            };
+            return Ok(objects
+                .into_iter()
+                .filter(|o| in_ns(o) && matches_labels(o, labels))
+                .collect());
+        }
         let schedule = if scheduled_kind(kind) {
             Some(self.schedule(target).await?)
         } else {
@@ -263,12 +291,7 @@ impl Kube for Sandbox {
             .await?
             .into_iter()
             .map(|r| self.k8s_status(r, schedule.as_ref()))
-            .filter(|o| {
-                namespace.is_none_or(|ns| {
-                    o.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns)
-                })
-            })
-            .filter(|o| matches_labels(o, labels))
+            .filter(|o| in_ns(o) && matches_labels(o, labels))
             .collect())
     }
 

@@ -2,6 +2,8 @@
 //! loss, throughput, the NCCL timeout a struck rank leaves), the cursor a followed stream
 //! keeps so each line is sent once, and `since`/`tail`/byte limits.
 
+use serde_json::Value;
+
 use super::workload::{RESTART, START, STRIKE, TRAIN};
 use crate::cloud::LogQuery;
 
@@ -9,6 +11,28 @@ use crate::cloud::LogQuery;
 const EVERY: f64 = 5.0;
 /// Training steps per simulated second.
 const STEPS_PER_SEC: f64 = 2.0;
+
+/// Simulated seconds one uninterrupted attempt of a trainer runs: its `--max_steps` (also
+/// `--max_steps=N`, `--max-steps`, hydra's `max_steps=N`) at the simulated pace, else `TRAIN`.
+pub(super) fn train_secs(pod_spec: Option<&Value>) -> f64 {
+    let words: Vec<&str> = ["command", "args"]
+        .iter()
+        .filter_map(|k| pod_spec?.pointer(&format!("/containers/0/{k}"))?.as_array())
+        .flatten()
+        .filter_map(Value::as_str)
+        .flat_map(str::split_whitespace)
+        .collect();
+    let key = |w: &str| matches!(w.trim_start_matches('-'), "max_steps" | "max-steps");
+    let steps = words
+        .iter()
+        .enumerate()
+        .find_map(|(i, w)| match w.split_once('=') {
+            Some((k, n)) if key(k) => n.parse::<u64>().ok(),
+            None if key(w) && w.starts_with("--") => words.get(i + 1)?.parse::<u64>().ok(),
+            _ => None,
+        });
+    steps.map_or(TRAIN, |n| (n as f64 / STEPS_PER_SEC).max(EVERY))
+}
 
 /// The lines after a cursor (time of the last line sent, lines of that time sent).
 pub(super) fn after(lines: &[(f64, String)], (t, n): (f64, usize)) -> Vec<(f64, String)> {
@@ -73,6 +97,7 @@ pub(super) fn trainer_lines(
     ranks: u64,
     failures: u64,
     limit: u64,
+    train: f64,
 ) {
     let attempts = failures.min(limit.saturating_add(1)) + u64::from(failures <= limit);
     let mut resume = 0u64;
@@ -85,7 +110,7 @@ pub(super) fn trainer_lines(
         let stop = if struck {
             begin + STRIKE
         } else {
-            begin + TRAIN
+            begin + train
         };
         out.push((
             begin,

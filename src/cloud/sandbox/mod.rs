@@ -15,11 +15,13 @@ mod governance;
 mod hyperpod;
 mod iam;
 mod kube;
+mod kueue;
 mod log_text;
 mod mlflow;
 mod network;
 mod objects;
 mod pods;
+mod queues;
 mod releases;
 pub mod rules;
 mod scheduler;
@@ -375,6 +377,20 @@ impl Sandbox {
         .await
         .map_err(|e| internal(kind, e))?;
         row.map(res_of).transpose()
+    }
+
+    /// Every resource of a kind ever made, deleted ones too (with their deletion time): the
+    /// history a simulation replays.
+    pub(crate) async fn history(&self, kind: &str) -> CloudResult<Vec<Res>> {
+        let rows = sqlx::query(
+            "SELECT id, data_json, created_ms, deleted_ms FROM sandbox_resources
+             WHERE kind = ? ORDER BY created_ms, rowid",
+        )
+        .bind(kind)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| internal(kind, e))?;
+        rows.into_iter().map(res_of).collect()
     }
 
     /// Live (not deleted) resources of a kind.

@@ -10,9 +10,10 @@ use futures::StreamExt as _;
 use serde_json::{json, Value};
 
 use super::durations as d;
+use super::log_text::train_secs;
 use super::log_text::{after, cursor_after, select, trainer_lines};
-use super::training::{missing_launcher, nodes_wanted, ray_cluster_name};
-use super::workload::{RESTART, START, STRIKE, TRAIN};
+use super::training::{missing_launcher, nodes_wanted, ray_cluster_name, training_end};
+use super::workload::START;
 use crate::cloud::{LogLines, LogQuery};
 
 /// Simulated seconds between two statistics lines of a model server.
@@ -30,6 +31,8 @@ enum Program {
         ranks: u64,
         failures: u64,
         limit: u64,
+        /// Seconds one uninterrupted attempt trains.
+        train: f64,
     },
     /// A model server (a Deployment's replica).
     Server,
@@ -67,15 +70,6 @@ fn first_container(template_spec: Option<&Value>) -> String {
         .to_string()
 }
 
-/// When a training job's pods end (simulated seconds after apply), and whether they succeed.
-fn training_end(failures: u64, limit: u64) -> (f64, bool) {
-    if failures > limit {
-        (START + STRIKE + (STRIKE + RESTART) * limit as f64, false)
-    } else {
-        (START + (STRIKE + RESTART) * failures as f64 + TRAIN, true)
-    }
-}
-
 /// The pods a workload has at `age` simulated seconds after its apply; `obj` carries the
 /// status the sandbox computed for it.
 pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
@@ -110,6 +104,7 @@ pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
                 .and_then(Value::as_u64)
                 .unwrap_or(0);
             let ranks = nodes_wanted(obj);
+            let train = train_secs(obj.pointer("/spec/replicaSpecs/0/template/spec"));
             let container = first_container(obj.pointer("/spec/replicaSpecs/0/template/spec"));
             if let Some(why) = missing_launcher(obj) {
                 return (0..ranks)
@@ -136,9 +131,10 @@ pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
                             ranks,
                             failures,
                             limit,
+                            train,
                         },
                         START,
-                        Some(training_end(failures, limit)),
+                        Some(training_end(failures, limit, train)),
                     )
                 })
                 .collect()
@@ -151,7 +147,9 @@ pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
                 return vec![];
             }
             let ranks = nodes_wanted(obj);
-            let end = Some(training_end(failures, u64::MAX));
+            let train =
+                train_secs(obj.pointer("/spec/rayClusterSpec/workerGroupSpecs/0/template/spec"));
+            let end = Some(training_end(failures, u64::MAX, train));
             // KubeRay's `labelPod`: the template's own labels, then the ones it owns.
             let cluster = ray_cluster_name(&name);
             let labels = |node_type: &str, group: &str, template: Option<&Value>| {
@@ -189,6 +187,7 @@ pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
                 ranks: ranks + 1,
                 failures,
                 limit: u64::MAX,
+                train,
             };
             std::iter::once(pod(
                 format!("{cluster}-head"),
@@ -310,7 +309,8 @@ impl SimPod {
                 ranks,
                 failures,
                 limit,
-            } => trainer_lines(&mut out, until, *rank, *ranks, *failures, *limit),
+                train,
+            } => trainer_lines(&mut out, until, *rank, *ranks, *failures, *limit, *train),
             Program::Server => {
                 out.push((self.start, "INFO:     Started server process [1]".into()));
                 out.push((

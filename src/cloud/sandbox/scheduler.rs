@@ -127,6 +127,7 @@ impl Sandbox {
                 }
             })
             .collect();
+        let kueue = self.kueue(target, record.as_ref(), &nodes).await?;
         let prefix = format!("{}/apps/v1/Deployment/", target.cluster);
         let mut deployments: Vec<Res> = self
             .list("k8s-object")
@@ -184,6 +185,7 @@ impl Sandbox {
             pods,
             node_role,
             scaled,
+            kueue,
         })
     }
 
@@ -284,7 +286,20 @@ impl Sandbox {
                 }
             }
             Some("HyperPodPyTorchJob" | "RayJob") => {
-                o["status"] = super::training::status(&o, age, schedule, failures);
+                // Under Kueue a queued job runs from its current admission, and waits unadmitted.
+                let queued = schedule.and_then(|s| s.kueue.jobs.get(&res.id));
+                o["status"] = match queued {
+                    Some(q) => match q.admitted_ms {
+                        Some(since) => {
+                            let age = self.simulated_secs(since, super::now_ms());
+                            let mut status = super::training::status(&o, age, schedule, failures);
+                            super::training::resumed(&mut status, q.verdict.evictions);
+                            status
+                        }
+                        None => super::training::held(&o, q),
+                    },
+                    None => super::training::status(&o, age, schedule, failures),
+                };
             }
             Some("InferenceEndpointConfig" | "JumpStartModel") => {
                 o["status"] = super::endpoints::status(&o, age, schedule, failures);

@@ -7,7 +7,9 @@ use serde_json::{json, Value};
 
 use crate::cloud::images::lacks_elastic_agent;
 
-use super::workload::{fnv1a, Schedule, RESTART, START, STRIKE, TRAIN};
+use super::kueue::{Queued, Standing};
+use super::log_text::train_secs;
+use super::workload::{fnv1a, Schedule, RESTART, START, STRIKE};
 
 pub(super) fn is_training(obj: &Value) -> bool {
     matches!(obj["kind"].as_str(), Some("HyperPodPyTorchJob" | "RayJob"))
@@ -16,6 +18,33 @@ pub(super) fn is_training(obj: &Value) -> bool {
 fn pod_spec(obj: &Value) -> Option<&Value> {
     obj.pointer("/spec/replicaSpecs/0/template/spec")
         .or_else(|| obj.pointer("/spec/rayClusterSpec/workerGroupSpecs/0/template/spec"))
+}
+
+/// When a training job's pods end (simulated seconds after they were admitted to start), and
+/// whether they succeed: each failure costs its strike and a restart; past `limit` the job
+/// fails.
+pub(super) fn training_end(failures: u64, limit: u64, train: f64) -> (f64, bool) {
+    if failures > limit {
+        (START + STRIKE + (STRIKE + RESTART) * limit as f64, false)
+    } else {
+        (START + (STRIKE + RESTART) * failures as f64 + train, true)
+    }
+}
+
+/// Simulated seconds a job runs from its start to its end (what Kueue holds its quota for).
+pub(super) fn run_secs(obj: &Value, failures: u64) -> f64 {
+    let train = train_secs(pod_spec(obj));
+    if obj["kind"] == "RayJob" {
+        return training_end(failures, u64::MAX, train).0;
+    }
+    if missing_launcher(obj).is_some() {
+        return START;
+    }
+    let limit = obj
+        .pointer("/spec/runPolicy/jobMaxRetryCount")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    training_end(failures, limit, train).0
 }
 
 pub(super) fn nodes_wanted(obj: &Value) -> u64 {
@@ -49,6 +78,33 @@ pub(super) fn status(obj: &Value, age: f64, schedule: Option<&Schedule>, failure
         };
     }
     status_of(obj, name, age, schedule, failures, false)
+}
+
+/// The status of a job Kueue holds (pending quota, or preempted and requeued): created, no
+/// pods, Kueue's reason as its message.
+pub(super) fn held(obj: &Value, q: &Queued) -> Value {
+    let message = match &q.verdict.standing {
+        Standing::Preempted { .. } => format!("preempted by Kueue and requeued: {}", q.message),
+        _ => format!("queued by Kueue: {}", q.message),
+    };
+    if obj["kind"] == "RayJob" {
+        return json!({"jobDeploymentStatus": "Suspended", "jobStatus": "", "message": message,
+                      "rayClusterName": ray_cluster_name(obj["metadata"]["name"].as_str().unwrap_or("job"))});
+    }
+    json!({"conditions": [{"type": "Created", "status": "True", "reason": "JobCreated"}],
+           "restartCount": q.verdict.evictions, "message": message})
+}
+
+/// A readmitted job's pods restarted once per preemption: the count shows it.
+pub(super) fn resumed(status: &mut Value, evictions: u32) {
+    if evictions == 0 {
+        return;
+    }
+    for p in ["/restartCount", "/restartStatus/restartCount"] {
+        if let Some(n) = status.pointer_mut(p) {
+            *n = json!(n.as_u64().unwrap_or(0) + u64::from(evictions));
+        }
+    }
 }
 
 /// Why a HyperPodPyTorchJob's container cannot start its launcher, if it cannot: `hyperpodrun`
@@ -106,6 +162,7 @@ fn status_of(
                 .collect()
         })
         .unwrap_or_default();
+    let train = train_secs(pod_spec(obj));
     let created = json!({"type": "Created", "status": "True", "reason": "JobCreated"});
     if (ready.len() as u64) < want || age < START {
         let message = if (ready.len() as u64) < want {
@@ -136,7 +193,7 @@ fn status_of(
         "faultyPodList": [format!("{name}-pods-0")], "faultyRankList": ["0"],
         "faultyInstanceIdList": [ready[0].instance_id.clone().unwrap_or_default()]});
     if ray {
-        let end = STRIKE * failures as f64 + RESTART * failures as f64 + TRAIN;
+        let end = STRIKE * failures as f64 + RESTART * failures as f64 + train;
         return if run >= end {
             json!({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED", "message": "Job finished successfully."})
         } else {
@@ -157,7 +214,7 @@ fn status_of(
     }
     let last_strike = STRIKE + (STRIKE + RESTART) * strikes.saturating_sub(1) as f64;
     let restarting = strikes > 0 && run < last_strike + RESTART;
-    let end = (STRIKE + RESTART) * failures as f64 + TRAIN;
+    let end = (STRIKE + RESTART) * failures as f64 + train;
     status["conditions"] = if run >= end {
         json!([created, {"type": "Running", "status": "False"},
                {"type": "Completed", "status": "True", "reason": "JobCompleted"}])

@@ -71,6 +71,8 @@ pub(crate) struct Schedule {
     pub node_role: Option<String>,
     /// KEDA's decisions, by ScaledObject name.
     pub scaled: std::collections::HashMap<String, Scaled>,
+    /// Kueue's decisions and objects, where task governance runs.
+    pub kueue: super::kueue::Kueue,
 }
 
 impl Schedule {

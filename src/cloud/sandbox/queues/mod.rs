@@ -1,0 +1,453 @@
+//! The Kueue a governed sandbox cluster runs: the teams' ClusterQueues and the queued jobs'
+//! Workloads as Kueue writes them (`kueue.x-k8s.io/v1beta1`), from the simulated admission
+//! (`kueue.rs`) of the cluster's training jobs labelled with a team's queue, against the
+//! compute quotas and priority classes in force. Present only once the task governance add-on
+//! (which installs Kueue) is active.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use super::durations as d;
+use super::hyperpod::hyperpod_arn;
+use super::kueue::{simulate, Job, Kueue, Queued, Standing, Team, Why};
+use super::workload::fnv1a;
+use super::{now_ms, Life, Res, Sandbox};
+use crate::cloud::*;
+
+const QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
+const PRIORITY_LABEL: &str = "kueue.x-k8s.io/priority-class";
+const GPU: &str = "nvidia.com/gpu";
+
+fn labels<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.pointer("/metadata/labels")
+        .and_then(|l| l.get(key))
+        .and_then(Value::as_str)
+}
+
+/// A job's pod set: name, replicas, its pod template's spec.
+fn pod_set(obj: &Value) -> (String, u64, Value) {
+    let (set, replicas) = if obj["kind"] == "RayJob" {
+        (
+            obj.pointer("/spec/rayClusterSpec/workerGroupSpecs/0"),
+            "/replicas",
+        )
+    } else {
+        (obj.pointer("/spec/replicaSpecs/0"), "/replicas")
+    };
+    let set = set.cloned().unwrap_or_default();
+    let name = set["name"]
+        .as_str()
+        .or_else(|| set["groupName"].as_str())
+        .unwrap_or("main")
+        .to_string();
+    let count = set.pointer(replicas).and_then(Value::as_u64).unwrap_or(1);
+    (
+        name,
+        count,
+        set.pointer("/template/spec").cloned().unwrap_or_default(),
+    )
+}
+
+fn pod_gpus(spec: &Value) -> u32 {
+    spec["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            c.pointer("/resources/requests/nvidia.com~1gpu")
+                .or_else(|| c.pointer("/resources/limits/nvidia.com~1gpu"))
+        })
+        .map(|g| match g {
+            Value::Number(n) => n.as_u64().unwrap_or(0),
+            Value::String(s) => s.parse().unwrap_or(0),
+            _ => 0,
+        })
+        .map(|g| u32::try_from(g).unwrap_or(u32::MAX))
+        .sum()
+}
+
+fn team_of_queue(queue: &str) -> Option<&str> {
+    queue
+        .strip_prefix("hyperpod-ns-")?
+        .strip_suffix("-localqueue")
+}
+
+fn condition(kind: &str, ok: bool, reason: &str, message: &str, at: &str) -> Value {
+    json!({"type": kind, "status": if ok { "True" } else { "False" }, "reason": reason,
+           "message": message, "lastTransitionTime": at})
+}
+
+/// What Kueue decides from: the teams' queues (with their quotas and when each was made), the
+/// queued jobs (as stored, and as the simulation sees them), the unassigned GPUs it may lend.
+struct Inputs {
+    teams: Vec<Team>,
+    quotas: Vec<(TeamQuota, i64)>,
+    queued: Vec<Res>,
+    jobs: Vec<Job>,
+    pool: BTreeMap<String, u32>,
+}
+
+/// Now, and how simulated seconds map to wall-clock ms.
+#[derive(Clone, Copy)]
+struct Clock {
+    now: i64,
+    scale: f64,
+}
+
+impl Clock {
+    fn wall_ms(self, t: f64) -> i64 {
+        self.now + (t / self.scale * 1000.0) as i64
+    }
+
+    fn at(self, t: f64) -> String {
+        crate::store::rfc3339_ms(self.wall_ms(t))
+    }
+}
+
+impl Sandbox {
+    /// Kueue on the EKS cluster `target` orchestrates, for the HyperPod cluster `record`.
+    pub(super) async fn kueue(
+        &self,
+        target: &KubeTarget,
+        record: Option<&Res>,
+        nodes: &[NodeState],
+    ) -> CloudResult<Kueue> {
+        let installed = self
+            .by_name(
+                "eks-addon",
+                &format!("{}/{TASK_GOVERNANCE_ADDON}", target.cluster),
+            )
+            .await?
+            .is_some_and(|a| self.life(&a, d::ADDON_CREATE, d::ADDON_CREATE / 3.0) == Life::Ready);
+        let Some(record) = record.filter(|_| installed) else {
+            return Ok(Kueue::default());
+        };
+        let force = self.in_force(&hyperpod_arn(&record.id)).await?;
+        let types: Vec<String> = record.data["instanceGroups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|g| g["instanceType"].as_str().map(str::to_string))
+            .collect();
+        let teams: Vec<Team> = force
+            .quotas
+            .iter()
+            .map(|(team, q, _)| {
+                let mut nominal: BTreeMap<String, u32> =
+                    types.iter().map(|t| (t.clone(), 0)).collect();
+                for r in &q.resources {
+                    let gpus = r.accelerators.unwrap_or_else(|| {
+                        r.count.unwrap_or(0) * gpus_per_instance(&r.instance_type)
+                    });
+                    *nominal.entry(r.instance_type.clone()).or_insert(0) += gpus;
+                }
+                Team {
+                    name: team.clone(),
+                    nominal,
+                    sharing: q.sharing,
+                    borrow_limit: q.borrow_limit,
+                    preempt: q.preempt,
+                }
+            })
+            .collect();
+        // Under idle-resource sharing, GPUs no team was given are lent too.
+        let mut pool = BTreeMap::new();
+        if force
+            .policy
+            .as_ref()
+            .is_some_and(|p| p.idle_resource_sharing)
+        {
+            for n in nodes {
+                if let Some(t) = &n.instance_type {
+                    *pool.entry(t.clone()).or_insert(0u32) += n.gpus.total;
+                }
+            }
+            for t in &teams {
+                for (f, g) in &t.nominal {
+                    if let Some(p) = pool.get_mut(f) {
+                        *p = p.saturating_sub(*g);
+                    }
+                }
+            }
+        }
+        let weight = |class: &str| {
+            force
+                .policy
+                .as_ref()
+                .and_then(|p| {
+                    p.priority_classes
+                        .iter()
+                        .find(|c| priority_label(&c.name) == class)
+                })
+                .map_or(0, |c| i64::from(c.weight))
+        };
+        let now = now_ms();
+        let prefix = format!("{}/", target.cluster);
+        let queued: Vec<Res> = self
+            .history("k8s-object")
+            .await?
+            .into_iter()
+            .filter(|r| {
+                r.data["__key"]
+                    .as_str()
+                    .is_some_and(|k| k.starts_with(&prefix))
+                    && super::training::is_training(&r.data)
+                    && labels(&r.data, QUEUE_LABEL).is_some()
+            })
+            .collect();
+        let rel = |ms: i64| -self.simulated_secs(ms, now);
+        let jobs: Vec<Job> = queued
+            .iter()
+            .map(|r| {
+                let (_, count, spec) = pod_set(&r.data);
+                let failures = r.data[super::workload::FAILURES].as_u64().unwrap_or(0);
+                Job {
+                    id: r.id.clone(),
+                    team: labels(&r.data, QUEUE_LABEL)
+                        .and_then(team_of_queue)
+                        .unwrap_or_default()
+                        .to_string(),
+                    priority: labels(&r.data, PRIORITY_LABEL).map_or(0, weight),
+                    arrive: rel(r.created_ms),
+                    leave: r.deleted_ms.map(rel),
+                    gpus: u32::try_from(count)
+                        .unwrap_or(u32::MAX)
+                        .saturating_mul(pod_gpus(&spec)),
+                    flavor: spec
+                        .pointer("/nodeSelector/node.kubernetes.io~1instance-type")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    run: super::training::run_secs(&r.data, failures),
+                }
+            })
+            .collect();
+        let clock = Clock {
+            now,
+            scale: self.time_scale,
+        };
+        let quotas = force
+            .quotas
+            .iter()
+            .map(|(_, q, c)| (q.clone(), *c))
+            .collect();
+        Ok(build(
+            &Inputs {
+                teams,
+                quotas,
+                queued,
+                jobs,
+                pool,
+            },
+            clock,
+        ))
+    }
+}
+
+/// Kueue's decisions and objects from its inputs.
+fn build(inputs: &Inputs, clock: Clock) -> Kueue {
+    let Inputs {
+        teams,
+        quotas,
+        queued,
+        jobs,
+        pool,
+    } = inputs;
+    let outcome = simulate(teams, jobs, pool);
+    let mut kueue = Kueue::default();
+    let uid = |id: &str| format!("wl-{id}");
+    for (r, job) in queued.iter().zip(jobs.iter()) {
+        let Some(v) = outcome.jobs.get(&job.id) else {
+            continue;
+        };
+        let (set, count, spec) = pod_set(&r.data);
+        let queue = labels(&r.data, QUEUE_LABEL).unwrap_or_default();
+        let cq = team_cluster_queue(&job.team);
+        let message = match &v.standing {
+                Standing::Pending { why, .. } | Standing::Preempted { why, .. } => match why {
+                    Why::NoQueue => format!("LocalQueue {queue} doesn't exist"),
+                    Why::Short { more } => format!("couldn't assign flavors to pod set {set}: insufficient unused quota for {GPU} in flavor {}, {more} more needed", job.flavor),
+                    Why::TooBig { max } => format!("couldn't assign flavors to pod set {set}: insufficient quota for {GPU} in flavor {}, request > maximum capacity ({} > {max})", job.flavor, job.gpus),
+                },
+                _ => String::new(),
+            };
+        let at = |t: f64| clock.at(t);
+        let reserved = |since: f64| {
+            vec![
+                condition(
+                    "QuotaReserved",
+                    true,
+                    "QuotaReserved",
+                    &format!("Quota reserved in ClusterQueue {cq}"),
+                    &at(since),
+                ),
+                condition(
+                    "Admitted",
+                    true,
+                    "Admitted",
+                    "The workload is admitted",
+                    &at(since),
+                ),
+            ]
+        };
+        let (conditions, admitted) = match &v.standing {
+            Standing::Admitted { since, .. } => (reserved(*since), Some(*since)),
+            Standing::Finished { at: end } => {
+                let since = end - job.run;
+                let mut c = reserved(since);
+                c.push(condition(
+                    "Finished",
+                    true,
+                    "Succeeded",
+                    "Job finished successfully",
+                    &at(*end),
+                ));
+                (c, Some(since))
+            }
+            Standing::Pending { since, why } => {
+                let reason = if *why == Why::NoQueue {
+                    "Inadmissible"
+                } else {
+                    "Pending"
+                };
+                (
+                    vec![condition(
+                        "QuotaReserved",
+                        false,
+                        reason,
+                        &message,
+                        &at(*since),
+                    )],
+                    None,
+                )
+            }
+            Standing::Preempted {
+                at: when,
+                by,
+                reclaim,
+                ..
+            } => {
+                let (reason, due) = if *reclaim {
+                    ("InCohortReclamation", "reclamation within the cohort")
+                } else {
+                    ("InClusterQueue", "prioritization in the ClusterQueue")
+                };
+                let preemptor = jobs.iter().find(|j| &j.id == by);
+                let by_cq = preemptor.map_or(cq.clone(), |p| team_cluster_queue(&p.team));
+                let why = format!("Preempted to accommodate a workload (UID: {}, JobUID: {by}) due to {due}; preemptor path: /{by_cq}; preemptee path: /{cq}", uid(by));
+                (
+                    vec![
+                        condition("QuotaReserved", false, "Pending", &message, &at(*when)),
+                        condition(
+                            "Evicted",
+                            true,
+                            "Preempted",
+                            "Preempted to accommodate a higher priority Workload",
+                            &at(*when),
+                        ),
+                        condition("Preempted", true, reason, &why, &at(*when)),
+                    ],
+                    None,
+                )
+            }
+        };
+        let mut status = json!({"conditions": conditions});
+        if admitted.is_some() {
+            status["admission"] = json!({"clusterQueue": cq, "podSetAssignments": [
+                    {"name": set, "count": count, "flavors": {GPU: job.flavor},
+                     "resourceUsage": {GPU: job.gpus.to_string()}}]});
+        }
+        let meta = &r.data["metadata"];
+        let kind = r.data["kind"].as_str().unwrap_or_default();
+        let name = meta["name"].as_str().unwrap_or_default();
+        let containers: Vec<Value> = spec["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    json!({"name": c["name"], "image": c["image"],
+                           "resources": {"requests": {GPU: pod_gpus(&json!({"containers": [c]})).to_string()}}})
+                })
+                .collect();
+        let mut spec_out = json!({"queueName": queue, "priority": job.priority, "active": true,
+                "podSets": [{"name": set, "count": count, "template": {"spec": {"containers": containers}}}]});
+        if let Some(class) = labels(&r.data, PRIORITY_LABEL) {
+            spec_out["priorityClassName"] = json!(class);
+            spec_out["priorityClassSource"] = json!("kueue.x-k8s.io/workloadpriorityclass");
+        }
+        kueue.workloads.push(json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
+                "metadata": {"name": format!("{}-{name}-{:05x}", kind.to_ascii_lowercase(), fnv1a(&r.id) & 0xfffff),
+                             "namespace": meta["namespace"], "uid": uid(&r.id),
+                             "creationTimestamp": crate::store::rfc3339_ms(r.created_ms),
+                             "labels": {"kueue.x-k8s.io/job-uid": r.id},
+                             "ownerReferences": [{"apiVersion": r.data["apiVersion"], "kind": kind, "name": name,
+                                                  "uid": r.id, "controller": true, "blockOwnerDeletion": true}]},
+                "spec": spec_out, "status": status}));
+        kueue.jobs.insert(
+            r.id.clone(),
+            Queued {
+                verdict: v.clone(),
+                admitted_ms: admitted.map(|t| clock.wall_ms(t)),
+                message,
+            },
+        );
+    }
+    for (t, (q, created)) in teams.iter().zip(quotas) {
+        let mine = |standing: fn(&Standing) -> bool| {
+            jobs.iter()
+                .filter(|j| j.team == t.name)
+                .filter(|j| {
+                    outcome
+                        .jobs
+                        .get(&j.id)
+                        .is_some_and(|v| standing(&v.standing))
+                })
+                .count()
+        };
+        let admitted = mine(|s| matches!(s, Standing::Admitted { .. }));
+        let pending = mine(|s| matches!(s, Standing::Pending { .. } | Standing::Preempted { .. }));
+        let flavors: Vec<Value> = t
+            .nominal
+            .iter()
+            .map(|(f, n)| {
+                let mut gpu = json!({"name": GPU, "nominalQuota": n.to_string(),
+                                         "borrowingLimit": t.borrowing_limit(f).to_string()});
+                if q.sharing == Sharing::DontLend {
+                    gpu["lendingLimit"] = json!("0");
+                }
+                json!({"name": f, "resources": [gpu]})
+            })
+            .collect();
+        let used: Vec<Value> = outcome
+            .usage
+            .get(&t.name)
+            .into_iter()
+            .flatten()
+            .map(|(f, u)| {
+                json!({"name": f, "resources": [{"name": GPU, "total": u.total.to_string(),
+                                                     "borrowed": u.borrowed.to_string()}]})
+            })
+            .collect();
+        let preemption = match q.preempt {
+            Preempt::LowerPriority => "LowerPriority",
+            Preempt::Never => "Never",
+        };
+        kueue.cluster_queues.push(json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
+                "metadata": {"name": team_cluster_queue(&t.name), "uid": format!("cq-{}", t.name),
+                             "creationTimestamp": crate::store::rfc3339_ms(*created)},
+                "spec": {"cohort": "hyperpod-cohort", "queueingStrategy": "BestEffortFIFO",
+                         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team_namespace(&t.name)}},
+                         "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": preemption,
+                                        "borrowWithinCohort": {"policy": "Never"}},
+                         "resourceGroups": [{"coveredResources": [GPU], "flavors": flavors}]},
+                "status": {"admittedWorkloads": admitted, "reservingWorkloads": admitted,
+                           "pendingWorkloads": pending, "flavorsUsage": used.clone(), "flavorsReservation": used,
+                           "conditions": [condition("Active", true, "Ready", "Can admit new workloads",
+                                                    &crate::store::rfc3339_ms(*created))]}}));
+    }
+    kueue
+}
+
+#[cfg(test)]
+mod tests;

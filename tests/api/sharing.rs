@@ -1,0 +1,200 @@
+//! Two teams share a cluster through the sandbox's Kueue: one borrows the other's idle GPUs,
+//! the lender submits and takes its quota back (the borrower's lower-priority job is preempted
+//! and says by which job), and the borrower resumes when the lender's job is gone — each state
+//! read over REST from the training view and the teams' usage.
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+use crate::teams::{policy, send, until_done, POLICY, TEAMS};
+
+const JOBS: &str = "/api/clusters/demo/training-jobs";
+
+/// Polls `path` until `ready` holds of it (what an operator watching the page does), for at
+/// most a minute; the last answer is in the failure.
+async fn until(app: &TestApp, path: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let v = app.json(path).await;
+        if ready(&v) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{path} never got there: {v}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn usage(teams: &Value, team: &str) -> Value {
+    let t = teams["teams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == team)
+        .unwrap_or_else(|| panic!("no {team} in {teams}"));
+    let f = &t["usage"]["flavors"][0];
+    json!([
+        f["inUse"],
+        f["borrowed"],
+        f["lent"],
+        t["usage"]["pendingWorkloads"]
+    ])
+}
+
+/// A long job (ten million steps: it runs for the whole scenario) as `team` at `priority`.
+fn job(name: &str, team: &str, priority: &str, nodes: u64) -> Value {
+    json!({"jobName": name, "recipe": "llama-factory", "instanceType": "ml.g5.8xlarge", "nodeCount": nodes,
+           "model": "/s3/models/Qwen/Qwen3-8B", "dataset": "/s3/datasets/alpaca",
+           "team": team, "priority": priority, "args": ["--max_steps=10000000"]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_borrower_is_preempted_when_the_lender_reclaims_and_resumes_after() {
+    use crate::training::{enable_training_operator, submit, training_cluster};
+    // Two ml.g5.8xlarge nodes, one GPU each: one per team.
+    let app = training_cluster(None).await;
+    enable_training_operator(&app).await;
+    assert_eq!(
+        toggle(&app, "taskGovernance", true).await["state"],
+        "succeeded"
+    );
+    let (status, body) = send(&app, reqwest::Method::PUT, POLICY, &policy()).await;
+    assert_eq!(until_done(&app, status, &body).await["state"], "succeeded");
+    for (team, sharing) in [("team-a", "LendAndBorrow"), ("team-b", "Lend")] {
+        let mut body = json!({"teamName": team, "sharing": sharing,
+                              "resources": [{"instanceType": "ml.g5.8xlarge", "count": 1}]});
+        if sharing == "LendAndBorrow" {
+            body["borrowLimit"] = json!(100);
+        }
+        let op = app.wait_terminal(&app.start(TEAMS, &body).await).await;
+        assert_eq!(op["state"], "succeeded", "{op}");
+    }
+    let teams = app.json(TEAMS).await;
+    let sharing: Vec<_> = teams["teams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["name"].clone(), t["sharing"].clone()))
+        .collect();
+    assert_eq!(
+        sharing,
+        vec![
+            (json!("team-a"), json!("LendAndBorrow")),
+            (json!("team-b"), json!("Lend"))
+        ],
+        "{teams}"
+    );
+
+    // team-a runs on two GPUs: its own and team-b's idle one, borrowed.
+    let a1_watch = submit(&app, &job("a1", "team-a", "training", 2)).await["operationId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let a1 = until(&app, &format!("{JOBS}/a1"), |j| j["state"] == "running").await;
+    assert_eq!(a1["admission"]["state"], "admitted", "{a1}");
+    let teams = app.json(TEAMS).await;
+    assert_eq!(
+        usage(&teams, "team-a"),
+        json!([2.0, 1.0, 0.0, 0]),
+        "{teams}"
+    );
+    assert_eq!(
+        usage(&teams, "team-b"),
+        json!([0.0, 0.0, 1.0, 0]),
+        "{teams}"
+    );
+
+    // team-b wants its GPU back: its higher-priority job is admitted at once, team-a's is
+    // preempted by reclamation, names the job that took its place, and waits first in line.
+    let b1_watch = submit(&app, &job("b1", "team-b", "inference", 1)).await["operationId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let b1 = until(&app, &format!("{JOBS}/b1"), |j| j["state"] == "running").await;
+    assert_eq!(b1["admission"]["state"], "admitted", "{b1}");
+    let a1 = app.json(&format!("{JOBS}/a1")).await;
+    let admission = &a1["admission"];
+    assert_eq!(
+        (
+            a1["state"].as_str(),
+            admission["state"].as_str(),
+            admission["reason"].as_str(),
+            admission["preemptedBy"].as_str(),
+            admission["position"].as_u64()
+        ),
+        (
+            Some("pending"),
+            Some("preempted"),
+            Some("InCohortReclamation"),
+            Some("b1"),
+            Some(1)
+        ),
+        "{a1}"
+    );
+    assert!(
+        a1["message"].as_str().unwrap().contains(
+            "insufficient unused quota for nvidia.com/gpu in flavor ml.g5.8xlarge, 1 more needed"
+        ),
+        "{a1}"
+    );
+    let logs = app
+        .json("/api/clusters/demo/workloads/pytorch/a1/logs")
+        .await;
+    assert_eq!(
+        logs["pods"].as_array().map(Vec::len),
+        Some(0),
+        "a preempted job has no pods: {logs}"
+    );
+    let teams = app.json(TEAMS).await;
+    assert_eq!(
+        usage(&teams, "team-a"),
+        json!([0.0, 0.0, 0.0, 1]),
+        "{teams}"
+    );
+    assert_eq!(
+        usage(&teams, "team-b"),
+        json!([1.0, 0.0, 0.0, 0]),
+        "{teams}"
+    );
+
+    // team-b's job is gone: team-a's is admitted again and runs, its preemption counted as a
+    // restart.
+    stop(&app, &b1_watch).await;
+    let op = app.delete_and_wait(&format!("{JOBS}/b1")).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let a1 = until(&app, &format!("{JOBS}/a1"), |j| {
+        j["state"] == "running" && j["admission"]["state"] == "admitted"
+    })
+    .await;
+    assert_eq!(a1["restarts"]["count"], 1, "{a1}");
+    let teams = app.json(TEAMS).await;
+    assert_eq!(
+        usage(&teams, "team-a"),
+        json!([2.0, 1.0, 0.0, 0]),
+        "{teams}"
+    );
+    stop(&app, &a1_watch).await;
+    let op = app.delete_and_wait(&format!("{JOBS}/a1")).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    problem(app.get(&format!("{JOBS}/a1")).await, StatusCode::NOT_FOUND).await;
+}
+
+/// Ends the operation that follows a running job (its deletion waits for that), as the UI's
+/// cancel does.
+async fn stop(app: &TestApp, watch: &str) {
+    let r = app
+        .client
+        .post(app.url(&format!("/api/operations/{watch}/cancel")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::ACCEPTED,
+        "{}",
+        r.text().await.unwrap()
+    );
+    assert_eq!(app.wait_terminal(watch).await["state"], "cancelled");
+}
