@@ -31,21 +31,11 @@ pub(super) fn affinity_types(obj: &Value) -> Option<Vec<String>> {
         .and_then(|e| serde_json::from_value(e["values"].clone()).ok())
 }
 
-/// GPUs one replica of a workload asks for (`nvidia.com/gpu` limits of its containers).
+/// GPUs one replica of a workload asks for.
 pub(super) fn gpu_request(workload: &Value) -> u32 {
     workload
-        .pointer("/spec/template/spec/containers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c.pointer("/resources/limits/nvidia.com~1gpu"))
-        .map(|g| match g {
-            Value::Number(n) => n.as_u64().unwrap_or(0),
-            Value::String(s) => s.parse().unwrap_or(0),
-            _ => 0,
-        })
-        .map(|g| u32::try_from(g).unwrap_or(u32::MAX))
-        .sum()
+        .pointer("/spec/template/spec")
+        .map_or(0, super::workload::pod_gpus)
 }
 
 impl Sandbox {

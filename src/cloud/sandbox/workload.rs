@@ -4,6 +4,8 @@
 //! endpoints, serving), the pods, the scheduler and the Kubernetes port depend on it, never on
 //! each other in a circle.
 
+use serde_json::Value;
+
 use crate::cloud::{KubeTarget, NodeState, ObjectRef};
 
 pub(super) fn object_key(target: &KubeTarget, obj: &ObjectRef) -> String {
@@ -90,4 +92,24 @@ impl Schedule {
             .find(|s| s.target == deployment)
             .map(|s| s.replicas)
     }
+}
+
+/// GPUs one pod of a template spec asks for: each container's `nvidia.com/gpu` request (or
+/// its limit, which Kubernetes makes the request for an extended resource).
+pub(super) fn pod_gpus(spec: &Value) -> u32 {
+    spec["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            c.pointer("/resources/requests/nvidia.com~1gpu")
+                .or_else(|| c.pointer("/resources/limits/nvidia.com~1gpu"))
+        })
+        .map(|g| match g {
+            Value::Number(n) => n.as_u64().unwrap_or(0),
+            Value::String(s) => s.parse().unwrap_or(0),
+            _ => 0,
+        })
+        .map(|g| u32::try_from(g).unwrap_or(u32::MAX))
+        .sum()
 }

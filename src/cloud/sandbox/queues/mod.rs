@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use super::durations as d;
 use super::hyperpod::hyperpod_arn;
 use super::kueue::{simulate, Job, Kueue, Queued, Standing, Team, Why};
-use super::workload::fnv1a;
+use super::workload::{fnv1a, pod_gpus};
 use super::{now_ms, Life, Res, Sandbox};
 use crate::cloud::*;
 
@@ -47,24 +47,6 @@ fn pod_set(obj: &Value) -> (String, u64, Value) {
         count,
         set.pointer("/template/spec").cloned().unwrap_or_default(),
     )
-}
-
-fn pod_gpus(spec: &Value) -> u32 {
-    spec["containers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| {
-            c.pointer("/resources/requests/nvidia.com~1gpu")
-                .or_else(|| c.pointer("/resources/limits/nvidia.com~1gpu"))
-        })
-        .map(|g| match g {
-            Value::Number(n) => n.as_u64().unwrap_or(0),
-            Value::String(s) => s.parse().unwrap_or(0),
-            _ => 0,
-        })
-        .map(|g| u32::try_from(g).unwrap_or(u32::MAX))
-        .sum()
 }
 
 fn team_of_queue(queue: &str) -> Option<&str> {
