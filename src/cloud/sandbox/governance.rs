@@ -17,6 +17,16 @@ pub(super) const NOT_READY: &str = "sagemaker:GovernanceNotReady";
 /// Simulated seconds a create or an update takes.
 const SETTLE: f64 = 30.0;
 
+/// The instance types of a HyperPod cluster's groups, as its record holds them.
+pub(super) fn instance_types(record: &Res) -> Vec<String> {
+    record.data["instanceGroups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|g| g["instanceType"].as_str().map(str::to_string))
+        .collect()
+}
+
 fn invalid(op: &str, message: impl Into<String>) -> CloudError {
     CloudError::new("sagemaker", op, "ValidationException", message)
 }
@@ -37,13 +47,7 @@ impl Sandbox {
                 .and_then(|a| a.rsplit('/').next())
                 .unwrap_or_default()
                 .to_string();
-            let types: Vec<String> = r.data["instanceGroups"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|g| g["instanceType"].as_str().map(str::to_string))
-                .collect();
-            return Ok((eks, types));
+            return Ok((eks, instance_types(&r)));
         }
         Err(CloudError::new(
             "sagemaker",

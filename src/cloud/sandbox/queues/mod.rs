@@ -106,12 +106,7 @@ impl Sandbox {
             return Ok(Kueue::default());
         };
         let force = self.in_force(&hyperpod_arn(&record.id)).await?;
-        let types: Vec<String> = record.data["instanceGroups"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|g| g["instanceType"].as_str().map(str::to_string))
-            .collect();
+        let types = super::governance::instance_types(record);
         let teams: Vec<Team> = force
             .quotas
             .iter()
