@@ -1,9 +1,12 @@
 //! The OpenAPI document against the wire: schemathesis generates requests for every operation
 //! from `/api/openapi.json` (valid and invalid, then stateful sequences) against a server with a
 //! real cluster, and checks for server errors, undocumented statuses and content types, and
-//! answers that do not match their schema.
+//! answers that do not match their schema. Path parameters name things that exist, so the
+//! generated requests reach the handlers' logic rather than stopping at a 404.
 
 use crate::helpers::*;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
 
 /// Requests the server counted (every route, every status), read from `/metrics`.
 async fn requests_served(app: &TestApp) -> f64 {
@@ -14,10 +17,17 @@ async fn requests_served(app: &TestApp) -> f64 {
         .sum()
 }
 
-/// Runs schemathesis over the server's document with `checks`, as the suite runs it.
-async fn schemathesis(app: &TestApp, checks: &str, extra: &[&str]) -> std::process::Output {
+/// Runs schemathesis over the server's document with `checks`, as the suite runs it, with
+/// `config` as its `schemathesis.toml` (the values it sends for named parameters).
+async fn schemathesis(
+    app: &TestApp,
+    checks: &str,
+    extra: &[&str],
+    config: &str,
+) -> std::process::Output {
     let schemathesis = venv_python().with_file_name("schemathesis");
     let (_work_guard, work) = temp_dir();
+    std::fs::write(work.join("schemathesis.toml"), config).unwrap();
     // A fixed seed by default, so a finding reproduces; INSTANTSTART_FUZZ_SEED explores others.
     let seed = std::env::var("INSTANTSTART_FUZZ_SEED").unwrap_or_else(|_| "20261201".into());
     tokio::process::Command::new(&schemathesis)
@@ -89,6 +99,7 @@ async fn what_the_schema_allows_the_server_accepts() {
         &app,
         "positive_data_acceptance",
         &["--phases", "coverage,fuzzing"],
+        "",
     )
     .await;
     let report = String::from_utf8_lossy(&out.stdout);
@@ -130,18 +141,123 @@ async fn what_the_schema_allows_the_server_accepts() {
     );
 }
 
+/// A server whose `demo` cluster holds one of everything a path can name, and the values that
+/// name them: an existing cluster, team, training job, endpoint, pool, deployment, claim, group,
+/// node, operation and MLflow app. Operations that end what they name (`DELETE`, forget, a node's
+/// removal, the features toggle that could turn governance off) get their own targets, so the
+/// rest keep finding theirs whatever order the fuzzer takes.
+async fn populated_app() -> (TestApp, String) {
+    let app = spawn_app().await;
+    let pipeline = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&pipeline).await["state"], "succeeded");
+    let r = app
+        .client
+        .patch(app.url("/api/clusters/demo/features"))
+        .json(&json!({"taskGovernance": true, "trainingOperator": true, "fsxCsi": true, "inferenceOperator": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let features: Value = r.json().await.unwrap();
+    for (key, f) in features["features"].as_object().unwrap() {
+        let op = app.wait_terminal(f["operationId"].as_str().unwrap()).await;
+        assert_eq!(op["state"], "succeeded", "{key}");
+    }
+    let sage = "lmsysorg/sglang:v0.5.8";
+    let fixture = [
+        ("/api/mlflow", json!({"cluster": "demo"})),
+        (
+            "/api/clusters/demo/teams",
+            json!({"teamName": "team-a", "resources": [{"instanceType": "ml.g5.8xlarge", "count": 1}]}),
+        ),
+        (
+            "/api/clusters/demo/training-jobs",
+            json!({"jobName": "sft", "team": "team-a", "recipe": "llama-factory",
+            "instanceType": "ml.g5.8xlarge", "nodeCount": 1, "model": "/s3/models/Qwen/Qwen3-8B", "dataset": "/s3/datasets/alpaca"}),
+        ),
+        (
+            "/api/clusters/demo/endpoints",
+            json!({"endpointName": "qwen", "model": "/s3/models/Qwen/Qwen3-8B", "instanceType": "ml.g5.8xlarge"}),
+        ),
+        (
+            "/api/clusters/demo/pools",
+            json!({"poolName": "warm", "image": sage, "size": 1}),
+        ),
+        (
+            "/api/clusters/demo/deployments",
+            json!({"deploymentName": "chat", "image": sage}),
+        ),
+        ("/api/clusters", json!({"name": "spare"})),
+    ];
+    for (path, body) in &fixture {
+        let id = app.start(path, body).await;
+        let op = app.wait_terminal(&id).await;
+        // A training job's operation follows the job past its start: running is far enough.
+        assert!(
+            matches!(op["state"].as_str(), Some("succeeded" | "running")),
+            "{path}: {op}"
+        );
+    }
+    let node = app.json("/api/clusters/demo/nodes").await["nodes"][0]["instanceId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let run = app.json("/api/mlflow/runs?experiment=sft").await[0]["runId"]
+        .as_str()
+        .expect("the job's MLflow run")
+        .to_string();
+    let config = format!(
+        r#"[parameters]
+"path.name" = "demo"
+"path.team" = "team-a"
+"path.job" = "sft"
+"path.endpoint" = "qwen"
+"path.deployment" = "chat"
+"path.pool" = "warm"
+"path.claim" = "s3-claim"
+"path.group" = "workers"
+"path.id" = "{node}"
+"path.kind" = "pytorch"
+"path.workload" = "sft"
+"path.run" = "{run}"
+"query.zone" = "us-west-2a"
+"query.experiment" = "sft"
+
+[[operations]]
+include-path-regex = "^/api/operations/"
+parameters = {{ "path.id" = "{pipeline}" }}
+
+[[operations]]
+include-name-regex = "^(DELETE /api/clusters/|POST /api/clusters/\\{{name\\}}/(forget|nodes/\\{{id\\}}/delete)$|PATCH /api/clusters/\\{{name\\}}/features$)"
+parameters = {{ "path.name" = "spare" }}
+"#
+    );
+    (app, config)
+}
+
+/// The operations schemathesis names under a warning of its summary (`title` is the warning's
+/// first words, e.g. "Missing test data").
+fn warned<'a>(report: &'a str, title: &str) -> Vec<&'a str> {
+    report
+        .lines()
+        .skip_while(|l| !l.starts_with(title))
+        .skip(1)
+        .skip_while(|l| l.trim().is_empty())
+        .take_while(|l| l.starts_with("  - "))
+        .map(|l| l.trim_start_matches("  - ").trim())
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fuzzer_finds_the_server_true_to_its_openapi_document() {
-    let app = spawn_app().await;
-    // State to find: a cluster with its stages, nodes, dependencies and storage.
-    let id = app.start("/api/pipelines", &pipeline_body()).await;
-    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
-
+    // State to find: a cluster with its stages, nodes, dependencies, storage and workloads.
+    let (app, config) = populated_app().await;
     let before = requests_served(&app).await;
     let out = schemathesis(
         &app,
         "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
         &[],
+        &config,
     )
     .await;
     let report = String::from_utf8_lossy(&out.stdout);
@@ -156,6 +272,15 @@ async fn the_fuzzer_finds_the_server_true_to_its_openapi_document() {
             report.contains(&format!("✅ {phase}")),
             "the {phase} phase ran and passed:\n{report}"
         );
+    }
+    // Every read reaches past the edge: given names that exist, no GET answers only 404s or
+    // only validation errors to what its schema allows.
+    for title in ["Missing test data", "Schema validation mismatch"] {
+        let reads: Vec<&str> = warned(&report, title)
+            .into_iter()
+            .filter(|op| op.starts_with("GET "))
+            .collect();
+        assert!(reads.is_empty(), "{title}: {reads:?}\n{report}");
     }
     let served = requests_served(&app).await - before;
     assert!(
