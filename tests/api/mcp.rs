@@ -366,7 +366,8 @@ async fn the_write_gate_gives_an_agent_eyes_before_hands() {
 
 /// The share-cluster-between-teams skill, rehearsed over MCP: governance and the training
 /// operator in one request, the policy, an over-share refused by field, two teams, and a job
-/// that names no team answered with the teams before it runs as one at a priority.
+/// that names no team answered with the teams before it runs as one at a priority; then why a
+/// job is pending and how much each team uses, as the agent reads them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_share_cluster_skill_runs_over_mcp_to_a_job_running_as_a_team() {
     let app = spawn_app().await;
@@ -411,5 +412,34 @@ async fn the_share_cluster_skill_runs_over_mcp_to_a_job_running_as_a_team() {
             "training",
             "succeeded"
         ])
+    );
+    // Why is it pending: team-a's two-GPU job would need team-b's GPU, which team-b does not
+    // lend, so it waits first in team-a's queue with Kueue's reason; team-b's own job is admitted.
+    assert_eq!(steps[11], json!(["training_job_submit", "wide-a", false]));
+    let wide = steps[12].as_array().unwrap();
+    assert_eq!(
+        wide[..3],
+        [json!("training_job_get"), json!("wide-a"), json!("pending")],
+        "{seen}"
+    );
+    assert!(
+        wide[3].as_str().is_some_and(|r| !r.is_empty()),
+        "a reason: {seen}"
+    );
+    assert_eq!(wide[4..], [json!(1), json!(true)], "{seen}");
+    assert_eq!(steps[13], json!(["training_job_submit", "own-b", false]));
+    assert_eq!(
+        steps[14].as_array().unwrap()[..3],
+        [json!("training_job_get"), json!("own-b"), json!("admitted")],
+        "{seen}"
+    );
+    // How much is mine: team-b uses its one GPU and lends nothing; team-a uses none, one pending.
+    assert_eq!(
+        steps[15],
+        json!([
+            "team_list",
+            [["team-a", 0.0, 0.0, 1], ["team-b", 1.0, 0.0, 0]]
+        ]),
+        "{seen}"
     );
 }

@@ -187,7 +187,32 @@ async def teams(client):
     steps.append(("operation_get", (await follow(client, started["value"]["operation_id"]))["state"]))
     seen = (await call(client, "training_job_get", {"name": "demo", "job": "team-sft"}))["value"]
     steps.append(("training_job_get", seen["namespace"], seen["team"], seen["priority"], seen["state"]))
+    # Why is it pending: team-a asks for two GPUs, one of which is team-b's (DontLend); then
+    # team-b's own job is admitted at once and each team's use reads from the teams view.
+    long = {"args": ["--max_steps=10000000"], "idempotency_key": None}
+    for name, team, nodes in (("wide-a", "team-a", 2), ("own-b", "team-b", 1)):
+        job.update(long, jobName=name, team=team, nodeCount=nodes, idempotency_key=f"{name}-1")
+        submitted = await call(client, "training_job_submit", job)
+        steps.append(("training_job_submit", name, submitted["is_error"]))
+        seen = await until(client, "training_job_get", {"name": "demo", "job": name},
+                           lambda j: j.get("admission", {}).get("state") in ("pending", "admitted"))
+        admission = seen["admission"]
+        steps.append(("training_job_get", name, admission["state"], admission.get("reason"), admission.get("position"),
+                      "insufficient unused quota" in (seen.get("message") or "")))
+    view = (await call(client, "team_list", {"name": "demo"}))["value"]
+    steps.append(("team_list", [(t["name"], t["usage"]["flavors"][0]["inUse"], t["usage"]["flavors"][0]["lent"],
+                                 t["usage"]["pendingWorkloads"]) for t in view["teams"]]))
     return {"steps": steps}
+
+
+async def until(client, tool, args, ready, limit=600):
+    """Calls a read tool until `ready` holds of its answer (an agent watching a page)."""
+    for _ in range(limit):
+        value = (await call(client, tool, args))["value"]
+        if ready(value):
+            return value
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{tool} never got there: {value}")
 
 
 async def readonly(client):
