@@ -329,7 +329,8 @@ def workloads(page, base, out):
 def training(page, base, out):
     """Set up MLflow; pick a recipe (the form asks only its inputs), submit as the team the teams
     scenario made at one of its priorities, follow it, read the job's budget and placement,
-    follow its logs, see its metrics charted from MLflow."""
+    follow its logs, see its metrics charted from MLflow; then a job too wide for the team's
+    share, and why it is pending."""
     page.goto(f"{base}/#/training")
     page.get_by_role("button", name="Set up MLflow").click()
     page.wait_for_url("**/#/op/*")
@@ -381,6 +382,27 @@ def training(page, base, out):
     expect(page.locator("#chart-throughput polyline")).to_have_count(1)
     expect(page.locator("#chart-loss polyline")).to_have_count(1)
     page.screenshot(path=f"{out}/training.png", full_page=True)
+    # Why is it pending: two nodes as team-a, whose share is one and which no team lends to,
+    # wait first in its queue with what Kueue is missing, on the list and on the job's page.
+    page.goto(f"{base}/#/training")
+    page.locator("#train-recipe").select_option("llama-factory")
+    page.get_by_label("Job name").fill("ui-wide")
+    page.get_by_label("Nodes").fill("2")
+    page.get_by_label("Model").fill("/s3/models/Qwen/Qwen3-0.6B")
+    page.get_by_label("Dataset").fill("/s3/datasets/alpaca")
+    page.get_by_role("button", name="Submit").click()
+    page.wait_for_url("**/#/op/*")
+    page.goto(f"{base}/#/training")
+    pending = page.locator("#training-list tr:has-text('ui-wide') [data-admission]")
+    expect(pending).to_have_attribute("data-admission", "pending")
+    expect(pending).to_contain_text("#1 in the queue")
+    expect(pending).to_contain_text("insufficient unused quota")
+    page.locator("#training-list").get_by_role("link", name="ui-wide").click()
+    expect(page.locator("#job-admission")).to_contain_text("pending")
+    page.screenshot(path=f"{out}/training-pending.png", full_page=True)
+    # How much is the team's: nothing running, one waiting.
+    page.goto(f"{base}/#/teams")
+    expect(page.locator("#team-usage")).to_contain_text("team-a: 0 admitted, 1 pending")
 
 
 def forget(page, base, out):
