@@ -375,6 +375,7 @@ pub async fn training_job_delete(
     caller: &Caller,
 ) -> ApiResult<Accepted> {
     let params = super::training::training_delete_params(engine, name, job).await?;
+    super::training::end_following(engine, name, job).await?;
     start(engine, OpKind::WorkloadDelete, name, &params, caller).await
 }
 

@@ -159,11 +159,11 @@ async fn a_borrower_is_preempted_when_the_lender_reclaims_and_resumes_after() {
         "{teams}"
     );
 
-    // team-b's job is gone: team-a's is admitted again and runs, its preemption counted as a
-    // restart.
-    stop(&app, &b1_watch).await;
+    // team-b's job is gone (deleted while it runs: the operation following it ends first):
+    // team-a's is admitted again and runs, its preemption counted as a restart.
     let op = app.delete_and_wait(&format!("{JOBS}/b1")).await;
     assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(app.wait_terminal(&b1_watch).await["state"], "cancelled");
     let a1 = until(&app, &format!("{JOBS}/a1"), |j| {
         j["state"] == "running" && j["admission"]["state"] == "admitted"
     })
@@ -175,26 +175,8 @@ async fn a_borrower_is_preempted_when_the_lender_reclaims_and_resumes_after() {
         json!([2.0, 1.0, 0.0, 0]),
         "{teams}"
     );
-    stop(&app, &a1_watch).await;
     let op = app.delete_and_wait(&format!("{JOBS}/a1")).await;
     assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(app.wait_terminal(&a1_watch).await["state"], "cancelled");
     problem(app.get(&format!("{JOBS}/a1")).await, StatusCode::NOT_FOUND).await;
-}
-
-/// Ends the operation that follows a running job (its deletion waits for that), as the UI's
-/// cancel does.
-async fn stop(app: &TestApp, watch: &str) {
-    let r = app
-        .client
-        .post(app.url(&format!("/api/operations/{watch}/cancel")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        r.status(),
-        StatusCode::ACCEPTED,
-        "{}",
-        r.text().await.unwrap()
-    );
-    assert_eq!(app.wait_terminal(watch).await["state"], "cancelled");
 }

@@ -1,7 +1,9 @@
 //! What the cluster runs for training, read from the operators' status: every job in namespace
 //! default and the teams' namespaces (ours and those made elsewhere) with its restarts against
 //! their limits and, under task governance, its admission; and the parameters of deleting one of
-//! ours.
+//! ours, with the end of the operation that follows it.
+
+use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -12,11 +14,14 @@ use crate::cloud::MANAGED_BY;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::incluster::kube_target;
+use crate::service::kind::OpKind;
 use crate::service::labels::{is_workload_namespace, Placement};
 use crate::service::steps::training::{restarts, training_state};
 use crate::service::steps::workloads::DeleteParams;
+use crate::service::submit::active_operations;
 use crate::service::teams::{workloads, Admission};
 use crate::service::validate;
+use crate::store::PhaseState;
 
 /// A training job and where it stands.
 #[derive(Debug, Serialize, ToSchema)]
@@ -193,4 +198,36 @@ pub async fn training_delete_params(engine: &Engine, cluster: &str, job: &str) -
         release: None,
     };
     Ok(serde_json::to_value(params).map_err(anyhow::Error::from)?)
+}
+
+/// Ends the operation that follows one of our jobs, so deleting a running job needs no cancel
+/// first. Once its job is applied the follower only reads, so stopping it is safe; one still
+/// applying is left alone, and the deletion's conflict names it.
+pub async fn end_following(engine: &Engine, cluster: &str, job: &str) -> ApiResult<()> {
+    let workload = format!("training/{job}");
+    let store = engine.store();
+    let follower = active_operations(store, cluster)
+        .await?
+        .into_iter()
+        .find(|o| {
+            o.kind == OpKind::TrainingJob
+                && o.params["workload"] == workload.as_str()
+                && o.phases
+                    .iter()
+                    .any(|p| p.name == "train" && p.state == PhaseState::Submitted)
+        });
+    let Some(op) = follower else {
+        return Ok(());
+    };
+    store.set_cancel_requested(&op.id, true).await?;
+    engine.changed();
+    // The engine stops it at its next poll; bounded, so a stuck follower gives the conflict.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while let Some(left) = deadline.checked_duration_since(tokio::time::Instant::now()) {
+        match engine.wait_for_change(&op.id, left).await? {
+            Some(now) if !now.state.is_terminal() => continue,
+            _ => break,
+        }
+    }
+    Ok(())
 }
