@@ -1,8 +1,9 @@
 // Managed endpoints on the Inference page: the HyperPod inference operator's endpoints (state,
 // replicas, routing, cache tiers), a smoke test, scaling, removal, and the deploy form that asks
-// only the decisions (model, instance type, routing strategy, cache tier, replicas).
+// only the decisions (model, instance type, routing strategy, cache tier, replicas, and the team
+// it runs as on a cluster shared by teams).
 
-import { api, h, stateBadge, errorBox, problemText, table, startForm, input, removeWorkload } from './kit.js';
+import { api, h, stateBadge, errorBox, problemText, table, startForm, input, removeWorkload, teamFields, teamCell } from './kit.js';
 
 const STATES = { DeploymentComplete: 'ready', DeploymentFailed: 'failed' };
 
@@ -33,8 +34,8 @@ export async function managedSection(enc) {
   };
   const refresh = async () => {
     const list = await api(`/api/clusters/${enc}/endpoints`);
-    listBox.replaceChildren(list.ok ? table(['Endpoint', 'State', 'Replicas', 'Model', 'Routing', 'KV cache', 'Smoke test', 'Scale', ''],
-      list.body.map((e) => [e.name,
+    listBox.replaceChildren(list.ok ? table(['Endpoint', 'Team', 'State', 'Replicas', 'Model', 'Routing', 'KV cache', 'Smoke test', 'Scale', ''],
+      list.body.map((e) => [e.name, teamCell(e),
         h('span', {}, stateBadge(STATES[e.state] || 'pending'), ' ', e.state, e.message ? h('div', { class: e.state === 'DeploymentFailed' ? 'error' : 'muted' }, e.message) : null),
         `${e.readyReplicas}/${e.replicas}`, e.model || '', e.routing || 'off',
         `L1 ${e.kvCache.l1 ? 'on' : 'off'} · L2 ${e.kvCache.l2 || 'off'}`,
@@ -43,7 +44,8 @@ export async function managedSection(enc) {
           onclick: (ev) => removeWorkload(path(e.name), `Delete endpoint ${e.name}? Its model files stay.`, ev.target) }, 'delete')]),
       'No managed endpoint yet.') : errorBox(list));
   };
-  const groups = await api(`/api/clusters/${enc}/instance-groups`);
+  const [groups, governance] = await Promise.all([api(`/api/clusters/${enc}/instance-groups`), api(`/api/clusters/${enc}/teams`)]);
+  const placement = teamFields(governance.ok ? governance.body : null, 'ep');
   const name = input('ep-name', { placeholder: 'e.g. qwen3-8b' });
   const model = input('ep-model', { placeholder: '/s3/models/Qwen/Qwen3-8B' });
   const type = h('select', { id: 'ep-type' }, (groups.ok ? groups.body : []).map((g) => h('option', { value: g.instanceType }, `${g.instanceType} (${g.name})`)));
@@ -51,12 +53,13 @@ export async function managedSection(enc) {
   const l2 = h('select', { id: 'ep-l2' }, ['none', 'tieredstorage'].map((v) => h('option', { value: v }, v)));
   const replicas = h('input', { type: 'number', id: 'ep-replicas', min: 1, max: 64, value: 1 });
   const form = startForm('Deploy endpoint', 'ep', [['Endpoint name', name], ['Model', model, 'A path under /s3 (e.g. a downloaded model), s3://bucket/prefix or fsx://fs-id/path.'],
-    ['Instance type', type], ['Routing', routing, 'Intelligent routing is fixed for the endpoint\'s life.'],
+    ['Instance type', type], ...placement.fields, ['Routing', routing, 'Intelligent routing is fixed for the endpoint\'s life.'],
     ['L2 KV cache', l2, 'L1 (CPU memory) is on; L2 on HyperPod tiered storage adds a shared tier.'], ['Replicas', replicas]],
   `/api/clusters/${enc}/endpoints`, () => {
     const b = { endpointName: name.value.trim(), model: model.value.trim(), instanceType: type.value, replicas: Number(replicas.value || 1),
       kvCache: { l1: true, l2: l2.value } };
     if (routing.value !== 'off') b.routing = routing.value;
+    placement.put(b);
     return b;
   });
   await refresh();

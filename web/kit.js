@@ -277,3 +277,29 @@ export async function removeWorkload(path, question, button, method = 'DELETE') 
   else { button.disabled = false; button.after(errorBox(r)); }
 }
 
+/**
+ * The team and priority fields of a workload form under task governance (none otherwise): a
+ * workload runs as one of the teams (required once there are teams), at an optional priority
+ * class of the cluster's policy. `governance` is the teams view; `put(body)` adds the choice.
+ */
+export function teamFields(governance, id) {
+  const teams = governance && governance.enabled ? governance.teams || [] : [];
+  if (!teams.length) return { fields: [], put: () => {} };
+  const classes = governance.policy ? governance.policy.priorityClasses || [] : [];
+  const team = h('select', { id: `${id}-team`, required: true }, teams.map((t) => h('option', { value: t.name }, t.name)));
+  const priority = h('select', { id: `${id}-priority` }, h('option', { value: '' }, 'none'),
+    classes.map((c) => h('option', { value: c.name }, `${c.name} (weight ${c.weight})`)));
+  return {
+    fields: [['Team', team, 'The team whose quota it runs on: its namespace and queue.'],
+      ['Priority', priority, 'Higher weights are admitted first and may preempt lower ones.']],
+    put: (b) => {
+      b.team = team.value;
+      if (priority.value) b.priority = priority.value;
+    },
+  };
+}
+
+/** A workload's team cell: team and priority, or a dash. */
+export function teamCell(w) {
+  return w.team ? `${w.team}${w.priority ? ` · ${w.priority}` : ''}` : h('span', { class: 'muted' }, '—');
+}

@@ -1,7 +1,7 @@
 // Page: training — a recipe and its few inputs, the recovery budget, the jobs with their
 // restarts against the budget, one job's conditions; other Kubernetes Jobs below.
 
-import { api, h, scoped, session, stateBadge, errorBox, table, follow, needsActive, startForm, input, removeWorkload } from './kit.js';
+import { api, h, scoped, session, stateBadge, errorBox, table, follow, needsActive, startForm, input, removeWorkload, teamFields, teamCell } from './kit.js';
 import { logViewer } from './logs.js';
 import { lineChart } from './chart.js';
 
@@ -68,7 +68,7 @@ function jobsTable(list, enc) {
   return table(['Job', 'Recipe', 'Team', 'State', 'Nodes', 'Restarts', 'Faulty pods', 'Paths', ''], list.map((j) => [
     h('a', { href: `#/training/${encodeURIComponent(j.name)}` }, j.name),
     j.recipe || h('span', { class: 'muted' }, `${j.kind} (external)`),
-    j.team ? `${j.team}${j.priority ? ` · ${j.priority}` : ''}` : h('span', { class: 'muted' }, '—'),
+    teamCell(j),
     h('span', {}, stateBadge(j.state), j.message ? h('div', { class: j.state === 'failed' ? 'error' : 'muted' }, j.message) : null,
       j.admission ? h('div', { class: 'muted', 'data-admission': j.admission.state }, `Kueue: ${admissionText(j.admission)}`) : null),
     `${j.nodes ?? ''} × ${j.instanceType || '?'}`,
@@ -95,13 +95,7 @@ function submitForm(recipes, groups, enc, governance) {
   const pattern = input('train-pattern', { placeholder: '.*loss: ([0-9.]+).*' });
   const cutoff = input('train-cutoff', { type: 'number', min: 1, placeholder: '600' });
   const every = input('train-every', { type: 'number', min: 1, placeholder: '300' });
-  // Under task governance a job runs as one of the teams (required once there are teams), at an
-  // optional priority class of the cluster's policy.
-  const teams = governance && governance.enabled ? governance.teams || [] : [];
-  const classes = governance && governance.policy ? governance.policy.priorityClasses || [] : [];
-  const team = teams.length ? h('select', { id: 'train-team', required: true }, teams.map((t) => h('option', { value: t.name }, t.name))) : null;
-  const priority = teams.length ? h('select', { id: 'train-priority' }, h('option', { value: '' }, 'none'),
-    classes.map((c) => h('option', { value: c.name }, `${c.name} (weight ${c.weight})`))) : null;
+  const placement = teamFields(governance, 'train');
   let form = null;
   // A recipe shows only the inputs it asks for: the label and the input (with its hint) go together.
   const setHidden = (el, hidden) => {
@@ -123,8 +117,7 @@ function submitForm(recipes, groups, enc, governance) {
     for (const el of [retries, pattern, cutoff, every]) setHidden(el, r.runtime === 'ray');
   };
   const fields = [['Recipe', recipe, about], ['Job name', name], ['Instance type', type], ['Nodes', nodes],
-    ...(team ? [['Team', team, 'The team whose quota it runs on: its namespace and queue.'],
-      ['Priority', priority, 'Higher weights are admitted first and may preempt lower ones.']] : []),
+    ...placement.fields,
     ...Object.entries(paths).map(([k, el]) => [k[0].toUpperCase() + k.slice(1), el, k === 'output' ? 'Default /s3/outputs/<job name>.' : 'A path under /s3 (the cluster\'s S3 claim).']),
     ['Retries (jobMaxRetryCount)', retries, 'The recovery budget: default 3, with 2 pod restarts before a full-job restart.'],
     ['Hang detection: log pattern', pattern, 'A progress line; no match within the cut-off or the frequency marks the job hanging.'],
@@ -132,8 +125,7 @@ function submitForm(recipes, groups, enc, governance) {
   form = startForm('Submit', 'train', fields, `/api/clusters/${enc}/training-jobs`, () => {
     const r = current();
     const b = { jobName: name.value.trim(), recipe: r.name, instanceType: type.value, nodeCount: Number(nodes.value || 1) };
-    if (team) b.team = team.value;
-    if (priority && priority.value) b.priority = priority.value;
+    placement.put(b);
     for (const [k, el] of Object.entries(paths)) if (!form.querySelector(`label[for="${el.id}"]`).hidden && el.value.trim()) b[k] = el.value.trim();
     if (r.runtime !== 'ray') {
       if (retries.value !== '') b.recovery = { jobMaxRetryCount: Number(retries.value) };

@@ -530,7 +530,11 @@ pub async fn endpoint_delete(
     let found = super::endpoints::get_endpoint(engine, name, endpoint).await?;
     let params = super::steps::workloads::DeleteParams {
         workload: format!("endpoint/{endpoint}"),
-        objects: vec![super::endpoints::ref_of(&found.kind, endpoint)],
+        objects: vec![super::endpoints::ref_of(
+            &found.kind,
+            &found.namespace,
+            endpoint,
+        )],
         release: None,
     };
     start(engine, OpKind::WorkloadDelete, name, &params, caller).await

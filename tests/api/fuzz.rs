@@ -177,7 +177,7 @@ async fn populated_app() -> (TestApp, String) {
         ),
         (
             "/api/clusters/demo/endpoints",
-            json!({"endpointName": "qwen", "model": "/s3/models/Qwen/Qwen3-8B", "instanceType": "ml.g5.8xlarge"}),
+            json!({"endpointName": "qwen", "team": "team-a", "model": "/s3/models/Qwen/Qwen3-8B", "instanceType": "ml.g5.8xlarge"}),
         ),
         (
             "/api/clusters/demo/pools",

@@ -182,6 +182,137 @@ async fn a_job_runs_as_its_team_at_its_priority_and_a_wrong_team_or_class_names_
     .await;
 }
 
+/// A managed endpoint runs as a team too: refused without one on a shared cluster (naming the
+/// teams), then made in the team's namespace with its queue and class, found there to be read,
+/// invoked, patched and deleted, its manifest still the CRD's and the SDK's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_runs_as_its_team_and_is_served_changed_and_removed_in_its_namespace() {
+    const ENDPOINTS: &str = "/api/clusters/demo/endpoints";
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    for key in ["taskGovernance", "fsxCsi", "inferenceOperator"] {
+        enable(&app, key).await;
+    }
+    let (status, body) = send(&app, reqwest::Method::PUT, POLICY, &policy()).await;
+    assert_eq!(until_done(&app, status, &body).await["state"], "succeeded");
+    for team in ["team-a", "team-b"] {
+        let body =
+            json!({"teamName": team, "resources": [{"instanceType": "ml.g5.8xlarge", "count": 1}]});
+        let op = app.wait_terminal(&app.start(TEAMS, &body).await).await;
+        assert_eq!(op["state"], "succeeded", "{op}");
+    }
+    let endpoint = json!({"endpointName": "qwen", "model": "/s3/models/Qwen/Qwen3-8B",
+                          "instanceType": "ml.g5.8xlarge"});
+    let with = |patch: Value| {
+        let mut b = endpoint.clone();
+        for (k, v) in patch.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        b
+    };
+    let before = mutating_calls(&app.calls().await);
+    for (body, field, hint) in [
+        (endpoint.clone(), "team", json!(["team-a", "team-b"])),
+        (
+            with(json!({"team": "team-z"})),
+            "team",
+            json!(["team-a", "team-b"]),
+        ),
+        (
+            with(json!({"team": "team-a", "priority": "urgent"})),
+            "priority",
+            json!(["inference", "training"]),
+        ),
+    ] {
+        let p = problem(
+            app.post(ENDPOINTS, &body).await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        )
+        .await;
+        assert_eq!((&p["field"], &p["hint"]), (&json!(field), &hint), "{p}");
+    }
+    assert_eq!(mutating_calls(&app.calls().await), before);
+
+    let op = app
+        .wait_terminal(
+            &app.start(
+                ENDPOINTS,
+                &with(json!({"team": "team-a", "priority": "inference"})),
+            )
+            .await,
+        )
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let manifests = op["params"]["manifests"].as_array().unwrap().clone();
+    let meta = &manifests[0]["metadata"];
+    assert_eq!(meta["namespace"], "hyperpod-ns-team-a", "{meta}");
+    assert_eq!(
+        (
+            &meta["labels"]["kueue.x-k8s.io/queue-name"],
+            &meta["labels"]["kueue.x-k8s.io/priority-class"]
+        ),
+        (
+            &json!("hyperpod-ns-team-a-localqueue"),
+            &json!("inference-priority")
+        ),
+        "{meta}"
+    );
+    let schemas = crate::crds::Schemas::load();
+    assert_eq!(schemas.errors(&manifests[0]), Vec::<String>::new());
+    assert_peer_accepts("hyperpod_endpoint_models.py", &manifests);
+
+    let e = app.json(&format!("{ENDPOINTS}/qwen")).await;
+    assert_eq!(
+        (
+            e["namespace"].as_str(),
+            e["team"].as_str(),
+            e["priority"].as_str(),
+            e["state"].as_str()
+        ),
+        (
+            Some("hyperpod-ns-team-a"),
+            Some("team-a"),
+            Some("inference"),
+            Some("DeploymentComplete")
+        ),
+        "{e}"
+    );
+    // The name is the cluster's, whatever the team.
+    let p = problem(
+        app.post(ENDPOINTS, &with(json!({"team": "team-b"}))).await,
+        StatusCode::CONFLICT,
+    )
+    .await;
+    assert_eq!(p["field"], "endpointName", "{p}");
+    let r = app
+        .post(
+            &format!("{ENDPOINTS}/qwen/invoke"),
+            &json!({"prompt": "hello"}),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    // A change is applied in its namespace, keeping its labels.
+    let (status, body) = send(
+        &app,
+        reqwest::Method::PATCH,
+        &format!("{ENDPOINTS}/qwen"),
+        &json!({"replicas": 2}),
+    )
+    .await;
+    let op = until_done(&app, status, &body).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let applied = &op["params"]["manifests"][0]["metadata"];
+    assert_eq!(
+        (&applied["namespace"], &applied["labels"]),
+        (&meta["namespace"], &meta["labels"]),
+        "{applied}"
+    );
+    let op = app.delete_and_wait(&format!("{ENDPOINTS}/qwen")).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(app.json(ENDPOINTS).await, json!([]));
+}
+
 /// A Kueue Workload for job `job` of team-a (as Kueue makes one per queued job: owned by it,
 /// its pod set, the class's priority), with the conditions given.
 fn workload(job: &str, uid: &str, priority: i64, created: &str, conditions: Value) -> Value {

@@ -195,7 +195,8 @@ async def teams(client):
         submitted = await call(client, "training_job_submit", job)
         steps.append(("training_job_submit", name, submitted["is_error"]))
         seen = await until(client, "training_job_get", {"name": "demo", "job": name},
-                           lambda j: j.get("admission", {}).get("state") in ("pending", "admitted"))
+                           lambda j: j.get("admission", {}).get("state") == "admitted"
+                           or j.get("admission", {}).get("message") is not None)
         admission = seen["admission"]
         steps.append(("training_job_get", name, admission["state"], admission.get("reason"), admission.get("position"),
                       "insufficient unused quota" in (seen.get("message") or "")))

@@ -246,7 +246,7 @@ def groups(page, base, out):
 
 
 def workloads(page, base, out):
-    """Download a model, serve it, smoke-test it from the page."""
+    """Download a model, serve it, smoke-test it from the page; a managed endpoint as a team."""
     page.goto(f"{base}/#/models")
     page.get_by_label("Model id").fill("Qwen/Qwen3-0.6B")
     page.get_by_role("button", name="Download").click()
@@ -276,6 +276,9 @@ def workloads(page, base, out):
     page.get_by_label("Endpoint name").fill("qwen-ep")
     page.get_by_label("Model", exact=True).fill("/s3/models/Qwen/Qwen3-0.6B")
     page.locator("#ep-l2").select_option("tieredstorage")
+    # The cluster is shared (the teams scenario ran first): the endpoint runs as a team too.
+    expect(page.locator("#ep-team")).to_have_value("team-a")
+    page.locator("#ep-priority").select_option("inference")
     page.get_by_role("button", name="Deploy endpoint").click()
     page.wait_for_url("**/#/op/*")
     expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
@@ -284,6 +287,7 @@ def workloads(page, base, out):
     expect(row).to_contain_text("DeploymentComplete")
     expect(row).to_contain_text("prefixaware")
     expect(row).to_contain_text("L2 tieredstorage")
+    expect(row).to_contain_text("team-a · inference")
     row.get_by_role("button", name="invoke").click()
     expect(page.locator("#endpoint-answer")).to_contain_text("(sandbox) Say hello")
     page.screenshot(path=f"{out}/endpoints.png", full_page=True)

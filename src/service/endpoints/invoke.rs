@@ -9,7 +9,6 @@ use crate::cloud::ServiceCall;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::incluster::kube_target;
-use crate::service::steps::workloads::WORKLOAD_NAMESPACE;
 use crate::service::workloads::InvokeRequest;
 
 pub async fn invoke_endpoint(
@@ -33,7 +32,7 @@ pub async fn invoke_endpoint(
     }
     let target = kube_target(engine, cluster).await?;
     let call = ServiceCall {
-        namespace: WORKLOAD_NAMESPACE,
+        namespace: &e.namespace,
         name,
         port: e.port,
         path: &e.invocation_path,

@@ -1,15 +1,18 @@
 //! What a cluster's endpoints are (read from their `InferenceEndpointConfig`s and the status the
-//! operator writes), and a change to one with the diff contract: only fields that differ from
+//! operator writes, in namespace default and the teams' namespaces), and a change to one with the diff contract: only fields that differ from
 //! the actual resource are applied, routing is refused (the operator cannot change it).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
-use super::{autoscaling, find, ref_of, AutoscalingRequest, API_VERSION, JUMPSTART_KIND, KIND};
+use super::{
+    autoscaling, find, in_workload_namespaces, ref_of, AutoscalingRequest, API_VERSION, KIND,
+};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::incluster::kube_target;
+use crate::service::labels::Placement;
 use crate::service::steps::workloads::{ApplyParams, WORKLOAD_NAMESPACE};
 use crate::service::validate;
 use crate::service::workloads::bounded;
@@ -19,6 +22,12 @@ use crate::service::workloads::bounded;
 #[serde(rename_all = "camelCase")]
 pub struct EndpointView {
     pub name: String,
+    /// `default`, or the team's namespace `hyperpod-ns-<team>`.
+    pub namespace: String,
+    /// The team it runs as (task governance), if any.
+    pub team: Option<String>,
+    /// Its priority class, if any.
+    pub priority: Option<String>,
     /// `InferenceEndpointConfig` or `JumpStartModel`.
     pub kind: String,
     /// The operator's state: `DeploymentPending`, `DeploymentInProgress`, `DeploymentComplete`,
@@ -82,8 +91,12 @@ pub fn endpoint_view(o: &Value) -> EndpointView {
                 .cloned()
         })
         .flatten();
+    let placement = Placement::of(o);
     EndpointView {
         name: s("/metadata/name").unwrap_or_default(),
+        namespace: s("/metadata/namespace").unwrap_or_else(|| WORKLOAD_NAMESPACE.to_string()),
+        team: placement.team,
+        priority: placement.priority,
         kind: s("/kind").unwrap_or_else(|| KIND.to_string()),
         state: s("/status/state").unwrap_or_else(|| "DeploymentPending".into()),
         message: s("/status/deploymentStatus/message")
@@ -126,20 +139,11 @@ pub fn endpoint_view(o: &Value) -> EndpointView {
 
 pub async fn list_endpoints(engine: &Engine, cluster: &str) -> ApiResult<Vec<EndpointView>> {
     let target = kube_target(engine, cluster).await?;
-    let mut out = Vec::new();
-    for kind in [KIND, JUMPSTART_KIND] {
-        match engine
-            .cloud()
-            .kube
-            .list(&target, API_VERSION, kind, Some(WORKLOAD_NAMESPACE), None)
-            .await
-        {
-            Ok(items) => out.extend(items.iter().map(endpoint_view)),
-            // The operator is not installed: no endpoints of that kind.
-            Err(e) if matches!(e.code.as_str(), "KindNotServed" | "NotFound") => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
+    let mut out: Vec<EndpointView> = in_workload_namespaces(engine, &target)
+        .await?
+        .iter()
+        .map(endpoint_view)
+        .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }
@@ -220,13 +224,13 @@ pub async fn patch_params(
     // left out from what this field manager owns.
     let kind = o["kind"].as_str().unwrap_or(KIND);
     let manifest = json!({"apiVersion": API_VERSION, "kind": kind,
-        "metadata": {"name": name, "namespace": WORKLOAD_NAMESPACE,
+        "metadata": {"name": name, "namespace": view.namespace,
                      "labels": o.pointer("/metadata/labels").cloned().unwrap_or_else(|| json!({}))},
         "spec": spec});
     let params = ApplyParams {
         workload: format!("endpoint/{name}"),
         manifests: vec![manifest],
-        watch: ref_of(kind, name),
+        watch: ref_of(kind, &view.namespace, name),
         prune: vec![],
         also_watch: vec![],
     };

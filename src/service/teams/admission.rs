@@ -41,6 +41,10 @@ pub struct Admission {
     /// 1-based place among the pending workloads of its queue (higher priority first, then
     /// older first, as Kueue orders them); none unless pending.
     pub position: Option<u32>,
+    /// Why it waits for quota now (the `QuotaReserved` condition's message): for a preempted
+    /// workload this differs from `message`, which says why it was evicted.
+    #[serde(skip)]
+    pub waiting: Option<String>,
 }
 
 /// The cluster's Kueue Workloads, read once per listing.
@@ -150,7 +154,32 @@ impl Workloads {
             message,
             preempted_by,
             position,
+            waiting: condition(w, "QuotaReserved")
+                .filter(|c| c["status"] == "False")
+                .and_then(|c| c["message"].as_str())
+                .filter(|m| !m.is_empty())
+                .map(str::to_string),
         })
+    }
+}
+
+impl Admission {
+    /// Why Kueue holds the workload, in a sentence, while it does (pending or preempted, with
+    /// Kueue's message); none once admitted or before Kueue has said.
+    pub fn held_because(&self) -> Option<String> {
+        let why = self
+            .waiting
+            .as_deref()
+            .or(self.message.as_deref())
+            .filter(|m| !m.is_empty())?;
+        match self.state {
+            AdmissionState::Pending => Some(format!("queued by Kueue: {why}")),
+            AdmissionState::Preempted => Some(match &self.preempted_by {
+                Some(by) => format!("preempted by Kueue for {by} and requeued: {why}"),
+                None => format!("preempted by Kueue and requeued: {why}"),
+            }),
+            AdmissionState::Admitted | AdmissionState::Finished => None,
+        }
     }
 }
 
@@ -245,6 +274,16 @@ mod tests {
             .of("hyperpod-ns-b", "HyperPodPyTorchJob", "big")
             .is_none());
         assert!(all.of("hyperpod-ns-a", "RayJob", "big").is_none());
+        // What a held job's message says: Kueue's, while Kueue holds it.
+        assert_eq!(
+            old.held_because().as_deref(),
+            Some(format!("queued by Kueue: {quota}").as_str())
+        );
+        // Preempted and waiting without a quota message: why it was evicted, and by which job.
+        assert!(bumped.held_because().is_some_and(
+            |m| m.starts_with("preempted by Kueue for big and requeued: Preempted to")
+        ));
+        assert_eq!(of("big").held_because(), None);
         assert_eq!(
             preemptor_uid("Preempted to accommodate a workload (UID: UNKNOWN, JobUID: x)"),
             None

@@ -157,6 +157,13 @@ pub async fn list_training_jobs(engine: &Engine, cluster: &str) -> ApiResult<Vec
         let workloads = workloads(engine, &target).await?;
         for j in out.iter_mut().filter(|j| j.team.is_some()) {
             j.admission = workloads.of(&j.namespace, &j.kind, &j.name);
+            // A job Kueue holds has no pods, and its operator knows nothing of the quota: the
+            // reason it waits is Kueue's, so that is what its message says.
+            if j.state == "pending" {
+                if let Some(why) = j.admission.as_ref().and_then(Admission::held_because) {
+                    j.message = Some(why);
+                }
+            }
         }
     }
     out.sort_by(|a, b| b.created.cmp(&a.created).then(a.name.cmp(&b.name)));
