@@ -82,6 +82,45 @@ const BEYOND_THE_SCHEMA: &[(&str, &str)] = &[
     ("POST /api/clusters/{name}/teams", "instance types of the cluster's groups, each share count or accelerators (not both), the teams' shares within what the groups hold; borrowLimit with LendAndBorrow only"),
 ];
 
+/// Operations whose generated requests the server's state refuses, not their schema: what a
+/// first request changed (a delete ends what it names, a download or a name is taken once), or
+/// what exists only at run time. The stateful run cannot reach past these in every phase.
+const REFUSED_BY_STATE: &[(&str, &str)] = &[
+    ("DELETE /api/clusters/{name}", "the first delete removes the cluster: later ones find it gone (404) or going (409)"),
+    ("POST /api/clusters/{name}/forget", "the first forget drops the record: later ones find nothing (404)"),
+    ("DELETE /api/clusters/{name}/deployments/{deployment}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
+    ("DELETE /api/clusters/{name}/endpoints/{endpoint}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
+    ("DELETE /api/clusters/{name}/instance-groups/{group}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
+    ("DELETE /api/clusters/{name}/jobs/{job}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
+    ("DELETE /api/clusters/{name}/pools/{pool}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
+    ("DELETE /api/clusters/{name}/storage/{claim}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
+    ("DELETE /api/clusters/{name}/teams/{team}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
+    ("DELETE /api/clusters/{name}/training-jobs/{job}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
+    ("POST /api/clusters/{name}/nodes/{id}/delete", "aimed at the spare cluster, which has no nodes, so demo keeps its own"),
+    ("PATCH /api/clusters/{name}/features", "aimed at the spare cluster (no EKS cluster yet: 409), so demo keeps governance on"),
+    ("POST /api/clusters/import", "hyperpodClusterName: a HyperPod cluster of the account, under a name not yet recorded"),
+    ("POST /api/clusters/{name}/models", "a model and revision is downloaded once: the same again is a 409 naming the first download"),
+    ("POST /api/clusters/{name}/pools", "poolName: not a name the cluster's deployments or pools already have"),
+    ("POST /api/clusters/{name}/pools/{pool}/assign", "pod: one of the pool's pods, named at run time; model: a deployment served from the pool"),
+    ("POST /api/clusters/{name}/pools/{pool}/unassign", "pod: one of the pool's pods, named at run time"),
+    ("POST /api/operations/{id}/cancel", "the operation named has finished: there is nothing left to cancel (409)"),
+    ("POST /api/operations/{id}/retry", "the operation named succeeded: only a failed or cancelled one is retried (409)"),
+];
+
+/// The fuzzer's configuration for the operations that may reject generated data for a reason
+/// listed above; any other operation that rejects what its schema allows fails the run.
+/// (schemathesis 4.10 decides per operation whether to look at 4xx answers at all, then shows
+/// either warning by the project's setting: excusing the mismatch excuses missing data too.)
+fn mismatch_config() -> String {
+    let mut out = String::from("[warnings]\nfail-on = [\"validation_mismatch\"]\n");
+    for (op, _) in BEYOND_THE_SCHEMA.iter().chain(REFUSED_BY_STATE) {
+        out.push_str(&format!(
+            "\n[[operations]]\ninclude-name = \"{op}\"\nwarnings = [\"missing_auth\", \"missing_deserializer\", \"unused_openapi_auth\"]\n"
+        ));
+    }
+    out
+}
+
 /// What the schema allows, the server accepts: schemathesis's positive-data check, whose
 /// only findings are the operations above (each with its reason), so a validator stricter
 /// than its schema anywhere else fails here.
@@ -188,6 +227,8 @@ async fn populated_app() -> (TestApp, String) {
             json!({"deploymentName": "chat", "image": sage}),
         ),
         ("/api/clusters", json!({"name": "spare"})),
+        ("/api/clusters", json!({"name": "spare-deleted"})),
+        ("/api/clusters", json!({"name": "spare-forgotten"})),
     ];
     for (path, body) in &fixture {
         let id = app.start(path, body).await;
@@ -228,8 +269,16 @@ include-path-regex = "^/api/operations/"
 parameters = {{ "path.id" = "{pipeline}" }}
 
 [[operations]]
-include-name-regex = "^(DELETE /api/clusters/|POST /api/clusters/\\{{name\\}}/(forget|nodes/\\{{id\\}}/delete)$|PATCH /api/clusters/\\{{name\\}}/features$)"
+include-name-regex = "^(DELETE /api/clusters/\\{{name\\}}/|POST /api/clusters/\\{{name\\}}/nodes/\\{{id\\}}/delete$|PATCH /api/clusters/\\{{name\\}}/features$)"
 parameters = {{ "path.name" = "spare" }}
+
+[[operations]]
+include-name = "DELETE /api/clusters/{{name}}"
+parameters = {{ "path.name" = "spare-deleted" }}
+
+[[operations]]
+include-name = "POST /api/clusters/{{name}}/forget"
+parameters = {{ "path.name" = "spare-forgotten" }}
 "#
     );
     (app, config)
@@ -252,6 +301,8 @@ fn warned<'a>(report: &'a str, title: &str) -> Vec<&'a str> {
 async fn the_fuzzer_finds_the_server_true_to_its_openapi_document() {
     // State to find: a cluster with its stages, nodes, dependencies, storage and workloads.
     let (app, config) = populated_app().await;
+    // The warnings the run fails on, and the operations excused from one of them (with reasons).
+    let config = format!("{}\n{config}", mismatch_config());
     let before = requests_served(&app).await;
     let out = schemathesis(
         &app,
@@ -273,15 +324,14 @@ async fn the_fuzzer_finds_the_server_true_to_its_openapi_document() {
             "the {phase} phase ran and passed:\n{report}"
         );
     }
-    // Every read reaches past the edge: given names that exist, no GET answers only 404s or
-    // only validation errors to what its schema allows.
-    for title in ["Missing test data", "Schema validation mismatch"] {
-        let reads: Vec<&str> = warned(&report, title)
-            .into_iter()
-            .filter(|op| op.starts_with("GET "))
-            .collect();
-        assert!(reads.is_empty(), "{title}: {reads:?}\n{report}");
-    }
+    // No operation rejects most of what its schema allows, but for the reasons listed.
+    assert!(!report.contains("Schema validation mismatch"), "{report}");
+    // Every read reaches past the edge: given names that exist, no GET answers only 404s.
+    let reads: Vec<&str> = warned(&report, "Missing test data")
+        .into_iter()
+        .filter(|op| op.starts_with("GET "))
+        .collect();
+    assert!(reads.is_empty(), "Missing test data: {reads:?}\n{report}");
     let served = requests_served(&app).await - before;
     assert!(
         served >= 1000.0,
