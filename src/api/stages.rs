@@ -137,7 +137,8 @@ struct NamespaceQuery {
 }
 
 /// Remove a storage claim and its volume from the cluster (the bucket or file system and its data
-/// stay). Pods using it keep it until they end. Confirm with the user.
+/// stay). Pods using it keep it until they end. The cluster's own claim (namespace default) is
+/// refused (409) while teams' namespaces mount copies of it. Confirm with the user.
 #[utoipa::path(delete, path = "/api/clusters/{name}/storage/{claim}", operation_id = "storage_delete",
     extensions(("x-mcp" = json!({"destructive": true, "openWorld": true, "duration": "under a minute"}))),
     params(("name" = String, Path), ("claim" = String, Path), NamespaceQuery),

@@ -213,6 +213,27 @@ async fn governance_is_turned_on_teams_get_shares_and_nothing_is_called_for_a_mi
         (&copy["bucket"], &copy["prefix"]),
         (&default["bucket"], &default["prefix"])
     );
+    // The cluster's claim stays while the teams mount copies of it; nothing is called.
+    let before = mutating_calls(&app.calls().await);
+    let p = problem(
+        app.client
+            .delete(app.url("/api/clusters/demo/storage/s3-claim"))
+            .send()
+            .await
+            .unwrap(),
+        StatusCode::CONFLICT,
+    )
+    .await;
+    assert_eq!(
+        p["type"], "urn:instantstart:problem:claim-shared-by-teams",
+        "{p}"
+    );
+    let detail = p["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("hyperpod-ns-team-a") && detail.contains("hyperpod-ns-team-b"),
+        "{p}"
+    );
+    assert_eq!(mutating_calls(&app.calls().await), before);
     assert_ne!(copy["volumeName"], default["volumeName"]);
     claim("hyperpod-ns-team-b");
     let again = problem(app.post(TEAMS, &team_a).await, StatusCode::CONFLICT).await;

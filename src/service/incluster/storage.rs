@@ -223,5 +223,27 @@ pub async fn storage_delete_params(
                 .collect::<Vec<_>>()))),
         });
     }
+    // A team's namespace holds a copy of the cluster's claim (so `/s3` is the same there): the
+    // copies go with their teams, and the cluster's own claim stays while any team has one.
+    let copies: Vec<&str> = claims
+        .iter()
+        .filter(|c| c.claim_name == claim && c.namespace != namespace)
+        .filter(|c| {
+            c.namespace
+                .starts_with(crate::service::labels::TEAM_NAMESPACE_PREFIX)
+        })
+        .map(|c| c.namespace.as_str())
+        .collect();
+    if namespace == crate::service::labels::WORKLOAD_NAMESPACE && !copies.is_empty() {
+        return Err(ApiError::Conflict {
+            slug: "claim-shared-by-teams",
+            detail: format!(
+                "`{claim}` is the cluster's claim, and the teams' namespaces {} mount copies of it: their workloads would lose `/s3`. Delete those copies first (this route with ?namespace=<namespace>), or remove the teams",
+                copies.join(", ")
+            ),
+            field: Some("claim".into()),
+            operation_id: None,
+        });
+    }
     Ok(json!({"claimName": claim, "namespace": namespace}))
 }
