@@ -1,14 +1,16 @@
-// Page: one cluster: stages, dependencies, nodes and GPUs, storage claims.
+// Page: one cluster: stages, dependencies, nodes and GPUs, the teams' split when teams share
+// it, storage claims.
 
 import { api, h, live, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
+import { shareChart } from './teams.js';
 
 export async function cluster(name) {
   const show = scoped();
   const render = async () => {
     const enc = encodeURIComponent(name);
-    const [c, deps, status, claims] = await Promise.all([
+    const [c, deps, status, claims, teams] = await Promise.all([
       api(`/api/clusters/${enc}`), api(`/api/clusters/${enc}/dependencies`),
-      api(`/api/clusters/${enc}/status`), api(`/api/clusters/${enc}/storage`)]);
+      api(`/api/clusters/${enc}/status`), api(`/api/clusters/${enc}/storage`), api(`/api/clusters/${enc}/teams`)]);
     if (!c.ok) return show(h('h1', {}, name), errorBox(c));
     const stages = ['cluster', 'dependencies', 'hyperpod', 'storage'].map((s) => {
       const op = c.body.stages[s];
@@ -26,6 +28,9 @@ export async function cluster(name) {
       deps.ok ? table(['Component', 'Install', 'State', 'Reason'], deps.body.components.map((d) => [d.name, d.install, stateBadge(d.state), d.reason])) : errorBox(deps),
       reconcile,
       h('h2', {}, 'Nodes'), nodesTable(status),
+      // Shared by teams: how the instance types are split, at a glance.
+      ...(teams.ok && teams.body.enabled && teams.body.teams.length
+        ? [h('h2', {}, 'Teams'), shareChart(teams.body, 'cluster-teams'), h('a', { href: '#/teams' }, 'quotas, use and policy')] : []),
       h('h2', {}, 'Storage claims'), claimsTable(claims),
       h('h2', {}, 'Remove'), removal(name));
   };

@@ -5,8 +5,9 @@
 import { api, h, scoped, session, stateBadge, problemText, errorBox, table, needsActive, input } from './kit.js';
 import { stackedBars } from './chart.js';
 
-/** One bar per instance type: each team's share of what the groups hold, and what is free. */
-function shareChart(view) {
+/** One bar per instance type: each team's share of what the groups hold, and what is free
+ * (also on the cluster's page, as `id`). */
+export function shareChart(view, id = 'team-shares') {
   const rows = view.capacity.map((c) => ({
     label: `${c.instanceType} × ${c.instances}`,
     total: c.instances,
@@ -16,7 +17,7 @@ function shareChart(view) {
         text: r.count != null ? `${r.count} inst.` : `${r.accelerators} GPUs` };
     })),
   }));
-  return stackedBars('team-shares', 'Teams\' shares of each instance type', rows);
+  return stackedBars(id, 'Teams\' shares of each instance type', rows);
 }
 
 /** One bar per team and flavor, in GPUs as Kueue counts them: its own quota in use, what it

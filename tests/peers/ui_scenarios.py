@@ -197,7 +197,8 @@ def features(page, base, out):
 
 def teams(page, base, out):
     """Governance off is explained; on, the policy and a team are set from the page, a bad team
-    name is explained, and the team's share is drawn beside what is free."""
+    name is explained, and the team's share is drawn beside what is free, on the cluster's page
+    too."""
     page.goto(f"{base}/#/teams")
     expect(page.get_by_text("Task governance is off")).to_be_visible()
     enable_feature(page, base, "taskGovernance")
@@ -222,6 +223,9 @@ def teams(page, base, out):
     expect(page.locator("#team-usage")).to_contain_text("1 free")
     expect(page.locator("#team-usage")).to_contain_text("team-a: 0 admitted, 0 pending")
     page.screenshot(path=f"{out}/teams.png", full_page=True)
+    # The cluster's page shows the split at a glance.
+    page.goto(f"{base}/#/cluster/ui-demo")
+    expect(page.locator("#cluster-teams [data-part=team-a]")).to_have_count(1)
 
 
 def groups(page, base, out):
