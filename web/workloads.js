@@ -1,6 +1,6 @@
 // Pages: model downloads and self-managed inference (with a smoke test).
 
-import { api, h, live, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
+import { api, h, live, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload, teamFields, teamCell } from './kit.js';
 import { logViewer } from './logs.js';
 import { managedSection } from './endpoints.js';
 import { poolsSection } from './pools.js';
@@ -57,8 +57,8 @@ export async function inference() {
   const render = async () => {
     const list = await api(`/api/clusters/${enc}/deployments`);
     await pools.refresh();
-    listBox.replaceChildren(list.ok ? table(['Deployment', 'Image', 'Ready', 'State', 'Service', 'Scaling', 'Endpoint', 'Smoke test', ''],
-      list.body.map((d) => [h('a', { href: `#/inference/${encodeURIComponent(d.name)}` }, d.name), d.image, `${d.readyReplicas}/${d.replicas}`, stateBadge(d.state),
+    listBox.replaceChildren(list.ok ? table(['Deployment', 'Team', 'Image', 'Ready', 'State', 'Service', 'Scaling', 'Endpoint', 'Smoke test', ''],
+      list.body.map((d) => [h('a', { href: `#/inference/${encodeURIComponent(d.name)}` }, d.name), teamCell(d), d.image, `${d.readyReplicas}/${d.replicas}`, stateBadge(d.state),
         h('span', {}, d.public ? h('span', { class: 'error' }, `${d.service} · PUBLIC from ${d.allowedSources.join(', ')}`) : d.service,
           d.router ? h('div', { class: 'muted' }, `router ${d.router.policy}${d.router.ready ? '' : ' (starting)'}`) : null),
         scaling(d), d.endpoint || '',
@@ -81,13 +81,16 @@ export async function inference() {
   const target = h('input', { type: 'number', id: 'dep-target', min: 1, value: 5 });
   const prometheus = input('dep-prometheus', { placeholder: 'prometheus-server.monitoring.svc… (an in-cluster URL) or an AMP workspace URL' });
   const pools = await poolsSection(enc);
+  // On a cluster shared by teams a model runs as one of them (a pool-served one where its pool is).
+  const governance = await api(`/api/clusters/${enc}/teams`);
+  const placement = teamFields(governance.ok ? governance.body : null, 'dep');
   await render();
   const managed = await managedSection(enc);
   show(h('h1', {}, `Inference · ${session.active}`), managed.el,
     h('h2', {}, 'Self-managed deployments'), listBox, answer, pools.el,
     h('h2', {}, 'Serve a model'),
     startForm('Deploy', 'dep', [['Name', name], ['Image', image], ['Arguments', args, 'Space-separated; passed as a list, never to a shell. The storage claim is at /s3.'],
-      ['GPUs per replica', gpus], ['Replicas', replicas],
+      ['GPUs per replica', gpus], ['Replicas', replicas], ...placement.fields,
       ['Service', service, 'load-balancer is internal to the VPC; external-load-balancer is on the internet, for the networks below only (made by the load balancer controller the inference operator brings).'],
       ['Allowed source CIDRs', sources, 'Required for external-load-balancer (comma-separated IPv4 CIDRs; never 0.0.0.0/0).'],
       ['Warm pool', pool, 'Serve from this pool\'s pods (assign them below); image, GPUs and replicas come from the pool.'],
@@ -97,7 +100,10 @@ export async function inference() {
     `/api/clusters/${enc}/deployments`, () => {
       const b = { deploymentName: name.value.trim(), service: service.value };
       if (pool.value.trim()) b.pool = pool.value.trim();
-      else Object.assign(b, { gpus: Number(gpus.value), replicas: Number(replicas.value) });
+      else {
+        Object.assign(b, { gpus: Number(gpus.value), replicas: Number(replicas.value) });
+        placement.put(b);
+      }
       if (router.checked) b.router = {};
       if (Number(maxReplicas.value) > 0 && !b.pool) {
         b.autoscaling = { minReplicas: b.replicas, maxReplicas: Number(maxReplicas.value), target: Number(target.value) };

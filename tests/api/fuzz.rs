@@ -224,7 +224,7 @@ async fn populated_app() -> (TestApp, String) {
         ),
         (
             "/api/clusters/demo/deployments",
-            json!({"deploymentName": "chat", "image": sage}),
+            json!({"deploymentName": "chat", "team": "team-a", "image": sage}),
         ),
         ("/api/clusters", json!({"name": "spare"})),
         ("/api/clusters", json!({"name": "spare-deleted"})),

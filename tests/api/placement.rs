@@ -1,8 +1,9 @@
-//! Workloads placed as teams (task governance): a training job in its team's namespace with the
-//! Kueue labels, refused with the valid teams and classes before anything is made; and its
-//! admission as Kueue writes it on its Workload (admitted, pending and why, preempted and by
-//! which job, its place in the queue), read through the real adapter from the Kubernetes
-//! emulator with Workloads that conform to Kueue's own CRD.
+//! Workloads placed as teams (task governance): a training job, a managed endpoint and a
+//! self-managed model in its team's namespace with the Kueue labels, refused with the valid
+//! teams and classes before anything is made; and a job's admission as Kueue writes it on its
+//! Workload (admitted, pending and why, preempted and by which job, its place in the queue),
+//! read through the real adapter from the Kubernetes emulator with Workloads that conform to
+//! Kueue's own CRD.
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -311,6 +312,177 @@ async fn an_endpoint_runs_as_its_team_and_is_served_changed_and_removed_in_its_n
     let op = app.delete_and_wait(&format!("{ENDPOINTS}/qwen")).await;
     assert_eq!(op["state"], "succeeded", "{op}");
     assert_eq!(app.json(ENDPOINTS).await, json!([]));
+}
+
+/// A self-managed model runs as a team as well: its Deployment, Service and router in the
+/// team's namespace (the router discovers and may read pods there only), its pods labelled for
+/// the team's queue and class and mounting the team's copy of the claim; found there to be
+/// listed, invoked and deleted; its name stays the cluster's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_runs_as_its_team_with_its_router_in_the_teams_namespace() {
+    const DEPLOYMENTS: &str = "/api/clusters/demo/deployments";
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    enable(&app, "taskGovernance").await;
+    let (status, body) = send(&app, reqwest::Method::PUT, POLICY, &policy()).await;
+    assert_eq!(until_done(&app, status, &body).await["state"], "succeeded");
+    for team in ["team-a", "team-b"] {
+        let body =
+            json!({"teamName": team, "resources": [{"instanceType": "ml.g5.8xlarge", "count": 1}]});
+        let op = app.wait_terminal(&app.start(TEAMS, &body).await).await;
+        assert_eq!(op["state"], "succeeded", "{op}");
+    }
+    let model = json!({"deploymentName": "chat", "image": "lmsysorg/sglang:v0.5.8",
+        "args": ["python3", "-m", "sglang.launch_server", "--model-path", "/s3/models/Qwen/Qwen3-0.6B"],
+        "replicas": 2, "router": {}});
+    let with = |patch: Value| {
+        let mut b = model.clone();
+        for (k, v) in patch.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        b
+    };
+    let before = mutating_calls(&app.calls().await);
+    for (body, field, hint) in [
+        (model.clone(), "team", json!(["team-a", "team-b"])),
+        (
+            with(json!({"team": "team-b", "priority": "urgent"})),
+            "priority",
+            json!(["inference", "training"]),
+        ),
+        (
+            json!({"deploymentName": "pooled", "pool": "warm", "team": "team-b"}),
+            "team",
+            Value::Null,
+        ),
+    ] {
+        let p = problem(
+            app.post(DEPLOYMENTS, &body).await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        )
+        .await;
+        assert_eq!(p["field"], field, "{body} → {p}");
+        if !hint.is_null() {
+            assert_eq!(p["hint"], hint, "{p}");
+        }
+    }
+    assert_eq!(mutating_calls(&app.calls().await), before);
+
+    let op = app
+        .wait_terminal(
+            &app.start(
+                DEPLOYMENTS,
+                &with(json!({"team": "team-b", "priority": "inference"})),
+            )
+            .await,
+        )
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let manifests = op["params"]["manifests"].as_array().unwrap();
+    for m in manifests {
+        assert_eq!(m["metadata"]["namespace"], "hyperpod-ns-team-b", "{m}");
+    }
+    let of = |kind: &str, name: &str| {
+        manifests
+            .iter()
+            .find(|m| m["kind"] == kind && m["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no {kind} {name}"))
+            .clone()
+    };
+    let dep = of("Deployment", "chat");
+    let queue = |labels: &Value| {
+        (
+            labels["kueue.x-k8s.io/queue-name"].clone(),
+            labels["kueue.x-k8s.io/priority-class"].clone(),
+        )
+    };
+    let expected = (
+        json!("hyperpod-ns-team-b-localqueue"),
+        json!("inference-priority"),
+    );
+    assert_eq!(queue(&dep["metadata"]["labels"]), expected);
+    assert_eq!(
+        queue(&dep["spec"]["template"]["metadata"]["labels"]),
+        expected
+    );
+    let volumes = &dep["spec"]["template"]["spec"]["volumes"];
+    assert!(
+        volumes
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["persistentVolumeClaim"]["claimName"] == "s3-claim"),
+        "the team's copy of the claim at /s3: {volumes}"
+    );
+    let binding = of("RoleBinding", "chat-router");
+    assert_eq!(
+        binding["subjects"][0]["namespace"], "hyperpod-ns-team-b",
+        "{binding}"
+    );
+    let args = of("Deployment", "chat-router")["spec"]["template"]["spec"]["containers"][0]["args"]
+        .clone();
+    let discovery = args
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|a| a == "--service-discovery-namespace")
+        .unwrap();
+    assert_eq!(args[discovery + 1], "hyperpod-ns-team-b", "{args}");
+
+    let listed = app.json(DEPLOYMENTS).await;
+    let chat = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "chat")
+        .cloned()
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(
+        (
+            chat["namespace"].as_str(),
+            chat["team"].as_str(),
+            chat["priority"].as_str(),
+            chat["state"].as_str(),
+            chat["router"]["ready"].as_bool()
+        ),
+        (
+            Some("hyperpod-ns-team-b"),
+            Some("team-b"),
+            Some("inference"),
+            Some("ready"),
+            Some(true)
+        ),
+        "{chat}"
+    );
+    let r = app
+        .post(
+            &format!("{DEPLOYMENTS}/chat/invoke"),
+            &json!({"prompt": "hello"}),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    // The name is the cluster's: team-a cannot take it.
+    let p = problem(
+        app.post(DEPLOYMENTS, &with(json!({"team": "team-a"})))
+            .await,
+        StatusCode::CONFLICT,
+    )
+    .await;
+    assert_eq!(p["field"], "deploymentName", "{p}");
+    let op = app.delete_and_wait(&format!("{DEPLOYMENTS}/chat")).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let deleted: Vec<&str> = op["params"]["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["namespace"].as_str())
+        .collect();
+    assert!(
+        !deleted.is_empty() && deleted.iter().all(|n| *n == "hyperpod-ns-team-b"),
+        "{op}"
+    );
+    assert_eq!(app.json(DEPLOYMENTS).await, json!([]));
 }
 
 /// A Kueue Workload for job `job` of team-a (as Kueue makes one per queued job: owned by it,

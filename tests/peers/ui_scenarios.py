@@ -265,10 +265,13 @@ def workloads(page, base, out):
     page.goto(f"{base}/#/inference")
     page.get_by_label("Name", exact=True).fill("qwen")
     page.get_by_label("Arguments", exact=True).fill("--model /s3/models/Qwen/Qwen3-0.6B")
+    # The cluster is shared (the teams scenario ran first): the model runs as a team.
+    expect(page.locator("#dep-team")).to_have_value("team-a")
     page.get_by_role("button", name="Deploy", exact=True).click()
     page.wait_for_url("**/#/op/*")
     expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
     page.goto(f"{base}/#/inference")
+    expect(page.locator("#deployments-list tr:has-text('qwen')")).to_contain_text("team-a")
     page.locator("tr:has-text('qwen')").get_by_role("button", name="invoke").click()
     expect(page.locator("#invoke-answer")).to_contain_text("(sandbox) Say hello")
     page.screenshot(path=f"{out}/inference.png", full_page=True)

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use crate::cloud::ObjectRef;
 use crate::error::{ApiError, ApiResult};
 use crate::service::validate;
-use crate::service::workloads::{bounded, labels, obj, WORKLOAD_NAMESPACE};
+use crate::service::workloads::{bounded, labels, obj_in};
 
 pub const KEDA_API: &str = "keda.sh/v1alpha1";
 pub const METRICS: &[&str] = &["queue", "requests"];
@@ -145,6 +145,7 @@ pub(super) struct Scaling {
 /// `image`; `has_router` allows the `requests` metric.
 pub(super) fn scaling(
     model: &str,
+    namespace: &str,
     image: &str,
     has_router: bool,
     req: &AutoscalingRequest,
@@ -203,7 +204,7 @@ pub(super) fn scaling(
         }
         // Worker pods are `<model>-<replicaset>-<suffix>`; the router's are `<model>-router-…`.
         None if metric == "requests" => format!(
-            "sum(rate(smg_router_requests_total{{namespace=\"{WORKLOAD_NAMESPACE}\",pod=~\"{model}-router-.*\"}}[1m]))"
+            "sum(rate(smg_router_requests_total{{namespace=\"{namespace}\",pod=~\"{model}-router-.*\"}}[1m]))"
         ),
         None => {
             let waiting = if super::server::is_sglang(image) {
@@ -212,7 +213,7 @@ pub(super) fn scaling(
                 "vllm:num_requests_waiting"
             };
             format!(
-                "sum({waiting}{{namespace=\"{WORKLOAD_NAMESPACE}\",pod=~\"{model}-[a-z0-9]+-[a-z0-9]+\"}})"
+                "sum({waiting}{{namespace=\"{namespace}\",pod=~\"{model}-[a-z0-9]+-[a-z0-9]+\"}})"
             )
         }
     };
@@ -237,7 +238,7 @@ pub(super) fn scaling(
         let auth = auth_name(model);
         objects.push(
             json!({"apiVersion": KEDA_API, "kind": "TriggerAuthentication",
-            "metadata": {"name": auth, "namespace": WORKLOAD_NAMESPACE, "labels": l},
+            "metadata": {"name": auth, "namespace": namespace, "labels": l},
             // KEDA's own AWS identity signs the queries (SigV4, service `aps`).
             "spec": {"podIdentity": {"provider": "aws"}}}),
         );
@@ -245,7 +246,7 @@ pub(super) fn scaling(
         trigger["authenticationRef"] = json!({"name": auth});
     }
     objects.push(json!({"apiVersion": KEDA_API, "kind": "ScaledObject",
-        "metadata": {"name": model, "namespace": WORKLOAD_NAMESPACE, "labels": l},
+        "metadata": {"name": model, "namespace": namespace, "labels": l},
         "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": model},
             "minReplicaCount": min, "maxReplicaCount": max,
             "pollingInterval": polling, "cooldownPeriod": cooldown,
@@ -268,10 +269,15 @@ fn auth_name(model: &str) -> String {
 }
 
 /// Every autoscaling object a deployment may have (pruned when it has none, deleted with it).
-pub(super) fn scaling_refs(model: &str) -> Vec<ObjectRef> {
+pub(super) fn scaling_refs(model: &str, namespace: &str) -> Vec<ObjectRef> {
     vec![
-        obj(KEDA_API, "ScaledObject", model),
-        obj(KEDA_API, "TriggerAuthentication", &auth_name(model)),
+        obj_in(namespace, KEDA_API, "ScaledObject", model),
+        obj_in(
+            namespace,
+            KEDA_API,
+            "TriggerAuthentication",
+            &auth_name(model),
+        ),
     ]
 }
 
@@ -352,7 +358,7 @@ mod tests {
 
     #[test]
     fn an_amp_workspace_gets_aws_authentication_and_a_region() {
-        let s = scaling("qwen", "lmsysorg/sglang:v0.5.8", true,
+        let s = scaling("qwen", "default", "lmsysorg/sglang:v0.5.8", true,
             &req(json!({"maxReplicas": 4, "target": 5, "metric": "requests",
                         "prometheusUrl": "https://aps-workspaces.eu-west-1.amazonaws.com/workspaces/ws-1"})), None).unwrap();
         assert_eq!(s.objects.len(), 2);
@@ -374,6 +380,7 @@ mod tests {
         let ok = |v: Value| {
             scaling(
                 "m",
+                "default",
                 "lmsysorg/sglang:1",
                 false,
                 &req(v),
@@ -416,6 +423,7 @@ mod tests {
         );
         assert!(scaling(
             "m",
+            "default",
             "x",
             false,
             &req(json!({"maxReplicas": 2, "target": 1})),

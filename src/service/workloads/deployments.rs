@@ -16,11 +16,12 @@ use super::server::{bounded, server_pod, ServerFields};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::incluster::{addon_active, kube_target, INFERENCE_OPERATOR_ADDON};
+use crate::service::labels::Placement;
 use crate::service::steps::pools::{POOL_LABEL, SERVES_LABEL};
 use crate::service::validate;
 use crate::service::workloads::{
-    cloud_err, labels, list_deployments, obj, ApplyParams, DeleteParams, DeploymentView,
-    ServiceCall, WORKLOAD_NAMESPACE,
+    cloud_err, labels, list_deployments, obj_in, ApplyParams, DeleteParams, DeploymentView,
+    ServiceCall,
 };
 
 /// `POST /api/clusters/{name}/deployments`: a model server (vLLM, SGLang or any image) as a
@@ -68,6 +69,14 @@ pub struct DeploymentRequest {
     pub router: Option<RouterRequest>,
     /// Scale the replicas with KEDA on a Prometheus metric (not with `pool`).
     pub autoscaling: Option<AutoscalingRequest>,
+    /// The team it runs as (task governance): its objects go to namespace `hyperpod-ns-<team>`
+    /// with the team's LocalQueue. Required on a cluster whose teams share it (not with `pool`:
+    /// a pool-served model runs where its pool does).
+    #[schema(pattern = r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
+    pub team: Option<String>,
+    /// A priority class of the cluster's scheduling policy (with `team`).
+    #[schema(pattern = r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
+    pub priority: Option<String>,
 }
 
 pub(super) const SERVICE_TYPES: &[&str] =
@@ -154,7 +163,50 @@ pub async fn deployment_params(
             operation_id: None,
         });
     }
-    let l = labels("inference", &[("app.kubernetes.io/name", dep)]);
+    // A team's model runs in its namespace, its pods labelled for the team's queue and class;
+    // a pool-served one runs where its pool's pods are.
+    let placement = match &req.pool {
+        Some(_) => {
+            for (field, given) in [
+                ("team", req.team.is_some()),
+                ("priority", req.priority.is_some()),
+            ] {
+                if given {
+                    return Err(ApiError::validation(
+                        field,
+                        "a model served from a warm pool runs in the pool's namespace, as the pool does: leave `team` and `priority` out",
+                    ));
+                }
+            }
+            Placement::default()
+        }
+        None => {
+            crate::service::teams::placement(
+                engine,
+                name,
+                req.team.as_deref(),
+                req.priority.as_deref(),
+            )
+            .await?
+        }
+    };
+    let ns = placement.namespace();
+    // Names are the cluster's: posting again updates a model where it runs, never makes a
+    // second one in another namespace.
+    if let Some(other) = list_deployments(engine, name)
+        .await?
+        .into_iter()
+        .find(|d| &d.name == dep && d.namespace != ns)
+    {
+        return Err(ApiError::Conflict {
+            slug: "name-taken",
+            detail: format!("`{dep}` already runs in namespace {}: a model keeps its namespace (delete it first to move it), or choose another name", other.namespace),
+            field: Some("deploymentName".into()),
+            operation_id: None,
+        });
+    }
+    let mut l = labels("inference", &[("app.kubernetes.io/name", dep)]);
+    placement.label(&mut l);
     let mut manifests = Vec::new();
     let (workers, image, port, most) = match &req.pool {
         Some(pool) => {
@@ -196,6 +248,7 @@ pub async fn deployment_params(
                 name,
                 dep,
                 &ServerFields {
+                    namespace: &ns,
                     image: req.image.as_deref(),
                     args: req.args.as_deref(),
                     gpus: req.gpus,
@@ -217,7 +270,7 @@ pub async fn deployment_params(
                 spec["replicas"] = json!(replicas);
             }
             manifests.push(json!({"apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": dep, "namespace": WORKLOAD_NAMESPACE, "labels": l},
+                "metadata": {"name": dep, "namespace": ns, "labels": l},
                 "spec": spec}));
             let workers = BTreeMap::from([("app.kubernetes.io/name".to_string(), dep.clone())]);
             let most = req
@@ -233,15 +286,20 @@ pub async fn deployment_params(
         Some(r) => {
             router::check(&image, most)?;
             let policy = router::policy(r)?;
-            manifests.extend(router::router_objects(dep, port, &workers, policy));
-            also_watch.push(obj("apps/v1", "Deployment", &router::router_name(dep)));
+            manifests.extend(router::router_objects(dep, &ns, port, &workers, policy));
+            also_watch.push(obj_in(
+                &ns,
+                "apps/v1",
+                "Deployment",
+                &router::router_name(dep),
+            ));
             BTreeMap::from([(
                 "app.kubernetes.io/name".to_string(),
                 router::router_name(dep),
             )])
         }
         None => {
-            prune.extend(router::router_refs(dep));
+            prune.extend(router::router_refs(dep, &ns));
             workers
         }
     };
@@ -253,7 +311,7 @@ pub async fn deployment_params(
         );
     }
     let mut svc = json!({"apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": dep, "namespace": WORKLOAD_NAMESPACE, "labels": l},
+        "metadata": {"name": dep, "namespace": ns, "labels": l},
         "spec": {"type": if service == "cluster-ip" { "ClusterIP" } else { "LoadBalancer" },
             "selector": selector, "ports": ports}});
     if service == "load-balancer" {
@@ -276,7 +334,14 @@ pub async fn deployment_params(
     manifests.push(svc);
     match &req.autoscaling {
         Some(a) => {
-            let s = autoscale::scaling(dep, &image, req.router.is_some(), a, default_prometheus)?;
+            let s = autoscale::scaling(
+                dep,
+                &ns,
+                &image,
+                req.router.is_some(),
+                a,
+                default_prometheus,
+            )?;
             if let Some(r) = req.replicas {
                 if !(s.min..=s.max).contains(&r) {
                     return Err(ApiError::validation_hint(
@@ -292,14 +357,14 @@ pub async fn deployment_params(
             let has_auth = s.objects.len() > 1;
             manifests.extend(s.objects);
             if !has_auth {
-                prune.extend(autoscale::scaling_refs(dep).into_iter().skip(1));
+                prune.extend(autoscale::scaling_refs(dep, &ns).into_iter().skip(1));
             }
         }
-        None => prune.extend(autoscale::scaling_refs(dep)),
+        None => prune.extend(autoscale::scaling_refs(dep, &ns)),
     }
     let watch = match &req.pool {
-        Some(_) => obj("v1", "Service", dep),
-        None => obj("apps/v1", "Deployment", dep),
+        Some(_) => obj_in(&ns, "v1", "Service", dep),
+        None => obj_in(&ns, "apps/v1", "Deployment", dep),
     };
     let params = ApplyParams {
         workload: format!("deployment/{dep}"),
@@ -329,12 +394,13 @@ pub(super) async fn known_deployment(
 
 pub async fn deployment_delete_params(engine: &Engine, name: &str, dep: &str) -> ApiResult<Value> {
     let d = known_deployment(engine, name, dep).await?;
-    let mut objects = autoscale::scaling_refs(dep);
-    objects.push(obj("v1", "Service", dep));
-    objects.extend(router::router_refs(dep));
+    let ns = d.namespace.as_str();
+    let mut objects = autoscale::scaling_refs(dep, ns);
+    objects.push(obj_in(ns, "v1", "Service", dep));
+    objects.extend(router::router_refs(dep, ns));
     if d.pool.is_none() {
-        objects.push(obj("apps/v1", "Deployment", dep));
-        objects.push(obj("v1", "Secret", &format!("{dep}-token")));
+        objects.push(obj_in(ns, "apps/v1", "Deployment", dep));
+        objects.push(obj_in(ns, "v1", "Secret", &format!("{dep}-token")));
     }
     let params = DeleteParams {
         workload: format!("deployment/{dep}"),
@@ -408,7 +474,7 @@ pub async fn invoke(
         });
     };
     let call = ServiceCall {
-        namespace: WORKLOAD_NAMESPACE,
+        namespace: &d.namespace,
         name: dep,
         port,
         path: "v1/chat/completions",

@@ -1,5 +1,6 @@
-//! What self-managed inference is running: each deployment with its replicas, service shape and
-//! address, the warm pool and pods it is served from, its router and its autoscaling.
+//! What self-managed inference is running, in namespace default and the teams' namespaces: each
+//! deployment with its team, replicas, service shape and address, the warm pool and pods it is
+//! served from, its router and its autoscaling.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -10,6 +11,7 @@ use super::router::{router_view, RouterView, ROUTER_FOR_LABEL};
 use crate::error::ApiResult;
 use crate::ops::Engine;
 use crate::service::incluster::kube_target;
+use crate::service::labels::{is_workload_namespace, Placement};
 use crate::service::steps::pools::{POOL_LABEL, SERVES_LABEL};
 use crate::service::workloads::{cloud_err, workload_state, WORKLOAD_LABEL, WORKLOAD_NAMESPACE};
 
@@ -28,6 +30,12 @@ pub(super) fn pod_ready(p: &Value) -> bool {
 #[serde(rename_all = "camelCase")]
 pub struct DeploymentView {
     pub name: String,
+    /// `default`, or the team's namespace `hyperpod-ns-<team>`.
+    pub namespace: String,
+    /// The team it runs as (task governance), if any.
+    pub team: Option<String>,
+    /// Its priority class, if any.
+    pub priority: Option<String>,
     pub image: String,
     /// Replicas wanted (for a pool-served model: pool pods assigned to it; with autoscaling:
     /// what KEDA chose last).
@@ -55,6 +63,19 @@ fn name_of(o: &Value) -> &str {
     o["metadata"]["name"].as_str().unwrap_or_default()
 }
 
+fn namespace_of(o: &Value) -> &str {
+    o["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or(WORKLOAD_NAMESPACE)
+}
+
+/// The object named `name` in namespace `ns`, among `objects`.
+fn named<'a>(objects: &'a [Value], ns: &str, name: &str) -> Option<&'a Value> {
+    objects
+        .iter()
+        .find(|o| name_of(o) == name && namespace_of(o) == ns)
+}
+
 fn label<'a>(o: &'a Value, key: &str) -> Option<&'a str> {
     o.pointer("/metadata/labels")
         .and_then(|l| l.get(key))
@@ -68,14 +89,14 @@ pub async fn list_deployments(engine: &Engine, name: &str) -> ApiResult<Vec<Depl
     let list = |api_version: &'static str, kind: &'static str, selector: String| {
         let target = target.clone();
         async move {
-            kube.list(
-                &target,
-                api_version,
-                kind,
-                Some(WORKLOAD_NAMESPACE),
-                Some(&selector),
+            let all = kube
+                .list(&target, api_version, kind, None, Some(&selector))
+                .await?;
+            Ok::<_, crate::cloud::CloudError>(
+                all.into_iter()
+                    .filter(|o| is_workload_namespace(namespace_of(o)))
+                    .collect::<Vec<Value>>(),
             )
-            .await
         }
     };
     let deployments = list("apps/v1", "Deployment", selector.clone())
@@ -109,6 +130,7 @@ pub async fn list_deployments(engine: &Engine, name: &str) -> ApiResult<Vec<Depl
     for d in &workers {
         out.push(view(
             name_of(d),
+            namespace_of(d),
             Some(d),
             &services,
             &routers,
@@ -121,13 +143,14 @@ pub async fn list_deployments(engine: &Engine, name: &str) -> ApiResult<Vec<Depl
         if out.iter().any(|v| v.name == model) {
             continue;
         }
+        let ns = namespace_of(s);
         let pool = label(s, POOL_LABEL).map(str::to_string);
         let mine: Vec<&Value> = pool_pods
             .iter()
-            .filter(|p| label(p, SERVES_LABEL) == Some(model))
+            .filter(|p| label(p, SERVES_LABEL) == Some(model) && namespace_of(p) == ns)
             .filter(|p| pool.is_none() || label(p, POOL_LABEL) == pool.as_deref())
             .collect();
-        let mut v = view(model, None, &services, &routers, &scaled, pool);
+        let mut v = view(model, ns, None, &services, &routers, &scaled, pool);
         v.replicas = mine.len() as u64;
         v.ready_replicas = mine.iter().filter(|p| pod_ready(p)).count() as u64;
         v.state = if v.ready_replicas > 0 && v.router.as_ref().is_none_or(|r| r.ready) {
@@ -153,13 +176,14 @@ pub async fn list_deployments(engine: &Engine, name: &str) -> ApiResult<Vec<Depl
 
 fn view(
     name: &str,
+    ns: &str,
     d: Option<&&Value>,
     services: &[Value],
     routers: &[&Value],
     scaled: &[Value],
     pool: Option<String>,
 ) -> DeploymentView {
-    let svc = services.iter().find(|s| name_of(s) == name);
+    let svc = named(services, ns, name);
     let port = svc
         .and_then(|s| s.pointer("/spec/ports/0/port"))
         .and_then(Value::as_u64);
@@ -176,7 +200,7 @@ fn view(
     });
     let router = routers
         .iter()
-        .find(|r| label(r, ROUTER_FOR_LABEL) == Some(name))
+        .find(|r| label(r, ROUTER_FOR_LABEL) == Some(name) && namespace_of(r) == ns)
         .map(|r| router_view(r));
     let n = |p: &str| d.and_then(|d| d.pointer(p)).and_then(Value::as_u64);
     let mut state = d
@@ -185,7 +209,11 @@ fn view(
     if state == "ready" && router.as_ref().is_some_and(|r| !r.ready) {
         state = "pending".into();
     }
+    let placement = Placement::of(d.copied().or(svc).unwrap_or(&Value::Null));
     DeploymentView {
+        namespace: ns.to_string(),
+        team: placement.team,
+        priority: placement.priority,
         image: d
             .and_then(|d| d.pointer("/spec/template/spec/containers/0/image"))
             .and_then(Value::as_str)
@@ -215,7 +243,7 @@ fn view(
         pool,
         pods: vec![],
         router,
-        autoscaling: scaled.iter().find(|s| name_of(s) == name).map(scaling_view),
+        autoscaling: named(scaled, ns, name).map(scaling_view),
         name: name.to_string(),
     }
 }

@@ -64,10 +64,15 @@ pub(super) fn labels(workload: &str, extra: &[(&str, &str)]) -> Value {
 }
 
 pub(super) fn obj(api_version: &str, kind: &str, name: &str) -> ObjectRef {
+    obj_in(WORKLOAD_NAMESPACE, api_version, kind, name)
+}
+
+/// An object of ours in `namespace` (default, or a team's).
+pub(super) fn obj_in(namespace: &str, api_version: &str, kind: &str, name: &str) -> ObjectRef {
     ObjectRef {
         api_version: api_version.into(),
         kind: kind.into(),
-        namespace: Some(WORKLOAD_NAMESPACE.into()),
+        namespace: Some(namespace.into()),
         name: name.into(),
     }
 }
@@ -96,6 +101,7 @@ pub(super) fn slug(prefix: &str, text: &str, max: usize) -> String {
 pub(super) async fn put_token_secret(
     engine: &Engine,
     target: &KubeTarget,
+    namespace: &str,
     secret: &str,
     token: &str,
     workload: &str,
@@ -110,7 +116,7 @@ pub(super) async fn put_token_secret(
         ));
     }
     let manifest = json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-        "metadata": {"name": secret, "namespace": WORKLOAD_NAMESPACE, "labels": labels(workload, &[])},
+        "metadata": {"name": secret, "namespace": namespace, "labels": labels(workload, &[])},
         "stringData": {"token": token}});
     engine
         .cloud()

@@ -133,7 +133,15 @@ pub async fn model_params(
     }
     let secret = format!("{job}-token");
     if let Some(token) = &req.hf_token {
-        put_token_secret(engine, &target, &secret, token, "model-download").await?;
+        put_token_secret(
+            engine,
+            &target,
+            WORKLOAD_NAMESPACE,
+            &secret,
+            token,
+            "model-download",
+        )
+        .await?;
     }
     let path = format!("models/{}", req.model_id);
     let model_label = slug("m", &req.model_id, 63);

@@ -136,6 +136,7 @@ pub async fn pool_params(engine: &Engine, name: &str, req: &PoolRequest) -> ApiR
         name,
         pool,
         &ServerFields {
+            namespace: WORKLOAD_NAMESPACE,
             image: req.image.as_deref(),
             args: req.args.as_deref(),
             gpus: req.gpus,

@@ -12,7 +12,9 @@ use utoipa::ToSchema;
 use crate::cloud::ObjectRef;
 use crate::error::{ApiError, ApiResult};
 use crate::service::validate;
-use crate::service::workloads::{labels, obj, WORKLOAD_NAMESPACE};
+#[cfg(test)]
+use crate::service::workloads::WORKLOAD_NAMESPACE;
+use crate::service::workloads::{labels, obj_in};
 
 /// SGLang's model gateway, pinned (its entry point is `python3 -m sglang_router.launch_router`).
 pub const ROUTER_IMAGE: &str = "lmsysorg/sgl-model-gateway:v0.3.2";
@@ -61,6 +63,7 @@ pub(super) fn policy(req: &RouterRequest) -> ApiResult<&str> {
 /// `workers` is the label selector of the model's worker pods; the router listens on `port`.
 pub(super) fn router_objects(
     model: &str,
+    namespace: &str,
     port: i64,
     workers: &BTreeMap<String, String>,
     policy: &str,
@@ -75,13 +78,13 @@ pub(super) fn router_objects(
         ],
     );
     let rbac = "rbac.authorization.k8s.io";
-    let meta = json!({"name": name, "namespace": WORKLOAD_NAMESPACE, "labels": l});
+    let meta = json!({"name": name, "namespace": namespace, "labels": l});
     let mut args = vec!["--service-discovery".to_string(), "--selector".to_string()];
     args.extend(workers.iter().map(|(k, v)| format!("{k}={v}")));
     args.extend(
         [
             "--service-discovery-namespace",
-            WORKLOAD_NAMESPACE,
+            namespace,
             "--service-discovery-port",
             &port.to_string(),
             "--policy",
@@ -104,7 +107,7 @@ pub(super) fn router_objects(
                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]}),
         json!({"apiVersion": format!("{rbac}/v1"), "kind": "RoleBinding", "metadata": meta,
                "roleRef": {"apiGroup": rbac, "kind": "Role", "name": name},
-               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": WORKLOAD_NAMESPACE}]}),
+               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]}),
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
                "spec": {"replicas": 1,
                    "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
@@ -127,14 +130,14 @@ pub(super) fn router_objects(
 
 /// Every object a router may have: what is pruned when a model has none (any more) and what is
 /// deleted with the model.
-pub(super) fn router_refs(model: &str) -> Vec<ObjectRef> {
+pub(super) fn router_refs(model: &str, namespace: &str) -> Vec<ObjectRef> {
     let name = router_name(model);
     let rbac = "rbac.authorization.k8s.io/v1";
     vec![
-        obj("apps/v1", "Deployment", &name),
-        obj(rbac, "RoleBinding", &name),
-        obj(rbac, "Role", &name),
-        obj("v1", "ServiceAccount", &name),
+        obj_in(namespace, "apps/v1", "Deployment", &name),
+        obj_in(namespace, rbac, "RoleBinding", &name),
+        obj_in(namespace, rbac, "Role", &name),
+        obj_in(namespace, "v1", "ServiceAccount", &name),
     ]
 }
 
@@ -193,7 +196,7 @@ mod tests {
     #[test]
     fn a_router_may_read_pods_in_its_namespace_and_nothing_else() {
         let workers = BTreeMap::from([("app.kubernetes.io/name".to_string(), "qwen".to_string())]);
-        let objects = router_objects("qwen", 8000, &workers, "cache_aware");
+        let objects = router_objects("qwen", WORKLOAD_NAMESPACE, 8000, &workers, "cache_aware");
         let kinds: Vec<&str> = objects
             .iter()
             .map(|o| o["kind"].as_str().unwrap())

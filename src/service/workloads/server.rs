@@ -8,10 +8,12 @@ use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::incluster::kube_target;
 use crate::service::validate;
-use crate::service::workloads::{list_storage, put_token_secret, WORKLOAD_NAMESPACE};
+use crate::service::workloads::{list_storage, put_token_secret};
 
 /// What a request says of the server it runs (each field optional, with the defaults below).
 pub(super) struct ServerFields<'a> {
+    /// Where it runs: default, or a team's namespace (its claim and token Secret live there).
+    pub namespace: &'a str,
     pub image: Option<&'a str>,
     pub args: Option<&'a [String]>,
     pub gpus: Option<i64>,
@@ -144,29 +146,34 @@ pub(super) async fn server_pod(
         ));
     }
     let claims = list_storage(engine, name).await?;
-    let in_default = |c: &str| {
+    let here = |c: &str| {
         claims
             .iter()
-            .any(|v| v.claim_name == c && v.namespace == WORKLOAD_NAMESPACE)
+            .any(|v| v.claim_name == c && v.namespace == f.namespace)
     };
     let claim = match f.claim {
-        Some(c) if in_default(c) => Some(c.to_string()),
+        Some(c) if here(c) => Some(c.to_string()),
         Some(c) => {
             return Err(ApiError::validation_hint(
                 "claim",
                 format!(
-                    "`{}` is not a storage claim in namespace default",
-                    validate::truncate(c)
+                    "`{}` is not a storage claim in namespace {}",
+                    validate::truncate(c),
+                    f.namespace
                 ),
-                json!(claims.iter().map(|c| &c.claim_name).collect::<Vec<_>>()),
+                json!(claims
+                    .iter()
+                    .filter(|v| v.namespace == f.namespace)
+                    .map(|c| &c.claim_name)
+                    .collect::<Vec<_>>()),
             ))
         }
-        None => in_default("s3-claim").then(|| "s3-claim".to_string()),
+        None => here("s3-claim").then(|| "s3-claim".to_string()),
     };
     let secret = format!("{owner}-token");
     if let Some(token) = f.hf_token {
         let target = kube_target(engine, name).await?;
-        put_token_secret(engine, &target, &secret, token, "inference").await?;
+        put_token_secret(engine, &target, f.namespace, &secret, token, "inference").await?;
     }
     let mut mounts = vec![json!({"name": "shm", "mountPath": "/dev/shm"})];
     let mut volumes =
