@@ -1,8 +1,8 @@
 // Warm GPU pools on the Inference page: each pool's pods and the model each one serves, a pod
 // moved to another model (or back) in place, the pool resized (never below its assigned pods),
-// and the form that makes a pool.
+// and the form that makes a pool (as a team, on a cluster shared by teams).
 
-import { api, h, stateBadge, errorBox, problemText, table, startForm, input, removeWorkload } from './kit.js';
+import { api, h, stateBadge, errorBox, problemText, table, startForm, input, removeWorkload, teamFields } from './kit.js';
 
 /** The warm-pools section of a cluster; `refresh` re-reads pools and the models they serve. */
 export async function poolsSection(enc) {
@@ -34,7 +34,7 @@ export async function poolsSection(enc) {
   const poolBox = (pool, models) => {
     const size = h('input', { type: 'number', min: 0, max: 32, value: pool.size, class: 'narrow', 'aria-label': `size of pool ${pool.name}` });
     return h('section', { class: 'pool', 'data-pool': pool.name },
-      h('h3', {}, `${pool.name} `, stateBadge(pool.state)),
+      h('h3', {}, `${pool.name} `, stateBadge(pool.state), pool.team ? h('span', { class: 'muted' }, ` ${pool.team}${pool.priority ? ` · ${pool.priority}` : ''}`) : null),
       h('p', { class: 'muted' }, `${pool.image} · ${pool.gpus} GPU per pod · ${pool.ready}/${pool.size} ready · `,
         h('strong', {}, `${pool.assigned} assigned`), ` · ${pool.free} free`),
       table(['Pod', 'Ready', 'Serves', 'Assign'], pool.pods.map((p) => [p.name, p.ready ? 'yes' : 'no',
@@ -57,14 +57,18 @@ export async function poolsSection(enc) {
   const args = input('pool-args', { placeholder: 'python3 -m sglang.launch_server --model-path /s3/models/Qwen/Qwen3-8B --port 8000' });
   const gpus = h('input', { type: 'number', id: 'pool-gpus', min: 1, max: 8, value: 1 });
   const size = h('input', { type: 'number', id: 'pool-size', min: 1, max: 32, value: 2 });
+  const governance = await api(`/api/clusters/${enc}/teams`);
+  const placement = teamFields(governance.ok ? governance.body : null, 'pool');
   await refresh();
   const el = h('div', {}, h('h2', {}, 'Warm GPU pools'), listBox, note,
     h('details', {}, h('summary', {}, 'Make a warm pool'),
       startForm('Create pool', 'pool', [['Pool name', name], ['Pool image', image], ['Pool arguments', args, 'Space-separated; passed as a list, never to a shell.'],
-        ['GPUs per pod', gpus], ['Pool size', size, 'Pods kept warm. Serve a model from the pool by deploying it with this pool, then assigning pods.']],
+        ['GPUs per pod', gpus], ['Pool size', size, 'Pods kept warm. Serve a model from the pool by deploying it with this pool, then assigning pods.'],
+        ...placement.fields],
       `/api/clusters/${enc}/pools`, () => {
         const b = { poolName: name.value.trim(), gpus: Number(gpus.value), size: Number(size.value) };
         if (image.value.trim()) b.image = image.value.trim();
+        placement.put(b);
         const a = args.value.trim();
         if (a) b.args = a.split(/\s+/);
         return b;

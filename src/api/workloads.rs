@@ -22,7 +22,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_jobs))
         .routes(routes!(delete_job))
         .routes(routes!(list_deployments, create_deployment))
-        .routes(routes!(delete_deployment))
+        .routes(routes!(get_deployment, delete_deployment))
         .routes(routes!(invoke_deployment))
         .routes(routes!(update_software))
         .routes(routes!(list_objects))
@@ -137,6 +137,22 @@ async fn list_deployments(
     ClusterName(name): ClusterName,
 ) -> ApiResult<Json<Vec<w::DeploymentView>>> {
     Ok(Json(w::list_deployments(&state.engine, &name).await?))
+}
+
+/// One inference deployment made here, as deployment_list shows it (with its team and
+/// namespace on a cluster shared by teams).
+#[utoipa::path(get, path = "/api/clusters/{name}/deployments/{deployment}", operation_id = "deployment_get",
+    extensions(("x-mcp" = json!({"openWorld": true}))),
+    params(("name" = String, Path), ("deployment" = String, Path)),
+    responses((status = 200, body = w::DeploymentView), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn get_deployment(
+    State(state): State<AppState>,
+    ClusterName(name): ClusterName,
+    Path(path): Path<(String, String)>,
+) -> ApiResult<Json<w::DeploymentView>> {
+    Ok(Json(
+        w::known_deployment(&state.engine, &name, &path.1).await?,
+    ))
 }
 
 /// Stop serving: removes the deployment, its service, router, ScaledObject and token Secret; pool

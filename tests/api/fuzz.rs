@@ -220,7 +220,7 @@ async fn populated_app() -> (TestApp, String) {
         ),
         (
             "/api/clusters/demo/pools",
-            json!({"poolName": "warm", "image": sage, "size": 1}),
+            json!({"poolName": "warm", "team": "team-a", "image": sage, "size": 1}),
         ),
         (
             "/api/clusters/demo/deployments",

@@ -317,9 +317,10 @@ async fn an_endpoint_runs_as_its_team_and_is_served_changed_and_removed_in_its_n
 /// A self-managed model runs as a team as well: its Deployment, Service and router in the
 /// team's namespace (the router discovers and may read pods there only), its pods labelled for
 /// the team's queue and class and mounting the team's copy of the claim; found there to be
-/// listed, invoked and deleted; its name stays the cluster's.
+/// listed, invoked and deleted; its name stays the cluster's. A warm pool too, and the models
+/// served from it run where it does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deployment_runs_as_its_team_with_its_router_in_the_teams_namespace() {
+async fn a_deployment_and_a_warm_pool_run_as_their_teams_in_the_teams_namespaces() {
     const DEPLOYMENTS: &str = "/api/clusters/demo/deployments";
     let app = spawn_app().await;
     let id = app.start("/api/pipelines", &pipeline_body()).await;
@@ -483,6 +484,81 @@ async fn a_deployment_runs_as_its_team_with_its_router_in_the_teams_namespace() 
         "{op}"
     );
     assert_eq!(app.json(DEPLOYMENTS).await, json!([]));
+
+    // A warm pool as team-a holds its GPUs on team-a's quota; a model served from it runs as
+    // the pool does, and its pod changes hands in that namespace.
+    const POOLS: &str = "/api/clusters/demo/pools";
+    let op = app
+        .wait_terminal(
+            &app.start(
+                POOLS,
+                &json!({"poolName": "warm", "team": "team-a", "priority": "inference",
+                        "image": "lmsysorg/sglang:v0.5.8", "size": 1}),
+            )
+            .await,
+        )
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let pool = &op["params"]["manifests"][0];
+    assert_eq!(pool["metadata"]["namespace"], "hyperpod-ns-team-a");
+    assert_eq!(
+        queue(&pool["spec"]["template"]["metadata"]["labels"]),
+        (
+            json!("hyperpod-ns-team-a-localqueue"),
+            json!("inference-priority")
+        )
+    );
+    let p = problem(
+        app.post(
+            DEPLOYMENTS,
+            &json!({"deploymentName": "m1", "pool": "warm", "team": "team-b"}),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    assert_eq!(p["field"], "team", "{p}");
+    let op = app
+        .wait_terminal(
+            &app.start(
+                DEPLOYMENTS,
+                &json!({"deploymentName": "m1", "pool": "warm"}),
+            )
+            .await,
+        )
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let pool = app.json(&format!("{POOLS}/warm")).await;
+    assert_eq!(
+        (pool["namespace"].as_str(), pool["team"].as_str()),
+        (Some("hyperpod-ns-team-a"), Some("team-a")),
+        "{pool}"
+    );
+    let pod = pool["pods"][0]["name"].as_str().unwrap().to_string();
+    let op = app
+        .wait_terminal(
+            &app.start(
+                &format!("{POOLS}/warm/assign"),
+                &json!({"pod": pod, "model": "m1"}),
+            )
+            .await,
+        )
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let m1 = app.json(&format!("{DEPLOYMENTS}/m1")).await;
+    assert_eq!(
+        (
+            m1["namespace"].as_str(),
+            m1["pods"].as_array().map(Vec::len)
+        ),
+        (Some("hyperpod-ns-team-a"), Some(1)),
+        "{m1}"
+    );
+    // Deleting the model hands its pod back to the pool, in the pool's namespace.
+    let op = app.delete_and_wait(&format!("{DEPLOYMENTS}/m1")).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let pool = app.json(&format!("{POOLS}/warm")).await;
+    assert_eq!(pool["assigned"], 0, "{pool}");
 }
 
 /// A Kueue Workload for job `job` of team-a (as Kueue makes one per queued job: owned by it,

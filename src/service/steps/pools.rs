@@ -30,13 +30,21 @@ pub struct AssignParams {
     pub pod: String,
     /// The model, or [`UNASSIGNED`].
     pub serves: String,
+    /// The pool's namespace (default, or a team's); operations persisted before pools could
+    /// run as teams have none and mean default.
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
 }
 
-pub fn pod_ref(pod: &str) -> ObjectRef {
+fn default_namespace() -> String {
+    WORKLOAD_NAMESPACE.to_string()
+}
+
+pub fn pod_ref(namespace: &str, pod: &str) -> ObjectRef {
     ObjectRef {
         api_version: "v1".into(),
         kind: "Pod".into(),
-        namespace: Some(WORKLOAD_NAMESPACE.into()),
+        namespace: Some(namespace.into()),
         name: pod.into(),
     }
 }
@@ -54,25 +62,20 @@ fn assignment(serves: &str) -> (Value, Value) {
 pub(super) async fn release(
     cx: &StepCx<'_>,
     target: &KubeTarget,
+    namespace: &str,
     selector: &str,
 ) -> StepResult<usize> {
     let pods = cx
         .cloud
         .kube
-        .list(
-            target,
-            "v1",
-            "Pod",
-            Some(WORKLOAD_NAMESPACE),
-            Some(selector),
-        )
+        .list(target, "v1", "Pod", Some(namespace), Some(selector))
         .await?;
     let (labels, annotations) = assignment(UNASSIGNED);
     for p in &pods {
         let name = p["metadata"]["name"].as_str().unwrap_or_default();
         cx.cloud
             .kube
-            .patch_metadata(target, &pod_ref(name), &labels, &annotations)
+            .patch_metadata(target, &pod_ref(namespace, name), &labels, &annotations)
             .await?;
     }
     Ok(pods.len())
@@ -92,14 +95,23 @@ impl Reconcile for AssignStep {
         let (labels, annotations) = assignment(&p.serves);
         cx.cloud
             .kube
-            .patch_metadata(&target, &pod_ref(&p.pod), &labels, &annotations)
+            .patch_metadata(
+                &target,
+                &pod_ref(&p.namespace, &p.pod),
+                &labels,
+                &annotations,
+            )
             .await?;
         Ok(json!({"pod": p.pod, "serves": p.serves}))
     }
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
         let p: AssignParams = cx.param()?;
         let target = kube_target(cx)?;
-        let pod = cx.cloud.kube.get(&target, &pod_ref(&p.pod)).await?;
+        let pod = cx
+            .cloud
+            .kube
+            .get(&target, &pod_ref(&p.namespace, &p.pod))
+            .await?;
         let now = pod
             .as_ref()
             .and_then(|o| o.pointer("/metadata/labels"))

@@ -251,8 +251,14 @@ impl Reconcile for DeleteObjectsStep {
         for o in &p.objects {
             cx.cloud.kube.delete(&target, o).await?;
         }
+        // A pool-served model's objects live in its pool's namespace, where its pods are.
+        let namespace = p
+            .objects
+            .iter()
+            .find_map(|o| o.namespace.as_deref())
+            .unwrap_or(WORKLOAD_NAMESPACE);
         let released = match &p.release {
-            Some(selector) => super::pools::release(cx, &target, selector).await?,
+            Some(selector) => super::pools::release(cx, &target, namespace, selector).await?,
             None => 0,
         };
         Ok(json!({"deleted": p.objects.len(), "released": released}))

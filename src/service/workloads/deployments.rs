@@ -164,33 +164,52 @@ pub async fn deployment_params(
         });
     }
     // A team's model runs in its namespace, its pods labelled for the team's queue and class;
-    // a pool-served one runs where its pool's pods are.
-    let placement = match &req.pool {
-        Some(_) => {
+    // a pool-served one runs where its pool's pods are, as the pool's team.
+    let (placement, pool) = match &req.pool {
+        Some(pool) => {
             for (field, given) in [
+                ("image", req.image.is_some()),
+                ("args", req.args.is_some()),
+                ("gpus", req.gpus.is_some()),
+                ("replicas", req.replicas.is_some()),
+                ("port", req.port.is_some()),
+                ("instanceType", req.instance_type.is_some()),
+                ("claim", req.claim.is_some()),
+                ("hfToken", req.hf_token.is_some()),
+                ("autoscaling", req.autoscaling.is_some()),
+                // It runs as the pool does, in the pool's team and namespace.
                 ("team", req.team.is_some()),
                 ("priority", req.priority.is_some()),
             ] {
                 if given {
                     return Err(ApiError::validation(
                         field,
-                        "a model served from a warm pool runs in the pool's namespace, as the pool does: leave `team` and `priority` out",
+                        format!(
+                            "a model served from warm pool `{pool}` takes `{field}` from the pool \
+                             (it grows by assigning pool pods: pool_assign)"
+                        ),
                     ));
                 }
             }
-            Placement::default()
+            (
+                Placement::default(),
+                Some(get_pool(engine, name, pool).await?),
+            )
         }
-        None => {
+        None => (
             crate::service::teams::placement(
                 engine,
                 name,
                 req.team.as_deref(),
                 req.priority.as_deref(),
             )
-            .await?
-        }
+            .await?,
+            None,
+        ),
     };
-    let ns = placement.namespace();
+    let ns = pool
+        .as_ref()
+        .map_or_else(|| placement.namespace(), |p| p.namespace.clone());
     // Names are the cluster's: posting again updates a model where it runs, never makes a
     // second one in another namespace.
     if let Some(other) = list_deployments(engine, name)
@@ -208,30 +227,8 @@ pub async fn deployment_params(
     let mut l = labels("inference", &[("app.kubernetes.io/name", dep)]);
     placement.label(&mut l);
     let mut manifests = Vec::new();
-    let (workers, image, port, most) = match &req.pool {
-        Some(pool) => {
-            for (field, given) in [
-                ("image", req.image.is_some()),
-                ("args", req.args.is_some()),
-                ("gpus", req.gpus.is_some()),
-                ("replicas", req.replicas.is_some()),
-                ("port", req.port.is_some()),
-                ("instanceType", req.instance_type.is_some()),
-                ("claim", req.claim.is_some()),
-                ("hfToken", req.hf_token.is_some()),
-                ("autoscaling", req.autoscaling.is_some()),
-            ] {
-                if given {
-                    return Err(ApiError::validation(
-                        field,
-                        format!(
-                            "a model served from warm pool `{pool}` takes `{field}` from the pool \
-                             (it grows by assigning pool pods: pool_assign)"
-                        ),
-                    ));
-                }
-            }
-            let p = get_pool(engine, name, pool).await?;
+    let (workers, image, port, most) = match (&req.pool, pool) {
+        (Some(pool), Some(p)) => {
             let workers = BTreeMap::from([
                 (POOL_LABEL.to_string(), pool.clone()),
                 (SERVES_LABEL.to_string(), dep.clone()),
@@ -239,7 +236,7 @@ pub async fn deployment_params(
             let size = i64::try_from(p.size).unwrap_or(0);
             (workers, p.image, i64::from(p.port.unwrap_or(8000)), size)
         }
-        None => {
+        _ => {
             if get_pool(engine, name, dep).await.is_ok() {
                 return Err(taken("deploymentName", dep));
             }
@@ -376,11 +373,8 @@ pub async fn deployment_params(
     Ok(serde_json::to_value(params).map_err(anyhow::Error::from)?)
 }
 
-pub(super) async fn known_deployment(
-    engine: &Engine,
-    name: &str,
-    dep: &str,
-) -> ApiResult<DeploymentView> {
+/// A deployment made here, by name (404 naming the ones there are).
+pub async fn known_deployment(engine: &Engine, name: &str, dep: &str) -> ApiResult<DeploymentView> {
     validate::dns_label("deployment", "deployment name", dep)?;
     let all = list_deployments(engine, name).await?;
     let names: Vec<String> = all.iter().map(|d| d.name.clone()).collect();

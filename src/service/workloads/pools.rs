@@ -13,10 +13,11 @@ use super::server::{bounded, server_pod, ServerFields};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::incluster::kube_target;
+use crate::service::labels::{is_workload_namespace, Placement};
 use crate::service::steps::pools::{AssignParams, POOL_LABEL, SERVES_LABEL, UNASSIGNED};
 use crate::service::validate;
 use crate::service::workloads::{
-    cloud_err, labels, obj, ApplyParams, DeleteParams, WORKLOAD_LABEL, WORKLOAD_NAMESPACE,
+    cloud_err, labels, obj_in, ApplyParams, DeleteParams, WORKLOAD_LABEL,
 };
 
 /// `POST /api/clusters/{name}/pools`: a warm pool of model servers.
@@ -46,6 +47,14 @@ pub struct PoolRequest {
     pub claim: Option<String>,
     /// For gated models; kept in a Kubernetes Secret only.
     pub hf_token: Option<String>,
+    /// The team it runs as (task governance): its pods go to namespace `hyperpod-ns-<team>` on
+    /// the team's quota, and so do the models served from it. Required on a cluster whose teams
+    /// share it.
+    #[schema(pattern = r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
+    pub team: Option<String>,
+    /// A priority class of the cluster's scheduling policy (with `team`).
+    #[schema(pattern = r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
+    pub priority: Option<String>,
 }
 
 /// `PATCH /api/clusters/{name}/pools/{pool}`.
@@ -91,6 +100,12 @@ pub struct PoolPod {
 #[serde(rename_all = "camelCase")]
 pub struct PoolView {
     pub name: String,
+    /// `default`, or the team's namespace `hyperpod-ns-<team>`.
+    pub namespace: String,
+    /// The team it runs as (task governance), if any.
+    pub team: Option<String>,
+    /// Its priority class, if any.
+    pub priority: Option<String>,
     pub image: String,
     pub gpus: u64,
     pub port: Option<u16>,
@@ -131,12 +146,20 @@ pub async fn pool_params(engine: &Engine, name: &str, req: &PoolRequest) -> ApiR
     {
         return Err(taken("poolName", pool));
     }
+    let placement = crate::service::teams::placement(
+        engine,
+        name,
+        req.team.as_deref(),
+        req.priority.as_deref(),
+    )
+    .await?;
+    let ns = placement.namespace();
     let server = server_pod(
         engine,
         name,
         pool,
         &ServerFields {
-            namespace: WORKLOAD_NAMESPACE,
+            namespace: &ns,
             image: req.image.as_deref(),
             args: req.args.as_deref(),
             gpus: req.gpus,
@@ -147,12 +170,14 @@ pub async fn pool_params(engine: &Engine, name: &str, req: &PoolRequest) -> ApiR
         },
     )
     .await?;
-    let pool_labels = labels("pool", &[(POOL_LABEL, pool)]);
+    let mut pool_labels = labels("pool", &[(POOL_LABEL, pool)]);
+    // A team's pool holds GPUs on the team's quota: its pods carry the team's queue and class.
+    placement.label(&mut pool_labels);
     let mut pod_labels = pool_labels.clone();
     // Every pod starts free; only the assignment label changes later, never the selector.
     pod_labels[SERVES_LABEL] = json!(UNASSIGNED);
     let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": pool, "namespace": WORKLOAD_NAMESPACE, "labels": pool_labels},
+        "metadata": {"name": pool, "namespace": ns, "labels": pool_labels},
         "spec": {"replicas": size, "progressDeadlineSeconds": 3600,
             "selector": {"matchLabels": {POOL_LABEL: pool}},
             "template": {"metadata": {"labels": pod_labels, "annotations": server.annotations},
@@ -160,7 +185,7 @@ pub async fn pool_params(engine: &Engine, name: &str, req: &PoolRequest) -> ApiR
     let params = ApplyParams {
         workload: format!("pool/{pool}"),
         manifests: vec![deployment],
-        watch: obj("apps/v1", "Deployment", pool),
+        watch: obj_in(&ns, "apps/v1", "Deployment", pool),
         prune: vec![],
         also_watch: vec![],
     };
@@ -182,27 +207,24 @@ pub async fn list_pools(engine: &Engine, name: &str) -> ApiResult<Vec<PoolView>>
     let target = kube_target(engine, name).await?;
     let selector = format!("{WORKLOAD_LABEL}=pool");
     let kube = &engine.cloud().kube;
-    let deployments = kube
-        .list(
-            &target,
-            "apps/v1",
-            "Deployment",
-            Some(WORKLOAD_NAMESPACE),
-            Some(&selector),
-        )
-        .await
-        .map_err(cloud_err)?;
-    let pods = kube
-        .list(
-            &target,
-            "v1",
-            "Pod",
-            Some(WORKLOAD_NAMESPACE),
-            Some(&selector),
-        )
-        .await
-        .map_err(cloud_err)?;
-    let mut by_pool: BTreeMap<&str, Vec<PoolPod>> = BTreeMap::new();
+    // In namespace default and the teams' namespaces; a pool's name is the cluster's.
+    let ours = |items: Vec<Value>| -> Vec<Value> {
+        items
+            .into_iter()
+            .filter(|o| is_workload_namespace(o["metadata"]["namespace"].as_str().unwrap_or("")))
+            .collect()
+    };
+    let deployments = ours(
+        kube.list(&target, "apps/v1", "Deployment", None, Some(&selector))
+            .await
+            .map_err(cloud_err)?,
+    );
+    let pods = ours(
+        kube.list(&target, "v1", "Pod", None, Some(&selector))
+            .await
+            .map_err(cloud_err)?,
+    );
+    let mut by_pool: BTreeMap<(&str, &str), Vec<PoolPod>> = BTreeMap::new();
     for p in &pods {
         let Some(pool) = p
             .pointer("/metadata/labels")
@@ -211,7 +233,8 @@ pub async fn list_pools(engine: &Engine, name: &str) -> ApiResult<Vec<PoolView>>
         else {
             continue;
         };
-        by_pool.entry(pool).or_default().push(PoolPod {
+        let ns = p["metadata"]["namespace"].as_str().unwrap_or_default();
+        by_pool.entry((ns, pool)).or_default().push(PoolPod {
             name: p["metadata"]["name"].as_str().unwrap_or_default().into(),
             ready: pod_ready(p),
             serves: serves(p),
@@ -220,11 +243,10 @@ pub async fn list_pools(engine: &Engine, name: &str) -> ApiResult<Vec<PoolView>>
     let mut out: Vec<PoolView> = deployments
         .iter()
         .map(|d| {
-            let pool = d["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let mut pods = by_pool.remove(pool.as_str()).unwrap_or_default();
+            let pool = d["metadata"]["name"].as_str().unwrap_or_default();
+            let ns = d["metadata"]["namespace"].as_str().unwrap_or_default();
+            let mut pods = by_pool.remove(&(ns, pool)).unwrap_or_default();
+            let placement = Placement::of(d);
             pods.sort_by(|a, b| a.name.cmp(&b.name));
             let c = |p: &str| {
                 d.pointer(&format!("/spec/template/spec/containers/0{p}"))
@@ -244,6 +266,9 @@ pub async fn list_pools(engine: &Engine, name: &str) -> ApiResult<Vec<PoolView>>
                 .filter(|p| p.serves.is_none() && p.ready)
                 .count() as u64;
             PoolView {
+                namespace: ns.to_string(),
+                team: placement.team,
+                priority: placement.priority,
                 image: c("/image")
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default(),
@@ -259,7 +284,7 @@ pub async fn list_pools(engine: &Engine, name: &str) -> ApiResult<Vec<PoolView>>
                 assigned,
                 free,
                 pods,
-                name: pool,
+                name: pool.to_string(),
             }
         })
         .collect();
@@ -312,7 +337,10 @@ pub async fn pool_scale_params(
     let d = engine
         .cloud()
         .kube
-        .get(&target, &obj("apps/v1", "Deployment", pool))
+        .get(
+            &target,
+            &obj_in(&p.namespace, "apps/v1", "Deployment", pool),
+        )
         .await
         .map_err(cloud_err)?
         .ok_or_else(|| ApiError::NotFound {
@@ -324,13 +352,13 @@ pub async fn pool_scale_params(
     let mut spec = d["spec"].clone();
     spec["replicas"] = json!(size);
     let manifest = json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": pool, "namespace": WORKLOAD_NAMESPACE,
+        "metadata": {"name": pool, "namespace": p.namespace,
                      "labels": d.pointer("/metadata/labels").cloned().unwrap_or_else(|| json!({}))},
         "spec": spec});
     let params = ApplyParams {
         workload: format!("pool/{pool}"),
         manifests: vec![manifest],
-        watch: obj("apps/v1", "Deployment", pool),
+        watch: obj_in(&p.namespace, "apps/v1", "Deployment", pool),
         prune: vec![],
         also_watch: vec![],
     };
@@ -355,8 +383,8 @@ pub async fn pool_delete_params(engine: &Engine, name: &str, pool: &str) -> ApiR
     let params = DeleteParams {
         workload: format!("pool/{pool}"),
         objects: vec![
-            obj("apps/v1", "Deployment", pool),
-            obj("v1", "Secret", &format!("{pool}-token")),
+            obj_in(&p.namespace, "apps/v1", "Deployment", pool),
+            obj_in(&p.namespace, "v1", "Secret", &format!("{pool}-token")),
         ],
         release: None,
     };
@@ -414,7 +442,7 @@ pub async fn assign_params(
             json!(models),
         ));
     }
-    start_params(pool, &pod.name, &req.model)
+    start_params(&p, &pod.name, &req.model)
 }
 
 pub async fn unassign_params(
@@ -425,14 +453,15 @@ pub async fn unassign_params(
 ) -> ApiResult<Value> {
     let p = get_pool(engine, name, pool).await?;
     let pod = pod_of(&p, &req.pod)?;
-    start_params(pool, &pod.name, UNASSIGNED)
+    start_params(&p, &pod.name, UNASSIGNED)
 }
 
-fn start_params(pool: &str, pod: &str, serves: &str) -> ApiResult<Value> {
+fn start_params(pool: &PoolView, pod: &str, serves: &str) -> ApiResult<Value> {
     let params = AssignParams {
-        workload: format!("pool/{pool}"),
+        workload: format!("pool/{}", pool.name),
         pod: pod.into(),
         serves: serves.into(),
+        namespace: pool.namespace.clone(),
     };
     Ok(serde_json::to_value(params).map_err(anyhow::Error::from)?)
 }
