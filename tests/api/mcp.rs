@@ -443,3 +443,59 @@ async fn the_share_cluster_skill_runs_over_mcp_to_a_job_running_as_a_team() {
         "{seen}"
     );
 }
+
+/// Sharing as the agent sees it: team-a's two-node job borrows team-b's idle GPU; team-b's
+/// higher-priority job takes it back, preempting team-a's (Kueue's reason, the job that took its
+/// place, first in the queue, its message saying so); with team-b's job deleted, team-a's runs
+/// again, the preemption counted as a restart — every state read over MCP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn teams_lend_borrow_reclaim_and_resume_over_mcp() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let seen = mcp_client(&app.base, "sharing").await;
+    let steps = seen["steps"].as_array().unwrap();
+    assert_eq!(
+        steps[..2],
+        [
+            json!(["team_create", "team-a", "succeeded"]),
+            json!(["team_create", "team-b", "succeeded"])
+        ],
+        "{seen}"
+    );
+    // Borrowing: team-a uses two GPUs, one of them team-b's, which lends it.
+    assert_eq!(
+        steps[2],
+        json!([
+            "borrowing",
+            "admitted",
+            [["team-a", 2.0, 1.0, 0.0], ["team-b", 0.0, 0.0, 1.0]]
+        ]),
+        "{seen}"
+    );
+    // Reclaimed: team-b runs on its own GPU; team-a's job waits, preempted by b1.
+    assert_eq!(
+        steps[3],
+        json!([
+            "reclaimed",
+            "pending",
+            "InCohortReclamation",
+            "b1",
+            1,
+            true,
+            [["team-a", 0.0, 0.0, 0.0], ["team-b", 1.0, 0.0, 0.0]]
+        ]),
+        "{seen}"
+    );
+    assert_eq!(steps[4], json!(["training_job_delete", "succeeded"]));
+    // Resumed, its preemption counted as a restart, borrowing again.
+    assert_eq!(
+        steps[5],
+        json!([
+            "resumed",
+            1,
+            [["team-a", 2.0, 1.0, 0.0], ["team-b", 0.0, 0.0, 1.0]]
+        ]),
+        "{seen}"
+    );
+}

@@ -7,6 +7,7 @@ Usage: mcp_client.py URL SCENARIO  — prints one JSON object with what the scen
              operation_get(wait_seconds); a validation error.
   rehearsal  the create-cluster-pipeline skill, step by step, through MCP only; a failed stage
              is retried with the tool the failure names.
+  sharing    two teams lend, borrow, reclaim and resume through MCP only (Kueue in the sandbox).
   training   the submit-training skill on cluster `demo`: inspect (cluster, groups, recipes,
              features), enable the training operator, submit (a bad path is fixed from the
              problem's field), monitor to a terminal state, read the job's restarts; then
@@ -206,6 +207,56 @@ async def teams(client):
     return {"steps": steps}
 
 
+async def sharing(client):
+    """Two teams, through MCP only: team-a borrows team-b's idle GPU, team-b takes it back
+    (team-a's job is preempted and says by which job), and team-a resumes once team-b's job is
+    gone, its preemption counted as a restart; each state read as the agent reads it."""
+    steps = []
+    enabled = await call(client, "features_update", {"name": "demo", "taskGovernance": True, "trainingOperator": True})
+    for key in ("taskGovernance", "trainingOperator"):
+        await follow(client, enabled["value"]["features"][key]["operationId"])
+    policy = await call(client, "scheduling_policy_set", {"name": "demo", "priorityClasses": [
+        {"name": "inference", "weight": 90}, {"name": "training", "weight": 70}]})
+    await follow(client, policy["value"]["operation_id"])
+    for team, sharing in (("team-a", "LendAndBorrow"), ("team-b", "Lend")):
+        body = {"name": "demo", "teamName": team, "sharing": sharing,
+                "resources": [{"instanceType": "ml.g5.8xlarge", "count": 1}]}
+        if sharing == "LendAndBorrow":
+            body["borrowLimit"] = 100
+        made = await call(client, "team_create", body)
+        steps.append(("team_create", team, (await follow(client, made["value"]["operation_id"]))["state"]))
+
+    async def usage():
+        view = (await call(client, "team_list", {"name": "demo"}))["value"]
+        return [(t["name"], t["usage"]["flavors"][0]["inUse"], t["usage"]["flavors"][0]["borrowed"],
+                 t["usage"]["flavors"][0]["lent"]) for t in view["teams"]]
+
+    def job(name, team, priority, nodes):
+        return {"name": "demo", "jobName": name, "recipe": "llama-factory", "instanceType": "ml.g5.8xlarge",
+                "nodeCount": nodes, "model": "/s3/models/Qwen/Qwen3-8B", "dataset": "/s3/datasets/alpaca",
+                "team": team, "priority": priority, "args": ["--max_steps=10000000"]}
+
+    a1 = {"name": "demo", "job": "a1"}
+    await call(client, "training_job_submit", job("a1", "team-a", "training", 2))
+    seen = await until(client, "training_job_get", a1, lambda j: j["state"] == "running")
+    steps.append(("borrowing", seen["admission"]["state"], await usage()))
+    await call(client, "training_job_submit", job("b1", "team-b", "inference", 1))
+    await until(client, "training_job_get", {"name": "demo", "job": "b1"}, lambda j: j["state"] == "running")
+    # The job and its Workload are two reads: wait until both say it (its pods are gone too).
+    seen = await until(client, "training_job_get", a1,
+                       lambda j: j["state"] == "pending" and j.get("admission", {}).get("state") == "preempted")
+    admission = seen["admission"]
+    steps.append(("reclaimed", seen["state"], admission["reason"], admission.get("preemptedBy"),
+                  admission.get("position"), "preempted by Kueue for b1" in (seen.get("message") or ""),
+                  await usage()))
+    deleted = await call(client, "training_job_delete", {"name": "demo", "job": "b1"})
+    steps.append(("training_job_delete", (await follow(client, deleted["value"]["operation_id"]))["state"]))
+    seen = await until(client, "training_job_get", a1,
+                       lambda j: j["state"] == "running" and j.get("admission", {}).get("state") == "admitted")
+    steps.append(("resumed", seen["restarts"]["count"], await usage()))
+    return {"steps": steps}
+
+
 async def until(client, tool, args, ready, limit=600):
     """Calls a read tool until `ready` holds of its answer (an agent watching a page)."""
     for _ in range(limit):
@@ -231,7 +282,7 @@ async def readonly(client):
 async def main():
     url, scenario = sys.argv[1], sys.argv[2]
     async with Client(url) as client:
-        result = await {"basic": basic, "rehearsal": rehearsal, "training": training, "teams": teams, "readonly": readonly}[scenario](client)
+        result = await {"basic": basic, "rehearsal": rehearsal, "training": training, "teams": teams, "sharing": sharing, "readonly": readonly}[scenario](client)
     print(json.dumps(result))
 
 
