@@ -11,6 +11,75 @@ use serde_json::{json, Value};
 use crate::helpers::*;
 use crate::teams::{policy, send, until_done, POLICY, TEAMS};
 
+/// `base` with the fields of `patch` set.
+fn with(base: &Value, patch: Value) -> Value {
+    let mut b = base.clone();
+    for (k, v) in patch.as_object().unwrap() {
+        b[k] = v.clone();
+    }
+    b
+}
+
+/// Each request is refused on its field (with the valid values in `hint`, unless null), and
+/// nothing is called for any of them.
+async fn refused(app: &TestApp, path: &str, cases: &[(Value, &str, Value)]) {
+    let before = mutating_calls(&app.calls().await);
+    for (body, field, hint) in cases {
+        let p = problem(app.post(path, body).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+        assert_eq!(p["field"], *field, "{body} → {p}");
+        if !hint.is_null() {
+            assert_eq!(p["hint"], *hint, "{body} → {p}");
+        }
+    }
+    assert_eq!(mutating_calls(&app.calls().await), before);
+}
+
+/// The Kueue labels of a labels object: `[queue, class]`.
+fn kueue(labels: &Value) -> Value {
+    json!([
+        labels["kueue.x-k8s.io/queue-name"],
+        labels["kueue.x-k8s.io/priority-class"]
+    ])
+}
+
+/// The Kueue labels of `team` at `class`.
+fn kueue_of(team: &str, class: &str) -> Value {
+    json!([
+        format!("hyperpod-ns-{team}-localqueue"),
+        format!("{class}-priority")
+    ])
+}
+
+/// Where a workload's view says it runs, and its state: `[namespace, team, priority, state]`.
+fn placed(view: &Value) -> Value {
+    json!([
+        view["namespace"],
+        view["team"],
+        view["priority"],
+        view["state"]
+    ])
+}
+
+/// A `demo` cluster shared by team-a and team-b (one instance each) under the test policy,
+/// with `features` on besides task governance.
+async fn shared_cluster(features: &[&str]) -> TestApp {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    for key in std::iter::once(&"taskGovernance").chain(features) {
+        enable(&app, key).await;
+    }
+    let (status, body) = send(&app, reqwest::Method::PUT, POLICY, &policy()).await;
+    assert_eq!(until_done(&app, status, &body).await["state"], "succeeded");
+    for team in ["team-a", "team-b"] {
+        let body =
+            json!({"teamName": team, "resources": [{"instanceType": "ml.g5.8xlarge", "count": 1}]});
+        let op = app.wait_terminal(&app.start(TEAMS, &body).await).await;
+        assert_eq!(op["state"], "succeeded", "{op}");
+    }
+    app
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_runs_as_its_team_at_its_priority_and_a_wrong_team_or_class_names_the_valid_ones() {
     use crate::training::{enable_training_operator, sft, training_cluster};
@@ -19,13 +88,7 @@ async fn a_job_runs_as_its_team_at_its_priority_and_a_wrong_team_or_class_names_
     enable_training_operator(&app).await;
     let mut job = sft("sft-team");
     job["nodeCount"] = json!(1);
-    let with = |patch: Value| {
-        let mut b = job.clone();
-        for (k, v) in patch.as_object().unwrap() {
-            b[k] = v.clone();
-        }
-        b
-    };
+    let with = |patch: Value| with(&job, patch);
 
     // Not governed: there is no queue to name, and the refusal says so.
     let p = problem(
@@ -60,31 +123,23 @@ async fn a_job_runs_as_its_team_at_its_priority_and_a_wrong_team_or_class_names_
 
     // Shared now: no team, an unknown team or an unknown class is refused with the valid values,
     // before anything is called.
+    let teams = json!(["team-a", "team-b"]);
+    refused(
+        &app,
+        JOBS,
+        &[
+            (job.clone(), "team", teams.clone()),
+            (with(json!({"team": "team-z"})), "team", teams),
+            (
+                with(json!({"team": "team-a", "priority": "urgent"})),
+                "priority",
+                json!(["inference", "training"]),
+            ),
+            (with(json!({"team": "Team A"})), "team", Value::Null),
+        ],
+    )
+    .await;
     let before = mutating_calls(&app.calls().await);
-    for (body, field, hint) in [
-        (job.clone(), "team", json!(["team-a", "team-b"])),
-        (
-            with(json!({"team": "team-z"})),
-            "team",
-            json!(["team-a", "team-b"]),
-        ),
-        (
-            with(json!({"team": "team-a", "priority": "urgent"})),
-            "priority",
-            json!(["inference", "training"]),
-        ),
-        (with(json!({"team": "Team A"})), "team", Value::Null),
-    ] {
-        let p = problem(
-            app.post(JOBS, &body).await,
-            StatusCode::UNPROCESSABLE_ENTITY,
-        )
-        .await;
-        assert_eq!(p["field"], field, "{body} → {p}");
-        if !hint.is_null() {
-            assert_eq!(p["hint"], hint, "{body} → {p}");
-        }
-    }
     let p = problem(app.post(JOBS, &job).await, StatusCode::UNPROCESSABLE_ENTITY).await;
     assert!(
         p["detail"].as_str().unwrap().contains("team-a, team-b"),
@@ -118,16 +173,7 @@ async fn a_job_runs_as_its_team_at_its_priority_and_a_wrong_team_or_class_names_
     assert_eq!(manifest["metadata"]["namespace"], "hyperpod-ns-team-b");
     let pod = &manifest["spec"]["replicaSpecs"][0]["template"]["spec"];
     assert_eq!(pod["serviceAccountName"], "instantstart-training", "{pod}");
-    let kueue = |labels: &Value| {
-        (
-            labels["kueue.x-k8s.io/queue-name"].clone(),
-            labels["kueue.x-k8s.io/priority-class"].clone(),
-        )
-    };
-    let expected = (
-        json!("hyperpod-ns-team-b-localqueue"),
-        json!("training-priority"),
-    );
+    let expected = kueue_of("team-b", "training");
     assert_eq!(kueue(&manifest["metadata"]["labels"]), expected);
     assert_eq!(
         kueue(&manifest["spec"]["replicaSpecs"][0]["template"]["metadata"]["labels"]),
@@ -135,18 +181,8 @@ async fn a_job_runs_as_its_team_at_its_priority_and_a_wrong_team_or_class_names_
     );
     let view = app.json(&format!("{JOBS}/sft-team")).await;
     assert_eq!(
-        (
-            view["namespace"].as_str(),
-            view["team"].as_str(),
-            view["priority"].as_str(),
-            view["state"].as_str()
-        ),
-        (
-            Some("hyperpod-ns-team-b"),
-            Some("team-b"),
-            Some("training"),
-            Some("succeeded")
-        ),
+        placed(&view),
+        json!(["hyperpod-ns-team-b", "team-b", "training", "succeeded"]),
         "{view}"
     );
     let listed = app.json(JOBS).await;
@@ -189,51 +225,25 @@ async fn a_job_runs_as_its_team_at_its_priority_and_a_wrong_team_or_class_names_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endpoint_runs_as_its_team_and_is_served_changed_and_removed_in_its_namespace() {
     const ENDPOINTS: &str = "/api/clusters/demo/endpoints";
-    let app = spawn_app().await;
-    let id = app.start("/api/pipelines", &pipeline_body()).await;
-    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
-    for key in ["taskGovernance", "fsxCsi", "inferenceOperator"] {
-        enable(&app, key).await;
-    }
-    let (status, body) = send(&app, reqwest::Method::PUT, POLICY, &policy()).await;
-    assert_eq!(until_done(&app, status, &body).await["state"], "succeeded");
-    for team in ["team-a", "team-b"] {
-        let body =
-            json!({"teamName": team, "resources": [{"instanceType": "ml.g5.8xlarge", "count": 1}]});
-        let op = app.wait_terminal(&app.start(TEAMS, &body).await).await;
-        assert_eq!(op["state"], "succeeded", "{op}");
-    }
+    let app = shared_cluster(&["fsxCsi", "inferenceOperator"]).await;
     let endpoint = json!({"endpointName": "qwen", "model": "/s3/models/Qwen/Qwen3-8B",
                           "instanceType": "ml.g5.8xlarge"});
-    let with = |patch: Value| {
-        let mut b = endpoint.clone();
-        for (k, v) in patch.as_object().unwrap() {
-            b[k] = v.clone();
-        }
-        b
-    };
-    let before = mutating_calls(&app.calls().await);
-    for (body, field, hint) in [
-        (endpoint.clone(), "team", json!(["team-a", "team-b"])),
-        (
-            with(json!({"team": "team-z"})),
-            "team",
-            json!(["team-a", "team-b"]),
-        ),
-        (
-            with(json!({"team": "team-a", "priority": "urgent"})),
-            "priority",
-            json!(["inference", "training"]),
-        ),
-    ] {
-        let p = problem(
-            app.post(ENDPOINTS, &body).await,
-            StatusCode::UNPROCESSABLE_ENTITY,
-        )
-        .await;
-        assert_eq!((&p["field"], &p["hint"]), (&json!(field), &hint), "{p}");
-    }
-    assert_eq!(mutating_calls(&app.calls().await), before);
+    let with = |patch: Value| with(&endpoint, patch);
+    let teams = json!(["team-a", "team-b"]);
+    refused(
+        &app,
+        ENDPOINTS,
+        &[
+            (endpoint.clone(), "team", teams.clone()),
+            (with(json!({"team": "team-z"})), "team", teams),
+            (
+                with(json!({"team": "team-a", "priority": "urgent"})),
+                "priority",
+                json!(["inference", "training"]),
+            ),
+        ],
+    )
+    .await;
 
     let op = app
         .wait_terminal(
@@ -249,14 +259,8 @@ async fn an_endpoint_runs_as_its_team_and_is_served_changed_and_removed_in_its_n
     let meta = &manifests[0]["metadata"];
     assert_eq!(meta["namespace"], "hyperpod-ns-team-a", "{meta}");
     assert_eq!(
-        (
-            &meta["labels"]["kueue.x-k8s.io/queue-name"],
-            &meta["labels"]["kueue.x-k8s.io/priority-class"]
-        ),
-        (
-            &json!("hyperpod-ns-team-a-localqueue"),
-            &json!("inference-priority")
-        ),
+        kueue(&meta["labels"]),
+        kueue_of("team-a", "inference"),
         "{meta}"
     );
     let schemas = crate::crds::Schemas::load();
@@ -265,18 +269,13 @@ async fn an_endpoint_runs_as_its_team_and_is_served_changed_and_removed_in_its_n
 
     let e = app.json(&format!("{ENDPOINTS}/qwen")).await;
     assert_eq!(
-        (
-            e["namespace"].as_str(),
-            e["team"].as_str(),
-            e["priority"].as_str(),
-            e["state"].as_str()
-        ),
-        (
-            Some("hyperpod-ns-team-a"),
-            Some("team-a"),
-            Some("inference"),
-            Some("DeploymentComplete")
-        ),
+        placed(&e),
+        json!([
+            "hyperpod-ns-team-a",
+            "team-a",
+            "inference",
+            "DeploymentComplete"
+        ]),
         "{e}"
     );
     // The name is the cluster's, whatever the team.
@@ -322,53 +321,29 @@ async fn an_endpoint_runs_as_its_team_and_is_served_changed_and_removed_in_its_n
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deployment_and_a_warm_pool_run_as_their_teams_in_the_teams_namespaces() {
     const DEPLOYMENTS: &str = "/api/clusters/demo/deployments";
-    let app = spawn_app().await;
-    let id = app.start("/api/pipelines", &pipeline_body()).await;
-    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
-    enable(&app, "taskGovernance").await;
-    let (status, body) = send(&app, reqwest::Method::PUT, POLICY, &policy()).await;
-    assert_eq!(until_done(&app, status, &body).await["state"], "succeeded");
-    for team in ["team-a", "team-b"] {
-        let body =
-            json!({"teamName": team, "resources": [{"instanceType": "ml.g5.8xlarge", "count": 1}]});
-        let op = app.wait_terminal(&app.start(TEAMS, &body).await).await;
-        assert_eq!(op["state"], "succeeded", "{op}");
-    }
+    let app = shared_cluster(&[]).await;
     let model = json!({"deploymentName": "chat", "image": "lmsysorg/sglang:v0.5.8",
         "args": ["python3", "-m", "sglang.launch_server", "--model-path", "/s3/models/Qwen/Qwen3-0.6B"],
         "replicas": 2, "router": {}});
-    let with = |patch: Value| {
-        let mut b = model.clone();
-        for (k, v) in patch.as_object().unwrap() {
-            b[k] = v.clone();
-        }
-        b
-    };
-    let before = mutating_calls(&app.calls().await);
-    for (body, field, hint) in [
-        (model.clone(), "team", json!(["team-a", "team-b"])),
-        (
-            with(json!({"team": "team-b", "priority": "urgent"})),
-            "priority",
-            json!(["inference", "training"]),
-        ),
-        (
-            json!({"deploymentName": "pooled", "pool": "warm", "team": "team-b"}),
-            "team",
-            Value::Null,
-        ),
-    ] {
-        let p = problem(
-            app.post(DEPLOYMENTS, &body).await,
-            StatusCode::UNPROCESSABLE_ENTITY,
-        )
-        .await;
-        assert_eq!(p["field"], field, "{body} → {p}");
-        if !hint.is_null() {
-            assert_eq!(p["hint"], hint, "{p}");
-        }
-    }
-    assert_eq!(mutating_calls(&app.calls().await), before);
+    let with = |patch: Value| with(&model, patch);
+    refused(
+        &app,
+        DEPLOYMENTS,
+        &[
+            (model.clone(), "team", json!(["team-a", "team-b"])),
+            (
+                with(json!({"team": "team-b", "priority": "urgent"})),
+                "priority",
+                json!(["inference", "training"]),
+            ),
+            (
+                json!({"deploymentName": "pooled", "pool": "warm", "team": "team-b"}),
+                "team",
+                Value::Null,
+            ),
+        ],
+    )
+    .await;
 
     let op = app
         .wait_terminal(
@@ -392,19 +367,10 @@ async fn a_deployment_and_a_warm_pool_run_as_their_teams_in_the_teams_namespaces
             .clone()
     };
     let dep = of("Deployment", "chat");
-    let queue = |labels: &Value| {
-        (
-            labels["kueue.x-k8s.io/queue-name"].clone(),
-            labels["kueue.x-k8s.io/priority-class"].clone(),
-        )
-    };
-    let expected = (
-        json!("hyperpod-ns-team-b-localqueue"),
-        json!("inference-priority"),
-    );
-    assert_eq!(queue(&dep["metadata"]["labels"]), expected);
+    let expected = kueue_of("team-b", "inference");
+    assert_eq!(kueue(&dep["metadata"]["labels"]), expected);
     assert_eq!(
-        queue(&dep["spec"]["template"]["metadata"]["labels"]),
+        kueue(&dep["spec"]["template"]["metadata"]["labels"]),
         expected
     );
     let volumes = &dep["spec"]["template"]["spec"]["volumes"];
@@ -440,22 +406,11 @@ async fn a_deployment_and_a_warm_pool_run_as_their_teams_in_the_teams_namespaces
         .cloned()
         .unwrap_or_else(|| panic!("{listed}"));
     assert_eq!(
-        (
-            chat["namespace"].as_str(),
-            chat["team"].as_str(),
-            chat["priority"].as_str(),
-            chat["state"].as_str(),
-            chat["router"]["ready"].as_bool()
-        ),
-        (
-            Some("hyperpod-ns-team-b"),
-            Some("team-b"),
-            Some("inference"),
-            Some("ready"),
-            Some(true)
-        ),
+        placed(&chat),
+        json!(["hyperpod-ns-team-b", "team-b", "inference", "ready"]),
         "{chat}"
     );
+    assert_eq!(chat["router"]["ready"], true, "{chat}");
     let r = app
         .post(
             &format!("{DEPLOYMENTS}/chat/invoke"),
@@ -502,11 +457,8 @@ async fn a_deployment_and_a_warm_pool_run_as_their_teams_in_the_teams_namespaces
     let pool = &op["params"]["manifests"][0];
     assert_eq!(pool["metadata"]["namespace"], "hyperpod-ns-team-a");
     assert_eq!(
-        queue(&pool["spec"]["template"]["metadata"]["labels"]),
-        (
-            json!("hyperpod-ns-team-a-localqueue"),
-            json!("inference-priority")
-        )
+        kueue(&pool["spec"]["template"]["metadata"]["labels"]),
+        kueue_of("team-a", "inference")
     );
     let p = problem(
         app.post(
