@@ -299,7 +299,15 @@ export function teamFields(governance, id) {
   };
 }
 
-/** A workload's team cell: team and priority, or a dash. */
+/** A workload's team cell: team and priority, or a dash; for a model or pool whose pods Kueue
+ * admits one by one, how many are admitted and why the first waiting one waits. */
 export function teamCell(w) {
-  return w.team ? `${w.team}${w.priority ? ` · ${w.priority}` : ''}` : h('span', { class: 'muted' }, '—');
+  if (!w.team) return h('span', { class: 'muted' }, '—');
+  const a = w.admission;
+  const pods = a && typeof a.admitted === 'number'
+    ? h('div', { class: 'muted', 'data-admission': a.pending + a.preempted ? 'pending' : 'admitted' },
+      `Kueue: ${a.admitted} admitted${a.pending ? `, ${a.pending} pending` : ''}${a.preempted ? `, ${a.preempted} preempted` : ''}`
+        + (a.waiting ? ` · #${a.waiting.position ?? '?'} in the queue${a.waiting.message ? `: ${a.waiting.message}` : ''}` : ''))
+    : null;
+  return h('span', {}, `${w.team}${w.priority ? ` · ${w.priority}` : ''}`, pods);
 }

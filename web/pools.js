@@ -2,7 +2,7 @@
 // moved to another model (or back) in place, the pool resized (never below its assigned pods),
 // and the form that makes a pool (as a team, on a cluster shared by teams).
 
-import { api, h, stateBadge, errorBox, problemText, table, startForm, input, removeWorkload, teamFields } from './kit.js';
+import { api, h, stateBadge, errorBox, problemText, table, startForm, input, removeWorkload, teamFields, teamCell } from './kit.js';
 
 /** The warm-pools section of a cluster; `refresh` re-reads pools and the models they serve. */
 export async function poolsSection(enc) {
@@ -34,7 +34,7 @@ export async function poolsSection(enc) {
   const poolBox = (pool, models) => {
     const size = h('input', { type: 'number', min: 0, max: 32, value: pool.size, class: 'narrow', 'aria-label': `size of pool ${pool.name}` });
     return h('section', { class: 'pool', 'data-pool': pool.name },
-      h('h3', {}, `${pool.name} `, stateBadge(pool.state), pool.team ? h('span', { class: 'muted' }, ` ${pool.team}${pool.priority ? ` · ${pool.priority}` : ''}`) : null),
+      h('h3', {}, `${pool.name} `, stateBadge(pool.state), pool.team ? h('span', { class: 'muted' }, ' ', teamCell(pool)) : null),
       h('p', { class: 'muted' }, `${pool.image} · ${pool.gpus} GPU per pod · ${pool.ready}/${pool.size} ready · `,
         h('strong', {}, `${pool.assigned} assigned`), ` · ${pool.free} free`),
       table(['Pod', 'Ready', 'Serves', 'Assign'], pool.pods.map((p) => [p.name, p.ready ? 'yes' : 'no',

@@ -548,6 +548,101 @@ fn workload(job: &str, uid: &str, priority: i64, created: &str, conditions: Valu
            "status": status})
 }
 
+/// A team's model whose pods Kueue admits one by one (pod integration): two replicas, one
+/// admitted and one waiting for quota, each with the Workload Kueue made for its pod, read back
+/// through the deployments listing in AWS mode against the Kubernetes emulator.
+pub(crate) async fn pods_admission_is_read_from_kueues_workloads(p: &crate::kube::AwsPipeline) {
+    let ns = "hyperpod-ns-team-a";
+    let quota = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor ml.g5.8xlarge, 1 more needed";
+    let labels = json!({"app.kubernetes.io/managed-by": "instantstart", "instantstart.io/workload": "inference",
+                        "app.kubernetes.io/name": "chat",
+                        "kueue.x-k8s.io/queue-name": "hyperpod-ns-team-a-localqueue",
+                        "kueue.x-k8s.io/priority-class": "inference-priority"});
+    let post = |path: String, body: Value| {
+        let emu = &p.emu;
+        async move {
+            emu.send(reqwest::Method::POST, &path, body, "application/json")
+                .await
+        }
+    };
+    post(
+        format!("/apis/apps/v1/namespaces/{ns}/deployments"),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "chat", "namespace": ns, "labels": labels},
+               "spec": {"replicas": 2, "selector": {"matchLabels": {"app.kubernetes.io/name": "chat"}},
+                        "template": {"metadata": {"labels": labels},
+                                     "spec": {"containers": [{"name": "server", "image": "vllm/vllm-openai:latest"}]}}}}),
+    )
+    .await;
+    let schemas = crate::crds::Schemas::load();
+    for (pod, admitted, created) in [
+        ("chat-7d9f-a1", true, "2026-12-01T10:00:00Z"),
+        ("chat-7d9f-b2", false, "2026-12-01T10:00:01Z"),
+    ] {
+        post(
+            format!("/api/v1/namespaces/{ns}/pods"),
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": pod, "namespace": ns, "labels": labels},
+                   "spec": {"containers": [{"name": "server", "image": "vllm/vllm-openai:latest"}]}}),
+        )
+        .await;
+        let mut w = workload(
+            pod,
+            &format!("w-{pod}"),
+            90,
+            created,
+            if admitted {
+                json!([{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "Quota reserved"},
+                       {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "The workload is admitted"}])
+            } else {
+                json!([{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": quota}])
+            },
+        );
+        // Kueue's pod integration: the Workload is the pod's, named after it.
+        w["metadata"]["name"] = json!(format!("pod-{pod}-3c1e0"));
+        w["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Pod", "name": pod,
+                                                    "uid": format!("pod-{pod}"), "controller": true}]);
+        w["spec"]["priorityClassName"] = json!("inference-priority");
+        assert_eq!(schemas.errors(&w), Vec::<String>::new(), "{w}");
+        post(
+            format!("/apis/kueue.x-k8s.io/v1beta1/namespaces/{ns}/workloads"),
+            w,
+        )
+        .await;
+    }
+    let deployments = crate::kube::get(
+        &p.client,
+        format!("{}/api/clusters/demo/deployments", p.base),
+    )
+    .await;
+    let chat = deployments
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "chat")
+        .unwrap_or_else(|| panic!("{deployments}"));
+    let a = &chat["admission"];
+    assert_eq!(
+        (
+            chat["team"].as_str(),
+            a["admitted"].as_u64(),
+            a["pending"].as_u64(),
+            a["waiting"]["state"].as_str(),
+            a["waiting"]["message"].as_str(),
+            a["waiting"]["position"].as_u64()
+        ),
+        (
+            Some("team-a"),
+            Some(1),
+            Some(1),
+            Some("pending"),
+            Some(quota),
+            Some(1)
+        ),
+        "{chat}"
+    );
+}
+
 /// With team-a on the cluster (governance on, in AWS mode against the Kubernetes emulator):
 /// three jobs of team-a submitted elsewhere and the Workloads Kueue made for them — one
 /// admitted, one preempted by it, one pending for quota — read back as each job's admission.

@@ -491,4 +491,6 @@ async fn on_aws_the_policy_and_quotas_reach_sagemaker_in_its_shapes_and_an_equal
 
     // Kueue's view of the team's work, read back through the training listing.
     crate::placement::admission_is_read_from_kueues_workloads(&p).await;
+    // And of a team's model, pod by pod, through the deployments listing.
+    crate::placement::pods_admission_is_read_from_kueues_workloads(&p).await;
 }

@@ -47,6 +47,22 @@ pub struct Admission {
     pub waiting: Option<String>,
 }
 
+/// How Kueue stands with a workload whose pods it admits one by one: a deployment's replicas or
+/// a pool's pods (Kueue's pod integration makes a Workload for each pod).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodsAdmission {
+    /// Pods admitted: they may run.
+    pub admitted: u32,
+    /// Pods waiting for quota.
+    pub pending: u32,
+    /// Pods evicted for another workload and requeued.
+    pub preempted: u32,
+    /// The one of its pods first in the team's queue: why it waits (Kueue's reason and message)
+    /// and where.
+    pub waiting: Option<Admission>,
+}
+
 /// The cluster's Kueue Workloads, read once per listing.
 pub struct Workloads(Vec<Value>);
 
@@ -183,6 +199,42 @@ impl Admission {
     }
 }
 
+impl Workloads {
+    /// The admission of the pods named, in `namespace`, if Kueue made a Workload for any.
+    pub fn of_pods<'a>(
+        &self,
+        namespace: &str,
+        pods: impl IntoIterator<Item = &'a str>,
+    ) -> Option<PodsAdmission> {
+        let mut out = PodsAdmission {
+            admitted: 0,
+            pending: 0,
+            preempted: 0,
+            waiting: None,
+        };
+        let mut any = false;
+        for pod in pods {
+            let Some(a) = self.of(namespace, "Pod", pod) else {
+                continue;
+            };
+            any = true;
+            match a.state {
+                AdmissionState::Admitted => out.admitted += 1,
+                AdmissionState::Pending => out.pending += 1,
+                AdmissionState::Preempted => out.preempted += 1,
+                AdmissionState::Finished => continue,
+            }
+            let first = |w: &Admission| w.position.unwrap_or(u32::MAX);
+            if a.state != AdmissionState::Admitted
+                && out.waiting.as_ref().is_none_or(|w| first(&a) < first(w))
+            {
+                out.waiting = Some(a);
+            }
+        }
+        any.then_some(out)
+    }
+}
+
 /// The preemptor's Workload UID in Kueue's message: `Preempted to accommodate a workload (UID:
 /// <uid>, JobUID: <uid>) due to …`.
 fn preemptor_uid(message: &str) -> Option<&str> {
@@ -284,6 +336,35 @@ mod tests {
             |m| m.starts_with("preempted by Kueue for big and requeued: Preempted to")
         ));
         assert_eq!(of("big").held_because(), None);
+        // Pods admitted one by one: counted, and the first of them in the queue says why.
+        let pod = |name: &str, state: &str, priority: i64, created: &str| {
+            let cond = match state {
+                "admitted" => {
+                    json!([{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}])
+                }
+                _ => {
+                    json!([{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": quota}])
+                }
+            };
+            let mut w = wl(name, &format!("p-{name}"), priority, created, cond);
+            w["metadata"]["ownerReferences"] = json!([{"kind": "Pod", "name": name}]);
+            w
+        };
+        let pods = Workloads(vec![
+            pod("chat-1", "admitted", 90, "2026-01-01T00:00:00Z"),
+            pod("chat-2", "pending", 90, "2026-01-01T00:02:00Z"),
+            pod("chat-3", "pending", 90, "2026-01-01T00:01:00Z"),
+        ]);
+        let a = pods
+            .of_pods("hyperpod-ns-a", ["chat-1", "chat-2", "chat-3", "chat-4"])
+            .unwrap();
+        assert_eq!((a.admitted, a.pending, a.preempted), (1, 2, 0));
+        let waiting = a.waiting.unwrap();
+        assert_eq!(
+            (waiting.position, waiting.message.as_deref()),
+            (Some(1), Some(quota))
+        );
+        assert_eq!(pods.of_pods("hyperpod-ns-a", ["other"]), None);
         assert_eq!(
             preemptor_uid("Preempted to accommodate a workload (UID: UNKNOWN, JobUID: x)"),
             None

@@ -13,6 +13,7 @@ use crate::ops::Engine;
 use crate::service::incluster::kube_target;
 use crate::service::labels::{is_workload_namespace, Placement};
 use crate::service::steps::pools::{POOL_LABEL, SERVES_LABEL};
+use crate::service::teams::{workloads, PodsAdmission};
 use crate::service::workloads::{cloud_err, workload_state, WORKLOAD_LABEL, WORKLOAD_NAMESPACE};
 
 /// The Ready condition of a pod.
@@ -36,6 +37,8 @@ pub struct DeploymentView {
     pub team: Option<String>,
     /// Its priority class, if any.
     pub priority: Option<String>,
+    /// A team's model: how Kueue admits its pods (one Workload each), once Kueue has said.
+    pub admission: Option<PodsAdmission>,
     pub image: String,
     /// Replicas wanted (for a pool-served model: pool pods assigned to it; with autoscaling:
     /// what KEDA chose last).
@@ -170,6 +173,28 @@ pub async fn list_deployments(engine: &Engine, name: &str) -> ApiResult<Vec<Depl
         }
         out.push(v);
     }
+    // Kueue's Workloads (and the worker pods they belong to) are read only where a team's model
+    // needs them.
+    if out.iter().any(|v| v.team.is_some()) {
+        let workers = list("v1", "Pod", format!("{WORKLOAD_LABEL}=inference"))
+            .await
+            .map_err(cloud_err)?;
+        let kueue = workloads(engine, &target).await?;
+        for v in out.iter_mut().filter(|v| v.team.is_some()) {
+            let pods: Vec<&str> = match v.pool {
+                Some(_) => v.pods.iter().map(String::as_str).collect(),
+                None => workers
+                    .iter()
+                    .filter(|p| {
+                        namespace_of(p) == v.namespace
+                            && label(p, "app.kubernetes.io/name") == Some(v.name.as_str())
+                    })
+                    .map(name_of)
+                    .collect(),
+            };
+            v.admission = kueue.of_pods(&v.namespace, pods);
+        }
+    }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }
@@ -214,6 +239,7 @@ fn view(
         namespace: ns.to_string(),
         team: placement.team,
         priority: placement.priority,
+        admission: None,
         image: d
             .and_then(|d| d.pointer("/spec/template/spec/containers/0/image"))
             .and_then(Value::as_str)

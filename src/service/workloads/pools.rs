@@ -15,6 +15,7 @@ use crate::ops::Engine;
 use crate::service::incluster::kube_target;
 use crate::service::labels::{is_workload_namespace, Placement};
 use crate::service::steps::pools::{AssignParams, POOL_LABEL, SERVES_LABEL, UNASSIGNED};
+use crate::service::teams::{workloads, PodsAdmission};
 use crate::service::validate;
 use crate::service::workloads::{
     cloud_err, labels, obj_in, ApplyParams, DeleteParams, WORKLOAD_LABEL,
@@ -106,6 +107,8 @@ pub struct PoolView {
     pub team: Option<String>,
     /// Its priority class, if any.
     pub priority: Option<String>,
+    /// A team's pool: how Kueue admits its pods (one Workload each), once Kueue has said.
+    pub admission: Option<PodsAdmission>,
     pub image: String,
     pub gpus: u64,
     pub port: Option<u16>,
@@ -269,6 +272,7 @@ pub async fn list_pools(engine: &Engine, name: &str) -> ApiResult<Vec<PoolView>>
                 namespace: ns.to_string(),
                 team: placement.team,
                 priority: placement.priority,
+                admission: None,
                 image: c("/image")
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default(),
@@ -288,6 +292,12 @@ pub async fn list_pools(engine: &Engine, name: &str) -> ApiResult<Vec<PoolView>>
             }
         })
         .collect();
+    if out.iter().any(|p| p.team.is_some()) {
+        let kueue = workloads(engine, &target).await?;
+        for p in out.iter_mut().filter(|p| p.team.is_some()) {
+            p.admission = kueue.of_pods(&p.namespace, p.pods.iter().map(|x| x.name.as_str()));
+        }
+    }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }
