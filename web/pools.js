@@ -34,7 +34,7 @@ export async function poolsSection(enc) {
   const poolBox = (pool, models) => {
     const size = h('input', { type: 'number', min: 0, max: 32, value: pool.size, class: 'narrow', 'aria-label': `size of pool ${pool.name}` });
     return h('section', { class: 'pool', 'data-pool': pool.name },
-      h('h3', {}, `${pool.name} `, stateBadge(pool.state), pool.team ? h('span', { class: 'muted' }, ' ', teamCell(pool)) : null),
+      h('h3', {}, `${pool.name} `, stateBadge(pool.state), pool.team ? h('span', { class: 'muted' }, ' · ', teamCell(pool)) : null),
       h('p', { class: 'muted' }, `${pool.image} · ${pool.gpus} GPU per pod · ${pool.ready}/${pool.size} ready · `,
         h('strong', {}, `${pool.assigned} assigned`), ` · ${pool.free} free`),
       table(['Pod', 'Ready', 'Serves', 'Assign'], pool.pods.map((p) => [p.name, p.ready ? 'yes' : 'no',
