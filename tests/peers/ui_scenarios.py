@@ -249,6 +249,35 @@ def groups(page, base, out):
     page.screenshot(path=f"{out}/groups.png", full_page=True)
 
 
+ACTOR = {"X-InstantStart-Actor": "browser"}
+
+
+def finished(page, base, r):
+    """Follows the operation a REST call started to its end; it must succeed (a 200 says there
+    was nothing to change)."""
+    if r.status == 200:
+        return
+    assert r.status == 202, r.text()
+    op = r.json()["operationId"]
+    for _ in range(60):
+        state = page.request.get(f"{base}/api/operations/{op}?wait=20").json()["state"]
+        if state in ("succeeded", "failed", "cancelled"):
+            break
+    assert state == "succeeded", state
+
+
+def until_admission(page, base, job, state):
+    """Reads the job over REST until Kueue's admission says `state` (bounded), so the page is
+    loaded after the change rather than raced against it."""
+    seen = None
+    for _ in range(300):
+        seen = page.request.get(f"{base}/api/clusters/ui-demo/training-jobs/{job}").json()
+        if (seen.get("admission") or {}).get("state") == state:
+            return
+        page.wait_for_timeout(100)
+    raise AssertionError(f"{job} never {state}: {seen}")
+
+
 def workloads(page, base, out):
     """Download a model, serve it, smoke-test it from the page; a managed endpoint as a team."""
     page.goto(f"{base}/#/models")
@@ -305,14 +334,8 @@ def workloads(page, base, out):
     # A warm pool in qwen's place: made from the page, a model served from it, its pod assigned
     # from the page; the table shows who serves what, then everything is put back.
     def finish(r):
-        assert r.status == 202, r.text()
-        op = r.json()["operationId"]
-        for _ in range(60):
-            state = page.request.get(f"{base}/api/operations/{op}?wait=20").json()["state"]
-            if state in ("succeeded", "failed", "cancelled"):
-                break
-        assert state == "succeeded", state
-    actor = {"X-InstantStart-Actor": "browser"}
+        finished(page, base, r)
+    actor = ACTOR
     finish(page.request.delete(f"{base}/api/clusters/ui-demo/deployments/qwen", headers=actor))
     page.goto(f"{base}/#/inference")
     page.get_by_text("Make a warm pool").click()
@@ -343,7 +366,8 @@ def training(page, base, out):
     """Set up MLflow; pick a recipe (the form asks only its inputs), submit as the team the teams
     scenario made at one of its priorities, follow it, read the job's budget and placement,
     follow its logs, see its metrics charted from MLflow; then a job too wide for the team's
-    share, and why it is pending."""
+    share, and why it is pending; then a job borrowing, preempted when the lender takes its
+    share back (and by which job), and running again."""
     page.goto(f"{base}/#/training")
     page.get_by_role("button", name="Set up MLflow").click()
     page.wait_for_url("**/#/op/*")
@@ -416,6 +440,40 @@ def training(page, base, out):
     # How much is the team's: nothing running, one waiting.
     page.goto(f"{base}/#/teams")
     expect(page.locator("#team-usage")).to_contain_text("team-a: 0 admitted, 1 pending")
+    # Borrowing, reclaimed: ui-wide gives way to a long job of team-a, which may borrow a whole
+    # share; team-b lends its idle one, so that job runs on two GPUs; team-b's own job takes its
+    # GPU back (team-a's job preempted, saying by which job); with that job gone it runs again.
+    # Set up over REST, seen on the page.
+    jobs = f"{base}/api/clusters/ui-demo/training-jobs"
+    finished(page, base, page.request.delete(f"{jobs}/ui-wide", headers=ACTOR))
+    teams = f"{base}/api/clusters/ui-demo/teams"
+    finished(page, base, page.request.patch(f"{teams}/team-a", data={"sharing": "LendAndBorrow", "borrowLimit": 100},
+                                            headers=ACTOR))
+    finished(page, base, page.request.post(teams, headers=ACTOR, data={
+        "teamName": "team-b", "sharing": "Lend", "resources": [{"instanceType": "ml.g5.8xlarge", "count": 1}]}))
+
+    def submit(name, team, priority, nodes):
+        r = page.request.post(jobs, headers=ACTOR, data={
+            "jobName": name, "recipe": "llama-factory", "instanceType": "ml.g5.8xlarge", "nodeCount": nodes,
+            "model": "/s3/models/Qwen/Qwen3-0.6B", "dataset": "/s3/datasets/alpaca", "team": team,
+            "priority": priority, "args": ["--max_steps=10000000"]})
+        assert r.status == 202, r.text()
+    submit("ui-borrow", "team-a", "training", 2)
+    until_admission(page, base, "ui-borrow", "admitted")
+    page.goto(f"{base}/#/training")
+    borrower = page.locator("#training-list tr:has-text('ui-borrow') [data-admission]")
+    expect(borrower).to_have_attribute("data-admission", "admitted")
+    submit("ui-b", "team-b", "inference", 1)
+    until_admission(page, base, "ui-borrow", "preempted")
+    page.goto(f"{base}/#/training")
+    expect(borrower).to_have_attribute("data-admission", "preempted")
+    expect(borrower).to_contain_text("preempted by ui-b")
+    page.screenshot(path=f"{out}/training-preempted.png", full_page=True)
+    finished(page, base, page.request.delete(f"{jobs}/ui-b", headers=ACTOR))
+    until_admission(page, base, "ui-borrow", "admitted")
+    page.goto(f"{base}/#/training")
+    expect(borrower).to_have_attribute("data-admission", "admitted")
+    finished(page, base, page.request.delete(f"{jobs}/ui-borrow", headers=ACTOR))
 
 
 def forget(page, base, out):
