@@ -10,10 +10,13 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve(config) => config.log_format,
         Command::Probe { .. } => LogFormat::Text,
     };
-    let logs = tracing_subscriber::fmt().with_env_filter(
-        tracing_subscriber::EnvFilter::try_from_env("INSTANTSTART_LOG")
-            .unwrap_or_else(|_| "info,sqlx=warn".into()),
-    );
+    // Colour codes only for a person at a terminal: a log file or collector gets plain text.
+    let logs = tracing_subscriber::fmt()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("INSTANTSTART_LOG")
+                .unwrap_or_else(|_| "info,sqlx=warn".into()),
+        );
     match format {
         // The request's span (its id, method and route) is on every line logged inside it.
         LogFormat::Json => logs

@@ -1,5 +1,7 @@
 //! Request tracing: every matched request runs in a span with its request id, method and route,
-//! and ends with one event giving status and latency. The id comes from a well-formed
+//! and ends with one event giving status and latency: at info for a request that changes
+//! something or is refused, at warn for a server error or a slow answer, and at debug for a
+//! successful read (probes and status polls would otherwise fill the log of an idle server). The id comes from a well-formed
 //! `X-Request-Id` the caller sent, or is made here; it is answered in the same header, and
 //! whatever the request starts (an operation's "submitted" event) is logged inside its span.
 //! Each answered request is counted in the metrics by route template and status.
@@ -26,6 +28,21 @@ fn caller_id(request: &Request) -> Option<String> {
     ok.then(|| v.to_string())
 }
 
+/// An answer slower than this is logged at warn, whatever it was.
+const SLOW_SECS: f64 = 1.0;
+
+/// The level a request's "request finished" line is logged at.
+fn access_level(method: &str, status: u16, secs: f64) -> tracing::Level {
+    let read = matches!(method, "GET" | "HEAD" | "OPTIONS");
+    if status >= 500 || secs >= SLOW_SECS {
+        tracing::Level::WARN
+    } else if !read || status >= 400 {
+        tracing::Level::INFO
+    } else {
+        tracing::Level::DEBUG
+    }
+}
+
 pub async fn trace(request: Request, next: Next) -> Response {
     let id = caller_id(&request).unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
     let route = request
@@ -39,8 +56,11 @@ pub async fn trace(request: Request, next: Next) -> Response {
     let mut response = next.run(request).instrument(span.clone()).await;
     let elapsed = started.elapsed().as_secs_f64();
     let status = response.status().as_u16();
-    span.in_scope(|| {
-        tracing::info!(status, latency_ms = elapsed * 1000.0, "request finished");
+    let latency_ms = elapsed * 1000.0;
+    span.in_scope(|| match access_level(&method, status, elapsed) {
+        tracing::Level::WARN => tracing::warn!(status, latency_ms, "request finished"),
+        tracing::Level::INFO => tracing::info!(status, latency_ms, "request finished"),
+        _ => tracing::debug!(status, latency_ms, "request finished"),
     });
     let m = crate::metrics::global();
     m.request_seconds
@@ -60,4 +80,21 @@ pub async fn trace(request: Request, next: Next) -> Response {
         response.headers_mut().insert(REQUEST_ID, v);
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing::Level;
+
+    #[test]
+    fn changes_refusals_errors_and_slow_answers_are_logged_and_quick_reads_are_debug() {
+        assert_eq!(access_level("GET", 200, 0.01), Level::DEBUG);
+        assert_eq!(access_level("GET", 101, 0.01), Level::DEBUG);
+        assert_eq!(access_level("POST", 202, 0.01), Level::INFO);
+        assert_eq!(access_level("DELETE", 404, 0.01), Level::INFO);
+        assert_eq!(access_level("GET", 422, 0.01), Level::INFO);
+        assert_eq!(access_level("GET", 502, 0.01), Level::WARN);
+        assert_eq!(access_level("GET", 200, 1.5), Level::WARN);
+    }
 }

@@ -141,6 +141,16 @@ async fn without_aws_the_server_starts_and_says_why_on_healthz() {
         .unwrap();
     let p = problem(r, StatusCode::BAD_GATEWAY).await;
     assert_eq!(p["cloud"]["code"], "AwsUnavailable");
+    // The text log, written to a file: plain text, the 502 there as a warning; the health probes
+    // (successful reads) not at all at the default level.
+    let text = std::fs::read_to_string(&server.log).unwrap();
+    assert!(!text.contains('\u{1b}'), "colour codes in a file:\n{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("WARN") && l.contains("status=502")),
+        "{text}"
+    );
+    assert!(!text.contains("route=/healthz"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,14 +214,23 @@ async fn json_logs_carry_the_request_id_and_never_the_token() {
         &[("INSTANTSTART_TOKEN", TOKEN)],
     );
     server.ready(&client).await;
+    // A read that succeeds is logged at debug only; a refused one at info, with its id.
     let r = client
         .get(format!("{}/api/clusters", server.base))
+        .bearer_auth(TOKEN)
+        .header("x-request-id", "log-test-0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = client
+        .get(format!("{}/api/clusters/Bad_Name", server.base))
         .bearer_auth(TOKEN)
         .header("x-request-id", "log-test-1")
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
     // A refused token and a body that carries it are answered; no line holds the token.
     let r = client
         .get(format!("{}/api/clusters", server.base))
@@ -241,7 +260,14 @@ async fn json_logs_carry_the_request_id_and_never_the_token() {
             l["fields"]["message"] == "request finished" && l["span"]["request_id"] == "log-test-1"
         })
         .unwrap_or_else(|| panic!("the request's line, with its id:\n{text}"));
-    assert_eq!(finished["span"]["route"], "/api/clusters");
-    assert_eq!(finished["fields"]["status"], 200);
+    assert_eq!(finished["span"]["route"], "/api/clusters/{name}");
+    assert_eq!(finished["fields"]["status"], 422);
+    assert_eq!(finished["level"], "INFO");
+    assert!(
+        !text.contains("log-test-0"),
+        "a successful read is not logged at the default level:\n{text}"
+    );
+    // Written for a file, not a terminal: no colour codes.
+    assert!(!text.contains('\u{1b}'), "{text}");
     assert!(!text.contains(TOKEN), "the token is in a log line:\n{text}");
 }
