@@ -56,12 +56,14 @@ function budget(r) {
     ` ${text}`);
 }
 
-/** Where Kueue has a team's job: admitted, or pending and why, with its place in the queue. */
-function admissionText(a) {
+/** Where Kueue has a team's job: admitted, or pending and why, with its place in the queue.
+ * Kueue's message is left out where `shown` (the job's own message) already says it. */
+function admissionText(a, shown = '') {
   if (!a) return '';
   const place = a.position ? ` · #${a.position} in the queue` : '';
   const by = a.preemptedBy ? ` by ${a.preemptedBy}` : '';
-  return `${a.state}${by}${place}${a.state !== 'admitted' && a.message ? `: ${a.message}` : ''}`;
+  const said = a.state === 'admitted' || !a.message || shown.includes(a.message) || (a.state === 'preempted' && shown.startsWith('preempted by Kueue'));
+  return `${a.state}${by}${place}${said ? '' : `: ${a.message}`}`;
 }
 
 function jobsTable(list, enc) {
@@ -70,7 +72,7 @@ function jobsTable(list, enc) {
     j.recipe || h('span', { class: 'muted' }, `${j.kind} (external)`),
     teamCell(j),
     h('span', {}, stateBadge(j.state), j.message ? h('div', { class: j.state === 'failed' ? 'error' : 'muted' }, j.message) : null,
-      j.admission ? h('div', { class: 'muted', 'data-admission': j.admission.state }, `Kueue: ${admissionText(j.admission)}`) : null),
+      j.admission ? h('div', { class: 'muted', 'data-admission': j.admission.state }, `Kueue: ${admissionText(j.admission, j.message || '')}`) : null),
     `${j.nodes ?? ''} × ${j.instanceType || '?'}`,
     budget(j.restarts),
     (j.faultyPods || []).join(', '),

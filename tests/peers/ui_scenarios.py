@@ -433,7 +433,10 @@ def training(page, base, out):
     pending = page.locator("#training-list tr:has-text('ui-wide') [data-admission]")
     expect(pending).to_have_attribute("data-admission", "pending")
     expect(pending).to_contain_text("#1 in the queue")
-    expect(pending).to_contain_text("insufficient unused quota")
+    # What Kueue is missing, said once: as the job's message, which is Kueue's while it waits.
+    row = page.locator("#training-list tr:has-text('ui-wide')")
+    expect(row).to_contain_text("queued by Kueue: couldn't assign flavors")
+    expect(pending).not_to_contain_text("insufficient unused quota")
     page.locator("#training-list").get_by_role("link", name="ui-wide").click()
     expect(page.locator("#job-admission")).to_contain_text("pending")
     page.screenshot(path=f"{out}/training-pending.png", full_page=True)
