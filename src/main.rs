@@ -10,8 +10,14 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve(config) => config.log_format,
         Command::Probe { .. } => LogFormat::Text,
     };
-    // Colour codes only for a person at a terminal: a log file or collector gets plain text.
+    // Lines go to stdout from a writer thread of its own (none dropped: a full buffer waits),
+    // flushed when `_flush` goes at the end of main. Colour codes only for a person at a
+    // terminal: a log file or collector gets plain text.
+    let (writer, _flush) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .finish(std::io::stdout());
     let logs = tracing_subscriber::fmt()
+        .with_writer(writer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("INSTANTSTART_LOG")

@@ -143,13 +143,12 @@ async fn without_aws_the_server_starts_and_says_why_on_healthz() {
     assert_eq!(p["cloud"]["code"], "AwsUnavailable");
     // The text log, written to a file: plain text, the 502 there as a warning; the health probes
     // (successful reads) not at all at the default level.
-    let text = std::fs::read_to_string(&server.log).unwrap();
+    let text = logged(&server.log, |t| {
+        t.lines()
+            .any(|l| l.contains("WARN") && l.contains("status=502"))
+    })
+    .await;
     assert!(!text.contains('\u{1b}'), "colour codes in a file:\n{text}");
-    assert!(
-        text.lines()
-            .any(|l| l.contains("WARN") && l.contains("status=502")),
-        "{text}"
-    );
     assert!(!text.contains("route=/healthz"), "{text}");
 }
 
@@ -201,6 +200,19 @@ async fn every_request_carries_a_request_id_and_a_plain_one_is_kept() {
     assert!(r.headers().contains_key("x-request-id"));
 }
 
+/// The server's log once `ready` holds of it (its lines are written by a thread of their own),
+/// for at most ten seconds; then as it is, for the assertions to say what is missing.
+async fn logged(path: &std::path::Path, ready: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if ready(&text) || std::time::Instant::now() > deadline {
+            return text;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_carry_the_request_id_and_never_the_token() {
     const TOKEN: &str = "s3cret-token-for-the-log-test";
@@ -248,8 +260,11 @@ async fn json_logs_carry_the_request_id_and_never_the_token() {
         .unwrap();
     assert!(r.status().is_client_error());
 
-    // Lines are written as requests finish; the three above are answered, so they are there.
-    let text = std::fs::read_to_string(dir.join(format!("server-{port}.log"))).unwrap();
+    // Lines are written by the server's log thread as requests finish: read once it has.
+    let text = logged(&dir.join(format!("server-{port}.log")), |t| {
+        t.contains("log-test-1") && t.contains("/api/clusters/{name}/deployments")
+    })
+    .await;
     let lines: Vec<serde_json::Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
