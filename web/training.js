@@ -57,12 +57,13 @@ function budget(r) {
 }
 
 /** Where Kueue has a team's job: admitted, or pending and why, with its place in the queue.
- * Kueue's message is left out where `shown` (the job's own message) already says it. */
-function admissionText(a, shown = '') {
+ * `held` says the job's own message already gives Kueue's reason (the server makes a held
+ * job's message Kueue's), so it is not said twice. */
+function admissionText(a, held = false) {
   if (!a) return '';
   const place = a.position ? ` · #${a.position} in the queue` : '';
   const by = a.preemptedBy ? ` by ${a.preemptedBy}` : '';
-  const said = a.state === 'admitted' || !a.message || shown.includes(a.message) || (a.state === 'preempted' && shown.startsWith('preempted by Kueue'));
+  const said = a.state === 'admitted' || !a.message || held;
   return `${a.state}${by}${place}${said ? '' : `: ${a.message}`}`;
 }
 
@@ -72,7 +73,7 @@ function jobsTable(list, enc) {
     j.recipe || h('span', { class: 'muted' }, `${j.kind} (external)`),
     teamCell(j),
     h('span', {}, stateBadge(j.state), j.message ? h('div', { class: j.state === 'failed' ? 'error' : 'muted' }, j.message) : null,
-      j.admission ? h('div', { class: 'muted', 'data-admission': j.admission.state }, `Kueue: ${admissionText(j.admission, j.message || '')}`) : null),
+      j.admission ? h('div', { class: 'muted', 'data-admission': j.admission.state }, `Kueue: ${admissionText(j.admission, j.state === 'pending')}`) : null),
     `${j.nodes ?? ''} × ${j.instanceType || '?'}`,
     budget(j.restarts),
     (j.faultyPods || []).join(', '),

@@ -151,7 +151,7 @@ async fn get_deployment(
     Path(path): Path<(String, String)>,
 ) -> ApiResult<Json<w::DeploymentView>> {
     Ok(Json(
-        w::known_deployment(&state.engine, &name, &path.1).await?,
+        w::get_deployment(&state.engine, &name, &path.1).await?,
     ))
 }
 

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use utoipa::ToSchema;
 
 use super::autoscale::{self, AutoscalingRequest};
-use super::pools::{get_pool, taken};
+use super::pools::{known_pool, taken};
 use super::router::{self, RouterRequest};
 use super::server::{bounded, server_pod, ServerFields};
 use crate::error::{ApiError, ApiResult};
@@ -20,8 +20,8 @@ use crate::service::labels::Placement;
 use crate::service::steps::pools::{POOL_LABEL, SERVES_LABEL};
 use crate::service::validate;
 use crate::service::workloads::{
-    cloud_err, labels, list_deployments, obj_in, ApplyParams, DeleteParams, DeploymentView,
-    ServiceCall,
+    cloud_err, deployment_objects, labels, list_deployments, obj_in, ApplyParams, DeleteParams,
+    DeploymentView, ServiceCall,
 };
 
 /// `POST /api/clusters/{name}/deployments`: a model server (vLLM, SGLang or any image) as a
@@ -193,7 +193,7 @@ pub async fn deployment_params(
             }
             (
                 Placement::default(),
-                Some(get_pool(engine, name, pool).await?),
+                Some(known_pool(engine, name, pool).await?),
             )
         }
         None => (
@@ -212,7 +212,7 @@ pub async fn deployment_params(
         .map_or_else(|| placement.namespace(), |p| p.namespace.clone());
     // Names are the cluster's: posting again updates a model where it runs, never makes a
     // second one in another namespace.
-    if let Some(other) = list_deployments(engine, name)
+    if let Some(other) = deployment_objects(engine, name)
         .await?
         .into_iter()
         .find(|d| &d.name == dep && d.namespace != ns)
@@ -237,7 +237,7 @@ pub async fn deployment_params(
             (workers, p.image, i64::from(p.port.unwrap_or(8000)), size)
         }
         _ => {
-            if get_pool(engine, name, dep).await.is_ok() {
+            if known_pool(engine, name, dep).await.is_ok() {
                 return Err(taken("deploymentName", dep));
             }
             let server = server_pod(
@@ -373,10 +373,23 @@ pub async fn deployment_params(
     Ok(serde_json::to_value(params).map_err(anyhow::Error::from)?)
 }
 
-/// A deployment made here, by name (404 naming the ones there are).
-pub async fn known_deployment(engine: &Engine, name: &str, dep: &str) -> ApiResult<DeploymentView> {
+/// A deployment made here, by name, as deployment_list shows it (404 naming the ones there are).
+pub async fn get_deployment(engine: &Engine, name: &str, dep: &str) -> ApiResult<DeploymentView> {
     validate::dns_label("deployment", "deployment name", dep)?;
-    let all = list_deployments(engine, name).await?;
+    named(list_deployments(engine, name).await?, name, dep)
+}
+
+/// A deployment made here, by name, from its objects alone (what deleting and invoking need).
+pub(super) async fn known_deployment(
+    engine: &Engine,
+    name: &str,
+    dep: &str,
+) -> ApiResult<DeploymentView> {
+    validate::dns_label("deployment", "deployment name", dep)?;
+    named(deployment_objects(engine, name).await?, name, dep)
+}
+
+fn named(all: Vec<DeploymentView>, name: &str, dep: &str) -> ApiResult<DeploymentView> {
     let names: Vec<String> = all.iter().map(|d| d.name.clone()).collect();
     all.into_iter()
         .find(|d| d.name == dep)

@@ -85,7 +85,25 @@ fn label<'a>(o: &'a Value, key: &str) -> Option<&'a str> {
         .and_then(Value::as_str)
 }
 
+/// Every deployment made here, with a team's model's admission as Kueue says it.
 pub async fn list_deployments(engine: &Engine, name: &str) -> ApiResult<Vec<DeploymentView>> {
+    deployments(engine, name, true).await
+}
+
+/// The deployments as their objects say, without reading Kueue: what the name, pool and
+/// placement checks before a change need.
+pub(super) async fn deployment_objects(
+    engine: &Engine,
+    name: &str,
+) -> ApiResult<Vec<DeploymentView>> {
+    deployments(engine, name, false).await
+}
+
+async fn deployments(
+    engine: &Engine,
+    name: &str,
+    admission: bool,
+) -> ApiResult<Vec<DeploymentView>> {
     let target = kube_target(engine, name).await?;
     let kube = &engine.cloud().kube;
     let selector = format!("{WORKLOAD_LABEL}=inference");
@@ -175,7 +193,7 @@ pub async fn list_deployments(engine: &Engine, name: &str) -> ApiResult<Vec<Depl
     }
     // Kueue's Workloads (and the worker pods they belong to) are read only where a team's model
     // needs them.
-    if out.iter().any(|v| v.team.is_some()) {
+    if admission && out.iter().any(|v| v.team.is_some()) {
         let workers = list("v1", "Pod", format!("{WORKLOAD_LABEL}=inference"))
             .await
             .map_err(cloud_err)?;

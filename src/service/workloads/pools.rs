@@ -142,7 +142,7 @@ pub async fn pool_params(engine: &Engine, name: &str, req: &PoolRequest) -> ApiR
         json!("e.g. qwen-warm"),
     )?;
     let size = bounded("size", Some(req.size), 1, 1..=32)?;
-    if super::list_deployments(engine, name)
+    if super::deployment_objects(engine, name)
         .await?
         .iter()
         .any(|d| &d.name == pool)
@@ -206,7 +206,12 @@ pub(super) fn taken(field: &str, name: &str) -> ApiError {
     }
 }
 
+/// Every warm pool, with a team's pool's admission as Kueue says it.
 pub async fn list_pools(engine: &Engine, name: &str) -> ApiResult<Vec<PoolView>> {
+    pools(engine, name, true).await
+}
+
+async fn pools(engine: &Engine, name: &str, admission: bool) -> ApiResult<Vec<PoolView>> {
     let target = kube_target(engine, name).await?;
     let selector = format!("{WORKLOAD_LABEL}=pool");
     let kube = &engine.cloud().kube;
@@ -292,7 +297,7 @@ pub async fn list_pools(engine: &Engine, name: &str) -> ApiResult<Vec<PoolView>>
             }
         })
         .collect();
-    if out.iter().any(|p| p.team.is_some()) {
+    if admission && out.iter().any(|p| p.team.is_some()) {
         let kueue = workloads(engine, &target).await?;
         for p in out.iter_mut().filter(|p| p.team.is_some()) {
             p.admission = kueue.of_pods(&p.namespace, p.pods.iter().map(|x| x.name.as_str()));
@@ -302,9 +307,25 @@ pub async fn list_pools(engine: &Engine, name: &str) -> ApiResult<Vec<PoolView>>
     Ok(out)
 }
 
+/// A pool by name, as pool_list shows it.
 pub async fn get_pool(engine: &Engine, name: &str, pool: &str) -> ApiResult<PoolView> {
+    pool_named(engine, name, pool, true).await
+}
+
+/// A pool by name from its objects alone, without reading Kueue: what the checks before a
+/// change need.
+pub(super) async fn known_pool(engine: &Engine, name: &str, pool: &str) -> ApiResult<PoolView> {
+    pool_named(engine, name, pool, false).await
+}
+
+async fn pool_named(
+    engine: &Engine,
+    name: &str,
+    pool: &str,
+    admission: bool,
+) -> ApiResult<PoolView> {
     validate::dns_label("pool", "pool name", pool)?;
-    let all = list_pools(engine, name).await?;
+    let all = pools(engine, name, admission).await?;
     let names: Vec<String> = all.iter().map(|p| p.name.clone()).collect();
     all.into_iter()
         .find(|p| p.name == pool)
@@ -322,7 +343,7 @@ pub async fn pool_scale_params(
     patch: &PoolPatch,
 ) -> ApiResult<Option<Value>> {
     let size = bounded("size", Some(patch.size), 0, 0..=32)?;
-    let p = get_pool(engine, name, pool).await?;
+    let p = known_pool(engine, name, pool).await?;
     if u64::try_from(size).unwrap_or(0) == p.size {
         return Ok(None);
     }
@@ -378,7 +399,7 @@ pub async fn pool_scale_params(
 }
 
 pub async fn pool_delete_params(engine: &Engine, name: &str, pool: &str) -> ApiResult<Value> {
-    let p = get_pool(engine, name, pool).await?;
+    let p = known_pool(engine, name, pool).await?;
     if p.assigned > 0 {
         return Err(ApiError::Conflict {
             slug: "pool-pods-assigned",
@@ -422,7 +443,7 @@ pub async fn assign_params(
     pool: &str,
     req: &AssignRequest,
 ) -> ApiResult<Value> {
-    let p = get_pool(engine, name, pool).await?;
+    let p = known_pool(engine, name, pool).await?;
     let pod = pod_of(&p, &req.pod)?;
     if !pod.ready {
         return Err(ApiError::Conflict {
@@ -436,7 +457,7 @@ pub async fn assign_params(
         });
     }
     validate::dns_label("model", "deployment name", &req.model)?;
-    let models: Vec<String> = super::list_deployments(engine, name)
+    let models: Vec<String> = super::deployment_objects(engine, name)
         .await?
         .into_iter()
         .filter(|d| d.pool.as_deref() == Some(pool))
@@ -461,7 +482,7 @@ pub async fn unassign_params(
     pool: &str,
     req: &UnassignRequest,
 ) -> ApiResult<Value> {
-    let p = get_pool(engine, name, pool).await?;
+    let p = known_pool(engine, name, pool).await?;
     let pod = pod_of(&p, &req.pod)?;
     start_params(&p, &pod.name, UNASSIGNED)
 }
