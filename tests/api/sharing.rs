@@ -14,12 +14,19 @@ use crate::teams::{policy, send, until_done, POLICY, TEAMS};
 const JOBS: &str = "/api/clusters/demo/training-jobs";
 
 /// Polls `path` until `ready` holds of it (what an operator watching the page does), for at
-/// most a minute; the last answer is in the failure.
+/// most a minute; the last answer is in the failure. A job just submitted is not there until
+/// its operation applies it: a 404 until then is waited out.
 async fn until(app: &TestApp, path: &str, ready: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let v = app.json(path).await;
-        if ready(&v) {
+        let r = app.get(path).await;
+        let status = r.status();
+        let v: Value = r.json().await.unwrap_or(Value::Null);
+        assert!(
+            status == StatusCode::OK || status == StatusCode::NOT_FOUND,
+            "{path}: {status} {v}"
+        );
+        if status == StatusCode::OK && ready(&v) {
             return v;
         }
         assert!(Instant::now() < deadline, "{path} never got there: {v}");

@@ -258,10 +258,12 @@ async def sharing(client):
 
 
 async def until(client, tool, args, ready, limit=600):
-    """Calls a read tool until `ready` holds of its answer (an agent watching a page)."""
+    """Calls a read tool until `ready` holds of its answer (an agent watching a page). A job
+    just submitted is not found until its operation applies it: that answer is waited out."""
     for _ in range(limit):
-        value = (await call(client, tool, args))["value"]
-        if ready(value):
+        answer = await call(client, tool, args)
+        value = answer["value"]
+        if not answer["is_error"] and ready(value):
             return value
         await asyncio.sleep(0.1)
     raise AssertionError(f"{tool} never got there: {value}")
