@@ -187,7 +187,10 @@ async fn what_the_schema_allows_the_server_accepts() {
 /// rest keep finding theirs whatever order the fuzzer takes.
 async fn populated_app() -> (TestApp, String) {
     let app = spawn_app().await;
-    let pipeline = app.start("/api/pipelines", &pipeline_body()).await;
+    // Four GPUs, all team-a's: its job, pool and deployment each hold one under Kueue.
+    let mut cluster = pipeline_body();
+    cluster["instanceCount"] = json!(4);
+    let pipeline = app.start("/api/pipelines", &cluster).await;
     assert_eq!(app.wait_terminal(&pipeline).await["state"], "succeeded");
     let r = app
         .client
@@ -207,7 +210,7 @@ async fn populated_app() -> (TestApp, String) {
         ("/api/mlflow", json!({"cluster": "demo"})),
         (
             "/api/clusters/demo/teams",
-            json!({"teamName": "team-a", "resources": [{"instanceType": "ml.g5.8xlarge", "count": 1}]}),
+            json!({"teamName": "team-a", "resources": [{"instanceType": "ml.g5.8xlarge", "count": 4}]}),
         ),
         (
             "/api/clusters/demo/training-jobs",

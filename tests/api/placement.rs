@@ -62,7 +62,7 @@ fn placed(view: &Value) -> Value {
 
 /// A `demo` cluster shared by team-a and team-b (one instance each) under the test policy,
 /// with `features` on besides task governance.
-async fn shared_cluster(features: &[&str]) -> TestApp {
+pub(crate) async fn shared_cluster(features: &[&str]) -> TestApp {
     let app = spawn_app().await;
     let id = app.start("/api/pipelines", &pipeline_body()).await;
     assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");

@@ -187,3 +187,101 @@ async fn a_borrower_is_preempted_when_the_lender_reclaims_and_resumes_after() {
     assert_eq!(app.wait_terminal(&a1_watch).await["state"], "cancelled");
     problem(app.get(&format!("{JOBS}/a1")).await, StatusCode::NOT_FOUND).await;
 }
+
+/// Where a deployment's pods stand with Kueue: `[admitted, pending, preempted]`.
+fn pods_admission(view: &Value) -> Value {
+    let a = &view["admission"];
+    json!([a["admitted"], a["pending"], a["preempted"]])
+}
+
+/// A Deployment as a team gets one Kueue Workload per pod: the replicas its team's quota (and
+/// what it may borrow) holds run, the rest wait behind their scheduling gate with Kueue's
+/// reason; a lender taking its quota back preempts a borrowed replica, and scaling down to
+/// what the team holds lets the Deployment finish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployments_replicas_beyond_its_teams_quota_wait_behind_kueues_gate() {
+    const DEPLOYMENTS: &str = "/api/clusters/demo/deployments";
+    const WIDE: &str = "/api/clusters/demo/deployments/wide";
+    // One ml.g5.8xlarge GPU per team, each may borrow the other's when idle.
+    let app = crate::placement::shared_cluster(&[]).await;
+    let body = |name: &str, team: &str, replicas: u64| {
+        json!({"deploymentName": name, "image": "lmsysorg/sglang:v0.5.8", "replicas": replicas,
+               "args": ["python3", "-m", "sglang.launch_server", "--model-path", "/s3/models/Qwen/Qwen3-0.6B"],
+               "team": team, "priority": "inference"})
+    };
+    let op = app
+        .wait_terminal(&app.start(DEPLOYMENTS, &body("wide", "team-a", 3)).await)
+        .await;
+    assert_eq!(op["state"], "failed", "{op}");
+    assert!(
+        op["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("1 held by Kueue"),
+        "{op}"
+    );
+    let wide = app.json(WIDE).await;
+    assert_eq!(pods_admission(&wide), json!([2, 1, 0]), "{wide}");
+    let waiting = &wide["admission"]["waiting"];
+    assert_eq!(
+        (waiting["state"].as_str(), waiting["position"].as_u64()),
+        (Some("pending"), Some(1)),
+        "{wide}"
+    );
+    assert!(
+        waiting["message"].as_str().unwrap_or_default().contains(
+            "insufficient unused quota for nvidia.com/gpu in flavor ml.g5.8xlarge, 1 more needed"
+        ),
+        "{wide}"
+    );
+    let teams = app.json(TEAMS).await;
+    assert_eq!(
+        usage(&teams, "team-a"),
+        json!([2.0, 1.0, 0.0, 1]),
+        "{teams}"
+    );
+    assert_eq!(
+        usage(&teams, "team-b"),
+        json!([0.0, 0.0, 1.0, 0]),
+        "{teams}"
+    );
+
+    // team-b takes its GPU back: its model runs, one of team-a's replicas is preempted for it.
+    let op = app
+        .wait_terminal(&app.start(DEPLOYMENTS, &body("mine", "team-b", 1)).await)
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let wide = app.json(WIDE).await;
+    assert_eq!(pods_admission(&wide), json!([1, 1, 1]), "{wide}");
+    let preempted = &wide["admission"]["waiting"];
+    assert_eq!(
+        (preempted["state"].as_str(), preempted["reason"].as_str()),
+        (Some("preempted"), Some("InCohortReclamation")),
+        "{wide}"
+    );
+    // Kueue names the preemptor's Workload, which is owned by one of team-b's pods.
+    assert!(
+        preempted["preemptedBy"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("mine-")),
+        "{wide}"
+    );
+
+    // Within what team-a holds, every replica is admitted and the Deployment becomes ready.
+    let op = app
+        .wait_terminal(&app.start(DEPLOYMENTS, &body("wide", "team-a", 1)).await)
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let wide = app.json(WIDE).await;
+    assert_eq!(
+        (wide["state"].as_str(), pods_admission(&wide)),
+        (Some("ready"), json!([1, 0, 0])),
+        "{wide}"
+    );
+    let teams = app.json(TEAMS).await;
+    assert_eq!(
+        usage(&teams, "team-a"),
+        json!([1.0, 0.0, 0.0, 0]),
+        "{teams}"
+    );
+}

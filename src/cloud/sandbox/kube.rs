@@ -66,9 +66,13 @@ impl Sandbox {
                 let age = self.simulated_secs(created, now);
                 let failures = r.data[super::workload::FAILURES].as_u64().unwrap_or(0);
                 let names = r.data.get(super::workload::PODS).cloned();
+                let gated = schedule.kueue.gated.get(&r.id).cloned();
                 let mut obj = self.k8s_status(r, Some(&schedule));
                 if let Some(n) = names {
                     obj[super::workload::PODS] = n;
+                }
+                if let Some(g) = gated {
+                    obj[super::workload::GATED] = json!(g);
                 }
                 pods_of(&obj, age, failures)
                     .into_iter()

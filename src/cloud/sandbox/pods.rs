@@ -40,6 +40,8 @@ enum Program {
     Batch { model: String, target: String },
     /// A container that could not start: the runtime's one line.
     Crash(String),
+    /// A pod Kueue has not admitted: it waits behind its scheduling gate, never started.
+    Gated,
 }
 
 /// One simulated pod.
@@ -210,35 +212,46 @@ pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
             .collect()
         }
         Some("Deployment") => {
-            let ready = obj
+            let want = obj
+                .pointer("/status/replicas")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            let mut ready = obj
                 .pointer("/status/readyReplicas")
                 .and_then(Value::as_u64)
                 .unwrap_or(0);
+            // The replicas Kueue holds (kept with the object read back, as its pod names are).
+            let gated: Vec<u64> = obj
+                .get(super::workload::GATED)
+                .and_then(|g| serde_json::from_value(g.clone()).ok())
+                .unwrap_or_default();
             let labels = obj
                 .pointer("/spec/template/metadata/labels")
                 .cloned()
                 .unwrap_or_else(|| json!({}));
             let container = first_container(obj.pointer("/spec/template/spec"));
-            // The names its ReplicaSet gave (kept with the stored object); more as it grows.
-            let names: Vec<String> = obj
-                .get(super::workload::PODS)
-                .and_then(|p| serde_json::from_value(p.clone()).ok())
-                .unwrap_or_default();
-            (0..ready)
-                .map(|i| {
-                    pod(
-                        usize::try_from(i)
-                            .ok()
-                            .and_then(|i| names.get(i).cloned())
-                            .unwrap_or_else(|| format!("{name}-sbx-{i}")),
-                        container.clone(),
-                        labels.clone(),
-                        Program::Server,
-                        d::K8S_WORKLOAD_READY,
-                        None,
-                    )
-                })
-                .collect()
+            let names = replica_names(obj, want.max(ready));
+            let mut out = Vec::new();
+            for (i, name) in (0..).zip(names) {
+                let (program, start) = if gated.contains(&i) {
+                    (Program::Gated, f64::INFINITY)
+                } else if ready > 0 {
+                    ready -= 1;
+                    (Program::Server, d::K8S_WORKLOAD_READY)
+                } else {
+                    // Admitted but not yet placed: the scheduler has no node for it.
+                    continue;
+                };
+                out.push(pod(
+                    name,
+                    container.clone(),
+                    labels.clone(),
+                    program,
+                    start,
+                    None,
+                ));
+            }
+            out
         }
         Some("Job") => {
             let mut labels = obj
@@ -272,9 +285,42 @@ pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
     }
 }
 
+/// The names of a Deployment's first `n` replicas: those its ReplicaSet gave (kept with the
+/// stored object), then more as it grows.
+pub(super) fn replica_names(obj: &Value, n: u64) -> Vec<String> {
+    let name = s(obj, "/metadata/name");
+    let given: Vec<String> = obj
+        .get(super::workload::PODS)
+        .and_then(|p| serde_json::from_value(p.clone()).ok())
+        .unwrap_or_default();
+    (0..n)
+        .map(|i| {
+            usize::try_from(i)
+                .ok()
+                .and_then(|i| given.get(i).cloned())
+                .unwrap_or_else(|| format!("{name}-sbx-{i}"))
+        })
+        .collect()
+}
+
 impl SimPod {
+    /// Whether Kueue holds the pod behind its scheduling gate.
+    pub(super) fn gated(&self) -> bool {
+        self.program == Program::Gated
+    }
+
     /// The Pod object the API server would return.
     pub(super) fn manifest(&self, age: f64, created: &str) -> Value {
+        if self.gated() {
+            return json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": self.name, "namespace": self.namespace, "labels": self.labels,
+                             "annotations": self.annotations, "creationTimestamp": created},
+                "spec": {"containers": [{"name": self.container, "image": self.image}],
+                         "schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]},
+                "status": {"phase": "Pending", "conditions": [
+                    {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+                     "message": "Scheduling is blocked due to non-empty scheduling gates"}]}});
+        }
         let phase = match self.end {
             Some((end, ok)) if age >= end => {
                 if ok {
@@ -330,6 +376,7 @@ impl SimPod {
                 }
             }
             Program::Crash(why) => out.push((self.start, why.clone())),
+            Program::Gated => {}
             Program::Batch { model, target } => {
                 out.push((0.0, "Collecting huggingface_hub".into()));
                 if until >= 5.0 {
@@ -465,6 +512,25 @@ mod tests {
             },
         );
         assert!(small.len() <= 100);
+    }
+
+    #[test]
+    fn a_replica_kueue_holds_waits_behind_its_gate_and_an_unplaced_one_has_no_pod() {
+        let d = json!({"kind": "Deployment", "metadata": {"name": "d", "namespace": "hyperpod-ns-a"},
+                       "spec": {"template": {"metadata": {"labels": {"app": "d"}}}},
+                       "status": {"replicas": 3, "readyReplicas": 1}, "__gated": [1]});
+        let pods = pods_of(&d, 100.0, 0);
+        let names: Vec<(&str, bool)> = pods.iter().map(|p| (p.name.as_str(), p.gated())).collect();
+        assert_eq!(names, [("d-sbx-0", false), ("d-sbx-1", true)]);
+        let held = pods[1].manifest(100.0, "");
+        assert_eq!(held["status"]["phase"], "Pending");
+        assert_eq!(held["status"]["conditions"][0]["reason"], "SchedulingGated");
+        assert_eq!(
+            held["spec"]["schedulingGates"][0]["name"],
+            "kueue.x-k8s.io/admission"
+        );
+        assert!(!pods[1].running(100.0) && pods[1].lines_until(100.0).is_empty());
+        assert!(pods[0].running(100.0));
     }
 
     #[test]

@@ -117,7 +117,8 @@ impl Sandbox {
                 }
             })
             .collect();
-        let kueue = self.kueue(target, record.as_ref(), &nodes).await?;
+        let scaled = self.scaled(target).await?;
+        let kueue = self.kueue(target, record.as_ref(), &nodes, &scaled).await?;
         let prefix = format!("{}/apps/v1/Deployment/", target.cluster);
         let mut deployments: Vec<Res> = self
             .list("k8s-object")
@@ -131,7 +132,6 @@ impl Sandbox {
             })
             .collect();
         deployments.sort_by_key(|r| r.created_ms);
-        let scaled = self.scaled(target).await?;
         let (mut placed, mut pending_pods, mut pending_gpus, mut pods) =
             (std::collections::HashMap::new(), 0, 0, 0);
         for r in &deployments {
@@ -139,6 +139,9 @@ impl Sandbox {
             let want = Schedule::autoscaled_in(&scaled, name)
                 .or_else(|| r.data.pointer("/spec/replicas").and_then(Value::as_u64))
                 .unwrap_or(1);
+            // Only the replicas Kueue admitted leave their scheduling gate.
+            let held = kueue.gated.get(&r.id).map_or(0, |g| g.len() as u64);
+            let want = want.saturating_sub(held);
             let g = gpu_request(&r.data);
             let selector = r
                 .data
@@ -218,9 +221,14 @@ impl Sandbox {
                     .pointer("/spec/progressDeadlineSeconds")
                     .and_then(Value::as_f64)
                     .unwrap_or(600.0);
+                let held = schedule
+                    .and_then(|s| s.kueue.gated.get(&res.id))
+                    .map_or(0, |g| g.len() as u64);
                 if placed < want && age > deadline {
                     let gpus = gpu_request(&o);
-                    let why = if gpus == 0 {
+                    let why = if held > 0 {
+                        format!("{held} held by Kueue until their team's queue admits them")
+                    } else if gpus == 0 {
                         "no node is ready".to_string()
                     } else {
                         format!(

@@ -31,6 +31,8 @@ pub(super) fn fnv1a(s: &str) -> u64 {
 pub(super) const KEDA_IDENTITY: (&str, &str) = ("keda", "keda-operator");
 
 pub(super) const PODS: &str = "__pods";
+/// Where an object read back for its pods carries the replicas Kueue holds (never stored).
+pub(super) const GATED: &str = "__gated";
 
 /// Fault key: pod failures the next training job applied suffers (`k8s:PodFailure=N`).
 pub(super) const POD_FAILURE: &str = "k8s:PodFailure";

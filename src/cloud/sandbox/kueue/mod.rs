@@ -132,6 +132,8 @@ pub(super) struct Queued {
 #[derive(Debug, Default)]
 pub(crate) struct Kueue {
     pub(super) jobs: HashMap<String, Queued>,
+    /// Deployment resource id → the replicas (by index) Kueue has not admitted.
+    pub(super) gated: HashMap<String, Vec<u64>>,
     pub(super) workloads: Vec<Value>,
     pub(super) cluster_queues: Vec<Value>,
 }

@@ -1,17 +1,20 @@
 //! The Kueue a governed sandbox cluster runs: the teams' ClusterQueues and the queued jobs'
 //! Workloads as Kueue writes them (`kueue.x-k8s.io/v1beta1`), from the simulated admission
-//! (`kueue.rs`) of the cluster's training jobs labelled with a team's queue, against the
-//! compute quotas and priority classes in force. Present only once the task governance add-on
+//! (`kueue.rs`) of what is labelled with a team's queue — training jobs (one Workload each) and
+//! Deployments (one Workload per pod, as Kueue's pod integration makes them; a pod it has not
+//! admitted waits behind its scheduling gate) — against the compute quotas and priority classes
+//! in force. Present only once the task governance add-on
 //! (which installs Kueue) is active.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{json, Value};
 
 use super::durations as d;
 use super::hyperpod::hyperpod_arn;
 use super::kueue::{simulate, Job, Kueue, Queued, Standing, Team, Why};
-use super::workload::{fnv1a, pod_gpus};
+use super::pods::replica_names;
+use super::workload::{fnv1a, pod_gpus, Scaled, Schedule};
 use super::{now_ms, Life, Res, Sandbox};
 use crate::cloud::*;
 
@@ -25,8 +28,12 @@ fn labels<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
         .and_then(Value::as_str)
 }
 
-/// A job's pod set: name, replicas, its pod template's spec.
+/// A job's pod set: name, replicas, its pod template's spec (one pod of a Deployment).
 fn pod_set(obj: &Value) -> (String, u64, Value) {
+    if obj["kind"] == "Deployment" {
+        let spec = obj.pointer("/spec/template/spec").cloned();
+        return ("main".into(), 1, spec.unwrap_or_default());
+    }
     let (set, replicas) = if obj["kind"] == "RayJob" {
         (
             obj.pointer("/spec/rayClusterSpec/workerGroupSpecs/0"),
@@ -60,12 +67,19 @@ fn condition(kind: &str, ok: bool, reason: &str, message: &str, at: &str) -> Val
            "message": message, "lastTransitionTime": at})
 }
 
+/// A queued workload as stored: a job, or one replica of a Deployment (its index and its pod).
+struct Entry {
+    res: Res,
+    pod: Option<(u64, String)>,
+}
+
 /// What Kueue decides from: the teams' queues (with their quotas and when each was made), the
-/// queued jobs (as stored, and as the simulation sees them), the unassigned GPUs it may lend.
+/// queued workloads (as stored, and as the simulation sees them), the unassigned GPUs it may
+/// lend.
 struct Inputs {
     teams: Vec<Team>,
     quotas: Vec<(TeamQuota, i64)>,
-    queued: Vec<Res>,
+    queued: Vec<Entry>,
     jobs: Vec<Job>,
     pool: BTreeMap<String, u32>,
 }
@@ -94,6 +108,7 @@ impl Sandbox {
         target: &KubeTarget,
         record: Option<&Res>,
         nodes: &[NodeState],
+        scaled: &HashMap<String, Scaled>,
     ) -> CloudResult<Kueue> {
         let installed = self
             .by_name(
@@ -161,7 +176,7 @@ impl Sandbox {
         };
         let now = now_ms();
         let prefix = format!("{}/", target.cluster);
-        let queued: Vec<Res> = self
+        let queued: Vec<Entry> = self
             .history("k8s-object")
             .await?
             .into_iter()
@@ -169,34 +184,70 @@ impl Sandbox {
                 r.data["__key"]
                     .as_str()
                     .is_some_and(|k| k.starts_with(&prefix))
-                    && super::training::is_training(&r.data)
+                    && (super::training::is_training(&r.data) || r.data["kind"] == "Deployment")
                     && labels(&r.data, QUEUE_LABEL).is_some()
+            })
+            .flat_map(|res| {
+                if res.data["kind"] != "Deployment" {
+                    return vec![Entry { res, pod: None }];
+                }
+                // One Workload per replica the Deployment (or KEDA) asks for now.
+                let name = res.data["metadata"]["name"].as_str().unwrap_or_default();
+                let want = Schedule::autoscaled_in(scaled, name)
+                    .or_else(|| res.data.pointer("/spec/replicas").and_then(Value::as_u64))
+                    .unwrap_or(1);
+                (0..)
+                    .zip(replica_names(&res.data, want))
+                    .map(|(i, pod)| Entry {
+                        res: res.clone(),
+                        pod: Some((i, pod)),
+                    })
+                    .collect()
             })
             .collect();
         let rel = |ms: i64| -self.simulated_secs(ms, now);
         let jobs: Vec<Job> = queued
             .iter()
-            .map(|r| {
+            .map(|Entry { res: r, pod }| {
                 let (_, count, spec) = pod_set(&r.data);
                 let failures = r.data[super::workload::FAILURES].as_u64().unwrap_or(0);
+                let team = labels(&r.data, QUEUE_LABEL)
+                    .and_then(team_of_queue)
+                    .unwrap_or_default()
+                    .to_string();
+                // A pod that names no instance type gets the first of its team's flavors with
+                // quota, as Kueue assigns one (the first flavor, when none has any).
+                let flavor = spec
+                    .pointer("/nodeSelector/node.kubernetes.io~1instance-type")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .or_else(|| {
+                        let nominal = &teams.iter().find(|t| t.name == team)?.nominal;
+                        nominal
+                            .iter()
+                            .find(|(_, n)| **n > 0)
+                            .or_else(|| nominal.iter().next())
+                            .map(|(f, _)| f.clone())
+                    })
+                    .unwrap_or_default();
                 Job {
-                    id: r.id.clone(),
-                    team: labels(&r.data, QUEUE_LABEL)
-                        .and_then(team_of_queue)
-                        .unwrap_or_default()
-                        .to_string(),
+                    id: match pod {
+                        Some((i, _)) => format!("{}#{i}", r.id),
+                        None => r.id.clone(),
+                    },
+                    team,
                     priority: labels(&r.data, PRIORITY_LABEL).map_or(0, weight),
                     arrive: rel(r.created_ms),
                     leave: r.deleted_ms.map(rel),
                     gpus: u32::try_from(count)
                         .unwrap_or(u32::MAX)
                         .saturating_mul(pod_gpus(&spec)),
-                    flavor: spec
-                        .pointer("/nodeSelector/node.kubernetes.io~1instance-type")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string(),
-                    run: super::training::run_secs(&r.data, failures),
+                    flavor,
+                    // A server runs until it is deleted.
+                    run: match pod {
+                        Some(_) => f64::INFINITY,
+                        None => super::training::run_secs(&r.data, failures),
+                    },
                 }
             })
             .collect();
@@ -234,10 +285,15 @@ fn build(inputs: &Inputs, clock: Clock) -> Kueue {
     let outcome = simulate(teams, jobs, pool);
     let mut kueue = Kueue::default();
     let uid = |id: &str| format!("wl-{id}");
-    for (r, job) in queued.iter().zip(jobs.iter()) {
+    for (Entry { res: r, pod }, job) in queued.iter().zip(jobs.iter()) {
         let Some(v) = outcome.jobs.get(&job.id) else {
             continue;
         };
+        if let Some((i, _)) = pod {
+            if !matches!(v.standing, Standing::Admitted { .. }) {
+                kueue.gated.entry(r.id.clone()).or_default().push(*i);
+            }
+        }
         let (set, count, spec) = pod_set(&r.data);
         let queue = labels(&r.data, QUEUE_LABEL).unwrap_or_default();
         let cq = team_cluster_queue(&job.team);
@@ -353,16 +409,21 @@ fn build(inputs: &Inputs, clock: Clock) -> Kueue {
             spec_out["priorityClassName"] = json!(class);
             spec_out["priorityClassSource"] = json!("kueue.x-k8s.io/workloadpriorityclass");
         }
+        // Kueue's pod integration owns a Workload by the pod; a job's by the job.
+        let (owner_api, owner_kind, owner) = match pod {
+            Some((_, p)) => (json!("v1"), "Pod", p.as_str()),
+            None => (r.data["apiVersion"].clone(), kind, name),
+        };
         kueue.workloads.push(json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
-                "metadata": {"name": format!("{}-{name}-{:05x}", kind.to_ascii_lowercase(), fnv1a(&r.id) & 0xfffff),
-                             "namespace": meta["namespace"], "uid": uid(&r.id),
+                "metadata": {"name": format!("{}-{owner}-{:05x}", owner_kind.to_ascii_lowercase(), fnv1a(&job.id) & 0xfffff),
+                             "namespace": meta["namespace"], "uid": uid(&job.id),
                              "creationTimestamp": crate::store::rfc3339_ms(r.created_ms),
-                             "labels": {"kueue.x-k8s.io/job-uid": r.id},
-                             "ownerReferences": [{"apiVersion": r.data["apiVersion"], "kind": kind, "name": name,
-                                                  "uid": r.id, "controller": true, "blockOwnerDeletion": true}]},
+                             "labels": {"kueue.x-k8s.io/job-uid": job.id},
+                             "ownerReferences": [{"apiVersion": owner_api, "kind": owner_kind, "name": owner,
+                                                  "uid": job.id, "controller": true, "blockOwnerDeletion": true}]},
                 "spec": spec_out, "status": status}));
         kueue.jobs.insert(
-            r.id.clone(),
+            job.id.clone(),
             Queued {
                 verdict: v.clone(),
                 admitted_ms: admitted.map(|t| clock.wall_ms(t)),

@@ -92,7 +92,10 @@ fn the_objects_kueue_keeps_conform_to_its_crds_and_name_the_preemptor() {
             (quota(Sharing::LendAndBorrow, 1), clock.now - 900_000),
             (quota(Sharing::Lend, 1), clock.now - 900_000),
         ],
-        queued,
+        queued: queued
+            .into_iter()
+            .map(|res| Entry { res, pod: None })
+            .collect(),
         jobs,
         pool: BTreeMap::new(),
     };
