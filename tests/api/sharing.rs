@@ -285,3 +285,85 @@ async fn a_deployments_replicas_beyond_its_teams_quota_wait_behind_kueues_gate()
         "{teams}"
     );
 }
+
+/// A team's managed endpoint: the workers of the operator's Deployment are queued pod by pod
+/// too; those beyond what the team holds keep the endpoint in progress, saying so, and the
+/// endpoint's view counts its workers' admission.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoints_workers_beyond_its_teams_quota_are_held_and_say_why() {
+    const ENDPOINTS: &str = "/api/clusters/demo/endpoints";
+    let app = crate::placement::shared_cluster(&["fsxCsi", "inferenceOperator"]).await;
+    let watch = app
+        .start(
+            ENDPOINTS,
+            &json!({"endpointName": "qwen", "model": "/s3/models/Qwen/Qwen3-8B",
+                    "instanceType": "ml.g5.8xlarge", "replicas": 3,
+                    "team": "team-a", "priority": "inference"}),
+        )
+        .await;
+    // Two GPUs: team-a's and team-b's idle one, borrowed; the third worker waits.
+    let qwen = until(&app, &format!("{ENDPOINTS}/qwen"), |e| {
+        e["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("held by Kueue"))
+    })
+    .await;
+    assert_eq!(
+        (qwen["state"].as_str(), qwen["message"].as_str()),
+        (
+            Some("DeploymentInProgress"),
+            Some("1 of 3 workers held by Kueue until their team's queue admits them")
+        ),
+        "{qwen}"
+    );
+    assert_eq!(pods_admission(&qwen), json!([2, 1, 0]), "{qwen}");
+    assert!(
+        qwen["admission"]["waiting"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("insufficient unused quota for nvidia.com/gpu in flavor ml.g5.8xlarge"),
+        "{qwen}"
+    );
+    let listed = app.json(ENDPOINTS).await;
+    assert_eq!(listed[0]["admission"], qwen["admission"], "{listed}");
+    let teams = app.json(TEAMS).await;
+    assert_eq!(
+        usage(&teams, "team-a"),
+        json!([2.0, 1.0, 0.0, 1]),
+        "{teams}"
+    );
+    // Waiting for a worker Kueue will not admit is cancelled; scaled to what the team holds,
+    // the endpoint completes.
+    let r = app
+        .post(&format!("/api/operations/{watch}/cancel"), &json!({}))
+        .await;
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    assert_eq!(app.wait_terminal(&watch).await["state"], "cancelled");
+    let r = app
+        .client
+        .patch(app.url(&format!("{ENDPOINTS}/qwen")))
+        .json(&json!({"replicas": 2}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let started: Value = r.json().await.unwrap();
+    let op = app
+        .wait_terminal(started["operationId"].as_str().unwrap())
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let qwen = app.json(&format!("{ENDPOINTS}/qwen")).await;
+    assert_eq!(
+        (qwen["state"].as_str(), pods_admission(&qwen)),
+        (Some("DeploymentComplete"), json!([2, 0, 0])),
+        "{qwen}"
+    );
+    let op = app.delete_and_wait(&format!("{ENDPOINTS}/qwen")).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let teams = app.json(TEAMS).await;
+    assert_eq!(
+        usage(&teams, "team-a"),
+        json!([0.0, 0.0, 0.0, 0]),
+        "{teams}"
+    );
+}

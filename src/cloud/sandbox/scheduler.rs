@@ -300,7 +300,10 @@ impl Sandbox {
                 };
             }
             Some("InferenceEndpointConfig" | "JumpStartModel") => {
-                o["status"] = super::endpoints::status(&o, age, schedule, failures);
+                let held = schedule
+                    .and_then(|s| s.kueue.gated.get(&res.id))
+                    .map_or(0, |g| g.len() as u64);
+                o["status"] = super::endpoints::status(&o, age, schedule, failures, held);
             }
             Some("ScaledObject") => {
                 let name = o["metadata"]["name"].as_str().unwrap_or_default();

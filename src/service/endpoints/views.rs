@@ -14,6 +14,7 @@ use crate::ops::Engine;
 use crate::service::incluster::kube_target;
 use crate::service::labels::Placement;
 use crate::service::steps::workloads::{ApplyParams, WORKLOAD_NAMESPACE};
+use crate::service::teams::{workloads, PodsAdmission, Workloads};
 use crate::service::validate;
 use crate::service::workloads::bounded;
 
@@ -28,6 +29,9 @@ pub struct EndpointView {
     pub team: Option<String>,
     /// Its priority class, if any.
     pub priority: Option<String>,
+    /// A team's endpoint: how Kueue admits its workers (one Workload per pod), once Kueue has
+    /// said.
+    pub admission: Option<PodsAdmission>,
     /// `InferenceEndpointConfig` or `JumpStartModel`.
     pub kind: String,
     /// The operator's state: `DeploymentPending`, `DeploymentInProgress`, `DeploymentComplete`,
@@ -97,6 +101,7 @@ pub fn endpoint_view(o: &Value) -> EndpointView {
         namespace: s("/metadata/namespace").unwrap_or_else(|| WORKLOAD_NAMESPACE.to_string()),
         team: placement.team,
         priority: placement.priority,
+        admission: None,
         kind: s("/kind").unwrap_or_else(|| KIND.to_string()),
         state: s("/status/state").unwrap_or_else(|| "DeploymentPending".into()),
         message: s("/status/deploymentStatus/message")
@@ -137,6 +142,15 @@ pub fn endpoint_view(o: &Value) -> EndpointView {
     }
 }
 
+/// A team's endpoint's admission: its workers are the pods of the Deployment the operator makes
+/// under the endpoint's name.
+fn admitted(mut view: EndpointView, kueue: &Workloads) -> EndpointView {
+    if view.team.is_some() {
+        view.admission = kueue.of_deployment(&view.namespace, &view.name);
+    }
+    view
+}
+
 pub async fn list_endpoints(engine: &Engine, cluster: &str) -> ApiResult<Vec<EndpointView>> {
     let target = kube_target(engine, cluster).await?;
     let mut out: Vec<EndpointView> = in_workload_namespaces(engine, &target)
@@ -144,6 +158,11 @@ pub async fn list_endpoints(engine: &Engine, cluster: &str) -> ApiResult<Vec<End
         .iter()
         .map(endpoint_view)
         .collect();
+    // Kueue's Workloads are read only where a team's endpoint needs them.
+    if out.iter().any(|v| v.team.is_some()) {
+        let kueue = workloads(engine, &target).await?;
+        out = out.into_iter().map(|v| admitted(v, &kueue)).collect();
+    }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }
@@ -162,7 +181,12 @@ async fn actual(engine: &Engine, cluster: &str, name: &str) -> ApiResult<Value> 
 }
 
 pub async fn get_endpoint(engine: &Engine, cluster: &str, name: &str) -> ApiResult<EndpointView> {
-    Ok(endpoint_view(&actual(engine, cluster, name).await?))
+    let view = endpoint_view(&actual(engine, cluster, name).await?);
+    if view.team.is_none() {
+        return Ok(view);
+    }
+    let target = kube_target(engine, cluster).await?;
+    Ok(admitted(view, &workloads(engine, &target).await?))
 }
 
 /// Body of `PATCH …/endpoints/{endpoint}`: only the fields to change.

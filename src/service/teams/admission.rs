@@ -235,6 +235,37 @@ impl Workloads {
     }
 }
 
+/// Whether `pod` is named as a Deployment `deployment`'s ReplicaSet names its pods:
+/// `<deployment>-<template hash>-<five characters>`.
+fn replica_of(pod: &str, deployment: &str) -> bool {
+    let alnum = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    };
+    pod.strip_prefix(deployment)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .and_then(|rest| rest.split_once('-'))
+        .is_some_and(|(hash, suffix)| alnum(hash) && alnum(suffix) && suffix.len() == 5)
+}
+
+impl Workloads {
+    /// The admission of the pods of the Deployment `deployment` in `namespace`, found by the
+    /// pods that own Kueue's Workloads: for a Deployment made by an operator (a managed
+    /// endpoint's workers), whose pods' labels are the operator's.
+    pub fn of_deployment(&self, namespace: &str, deployment: &str) -> Option<PodsAdmission> {
+        let pods: Vec<&str> = self
+            .0
+            .iter()
+            .filter(|w| s(w, "/metadata/namespace") == Some(namespace))
+            .filter_map(owner)
+            .filter(|(kind, pod)| *kind == "Pod" && replica_of(pod, deployment))
+            .map(|(_, pod)| pod)
+            .collect();
+        self.of_pods(namespace, pods)
+    }
+}
+
 /// The preemptor's Workload UID in Kueue's message: `Preempted to accommodate a workload (UID:
 /// <uid>, JobUID: <uid>) due to …`.
 fn preemptor_uid(message: &str) -> Option<&str> {
@@ -365,6 +396,31 @@ mod tests {
             (Some(1), Some(quota))
         );
         assert_eq!(pods.of_pods("hyperpod-ns-a", ["other"]), None);
+        // A Deployment's pods found by their names alone: `chat-1` is no ReplicaSet's pod.
+        let replicas = Workloads(vec![
+            pod(
+                "qwen-5f6d7c8b9-x2k4p",
+                "admitted",
+                90,
+                "2026-01-01T00:00:00Z",
+            ),
+            pod(
+                "qwen-5f6d7c8b9-b7m2q",
+                "pending",
+                90,
+                "2026-01-01T00:01:00Z",
+            ),
+            pod(
+                "qwen-big-6c7d8-aaaaa",
+                "pending",
+                90,
+                "2026-01-01T00:01:00Z",
+            ),
+            pod("qwen-x-y", "pending", 90, "2026-01-01T00:01:00Z"),
+        ]);
+        let a = replicas.of_deployment("hyperpod-ns-a", "qwen").unwrap();
+        assert_eq!((a.admitted, a.pending, a.preempted), (1, 1, 0));
+        assert_eq!(replicas.of_deployment("hyperpod-ns-b", "qwen"), None);
         assert_eq!(
             preemptor_uid("Preempted to accommodate a workload (UID: UNKNOWN, JobUID: x)"),
             None

@@ -1,9 +1,9 @@
 //! The Kueue a governed sandbox cluster runs: the teams' ClusterQueues and the queued jobs'
 //! Workloads as Kueue writes them (`kueue.x-k8s.io/v1beta1`), from the simulated admission
 //! (`kueue.rs`) of what is labelled with a team's queue — training jobs (one Workload each) and
-//! Deployments (one Workload per pod, as Kueue's pod integration makes them; a pod it has not
-//! admitted waits behind its scheduling gate) — against the compute quotas and priority classes
-//! in force. Present only once the task governance add-on
+//! Deployments and managed endpoints' workers (one Workload per pod, as Kueue's pod integration
+//! makes them; a pod it has not admitted waits behind its scheduling gate) — against the compute
+//! quotas and priority classes in force. Present only once the task governance add-on
 //! (which installs Kueue) is active.
 
 use std::collections::{BTreeMap, HashMap};
@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::{json, Value};
 
 use super::durations as d;
+use super::endpoints::{is_endpoint, worker_names, worker_spec, workers};
 use super::hyperpod::hyperpod_arn;
 use super::kueue::{simulate, Job, Kueue, Queued, Standing, Team, Why};
 use super::pods::replica_names;
@@ -33,6 +34,9 @@ fn pod_set(obj: &Value) -> (String, u64, Value) {
     if obj["kind"] == "Deployment" {
         let spec = obj.pointer("/spec/template/spec").cloned();
         return ("main".into(), 1, spec.unwrap_or_default());
+    }
+    if is_endpoint(obj) {
+        return ("main".into(), 1, worker_spec(obj));
     }
     let (set, replicas) = if obj["kind"] == "RayJob" {
         (
@@ -184,20 +188,26 @@ impl Sandbox {
                 r.data["__key"]
                     .as_str()
                     .is_some_and(|k| k.starts_with(&prefix))
-                    && (super::training::is_training(&r.data) || r.data["kind"] == "Deployment")
+                    && (super::training::is_training(&r.data)
+                        || is_endpoint(&r.data)
+                        || r.data["kind"] == "Deployment")
                     && labels(&r.data, QUEUE_LABEL).is_some()
             })
             .flat_map(|res| {
-                if res.data["kind"] != "Deployment" {
+                // One Workload per replica a Deployment (or KEDA) or an endpoint asks for now.
+                let names = if is_endpoint(&res.data) {
+                    worker_names(&res.data, &res.id, workers(&res.data))
+                } else if res.data["kind"] == "Deployment" {
+                    let name = res.data["metadata"]["name"].as_str().unwrap_or_default();
+                    let want = Schedule::autoscaled_in(scaled, name)
+                        .or_else(|| res.data.pointer("/spec/replicas").and_then(Value::as_u64))
+                        .unwrap_or(1);
+                    replica_names(&res.data, want)
+                } else {
                     return vec![Entry { res, pod: None }];
-                }
-                // One Workload per replica the Deployment (or KEDA) asks for now.
-                let name = res.data["metadata"]["name"].as_str().unwrap_or_default();
-                let want = Schedule::autoscaled_in(scaled, name)
-                    .or_else(|| res.data.pointer("/spec/replicas").and_then(Value::as_u64))
-                    .unwrap_or(1);
+                };
                 (0..)
-                    .zip(replica_names(&res.data, want))
+                    .zip(names)
                     .map(|(i, pod)| Entry {
                         res: res.clone(),
                         pod: Some((i, pod)),
