@@ -55,6 +55,8 @@ pub struct AppState {
     pub status_memo: Arc<api::memo::Memo>,
     /// Pages of the cluster and operation lists, serialized once per stored revision.
     pub list_memo: Arc<api::memo::Memo>,
+    /// Tickets and sessions that open spaces through the control plane.
+    pub space_sessions: Arc<api::space_proxy::Sessions>,
 }
 
 /// A bound, ready-to-serve application.
@@ -295,6 +297,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         pod_packages: Arc::new(pod_packages),
         status_memo: Arc::default(),
         list_memo: Arc::default(),
+        space_sessions: Arc::default(),
     };
     let mcp = mcp::McpContext::new(
         format!("localhost:{port}"),

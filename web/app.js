@@ -11,6 +11,7 @@ import { storage } from './storage.js';
 import { operations } from './operations.js';
 import { features } from './features.js';
 import { teams } from './teams.js';
+import { spaces } from './spaces.js';
 import { deployment, inference, models } from './workloads.js';
 import { training, trainingJob } from './training.js';
 
@@ -45,6 +46,7 @@ const routes = [
   [/^#\/operations$/, () => operations()],
   [/^#\/features$/, () => features()],
   [/^#\/teams$/, () => teams()],
+  [/^#\/spaces$/, () => spaces()],
   [/^#\/models$/, () => models()],
   [/^#\/inference$/, () => inference()],
   [/^#\/inference\/([^/]+)$/, (m) => deployment(decodeURIComponent(m[1]))],
@@ -56,7 +58,7 @@ let cleanup = null;
 
 /** Pages that work on the active cluster: their links carry it (`#/nodes?cluster=demo`), so a
  * copied address opens the same cluster's page. */
-const SCOPED = ['nodes', 'features', 'teams', 'storage', 'models', 'inference', 'training'];
+const SCOPED = ['nodes', 'features', 'teams', 'storage', 'models', 'inference', 'training', 'spaces'];
 
 function scopeNav() {
   const suffix = session.active ? `?cluster=${encodeURIComponent(session.active)}` : '';

@@ -18,6 +18,8 @@ pub mod mlflow;
 pub mod openapi;
 pub mod operations;
 pub mod pools;
+pub mod space_proxy;
+pub mod spaces;
 pub mod stages;
 pub mod teams;
 pub mod trace;
@@ -155,6 +157,14 @@ pub async fn edge(State(state): State<AppState>, request: Request, next: Next) -
     use axum::response::IntoResponse;
     let policy = &state.edge;
     let headers = request.headers();
+    // A space's own host: its proxy checks origin and session itself.
+    if let Some((cluster, space)) = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| space_proxy::space_host(policy, h))
+    {
+        return space_proxy::serve(state.clone(), cluster, space, request).await;
+    }
     let refusal = if !policy.host_ok(headers) {
         Some(ApiError::Forbidden {
             slug: "forbidden-host",
@@ -429,6 +439,7 @@ pub fn rest() -> utoipa_axum::router::OpenApiRouter<AppState> {
         .merge(logs::router())
         .merge(mlflow::router())
         .merge(endpoints::router())
+        .merge(spaces::router())
         .merge(pools::router())
         .merge(teams::router())
 }

@@ -114,7 +114,7 @@ fn path_pattern(path: &str, param: &str) -> Option<String> {
         ("id", p) if p.starts_with("/api/clusters/{name}/nodes/{id}") => {
             Some("^i-[0-9a-fA-F]{8,17}$".into())
         }
-        ("claim" | "deployment" | "endpoint" | "pool" | "job" | "workload", _) => {
+        ("claim" | "deployment" | "endpoint" | "pool" | "space" | "job" | "workload", _) => {
             Some(DNS_LABEL.into())
         }
         ("group", _) => Some(GROUP_NAME.into()),

@@ -37,6 +37,7 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
     ("chart.js", JS, include_str!("../../web/chart.js")),
     ("endpoints.js", JS, include_str!("../../web/endpoints.js")),
     ("pools.js", JS, include_str!("../../web/pools.js")),
+    ("spaces.js", JS, include_str!("../../web/spaces.js")),
     (
         "app.css",
         "text/css; charset=utf-8",

@@ -238,6 +238,27 @@ pub fn aws_managed(arn: &str) -> Option<Value> {
             json!({"Version": "2012-10-17", "Statement": [
             {"Effect": "Allow", "Action": ["sagemaker:DescribeClusterNode"], "Resource": "*"}]})
         }
+        // The EBS CSI driver's controller: volumes and snapshots it made (tagged by it), and the
+        // reads it schedules by.
+        "AmazonEBSCSIDriverPolicy" => json!({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": ["ec2:CreateSnapshot", "ec2:AttachVolume",
+                "ec2:DetachVolume", "ec2:ModifyVolume", "ec2:DescribeAvailabilityZones",
+                "ec2:DescribeInstances", "ec2:DescribeSnapshots", "ec2:DescribeTags",
+                "ec2:DescribeVolumes", "ec2:DescribeVolumesModifications"], "Resource": "*"},
+            {"Effect": "Allow", "Action": "ec2:CreateVolume", "Resource": "arn:aws:ec2:*:*:volume/*",
+             "Condition": {"StringLike": {"aws:RequestTag/ebs.csi.aws.com/cluster": "true"}}},
+            {"Effect": "Allow", "Action": "ec2:DeleteVolume", "Resource": "*",
+             "Condition": {"StringLike": {"ec2:ResourceTag/ebs.csi.aws.com/cluster": "true"}}}]}),
+        // The Spaces controller's Systems Manager activations (for remote IDE sessions), made
+        // only tagged as the add-on's and this cluster's.
+        "AmazonSageMakerSpacesControllerPolicy" => json!({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": "ssm:CreateActivation", "Resource": "*",
+             "Condition": {"StringEquals": {
+                 "aws:RequestTag/sagemaker.amazonaws.com/managed-by": "amazon-sagemaker-spaces"}}},
+            {"Effect": "Allow", "Action": ["ssm:DescribeActivations", "ssm:DescribeSessions",
+                "ssm:DeleteActivation"], "Resource": "*"},
+            {"Effect": "Allow", "Action": "ssm:AddTagsToResource",
+             "Resource": "arn:aws:ssm:*:*:managed-instance/*"}]}),
         "CloudWatchAgentServerPolicy" => json!({"Version": "2012-10-17", "Statement": [
             {"Effect": "Allow", "Action": ["cloudwatch:PutMetricData", "ec2:DescribeVolumes",
                 "ec2:DescribeTags", "logs:PutLogEvents", "logs:DescribeLogStreams",

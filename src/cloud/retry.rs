@@ -86,6 +86,15 @@ impl Kube for RetryingKube {
     ) -> CloudResult<()> {
         repeatable(|| self.0.patch_metadata(target, obj, labels, annotations)).await
     }
+    async fn patch_spec(
+        &self,
+        target: &KubeTarget,
+        obj: &ObjectRef,
+        spec: &Value,
+    ) -> CloudResult<()> {
+        // A merge patch of the same fields lands the same way twice.
+        repeatable(|| self.0.patch_spec(target, obj, spec)).await
+    }
     async fn list(
         &self,
         target: &KubeTarget,
@@ -125,6 +134,15 @@ impl Kube for RetryingKube {
         query: &LogQuery,
     ) -> CloudResult<LogLines> {
         repeatable(|| self.0.follow_log(target, namespace, pod, query)).await
+    }
+    async fn port_forward(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        pod: &str,
+        port: u16,
+    ) -> CloudResult<super::PodStream> {
+        repeatable(|| self.0.port_forward(target, namespace, pod, port)).await
     }
     async fn forget(&self, cluster: &str) {
         self.0.forget(cluster).await;

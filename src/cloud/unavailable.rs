@@ -309,6 +309,14 @@ impl Kube for Unavailable {
     ) -> CloudResult<()> {
         Err(self.refuse("patch_metadata"))
     }
+    async fn patch_spec(
+        &self,
+        _target: &KubeTarget,
+        _obj: &ObjectRef,
+        _spec: &Value,
+    ) -> CloudResult<()> {
+        Err(self.refuse("patch_spec"))
+    }
     async fn list(
         &self,
         _target: &KubeTarget,

@@ -155,6 +155,7 @@ mod tests {
         "training_job_delete",
         "deployment_delete",
         "endpoint_delete",
+        "space_delete",
         "team_delete",
         "pool_delete",
         "pool_unassign",
@@ -254,6 +255,7 @@ mod tests {
                         | "operation_cancel"
                         | "deployment_invoke"
                         | "endpoint_invoke"
+                        | "space_open"
                 );
             assert_eq!(t.duration.is_some(), starts_operation, "{}", t.name);
             if starts_operation {

@@ -30,6 +30,10 @@ pub const SKILLS: &[(&str, &str)] = &[
         include_str!("../../skills/deploy-model/SKILL.md"),
     ),
     (
+        "development-spaces",
+        include_str!("../../skills/development-spaces/SKILL.md"),
+    ),
+    (
         "submit-training",
         include_str!("../../skills/submit-training/SKILL.md"),
     ),

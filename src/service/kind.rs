@@ -16,6 +16,8 @@ pub enum FeatureId {
     ManagedAutoscaling,
     FsxCsi,
     TaskGovernance,
+    EbsCsi,
+    Spaces,
 }
 
 macro_rules! kinds {
@@ -67,6 +69,11 @@ pub enum OpKind {
     EndpointDeploy,
     /// A change to a managed endpoint, watched the same way.
     EndpointUpdate,
+    /// A development space (`Workspace`) applied and watched to running, or changed.
+    SpaceCreate,
+    SpaceUpdate,
+    /// A space started or stopped (its `desiredStatus` patched), watched until it is.
+    SpaceStatus,
     /// A warm GPU pool (a Deployment of model servers that serve nothing until assigned).
     PoolCreate,
     PoolScale,
@@ -101,6 +108,8 @@ kinds! {
     Feature(ManagedAutoscaling) => "feature-managed-autoscaling",
     Feature(FsxCsi) => "feature-fsx-csi",
     Feature(TaskGovernance) => "feature-task-governance",
+    Feature(EbsCsi) => "feature-ebs-csi",
+    Feature(Spaces) => "feature-spaces",
     SchedulingPolicy => "scheduling-policy",
     TeamCreate => "team-create",
     TeamUpdate => "team-update",
@@ -111,6 +120,9 @@ kinds! {
     InferenceDeploy => "inference-deploy",
     EndpointDeploy => "endpoint-deploy",
     EndpointUpdate => "endpoint-update",
+    SpaceCreate => "space-create",
+    SpaceUpdate => "space-update",
+    SpaceStatus => "space-status",
     PoolCreate => "pool-create",
     PoolScale => "pool-scale",
     PoolAssign => "pool-assign",

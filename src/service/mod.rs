@@ -20,6 +20,7 @@ pub mod reads;
 mod records;
 mod requests;
 pub mod resources;
+pub mod spaces;
 pub mod start;
 pub mod steps;
 mod submit;

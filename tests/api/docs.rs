@@ -100,6 +100,7 @@ async fn every_shell_example_in_the_readme_and_the_guides_runs_against_a_sandbox
         "training.md",
         "inference.md",
         "teams.md",
+        "spaces.md",
         "agent.md",
         "operating.md",
         "security.md",

@@ -79,6 +79,8 @@ const BEYOND_THE_SCHEMA: &[(&str, &str)] = &[
     ("POST /api/clusters/{name}/models", "claim: one of the cluster's"),
     ("GET /api/clusters/{name}/workloads/{kind}/{workload}/logs", "pod: one of the workload's"),
     ("PUT /api/clusters/{name}/scheduling-policy", "priority class names unique within the list"),
+    ("POST /api/clusters/{name}/spaces", "the instance type must be one of the cluster's, whole GPUs at most a node's and never with a MIG slice; team required where teams share the cluster; a name not taken"),
+    ("PATCH /api/clusters/{name}/spaces/{space}", "whole GPUs at most a node's and never with a MIG slice; storageGib fixed at creation (409)"),
     ("POST /api/clusters/{name}/teams", "instance types of the cluster's groups, each share count or accelerators (not both), the teams' shares within what the groups hold; borrowLimit with LendAndBorrow only"),
 ];
 
@@ -93,6 +95,7 @@ const REFUSED_BY_STATE: &[(&str, &str)] = &[
     ("DELETE /api/clusters/{name}/instance-groups/{group}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
     ("DELETE /api/clusters/{name}/jobs/{job}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
     ("DELETE /api/clusters/{name}/pools/{pool}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
+    ("DELETE /api/clusters/{name}/spaces/{space}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
     ("DELETE /api/clusters/{name}/storage/{claim}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
     ("DELETE /api/clusters/{name}/teams/{team}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
     ("DELETE /api/clusters/{name}/training-jobs/{job}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
@@ -102,6 +105,7 @@ const REFUSED_BY_STATE: &[(&str, &str)] = &[
     ("POST /api/clusters/{name}/models", "a model and revision is downloaded once: the same again is a 409 naming the first download"),
     ("POST /api/clusters/{name}/pools", "poolName: not a name the cluster's deployments or pools already have"),
     ("POST /api/clusters/{name}/pools/{pool}/assign", "pod: one of the pool's pods, named at run time; model: a deployment served from the pool"),
+    ("POST /api/clusters/{name}/spaces/{space}/open", "a space opens only while it runs: the fuzzer's own stop leaves it stopped (409)"),
     ("POST /api/clusters/{name}/pools/{pool}/unassign", "pod: one of the pool's pods, named at run time"),
     ("POST /api/operations/{id}/cancel", "the operation named has finished: there is nothing left to cancel (409)"),
     ("POST /api/operations/{id}/retry", "the operation named succeeded: only a failed or cancelled one is retried (409)"),
@@ -181,13 +185,15 @@ async fn what_the_schema_allows_the_server_accepts() {
 }
 
 /// A server whose `demo` cluster holds one of everything a path can name, and the values that
-/// name them: an existing cluster, team, training job, endpoint, pool, deployment, claim, group,
+/// name them: an existing cluster, team, training job, endpoint, pool, deployment, space, claim, group,
 /// node, operation and MLflow app. Operations that end what they name (`DELETE`, forget, a node's
 /// removal, the features toggle that could turn governance off) get their own targets, so the
 /// rest keep finding theirs whatever order the fuzzer takes.
 async fn populated_app() -> (TestApp, String) {
     let app = spawn_app().await;
-    // Four GPUs, all team-a's: its job, pool and deployment each hold one under Kueue.
+    // Four GPUs: team-a's one for its job; the serving team's three for the endpoint, pool and
+    // deployment, which it lends to no one, so nothing the fuzzer submits as team-a (at any
+    // priority) takes them.
     let mut cluster = pipeline_body();
     cluster["instanceCount"] = json!(4);
     let pipeline = app.start("/api/pipelines", &cluster).await;
@@ -195,7 +201,8 @@ async fn populated_app() -> (TestApp, String) {
     let r = app
         .client
         .patch(app.url("/api/clusters/demo/features"))
-        .json(&json!({"taskGovernance": true, "trainingOperator": true, "fsxCsi": true, "inferenceOperator": true}))
+        .json(&json!({"taskGovernance": true, "trainingOperator": true, "fsxCsi": true, "inferenceOperator": true,
+                     "ebsCsi": true, "spaces": true}))
         .send()
         .await
         .unwrap();
@@ -210,7 +217,11 @@ async fn populated_app() -> (TestApp, String) {
         ("/api/mlflow", json!({"cluster": "demo"})),
         (
             "/api/clusters/demo/teams",
-            json!({"teamName": "team-a", "resources": [{"instanceType": "ml.g5.8xlarge", "count": 4}]}),
+            json!({"teamName": "team-a", "resources": [{"instanceType": "ml.g5.8xlarge", "count": 1}]}),
+        ),
+        (
+            "/api/clusters/demo/teams",
+            json!({"teamName": "serving", "sharing": "DontLend", "resources": [{"instanceType": "ml.g5.8xlarge", "count": 3}]}),
         ),
         (
             "/api/clusters/demo/training-jobs",
@@ -219,15 +230,19 @@ async fn populated_app() -> (TestApp, String) {
         ),
         (
             "/api/clusters/demo/endpoints",
-            json!({"endpointName": "qwen", "team": "team-a", "model": "/s3/models/Qwen/Qwen3-8B", "instanceType": "ml.g5.8xlarge"}),
+            json!({"endpointName": "qwen", "team": "serving", "model": "/s3/models/Qwen/Qwen3-8B", "instanceType": "ml.g5.8xlarge"}),
         ),
         (
             "/api/clusters/demo/pools",
-            json!({"poolName": "warm", "team": "team-a", "image": sage, "size": 1}),
+            json!({"poolName": "warm", "team": "serving", "image": sage, "size": 1}),
         ),
         (
             "/api/clusters/demo/deployments",
-            json!({"deploymentName": "chat", "team": "team-a", "image": sage}),
+            json!({"deploymentName": "chat", "team": "serving", "image": sage}),
+        ),
+        (
+            "/api/clusters/demo/spaces",
+            json!({"spaceName": "lab", "team": "team-a", "instanceType": "ml.g5.8xlarge", "idleShutdownMinutes": 0}),
         ),
         ("/api/clusters", json!({"name": "spare"})),
         ("/api/clusters", json!({"name": "spare-deleted"})),
@@ -241,6 +256,16 @@ async fn populated_app() -> (TestApp, String) {
             matches!(op["state"].as_str(), Some("succeeded" | "running")),
             "{path}: {op}"
         );
+    }
+    // The models the invoke operations name answer before the fuzzer starts.
+    for path in [
+        "/api/clusters/demo/deployments/chat/invoke",
+        "/api/clusters/demo/endpoints/qwen/invoke",
+    ] {
+        let r = app.post(path, &json!({"prompt": "hello"})).await;
+        let status = r.status();
+        let body = r.text().await.unwrap_or_default();
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
     }
     let node = app.json("/api/clusters/demo/nodes").await["nodes"][0]["instanceId"]
         .as_str()
@@ -258,6 +283,7 @@ async fn populated_app() -> (TestApp, String) {
 "path.endpoint" = "qwen"
 "path.deployment" = "chat"
 "path.pool" = "warm"
+"path.space" = "lab"
 "path.claim" = "s3-claim"
 "path.group" = "workers"
 "path.id" = "{node}"

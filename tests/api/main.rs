@@ -28,6 +28,7 @@ mod releases;
 mod security;
 mod serving;
 mod sharing;
+mod spaces;
 mod teams;
 mod training;
 mod ui;

@@ -148,6 +148,7 @@ async fn browser_scenarios_in_headless_chromium() {
                 "groups",
                 "workloads",
                 "training",
+                "spaces",
             ],
         )
     })

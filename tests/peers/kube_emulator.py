@@ -58,6 +58,7 @@ RESOURCES = {
     "inference.sagemaker.aws.amazon.com/v1/inferenceendpointconfigs": ("InferenceEndpointConfig", True, ["status"]),
     "kueue.x-k8s.io/v1beta1/workloads": ("Workload", True, ["status"]),
     "kueue.x-k8s.io/v1beta1/clusterqueues": ("ClusterQueue", False, ["status"]),
+    "workspace.jupyter.org/v1alpha1/workspaces": ("Workspace", True, ["status"]),
     "keda.sh/v1alpha1/scaledobjects": ("ScaledObject", True, ["status"]),
     "keda.sh/v1alpha1/triggerauthentications": ("TriggerAuthentication", True, []),
     # HyperPod-managed Karpenter: the controller runs in AWS, only its objects live here.

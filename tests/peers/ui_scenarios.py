@@ -304,6 +304,11 @@ def workloads(page, base, out):
     page.locator("tr:has-text('qwen')").get_by_role("button", name="invoke").click()
     expect(page.locator("#invoke-answer")).to_contain_text("(sandbox) Say hello")
     page.screenshot(path=f"{out}/inference.png", full_page=True)
+    # The deployment's page follows its replicas' logs.
+    page.get_by_role("link", name="qwen").click()
+    expect(page.locator("#logs-lines")).to_contain_text("Avg generation throughput")
+    expect(page.locator("#logs-status")).to_contain_text("following")
+    page.goto(f"{base}/#/inference")
     # The managed path: the inference operator (with the FSx CSI driver it needs), then an
     # endpoint with L2 on tiered storage and prefix-aware routing, smoke-tested from the page.
     for feature in ("fsxCsi", "inferenceOperator"):
@@ -327,10 +332,13 @@ def workloads(page, base, out):
     row.get_by_role("button", name="invoke").click()
     expect(page.locator("#endpoint-answer")).to_contain_text("(sandbox) Say hello")
     page.screenshot(path=f"{out}/endpoints.png", full_page=True)
-    # The deployment's page follows its replicas' logs.
-    page.get_by_role("link", name="qwen").click()
-    expect(page.locator("#logs-lines")).to_contain_text("Avg generation throughput")
-    expect(page.locator("#logs-status")).to_contain_text("following")
+    # The endpoint's worker outranks qwen on team-a's one GPU: Kueue preempts qwen's pod for it,
+    # and qwen's row says so. The endpoint goes, and qwen runs again.
+    page.goto(f"{base}/#/inference")
+    expect(page.locator("#deployments-list tr:has-text('qwen') [data-admission]")).to_contain_text("1 preempted")
+    finished(page, base, page.request.delete(f"{base}/api/clusters/ui-demo/endpoints/qwen-ep", headers=ACTOR))
+    page.goto(f"{base}/#/inference")
+    expect(page.locator("#deployments-list tr:has-text('qwen') [data-admission]")).to_contain_text("1 admitted")
     # A warm pool in qwen's place: made from the page, a model served from it, its pod assigned
     # from the page; the table shows who serves what, then everything is put back.
     def finish(r):
@@ -499,7 +507,37 @@ def forget(page, base, out):
     assert after == before, f"forgetting called the account: {before} -> {after}"
 
 
-SCENARIOS = {"slow-header": slow_header, "forget": forget, "training": training, "workloads": workloads, "groups": groups, "features": features, "teams": teams, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
+def spaces(page, base, out):
+    """Turn spaces on, create a space from the page (as the team the teams scenario made), open
+    it through the control plane in a new tab and see its page with /s3, then stop it."""
+    for feature in ("ebsCsi", "spaces"):
+        enable_feature(page, base, feature)
+    page.goto(f"{base}/#/spaces")
+    page.get_by_label("Space name").fill("ui-lab")
+    page.get_by_label("Idle shutdown (minutes)").fill("1440")
+    page.get_by_role("button", name="Create space").click()
+    page.wait_for_url("**/#/op/*")
+    expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
+    page.goto(f"{base}/#/spaces")
+    row = page.locator("#spaces-list tr:has-text('ui-lab')")
+    expect(row).to_contain_text("running")
+    expect(row).to_contain_text("/s3")
+    with page.expect_popup() as opened:
+        row.get_by_role("button", name="open space ui-lab").click()
+    tab = opened.value
+    expect(tab.locator("#space")).to_have_text("ui-lab")
+    expect(tab.locator("#mounts")).to_contain_text("/s3")
+    assert ".spaces.localhost:" in tab.url, tab.url
+    tab.close()
+    page.screenshot(path=f"{out}/spaces.png", full_page=True)
+    row.get_by_role("button", name="stop space ui-lab").click()
+    page.wait_for_url("**/#/op/*")
+    expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
+    page.goto(f"{base}/#/spaces")
+    expect(page.locator("#spaces-list tr:has-text('ui-lab')")).to_contain_text("stopped")
+
+
+SCENARIOS = {"spaces": spaces, "slow-header": slow_header, "forget": forget, "training": training, "workloads": workloads, "groups": groups, "features": features, "teams": teams, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
 
 
 def main():

@@ -22,7 +22,7 @@ use serde_json::Value;
 use super::aws::token::{EksTokens, REFRESH_AFTER};
 use super::{
     CloudError, CloudResult, ClusterState, Kube, KubeTarget, LogLines, LogQuery, ObjectRef,
-    ServiceCall,
+    PodStream, ServiceCall,
 };
 
 pub use summary::{summarize, Summary};
@@ -297,6 +297,20 @@ impl Kube for KubeRs {
         Ok(())
     }
 
+    async fn patch_spec(
+        &self,
+        target: &KubeTarget,
+        obj: &ObjectRef,
+        spec: &Value,
+    ) -> CloudResult<()> {
+        let api = self.object_api(target, obj).await?;
+        let patch = serde_json::json!({ "spec": spec });
+        api.patch(&obj.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| k8s_err("Patch", e))?;
+        Ok(())
+    }
+
     async fn list(
         &self,
         target: &KubeTarget,
@@ -329,6 +343,32 @@ impl Kube for KubeRs {
         pods.logs(pod, &log_params(query, false))
             .await
             .map_err(|e| k8s_err("PodLog", e))
+    }
+
+    async fn port_forward(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        pod: &str,
+        port: u16,
+    ) -> CloudResult<PodStream> {
+        let pods: Api<Pod> = Api::namespaced(self.client(target).await?, namespace);
+        let mut forwarder = pods
+            .portforward(pod, &[port])
+            .await
+            .map_err(|e| k8s_err("PortForward", e))?;
+        let stream = forwarder.take_stream(port).ok_or_else(|| {
+            CloudError::new(
+                "k8s",
+                "PortForward",
+                "NoStream",
+                format!("the API server opened no stream to port {port} of {pod}"),
+            )
+        })?;
+        Ok(Box::new(Forwarded {
+            stream,
+            _forwarder: forwarder,
+        }))
     }
 
     async fn follow_log(
@@ -419,5 +459,43 @@ impl Kube for KubeRs {
             }
         };
         cache.snapshot().await
+    }
+}
+
+/// A port-forward's stream, with the forwarder that carries it (dropped together).
+struct Forwarded<S> {
+    stream: S,
+    _forwarder: kube::api::Portforwarder,
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Forwarded<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Forwarded<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }

@@ -8,6 +8,11 @@ use serde_json::Value;
 
 use crate::cloud::*;
 
+/// A byte stream to one port of a pod.
+pub trait PodIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> PodIo for T {}
+pub type PodStream = Box<dyn PodIo>;
+
 /// How to reach one cluster's API server.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -174,6 +179,15 @@ pub trait Kube: Send + Sync {
         labels: &Value,
         annotations: &Value,
     ) -> CloudResult<()>;
+    /// Merges fields into an existing object's `spec` (a JSON merge patch of `spec` only): the
+    /// fields named change, every other stays as it is. A missing object is `NotFound`. How a
+    /// space starts and stops (`desiredStatus`) without re-applying what it is.
+    async fn patch_spec(
+        &self,
+        target: &KubeTarget,
+        obj: &ObjectRef,
+        spec: &Value,
+    ) -> CloudResult<()>;
     /// Objects of one kind, optionally in one namespace and matching a label selector.
     async fn list(
         &self,
@@ -225,6 +239,22 @@ pub trait Kube: Send + Sync {
             "PodLog",
             "Unsupported",
             "no pod logs here",
+        ))
+    }
+    /// A byte stream to `port` of a pod, through the API server (a port-forward): how the
+    /// control plane reaches a space's server without an address of its own.
+    async fn port_forward(
+        &self,
+        _target: &KubeTarget,
+        _namespace: &str,
+        _pod: &str,
+        _port: u16,
+    ) -> CloudResult<PodStream> {
+        Err(CloudError::new(
+            "k8s",
+            "PortForward",
+            "Unsupported",
+            "no port-forward here",
         ))
     }
     /// The watch-backed caches held, one per cluster (none where views are not watch-backed).

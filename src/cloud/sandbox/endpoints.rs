@@ -109,7 +109,13 @@ pub(super) fn status(
         } else {
             format!("0 of {want} workers ready")
         };
-        return json!({"state": "DeploymentInProgress", "replicas": 0,
+        // Workers Kueue admitted serve once up, while the rest wait.
+        let serving = if held > 0 && nodes > 0 && age >= SERVING && failures == 0 {
+            want.saturating_sub(held)
+        } else {
+            0
+        };
+        return json!({"state": "DeploymentInProgress", "replicas": serving,
             "deploymentStatus": deployment("Progressing", message, "InProgress"),
             "conditions": [condition("DeploymentInProgress", "True", "Progressing")]});
     }

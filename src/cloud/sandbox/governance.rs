@@ -142,6 +142,12 @@ impl Sandbox {
     }
 }
 
+/// A compute quota's earlier versions, oldest first.
+fn stored_history(r: Option<&Res>) -> Vec<Value> {
+    r.and_then(|r| r.data["history"].as_array().cloned())
+        .unwrap_or_default()
+}
+
 fn check_policy(op: &str, p: &SchedulerPolicy) -> CloudResult<()> {
     if p.priority_classes.len() > 10 {
         return Err(invalid(op, "PriorityClasses: at most 10"));
@@ -367,8 +373,19 @@ impl Governance for Sandbox {
             .unwrap_or_default();
         let (_, types) = self.governed(&cluster_arn, op).await?;
         check_quota(op, quota, &types)?;
-        self.bump_version(api, "compute-quota", id, version, json!({"quota": quota}))
-            .await
+        // Kueue keeps what the old quota admitted: the sandbox's replay needs when it changed.
+        let mut history = stored_history(self.get("compute-quota", id).await?.as_ref());
+        if let Some(r) = self.get("compute-quota", id).await? {
+            history.push(json!({"untilMs": now_ms(), "quota": r.data["quota"]}));
+        }
+        self.bump_version(
+            api,
+            "compute-quota",
+            id,
+            version,
+            json!({"quota": quota, "history": history}),
+        )
+        .await
     }
 
     async fn delete_compute_quota(&self, id: &str) -> CloudResult<()> {
@@ -386,6 +403,8 @@ impl Governance for Sandbox {
 pub(super) struct InForce {
     /// Team, its quota, and when its ClusterQueue was made.
     pub quotas: Vec<(String, TeamQuota, i64)>,
+    /// Each team's quotas before its latest changes: until when (wall ms) each held.
+    pub earlier: std::collections::HashMap<String, Vec<(i64, TeamQuota)>>,
     pub policy: Option<SchedulerPolicy>,
 }
 
@@ -395,6 +414,7 @@ impl Sandbox {
     pub(super) async fn in_force(&self, cluster_arn: &str) -> CloudResult<InForce> {
         let live = |s: &str| matches!(s, "Created" | "Updated" | "Updating");
         let mut quotas = Vec::new();
+        let mut earlier = std::collections::HashMap::new();
         for r in self.of_cluster("compute-quota", cluster_arn).await? {
             let Ok(quota) = serde_json::from_value::<TeamQuota>(r.data["quota"].clone()) else {
                 continue;
@@ -403,6 +423,18 @@ impl Sandbox {
                 live(&self.settled_status(&r)) && quota.active,
                 r.data["team"].as_str(),
             ) {
+                let history: Vec<(i64, TeamQuota)> = r.data["history"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|h| {
+                        Some((
+                            h["untilMs"].as_i64()?,
+                            serde_json::from_value(h["quota"].clone()).ok()?,
+                        ))
+                    })
+                    .collect();
+                earlier.insert(team.to_string(), history);
                 quotas.push((team.to_string(), quota, r.created_ms));
             }
         }
@@ -412,6 +444,10 @@ impl Sandbox {
             .iter()
             .find(|r| live(&self.settled_status(r)))
             .map(|r| config_of(self, r).policy);
-        Ok(InForce { quotas, policy })
+        Ok(InForce {
+            quotas,
+            earlier,
+            policy,
+        })
     }
 }

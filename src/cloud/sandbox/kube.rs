@@ -143,7 +143,12 @@ impl Kube for Sandbox {
             }
         }
         if let Some(e) = &endpoint {
-            if e.pointer("/status/state") != Some(&json!("DeploymentComplete")) {
+            let serving = e
+                .pointer("/status/replicas")
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+                > 0;
+            if e.pointer("/status/state") != Some(&json!("DeploymentComplete")) && !serving {
                 return Err(CloudError::new(
                     "k8s",
                     "ServiceProxy",
@@ -192,6 +197,10 @@ impl Kube for Sandbox {
                     data[super::workload::PODS] =
                         self.next_pods(target, manifest, Some(&r.data)).await?;
                 }
+                if super::spaces::is_workspace(manifest) {
+                    super::spaces::on_apply(&mut data, Some(&r.data));
+                }
+                super::workload::note_scale(&mut data, Some(&r.data));
                 self.update(api, "k8s-object", &r.id, &data).await
             }
             _ => {
@@ -200,6 +209,10 @@ impl Kube for Sandbox {
                 if obj.kind == "Deployment" {
                     data[super::workload::PODS] = self.next_pods(target, manifest, None).await?;
                 }
+                if super::spaces::is_workspace(manifest) {
+                    super::spaces::on_apply(&mut data, None);
+                }
+                super::workload::note_scale(&mut data, None);
                 // Injected failures belong to a job or endpoint from its creation.
                 let fault = if super::training::is_training(manifest) {
                     Some(super::workload::POD_FAILURE)
@@ -361,6 +374,102 @@ impl Kube for Sandbox {
     ) -> CloudResult<()> {
         self.gate("k8s:Patch", true).await?;
         self.patch_meta(target, obj, labels, annotations).await
+    }
+
+    async fn patch_spec(
+        &self,
+        target: &KubeTarget,
+        obj: &ObjectRef,
+        spec: &Value,
+    ) -> CloudResult<()> {
+        let api = "k8s:Patch";
+        self.gate(api, true).await?;
+        let Some(r) = self
+            .by_name("k8s-object", &object_key(target, obj))
+            .await?
+            .filter(|r| r.deleted_ms.is_none())
+        else {
+            return Err(super::shared::not_found(
+                "k8s", "Patch", "NotFound", &obj.name,
+            ));
+        };
+        let mut data = r.data.clone();
+        super::spaces::merge_spec(&mut data, spec);
+        self.update(api, "k8s-object", &r.id, &data).await
+    }
+
+    /// A space's pod serves its app on port 8888; reaching it counts as the space's activity
+    /// (what the controller's idle check would see).
+    async fn port_forward(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+        pod: &str,
+        port: u16,
+    ) -> CloudResult<PodStream> {
+        let api = "k8s:PortForward";
+        self.gate(api, false).await?;
+        let refused = |why: String| CloudError::new("k8s", "PortForward", "BadRequest", why);
+        let Some((p, ..)) = self
+            .sim_pods(target)
+            .await?
+            .into_iter()
+            .find(|(p, ..)| p.namespace == namespace && p.name == pod)
+        else {
+            return Err(super::shared::not_found(
+                "k8s",
+                "PortForward",
+                "NotFound",
+                pod,
+            ));
+        };
+        let Some(base) = p.space_base().map(str::to_string) else {
+            return Err(refused(format!("nothing listens on port {port} of {pod}")));
+        };
+        if port != 8888 {
+            return Err(refused(format!("nothing listens on port {port} of {pod}")));
+        }
+        let space = p.labels["workspace.jupyter.org/workspace-name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let obj = ObjectRef {
+            api_version: "workspace.jupyter.org/v1alpha1".into(),
+            kind: "Workspace".into(),
+            namespace: Some(namespace.into()),
+            name: space.clone(),
+        };
+        let Some(r) = self
+            .by_name("k8s-object", &object_key(target, &obj))
+            .await?
+            .filter(|r| r.deleted_ms.is_none())
+        else {
+            return Err(super::shared::not_found(
+                "k8s",
+                "PortForward",
+                "NotFound",
+                pod,
+            ));
+        };
+        let mut data = r.data.clone();
+        data[super::spaces::ACTIVE] = json!(super::now_ms());
+        self.update(api, "k8s-object", &r.id, &data).await?;
+        let mounts = r.data["spec"]["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| {
+                Some((
+                    v["mountPath"].as_str()?.to_string(),
+                    v["persistentVolumeClaimName"].as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        Ok(super::space_app::connect(super::space_app::SpaceInfo {
+            name: space,
+            base,
+            mounts,
+        }))
     }
 
     async fn delete(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<()> {

@@ -27,6 +27,8 @@ pub mod rules;
 mod scheduler;
 mod serving;
 mod shared;
+mod space_app;
+mod spaces;
 mod training;
 mod verdicts;
 mod workload;

@@ -42,6 +42,8 @@ enum Program {
     Crash(String),
     /// A pod Kueue has not admitted: it waits behind its scheduling gate, never started.
     Gated,
+    /// A space's server (JupyterLab or Code Editor), serving under its base path.
+    Space(String),
 }
 
 /// One simulated pod.
@@ -230,7 +232,7 @@ pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
                 .cloned()
                 .unwrap_or_else(|| json!({}));
             let container = first_container(obj.pointer("/spec/template/spec"));
-            let names = replica_names(obj, want.max(ready));
+            let names = super::workload::replica_names(obj, want.max(ready));
             let mut out = Vec::new();
             for (i, name) in (0..).zip(names) {
                 let (program, start) = if gated.contains(&i) {
@@ -252,6 +254,41 @@ pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
                 ));
             }
             out
+        }
+        Some("Workspace") => {
+            let available = obj
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Available" && c["status"] == "True")
+                });
+            if !available {
+                return vec![];
+            }
+            // As jupyter-k8s labels a workspace's pod: its own labels and the controller's.
+            let mut labels = obj
+                .pointer("/metadata/labels")
+                .cloned()
+                .filter(Value::is_object)
+                .unwrap_or_else(|| json!({}));
+            labels["app"] = json!("jupyter");
+            labels["workspace.jupyter.org/workspace-name"] = json!(name);
+            labels["workspace.jupyter.org/component"] = json!("workspace");
+            let h = super::workload::fnv1a(&format!("{namespace}/{name}"));
+            let base = s(obj, "/status/applicationBasePath").to_string();
+            vec![pod(
+                format!(
+                    "workspace-{name}-{:09x}-{:05x}",
+                    h & 0xf_ffff_ffff,
+                    (h >> 40) & 0xf_ffff
+                ),
+                "workspace".into(),
+                labels,
+                Program::Space(base),
+                0.0,
+                None,
+            )]
         }
         Some("Job") => {
             let mut labels = obj
@@ -285,25 +322,15 @@ pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
     }
 }
 
-/// The names of a Deployment's first `n` replicas: those its ReplicaSet gave (kept with the
-/// stored object), then more as it grows.
-pub(super) fn replica_names(obj: &Value, n: u64) -> Vec<String> {
-    let name = s(obj, "/metadata/name");
-    let given: Vec<String> = obj
-        .get(super::workload::PODS)
-        .and_then(|p| serde_json::from_value(p.clone()).ok())
-        .unwrap_or_default();
-    (0..n)
-        .map(|i| {
-            usize::try_from(i)
-                .ok()
-                .and_then(|i| given.get(i).cloned())
-                .unwrap_or_else(|| format!("{name}-sbx-{i}"))
-        })
-        .collect()
-}
-
 impl SimPod {
+    /// The base path a space's server serves under, for a space's pod.
+    pub(super) fn space_base(&self) -> Option<&str> {
+        match &self.program {
+            Program::Space(base) => Some(base),
+            _ => None,
+        }
+    }
+
     /// Whether Kueue holds the pod behind its scheduling gate.
     pub(super) fn gated(&self) -> bool {
         self.program == Program::Gated
@@ -377,6 +404,10 @@ impl SimPod {
             }
             Program::Crash(why) => out.push((self.start, why.clone())),
             Program::Gated => {}
+            Program::Space(base) => out.push((
+                self.start,
+                format!("[I ServerApp] Jupyter Server is running at: http://0.0.0.0:8888{base}/"),
+            )),
             Program::Batch { model, target } => {
                 out.push((0.0, "Collecting huggingface_hub".into()));
                 if until >= 5.0 {

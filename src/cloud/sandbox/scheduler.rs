@@ -19,6 +19,7 @@ pub(super) fn scheduled_kind(kind: &str) -> bool {
             | "InferenceEndpointConfig"
             | "JumpStartModel"
             | "ScaledObject"
+            | "Workspace"
     )
 }
 
@@ -195,8 +196,13 @@ impl Sandbox {
             m.remove("__key");
             m.remove(super::workload::FAILURES);
             m.remove(super::workload::PODS);
+            m.remove(super::workload::SCALED);
         }
         o["metadata"]["creationTimestamp"] = json!(crate::store::rfc3339_ms(res.created_ms));
+        if super::spaces::is_workspace(&o) {
+            self.workspace_status(&mut o, res.created_ms, schedule);
+            return o;
+        }
         let n = u64::from(ready);
         match o["kind"].as_str() {
             Some("Deployment") => {

@@ -24,7 +24,10 @@ fn addon_namespace(addon: &str) -> Option<&'static str> {
         "amazon-sagemaker-hyperpod-training-operator" => "aws-hyperpod",
         "amazon-sagemaker-hyperpod-inference" => "hyperpod-inference-system",
         "amazon-cloudwatch-observability" => "amazon-cloudwatch",
-        "aws-mountpoint-s3-csi-driver" | "aws-fsx-csi-driver" => "kube-system",
+        "aws-mountpoint-s3-csi-driver" | "aws-fsx-csi-driver" | "aws-ebs-csi-driver" => {
+            "kube-system"
+        }
+        "amazon-sagemaker-spaces" => "jupyter-k8s-system",
         _ => return None,
     })
 }

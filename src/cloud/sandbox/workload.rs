@@ -31,6 +31,77 @@ pub(super) fn fnv1a(s: &str) -> u64 {
 pub(super) const KEDA_IDENTITY: (&str, &str) = ("keda", "keda-operator");
 
 pub(super) const PODS: &str = "__pods";
+/// The names of a Deployment's first `n` replicas: those its ReplicaSet gave (kept with the
+/// stored object), then more as it grows.
+pub(super) fn replica_names(obj: &Value, n: u64) -> Vec<String> {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let given: Vec<String> = obj
+        .get(super::workload::PODS)
+        .and_then(|p| serde_json::from_value(p.clone()).ok())
+        .unwrap_or_default();
+    (0..n)
+        .map(|i| {
+            usize::try_from(i)
+                .ok()
+                .and_then(|i| given.get(i).cloned())
+                .unwrap_or_else(|| format!("{name}-sbx-{i}"))
+        })
+        .collect()
+}
+
+/// Where a stored Deployment or endpoint keeps when its replica count changed, `[[ms, n], …]`:
+/// a replica Kueue queues arrives when it was asked for, not when the object was made.
+pub(super) const SCALED: &str = "__scaled";
+
+/// The replicas a Deployment or endpoint asks for in its spec.
+fn replicas_of(obj: &Value) -> Option<u64> {
+    obj.pointer("/spec/replicas").and_then(Value::as_u64)
+}
+
+/// Notes a change of the replica count in what is about to be stored (`previous`: the object
+/// stored before).
+pub(super) fn note_scale(data: &mut Value, previous: Option<&Value>) {
+    let mut history = previous
+        .and_then(|p| p.get(SCALED))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let Some(n) = replicas_of(data) else {
+        data[SCALED] = Value::Array(history);
+        return;
+    };
+    if previous.and_then(replicas_of) != Some(n) || history.is_empty() {
+        history.push(serde_json::json!([super::now_ms(), n]));
+    }
+    data[SCALED] = Value::Array(history);
+}
+
+/// When replica `i` of a stored object was last asked for: the change that last raised the count
+/// past `i`, or its creation when it always existed.
+pub(super) fn replica_since(data: &Value, i: u64, created_ms: i64) -> i64 {
+    let history: Vec<(i64, u64)> = data
+        .get(SCALED)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((e[0].as_i64()?, e[1].as_u64()?)))
+        .collect();
+    let mut since = created_ms;
+    let mut exists = history.is_empty();
+    for (k, (at, n)) in history.iter().enumerate() {
+        if *n > i && !exists {
+            exists = true;
+            since = if k == 0 { created_ms } else { *at };
+        } else if *n <= i {
+            exists = false;
+        }
+    }
+    since
+}
+
 /// Where an object read back for its pods carries the replicas Kueue holds (never stored).
 pub(super) const GATED: &str = "__gated";
 
@@ -114,4 +185,31 @@ pub(super) fn pod_gpus(spec: &Value) -> u32 {
         })
         .map(|g| u32::try_from(g).unwrap_or(u32::MAX))
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_replica_arrives_when_the_count_last_rose_past_it() {
+        let data = json!({"__scaled": [[100, 1], [200, 3], [300, 2], [400, 4]]});
+        assert_eq!(replica_since(&data, 0, 90), 90, "there from the start");
+        assert_eq!(
+            replica_since(&data, 1, 90),
+            200,
+            "asked for at the first scale-up"
+        );
+        assert_eq!(
+            replica_since(&data, 2, 90),
+            400,
+            "gone at 300, asked for again at 400"
+        );
+        assert_eq!(
+            replica_since(&json!({}), 5, 90),
+            90,
+            "no history: its creation"
+        );
+    }
 }

@@ -19,11 +19,12 @@ pub async fn invoke_endpoint(
 ) -> ApiResult<Value> {
     let body = req.chat_body(name)?;
     let e = get_endpoint(engine, cluster, name).await?;
-    if e.state != "DeploymentComplete" {
+    // An endpoint scaling (or with workers Kueue holds) still serves from its ready ones.
+    if e.state != "DeploymentComplete" && e.ready_replicas == 0 {
         return Err(ApiError::Conflict {
             slug: "endpoint-not-ready",
             detail: format!(
-                "`{name}` is {}: wait for its operation (operation_get) first",
+                "`{name}` is {} with no worker ready: wait for its operation (operation_get) first",
                 e.state
             ),
             field: None,

@@ -76,6 +76,11 @@ pub struct FeaturesPatch {
     /// `tieredCheckpointing: true`, or alone to change it while enabled.
     #[schema(minimum = 1, maximum = 100)]
     pub tiered_checkpointing_memory_percent: Option<u32>,
+    /// The Amazon EBS CSI driver (volumes made on demand; spaces need it).
+    pub ebs_csi: Option<bool>,
+    /// SageMaker Spaces: JupyterLab and Code Editor on the cluster (`/spaces`). Needs `ebsCsi`
+    /// (enable both in one request).
+    pub spaces: Option<bool>,
     /// HyperPod-managed Karpenter. It governs HyperPod instance groups only, not general EC2
     /// capacity.
     pub managed_autoscaling: Option<bool>,
@@ -92,6 +97,8 @@ impl FeaturesPatch {
             ("containerInsights", self.container_insights),
             ("fsxCsi", self.fsx_csi),
             ("taskGovernance", self.task_governance),
+            ("ebsCsi", self.ebs_csi),
+            ("spaces", self.spaces),
             (
                 "tieredCheckpointing",
                 self.tiered_checkpointing

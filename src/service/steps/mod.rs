@@ -53,6 +53,7 @@ pub mod nodes;
 pub mod pools;
 pub mod roles;
 pub mod s3_access;
+pub mod spaces;
 pub mod storage;
 pub mod teardown;
 pub mod training;
@@ -338,6 +339,8 @@ impl Stages for OperationKinds {
             | OpKind::PoolCreate
             | OpKind::PoolScale => vec![Arc::new(workloads::ApplyStep)],
             OpKind::PoolAssign => vec![Arc::new(pools::AssignStep)],
+            OpKind::SpaceCreate | OpKind::SpaceUpdate => vec![Arc::new(workloads::ApplyStep)],
+            OpKind::SpaceStatus => vec![Arc::new(spaces::SpaceStatusStep)],
             OpKind::SchedulingPolicy => vec![Arc::new(governance::SchedulerConfigStep)],
             OpKind::TeamCreate => vec![
                 Arc::new(governance::ComputeQuotaStep),

@@ -223,6 +223,18 @@ pub fn workload_state(obj: &Value) -> WorkloadState {
         }
         // A model served by warm-pool pods: its Service is the whole workload.
         Some("Service") => WorkloadState::Ready,
+        // A space: running or stopped as asked, by the controller's conditions.
+        Some("Workspace") => match crate::service::spaces::state::space_state(obj) {
+            ("running" | "stopped", _) => WorkloadState::Ready,
+            ("failed", why) => WorkloadState::Failed(format!(
+                "the spaces controller reports the space degraded: {}",
+                why.unwrap_or_else(|| "no reason given".into())
+            )),
+            (state, why) => WorkloadState::Pending(match why {
+                Some(w) => format!("{state}: {w}"),
+                None => state.to_string(),
+            }),
+        },
         _ => WorkloadState::Pending("unknown kind".into()),
     }
 }

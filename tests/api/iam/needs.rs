@@ -211,6 +211,34 @@ pub fn needs(place: &BucketPlace) -> Vec<Need> {
             req("ec2:DeleteSecurityGroup", "arn:aws:ec2:us-west-2:123456789012:security-group/sg-1"),
             "a security group the controller did not make",
         ),
+        // The EBS CSI driver (AmazonEBSCSIDriverPolicy): a space's home volume.
+        allow(
+            "demo-ebs-csi",
+            req("ec2:CreateVolume", "arn:aws:ec2:us-west-2:123456789012:volume/vol-1")
+                .with("aws:RequestTag/ebs.csi.aws.com/cluster", "true"),
+            "a volume for a claim",
+        ),
+        allow(
+            "demo-ebs-csi",
+            req("ec2:AttachVolume", "arn:aws:ec2:us-west-2:123456789012:volume/vol-1"),
+            "attaches it to the space's node",
+        ),
+        deny(
+            "demo-ebs-csi",
+            req("ec2:DeleteVolume", "arn:aws:ec2:us-west-2:123456789012:volume/vol-2"),
+            "a volume the driver did not make (no ebs.csi.aws.com/cluster tag)",
+        ),
+        deny("demo-ebs-csi", req("s3:GetObject", &obj("data/x")), "reads no data"),
+        // The Spaces controller (AmazonSageMakerSpacesControllerPolicy).
+        allow(
+            "demo-spaces",
+            req("ssm:CreateActivation", "*")
+                .with("aws:RequestTag/sagemaker.amazonaws.com/managed-by", "amazon-sagemaker-spaces"),
+            "an activation for a space's remote IDE",
+        ),
+        allow("demo-spaces", req("ssm:DescribeSessions", "*"), "who is connected"),
+        deny("demo-spaces", req("ssm:CreateActivation", "*"), "an activation not tagged as the add-on's"),
+        deny("demo-spaces", req("s3:GetObject", &obj("data/x")), "reads no data"),
         // HyperPod adding and removing this cluster's nodes.
         allow("demo-autoscaling", req("sagemaker:BatchAddClusterNodes", HYPERPOD), "scale up"),
         allow("demo-autoscaling", req("sagemaker:BatchDeleteClusterNodes", HYPERPOD), "scale down"),

@@ -23,6 +23,9 @@ pub(super) struct Team {
     pub name: String,
     /// GPUs per flavor (`nominalQuota`); flavors it was not given are 0, so it may borrow them.
     pub nominal: BTreeMap<String, u32>,
+    /// Its quotas before its latest changes: `(until, nominal)`, oldest first. A quota made
+    /// smaller never evicts what it admitted, so each moment is decided by its own quota.
+    pub earlier: Vec<(f64, BTreeMap<String, u32>)>,
     pub sharing: Sharing,
     /// Percent of its quota it may borrow on top (`BorrowLimit`), with `LendAndBorrow`.
     pub borrow_limit: Option<u32>,
@@ -31,15 +34,30 @@ pub(super) struct Team {
 
 impl Team {
     fn nominal(&self, flavor: &str) -> u32 {
-        self.nominal.get(flavor).copied().unwrap_or(0)
+        self.nominal_at(flavor, f64::INFINITY)
+    }
+
+    /// Its quota of `flavor` at simulated time `t`.
+    fn nominal_at(&self, flavor: &str, t: f64) -> u32 {
+        self.earlier
+            .iter()
+            .find(|(until, _)| t < *until)
+            .map_or(&self.nominal, |(_, n)| n)
+            .get(flavor)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// GPUs of `flavor` it may use beyond its quota (`borrowingLimit`).
     pub(super) fn borrowing_limit(&self, flavor: &str) -> u32 {
+        self.borrowing_limit_at(flavor, f64::INFINITY)
+    }
+
+    fn borrowing_limit_at(&self, flavor: &str, t: f64) -> u32 {
         match self.sharing {
             Sharing::LendAndBorrow => {
                 let pct = self.borrow_limit.unwrap_or(DEFAULT_BORROW_LIMIT);
-                self.nominal(flavor).saturating_mul(pct) / 100
+                self.nominal_at(flavor, t).saturating_mul(pct) / 100
             }
             Sharing::Lend | Sharing::DontLend => 0,
         }
@@ -157,6 +175,8 @@ struct Sim<'a> {
     pool: &'a BTreeMap<String, u32>,
     /// Admitted jobs (index) → admitted at.
     running: BTreeMap<usize, f64>,
+    /// The moment being decided.
+    now: f64,
     verdicts: Vec<Option<Verdict>>,
 }
 
@@ -187,7 +207,7 @@ impl Sim<'_> {
         let Some(t) = self.team(&j.team) else {
             return Why::NoQueue;
         };
-        let max = t.nominal(&j.flavor) + t.borrowing_limit(&j.flavor);
+        let max = t.nominal_at(&j.flavor, self.now) + t.borrowing_limit_at(&j.flavor, self.now);
         if j.gpus > max {
             return Why::TooBig { max };
         }
@@ -216,9 +236,9 @@ impl Sim<'_> {
             if t.name == team {
                 u += extra;
             }
-            let n = t.nominal(flavor);
+            let n = t.nominal_at(flavor, self.now);
             if u > n {
-                if u - n > t.borrowing_limit(flavor) {
+                if u - n > t.borrowing_limit_at(flavor, self.now) {
                     return false;
                 }
                 borrowed += u64::from(u - n);
@@ -282,8 +302,11 @@ impl Sim<'_> {
             if by_reclaim {
                 let o = &self.jobs[k];
                 let borrowing = self.used(&trial, &o.team, &o.flavor)
-                    > self.team(&o.team).map_or(0, |t| t.nominal(&o.flavor));
-                let within = self.used(&trial, &j.team, &j.flavor) <= team.nominal(&j.flavor);
+                    > self
+                        .team(&o.team)
+                        .map_or(0, |t| t.nominal_at(&o.flavor, now));
+                let within =
+                    self.used(&trial, &j.team, &j.flavor) <= team.nominal_at(&j.flavor, now);
                 if !borrowing || !within {
                     continue;
                 }
@@ -333,6 +356,7 @@ impl Sim<'_> {
 
     /// One scheduling pass at `now`: admit what fits, in queue order, until nothing changes.
     fn admit_all(&mut self, now: f64) {
+        self.now = now;
         // Each pass admits one or stops; preemptions never cycle (a preemptor outranks or
         // reclaims), and the bound keeps a bug from spinning.
         for _ in 0..(self.jobs.len() * 4 + 1) {
@@ -343,7 +367,9 @@ impl Sim<'_> {
                     let borrowing = {
                         let j = &self.jobs[i];
                         self.used(&self.running, &j.team, &j.flavor)
-                            > self.team(&j.team).map_or(0, |t| t.nominal(&j.flavor))
+                            > self
+                                .team(&j.team)
+                                .map_or(0, |t| t.nominal_at(&j.flavor, now))
                     };
                     self.verdicts[i] = Some(Verdict {
                         standing: Standing::Admitted {
@@ -415,14 +441,21 @@ pub(super) fn simulate(teams: &[Team], jobs: &[Job], pool: &BTreeMap<String, u32
         jobs,
         pool,
         running: BTreeMap::new(),
+        now: f64::NEG_INFINITY,
         verdicts: vec![None; jobs.len()],
     };
     let mut t = f64::NEG_INFINITY;
     loop {
-        // The next moment something changes: an arrival, a deletion, an admitted job's end.
+        // The next moment something changes: an arrival, a deletion, an admitted job's end, a
+        // quota changed.
         let next = jobs
             .iter()
             .map(|j| j.arrive)
+            .chain(
+                teams
+                    .iter()
+                    .flat_map(|t| t.earlier.iter().map(|(until, _)| *until)),
+            )
             .chain(jobs.iter().filter_map(|j| j.leave))
             .chain(sim.running.iter().map(|(&i, &at)| at + jobs[i].run))
             .filter(|&x| x > t && x <= 0.0)

@@ -7,6 +7,7 @@ const G5: &str = "ml.g5.8xlarge";
 fn team(name: &str, gpus: u32, sharing: Sharing, preempt: Preempt) -> Team {
     Team {
         name: name.into(),
+        earlier: vec![],
         nominal: BTreeMap::from([(G5.to_string(), gpus)]),
         sharing,
         borrow_limit: Some(100),
@@ -206,5 +207,32 @@ fn a_queue_without_a_cluster_queue_admits_nothing() {
             since: -5.0,
             why: Why::NoQueue
         }
+    );
+}
+
+#[test]
+fn a_smaller_quota_evicts_nothing_it_admitted_and_holds_what_comes_after() {
+    // Four GPUs until -50 s, one after: the two jobs admitted before keep running; a third,
+    // arriving after the change, waits for the new quota.
+    let mut a = team("a", 1, Sharing::DontLend, Preempt::Never);
+    a.earlier = vec![(-50.0, BTreeMap::from([(G5.to_string(), 4)]))];
+    let jobs = [
+        job("one", "a", 0, -100.0, 1),
+        job("two", "a", 0, -90.0, 1),
+        job("three", "a", 0, -10.0, 1),
+    ];
+    let o = simulate(&[a], &jobs, &BTreeMap::new());
+    assert!(matches!(standing(&o, "one"), Standing::Admitted { .. }));
+    assert!(matches!(standing(&o, "two"), Standing::Admitted { .. }));
+    assert!(
+        matches!(
+            standing(&o, "three"),
+            Standing::Pending {
+                why: Why::Short { .. },
+                ..
+            }
+        ),
+        "{:?}",
+        standing(&o, "three")
     );
 }

@@ -14,8 +14,7 @@ use super::durations as d;
 use super::endpoints::{is_endpoint, worker_names, worker_spec, workers};
 use super::hyperpod::hyperpod_arn;
 use super::kueue::{simulate, Job, Kueue, Queued, Standing, Team, Why};
-use super::pods::replica_names;
-use super::workload::{fnv1a, pod_gpus, Scaled, Schedule};
+use super::workload::{fnv1a, pod_gpus, replica_names, Scaled, Schedule};
 use super::{now_ms, Life, Res, Sandbox};
 use crate::cloud::*;
 
@@ -126,25 +125,34 @@ impl Sandbox {
         };
         let force = self.in_force(&hyperpod_arn(&record.id)).await?;
         let types = super::governance::instance_types(record);
+        let now = now_ms();
+        let rel = |ms: i64| -self.simulated_secs(ms, now);
+        let nominal_of = |q: &TeamQuota| {
+            let mut nominal: BTreeMap<String, u32> = types.iter().map(|t| (t.clone(), 0)).collect();
+            for r in &q.resources {
+                let gpus = r
+                    .accelerators
+                    .unwrap_or_else(|| r.count.unwrap_or(0) * gpus_per_instance(&r.instance_type));
+                *nominal.entry(r.instance_type.clone()).or_insert(0) += gpus;
+            }
+            nominal
+        };
         let teams: Vec<Team> = force
             .quotas
             .iter()
-            .map(|(team, q, _)| {
-                let mut nominal: BTreeMap<String, u32> =
-                    types.iter().map(|t| (t.clone(), 0)).collect();
-                for r in &q.resources {
-                    let gpus = r.accelerators.unwrap_or_else(|| {
-                        r.count.unwrap_or(0) * gpus_per_instance(&r.instance_type)
-                    });
-                    *nominal.entry(r.instance_type.clone()).or_insert(0) += gpus;
-                }
-                Team {
-                    name: team.clone(),
-                    nominal,
-                    sharing: q.sharing,
-                    borrow_limit: q.borrow_limit,
-                    preempt: q.preempt,
-                }
+            .map(|(team, q, _)| Team {
+                name: team.clone(),
+                nominal: nominal_of(q),
+                earlier: force
+                    .earlier
+                    .get(team)
+                    .into_iter()
+                    .flatten()
+                    .map(|(until, q)| (rel(*until), nominal_of(q)))
+                    .collect(),
+                sharing: q.sharing,
+                borrow_limit: q.borrow_limit,
+                preempt: q.preempt,
             })
             .collect();
         // Under idle-resource sharing, GPUs no team was given are lent too.
@@ -178,7 +186,6 @@ impl Sandbox {
                 })
                 .map_or(0, |c| i64::from(c.weight))
         };
-        let now = now_ms();
         let prefix = format!("{}/", target.cluster);
         let queued: Vec<Entry> = self
             .history("k8s-object")
@@ -215,7 +222,6 @@ impl Sandbox {
                     .collect()
             })
             .collect();
-        let rel = |ms: i64| -self.simulated_secs(ms, now);
         let jobs: Vec<Job> = queued
             .iter()
             .map(|Entry { res: r, pod }| {
@@ -247,7 +253,11 @@ impl Sandbox {
                     },
                     team,
                     priority: labels(&r.data, PRIORITY_LABEL).map_or(0, weight),
-                    arrive: rel(r.created_ms),
+                    // A replica arrives when it was asked for.
+                    arrive: rel(match pod {
+                        Some((i, _)) => super::workload::replica_since(&r.data, *i, r.created_ms),
+                        None => r.created_ms,
+                    }),
                     leave: r.deleted_ms.map(rel),
                     gpus: u32::try_from(count)
                         .unwrap_or(u32::MAX)

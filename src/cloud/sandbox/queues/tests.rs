@@ -56,6 +56,7 @@ fn the_objects_kueue_keeps_conform_to_its_crds_and_name_the_preemptor() {
     };
     let team = |name: &str, sharing| Team {
         name: name.into(),
+        earlier: vec![],
         nominal: BTreeMap::from([("ml.g5.8xlarge".to_string(), 1)]),
         sharing,
         borrow_limit: Some(100),

@@ -208,7 +208,45 @@ pub static FEATURES: &[Feature] = &[
         configuration: None,
         description: "HyperPod task governance (Kueue, by the amazon-sagemaker-hyperpod-taskgovernance add-on): the cluster's scheduling policy and the teams' compute quotas, lending and borrowing idle compute",
     },
+    Feature {
+        key: "ebsCsi",
+        id: FeatureId::EbsCsi,
+        addon: EBS_CSI_ADDON,
+        requires: &["eks-pod-identity-agent"],
+        // The driver's controller, as the EKS add-on runs it.
+        pod_identity: Some(("kube-system", "ebs-csi-controller-sa")),
+        own_roles: &[OwnRole {
+            suffix: "ebs-csi",
+            trust: Trust::PodIdentity,
+            policy: None,
+            managed: &["service-role/AmazonEBSCSIDriverPolicy"],
+        }],
+        configuration: None,
+        description: "Amazon EBS CSI driver, for volumes made on demand (a space's home directory), with its own role <cluster>-ebs-csi (AWS's AmazonEBSCSIDriverPolicy) bound by pod identity to its controller",
+    },
+    Feature {
+        key: "spaces",
+        id: FeatureId::Spaces,
+        addon: SPACES_ADDON,
+        // AWS's Spaces setup: pod identity, cert-manager for its webhooks, EBS for home storage.
+        requires: &["eks-pod-identity-agent", "cert-manager", EBS_CSI_ADDON],
+        // The jupyter-k8s controller the add-on installs (its chart's namespace and account).
+        pod_identity: Some(("jupyter-k8s-system", "jupyter-k8s-controller-manager")),
+        own_roles: &[OwnRole {
+            suffix: "spaces",
+            trust: Trust::PodIdentity,
+            policy: None,
+            managed: &["AmazonSageMakerSpacesControllerPolicy"],
+        }],
+        configuration: None,
+        description: "SageMaker Spaces (the amazon-sagemaker-spaces add-on, jupyter-k8s's Workspace): JupyterLab and Code Editor on the cluster, with its execution role <cluster>-spaces (AWS's AmazonSageMakerSpacesControllerPolicy) bound by pod identity to its controller",
+    },
 ];
+
+/// The Amazon EBS CSI driver's add-on (the `ebsCsi` managed feature).
+pub const EBS_CSI_ADDON: &str = "aws-ebs-csi-driver";
+/// SageMaker Spaces' add-on (the `spaces` managed feature).
+pub const SPACES_ADDON: &str = "amazon-sagemaker-spaces";
 
 pub fn feature(key: &str) -> Option<&'static Feature> {
     FEATURES.iter().find(|f| f.key == key)

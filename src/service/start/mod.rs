@@ -16,6 +16,9 @@ use crate::cloud::NodeAction;
 use crate::error::ApiResult;
 use crate::ops::Engine;
 
+mod workloads;
+pub use workloads::*;
+
 /// Who asked, and the key that makes a repeat of the same request return the same operation.
 #[derive(Debug, Clone)]
 pub struct Caller {
@@ -387,156 +390,6 @@ pub async fn job_delete(
     caller: &Caller,
 ) -> ApiResult<Accepted> {
     let params = super::workloads::job_delete_params(engine, name, job, kind).await?;
-    start(engine, OpKind::WorkloadDelete, name, &params, caller).await
-}
-
-/// A self-managed deployment; `prometheus` is the server's default for its autoscaling.
-pub async fn deployment(
-    engine: &Engine,
-    name: &str,
-    req: &super::workloads::DeploymentRequest,
-    prometheus: Option<&str>,
-    caller: &Caller,
-) -> ApiResult<Accepted> {
-    let params = super::workloads::deployment_params(engine, name, req, prometheus).await?;
-    start(engine, OpKind::InferenceDeploy, name, &params, caller).await
-}
-
-pub async fn pool(
-    engine: &Engine,
-    name: &str,
-    req: &super::workloads::PoolRequest,
-    caller: &Caller,
-) -> ApiResult<Accepted> {
-    let params = super::workloads::pool_params(engine, name, req).await?;
-    start(engine, OpKind::PoolCreate, name, &params, caller).await
-}
-
-/// A new size for a pool; `None` when it already has it (nothing is started).
-pub async fn pool_scale(
-    engine: &Engine,
-    name: &str,
-    pool: &str,
-    patch: &super::workloads::PoolPatch,
-    caller: &Caller,
-) -> ApiResult<Option<Accepted>> {
-    match super::workloads::pool_scale_params(engine, name, pool, patch).await? {
-        None => Ok(None),
-        Some(params) => Ok(Some(
-            start(engine, OpKind::PoolScale, name, &params, caller).await?,
-        )),
-    }
-}
-
-pub async fn pool_delete(
-    engine: &Engine,
-    name: &str,
-    pool: &str,
-    caller: &Caller,
-) -> ApiResult<Accepted> {
-    let params = super::workloads::pool_delete_params(engine, name, pool).await?;
-    start(engine, OpKind::WorkloadDelete, name, &params, caller).await
-}
-
-pub async fn pool_assign(
-    engine: &Engine,
-    name: &str,
-    pool: &str,
-    req: &super::workloads::AssignRequest,
-    caller: &Caller,
-) -> ApiResult<Accepted> {
-    let params = super::workloads::assign_params(engine, name, pool, req).await?;
-    start(engine, OpKind::PoolAssign, name, &params, caller).await
-}
-
-pub async fn pool_unassign(
-    engine: &Engine,
-    name: &str,
-    pool: &str,
-    req: &super::workloads::UnassignRequest,
-    caller: &Caller,
-) -> ApiResult<Accepted> {
-    let params = super::workloads::unassign_params(engine, name, pool, req).await?;
-    start(engine, OpKind::PoolAssign, name, &params, caller).await
-}
-
-pub async fn deployment_delete(
-    engine: &Engine,
-    name: &str,
-    deployment: &str,
-    caller: &Caller,
-) -> ApiResult<Accepted> {
-    let params = super::workloads::deployment_delete_params(engine, name, deployment).await?;
-    start(engine, OpKind::WorkloadDelete, name, &params, caller).await
-}
-
-pub async fn software_update(engine: &Engine, name: &str, caller: &Caller) -> ApiResult<Accepted> {
-    // The cluster must have a HyperPod cluster: the same lookup the group routes use.
-    super::list_groups(engine, name).await?;
-    start(
-        engine,
-        OpKind::HyperPodSoftwareUpdate,
-        name,
-        &json!({}),
-        caller,
-    )
-    .await
-}
-
-/// The account's managed MLflow, set up from one cluster (its bucket, its training identity).
-pub async fn mlflow_setup(
-    engine: &Engine,
-    req: &super::mlflow::MlflowSetupRequest,
-    caller: &Caller,
-) -> ApiResult<Accepted> {
-    let cluster = super::mlflow::setup_cluster(engine, req).await?;
-    start(engine, OpKind::MlflowSetup, &cluster, &json!({}), caller).await
-}
-
-/// A managed inference endpoint, deployed through the HyperPod inference operator.
-pub async fn endpoint(
-    engine: &Engine,
-    name: &str,
-    req: &super::endpoints::EndpointRequest,
-    caller: &Caller,
-) -> ApiResult<Accepted> {
-    let params = super::endpoints::endpoint_params(engine, name, req).await?;
-    start(engine, OpKind::EndpointDeploy, name, &params, caller).await
-}
-
-/// A change to an endpoint; `None` when it already is as asked (nothing is started).
-pub async fn endpoint_update(
-    engine: &Engine,
-    name: &str,
-    endpoint: &str,
-    patch: &super::endpoints::EndpointPatch,
-    caller: &Caller,
-) -> ApiResult<Option<Accepted>> {
-    match super::endpoints::patch_params(engine, name, endpoint, patch).await? {
-        None => Ok(None),
-        Some(params) => Ok(Some(
-            start(engine, OpKind::EndpointUpdate, name, &params, caller).await?,
-        )),
-    }
-}
-
-/// Deletes an endpoint (the operator removes its deployment, services and registration).
-pub async fn endpoint_delete(
-    engine: &Engine,
-    name: &str,
-    endpoint: &str,
-    caller: &Caller,
-) -> ApiResult<Accepted> {
-    let found = super::endpoints::get_endpoint(engine, name, endpoint).await?;
-    let params = super::steps::workloads::DeleteParams {
-        workload: format!("endpoint/{endpoint}"),
-        objects: vec![super::endpoints::ref_of(
-            &found.kind,
-            &found.namespace,
-            endpoint,
-        )],
-        release: None,
-    };
     start(engine, OpKind::WorkloadDelete, name, &params, caller).await
 }
 

@@ -1,0 +1,253 @@
+//! Opening a space through the control plane's own address, so it needs no public endpoint: a
+//! space is served at `http://<space>.<cluster>.spaces.<host>/` — a host of its own, so its pages
+//! never share an origin (storage, cookies) with the control plane's UI — proxied to its pod over
+//! a port-forward, HTTP and WebSocket alike. `*.localhost` reaches the loopback port-forward in
+//! browsers with no DNS; a name the server is reached by elsewhere needs a wildcard record.
+//!
+//! Access: `POST …/spaces/{space}/open` (behind the API's token) returns a one-use ticket in the
+//! space's URL; the space's host exchanges it for an HttpOnly cookie good for that space only.
+//! Requests from another origin are refused, and only spaces made here are reachable.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use hyper_util::rt::TokioIo;
+
+use super::EdgePolicy;
+use crate::error::ApiError;
+use crate::AppState;
+
+/// The query parameter carrying a ticket, and the cookie a ticket becomes.
+const TICKET: &str = "instantstart-ticket";
+const COOKIE: &str = "instantstart-space";
+const TICKET_TTL: Duration = Duration::from_secs(60);
+const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
+/// Sessions kept at most (the oldest expire first).
+const MAX_SESSIONS: usize = 1024;
+
+type Grant = (String, String, Instant);
+
+/// Tickets and sessions, each for one cluster's space.
+#[derive(Default)]
+pub struct Sessions {
+    tickets: Mutex<HashMap<String, Grant>>,
+    sessions: Mutex<HashMap<String, Grant>>,
+}
+
+fn secret() -> String {
+    use rand::RngCore as _;
+    let mut b = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut b);
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn grant(map: &Mutex<HashMap<String, Grant>>, cluster: &str, space: &str, ttl: Duration) -> String {
+    let mut m = map.lock().unwrap_or_else(|e| e.into_inner());
+    let now = Instant::now();
+    m.retain(|_, (.., until)| *until > now);
+    if m.len() >= MAX_SESSIONS {
+        if let Some(oldest) = m
+            .iter()
+            .min_by_key(|(_, (.., u))| *u)
+            .map(|(k, _)| k.clone())
+        {
+            m.remove(&oldest);
+        }
+    }
+    let key = secret();
+    m.insert(key.clone(), (cluster.into(), space.into(), now + ttl));
+    key
+}
+
+fn holds(g: Option<&Grant>, cluster: &str, space: &str) -> bool {
+    g.is_some_and(|(c, s, until)| c == cluster && s == space && *until > Instant::now())
+}
+
+impl Sessions {
+    /// A one-use ticket for a space, good for a minute.
+    pub fn ticket(&self, cluster: &str, space: &str) -> String {
+        grant(&self.tickets, cluster, space, TICKET_TTL)
+    }
+
+    /// Trades a ticket for a session of the same space; `None` if it is unknown, used, expired
+    /// or another space's.
+    fn redeem(&self, ticket: &str, cluster: &str, space: &str) -> Option<String> {
+        let g = self
+            .tickets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(ticket);
+        holds(g.as_ref(), cluster, space)
+            .then(|| grant(&self.sessions, cluster, space, SESSION_TTL))
+    }
+
+    fn valid(&self, session: &str, cluster: &str, space: &str) -> bool {
+        holds(
+            self.sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(session),
+            cluster,
+            space,
+        )
+    }
+}
+
+fn label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// The `(cluster, space)` a space host names (`<space>.<cluster>.spaces.<allowed host>`).
+pub fn space_host(policy: &EdgePolicy, host: &str) -> Option<(String, String)> {
+    let host = host.to_ascii_lowercase();
+    let (names, rest) = host.split_once(".spaces.")?;
+    let (space, cluster) = names.split_once('.')?;
+    let allowed = policy
+        .hosts
+        .iter()
+        .any(|h| *h == rest || h.strip_suffix(":80") == Some(rest));
+    (allowed && label(space) && label(cluster)).then(|| (cluster.to_string(), space.to_string()))
+}
+
+/// The URL that opens a space (with its ticket), on the host the control plane was reached by.
+pub fn open_url(host: &str, cluster: &str, space: &str, ticket: &str) -> String {
+    // An address has no subdomains: a browser reaching the loopback by one gets `localhost`.
+    let host = match host.rsplit_once(':') {
+        Some((name, port)) if name.parse::<std::net::IpAddr>().is_ok() || name.starts_with('[') => {
+            format!("localhost:{port}")
+        }
+        _ if host.parse::<std::net::IpAddr>().is_ok() => "localhost".to_string(),
+        _ => host.to_string(),
+    };
+    format!("http://{space}.{cluster}.spaces.{host}/?{TICKET}={ticket}")
+}
+
+fn cookie(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|kv| {
+            kv.trim()
+                .strip_prefix(&format!("{COOKIE}="))
+                .map(str::to_string)
+        })
+}
+
+fn refusal(e: ApiError) -> Response {
+    e.into_response()
+}
+
+/// Serves a request to a space's host: its own checks (origin, ticket or session), then the
+/// space's server.
+pub async fn serve(state: AppState, cluster: String, space: String, request: Request) -> Response {
+    let headers = request.headers();
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let own = [format!("http://{host}"), format!("https://{host}")];
+        if !origin
+            .to_str()
+            .is_ok_and(|o| own.iter().any(|x| x == &o.to_ascii_lowercase()))
+        {
+            return refusal(ApiError::Forbidden {
+                slug: "forbidden-origin",
+                detail: "a space answers its own pages only".into(),
+            });
+        }
+    }
+    let query = request.uri().query().unwrap_or_default();
+    if let Some(ticket) = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix(&format!("{TICKET}=")))
+    {
+        return match state.space_sessions.redeem(ticket, &cluster, &space) {
+            Some(session) => {
+                let mut r = Response::new(Body::empty());
+                *r.status_mut() = StatusCode::SEE_OTHER;
+                r.headers_mut()
+                    .insert(header::LOCATION, HeaderValue::from_static("/"));
+                if let Ok(v) = HeaderValue::from_str(&format!(
+                    "{COOKIE}={session}; Path=/; HttpOnly; SameSite=Lax"
+                )) {
+                    r.headers_mut().insert(header::SET_COOKIE, v);
+                }
+                r
+            }
+            None => refusal(ApiError::Unauthorized),
+        };
+    }
+    if !cookie(headers).is_some_and(|s| state.space_sessions.valid(&s, &cluster, &space)) {
+        return refusal(ApiError::Unauthorized);
+    }
+    let conn = match crate::service::spaces::connect(&state.engine, &cluster, &space).await {
+        Ok(c) => c,
+        Err(e) => return refusal(e),
+    };
+    if request.uri().path() == "/" {
+        let mut r = Response::new(Body::empty());
+        *r.status_mut() = StatusCode::FOUND;
+        if let Ok(v) = HeaderValue::from_str(&format!("{}/", conn.base)) {
+            r.headers_mut().insert(header::LOCATION, v);
+        }
+        return r;
+    }
+    forward(conn.stream, request).await.unwrap_or_else(|why| {
+        refusal(ApiError::Cloud(Box::new(crate::cloud::CloudError::new(
+            "k8s",
+            "PortForward",
+            "Unreachable",
+            format!("the space `{space}` did not answer: {why}"),
+        ))))
+    })
+}
+
+/// Sends the request over the stream to the space's server, HTTP/1.1; a WebSocket upgrade is
+/// then joined end to end.
+async fn forward(
+    stream: crate::cloud::PodStream,
+    mut request: Request,
+) -> Result<Response, String> {
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn.with_upgrades());
+    let upgrade = request
+        .headers()
+        .get(header::UPGRADE)
+        .is_some_and(|u| u.as_bytes().eq_ignore_ascii_case(b"websocket"));
+    let client_side = upgrade.then(|| hyper::upgrade::on(&mut request));
+    // What the browser sent for this control plane stays here: its session, its origin.
+    for h in [header::COOKIE, header::AUTHORIZATION, header::ORIGIN] {
+        request.headers_mut().remove(h);
+    }
+    let mut response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    if let (Some(client_side), StatusCode::SWITCHING_PROTOCOLS) = (client_side, response.status()) {
+        let server_side = hyper::upgrade::on(&mut response);
+        tokio::spawn(async move {
+            if let (Ok(c), Ok(s)) = (client_side.await, server_side.await) {
+                let (mut c, mut s) = (TokioIo::new(c), TokioIo::new(s));
+                let _ = tokio::io::copy_bidirectional(&mut c, &mut s).await;
+            }
+        });
+    }
+    let (parts, body) = response.into_parts();
+    Ok(Response::from_parts(parts, Body::new(body)))
+}

@@ -1,0 +1,216 @@
+//! The simulated Spaces controller (jupyter-k8s's `Workspace`): a space waits for a ready node
+//! of its instance type, runs a little (simulated) time after it was asked to, stops itself
+//! once idle past its timeout (writing `desiredStatus: Stopped`, as the controller does), and
+//! stops or starts again when its `desiredStatus` is patched — keeping its home volume. Its
+//! state is a pure function of when it was last asked to run or stop and when it last served a
+//! request (the proxy's traffic).
+
+use serde_json::{json, Value};
+
+use super::workload::Schedule;
+use super::{now_ms, Sandbox};
+
+/// Wall-clock ms its `desiredStatus` was last set by a request (kept with the stored object).
+pub(super) const SINCE: &str = "__since";
+/// Wall-clock ms it last served a request through the control plane.
+pub(super) const ACTIVE: &str = "__active";
+
+/// Simulated seconds from being asked to run until it serves, and to stop until it has.
+const START: f64 = 40.0;
+const STOP: f64 = 10.0;
+
+pub(super) fn is_workspace(obj: &Value) -> bool {
+    obj["apiVersion"] == "workspace.jupyter.org/v1alpha1" && obj["kind"] == "Workspace"
+}
+
+fn desired(obj: &Value) -> &str {
+    obj.pointer("/spec/desiredStatus")
+        .and_then(Value::as_str)
+        .unwrap_or("Running")
+}
+
+/// What an apply keeps of the stored object: when it was last asked to run or stop (reset when
+/// the apply changes that), and its last activity.
+pub(super) fn on_apply(data: &mut Value, previous: Option<&Value>) {
+    match previous {
+        Some(p) if desired(p) == desired(data) => {
+            data[SINCE] = p.get(SINCE).cloned().unwrap_or(json!(now_ms()));
+            if let Some(a) = p.get(ACTIVE) {
+                data[ACTIVE] = a.clone();
+            }
+        }
+        _ => data[SINCE] = json!(now_ms()),
+    }
+}
+
+/// A JSON merge patch of `spec` (RFC 7386), noting when `desiredStatus` changes.
+pub(super) fn merge_spec(data: &mut Value, patch: &Value) {
+    fn merge(into: &mut Value, patch: &Value) {
+        match (into.as_object_mut(), patch.as_object()) {
+            (Some(m), Some(p)) => {
+                for (k, v) in p {
+                    if v.is_null() {
+                        m.remove(k);
+                    } else {
+                        merge(m.entry(k.clone()).or_insert(Value::Null), v);
+                    }
+                }
+            }
+            _ => *into = patch.clone(),
+        }
+    }
+    let before = desired(data).to_string();
+    if !data["spec"].is_object() {
+        data["spec"] = json!({});
+    }
+    merge(&mut data["spec"], patch);
+    if desired(data) != before {
+        data[SINCE] = json!(now_ms());
+    }
+}
+
+fn condition(kind: &str, ok: bool, reason: &str, message: &str) -> Value {
+    json!({"type": kind, "status": if ok { "True" } else { "False" }, "reason": reason,
+           "message": message, "lastTransitionTime": crate::store::rfc3339_ms(now_ms())})
+}
+
+impl Sandbox {
+    /// The `Workspace` as the controller would have it now: `desiredStatus` (idle shutdown
+    /// writes it) and the status conditions.
+    pub(super) fn workspace_status(
+        &self,
+        o: &mut Value,
+        created_ms: i64,
+        schedule: Option<&Schedule>,
+    ) {
+        let now = now_ms();
+        let since = o[SINCE].as_i64().unwrap_or(created_ms);
+        let active = o[ACTIVE].as_i64();
+        let name = o["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let instance_type = o
+            .pointer("/spec/nodeSelector/node.kubernetes.io~1instance-type")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let node = schedule.is_none_or(|s| {
+            s.nodes.iter().any(|n| {
+                n.ready
+                    && instance_type
+                        .as_ref()
+                        .is_none_or(|t| n.instance_type.as_ref() == Some(t))
+            })
+        });
+        let age = self.simulated_secs(since, now);
+        let mut stopped_for = (desired(o) == "Stopped").then_some(age);
+        if stopped_for.is_none() && node && age >= START {
+            // Idle past the timeout since it started (or last served): the controller stops it.
+            let timeout = o
+                .pointer("/spec/idleShutdown")
+                .filter(|i| i["enabled"] == true)
+                .and_then(|i| i["idleTimeoutInMinutes"].as_f64())
+                .map(|m| m * 60.0);
+            if let Some(timeout) = timeout {
+                let served = active.map_or(0.0, |a| self.simulated_secs(since, a));
+                let idle_at = START.max(served) + timeout;
+                if age >= idle_at {
+                    o["spec"]["desiredStatus"] = json!("Stopped");
+                    stopped_for = Some(age - idle_at);
+                }
+            }
+        }
+        let status = match stopped_for {
+            Some(t) if t >= STOP => json!([
+                condition("Available", false, "DesiredStateStopped", ""),
+                condition("Progressing", false, "AllResourcesStopped", ""),
+                condition("Degraded", false, "NoError", ""),
+                condition(
+                    "Stopped",
+                    true,
+                    "AllResourcesStopped",
+                    "the workspace is stopped"
+                )
+            ]),
+            Some(_) => json!([
+                condition("Available", false, "DesiredStateStopped", ""),
+                condition(
+                    "Progressing",
+                    true,
+                    "ComputeNotStopped",
+                    "stopping the workspace's pod"
+                ),
+                condition("Degraded", false, "NoError", ""),
+                condition("Stopped", false, "ComputeNotStopped", "")
+            ]),
+            None if !node => json!([
+                condition("Available", false, "ComputeNotReady", ""),
+                condition(
+                    "Progressing",
+                    true,
+                    "ComputeNotReady",
+                    &format!(
+                        "waiting for a ready node of {}",
+                        instance_type.as_deref().unwrap_or("any type")
+                    )
+                ),
+                condition("Degraded", false, "NoError", ""),
+                condition("Stopped", false, "DesiredStateRunning", "")
+            ]),
+            None if age < START => json!([
+                condition("Available", false, "ComputeNotReady", ""),
+                condition(
+                    "Progressing",
+                    true,
+                    "ComputeNotReady",
+                    "starting the workspace's pod"
+                ),
+                condition("Degraded", false, "NoError", ""),
+                condition("Stopped", false, "DesiredStateRunning", "")
+            ]),
+            None => json!([
+                condition(
+                    "Available",
+                    true,
+                    "ResourcesReady",
+                    "the workspace is available"
+                ),
+                condition("Progressing", false, "ResourcesReady", ""),
+                condition("Degraded", false, "NoError", ""),
+                condition("Stopped", false, "DesiredStateRunning", "")
+            ]),
+        };
+        let namespace = o["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string();
+        // The names jupyter-k8s gives a workspace's Deployment and Service.
+        o["status"] = json!({"conditions": status, "deploymentName": format!("workspace-{name}"),
+                             "serviceName": format!("workspace-{name}-service"),
+                             "applicationBasePath": format!("/workspaces/{namespace}/{name}")});
+        if let Some(m) = o.as_object_mut() {
+            m.remove(SINCE);
+            m.remove(ACTIVE);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_merge_patch_changes_what_it_names_and_notes_a_new_desired_status() {
+        let mut data = json!({"spec": {"desiredStatus": "Running", "image": "a", "storage": {"size": "5Gi"}},
+                              "__since": 1});
+        merge_spec(&mut data, &json!({"image": "b"}));
+        assert_eq!(data["__since"], 1, "the desired status did not change");
+        assert_eq!(data["spec"]["storage"]["size"], "5Gi");
+        merge_spec(&mut data, &json!({"desiredStatus": "Stopped"}));
+        assert_eq!(
+            data["spec"],
+            json!({"desiredStatus": "Stopped", "image": "b", "storage": {"size": "5Gi"}})
+        );
+        assert_ne!(data["__since"], 1);
+    }
+}
