@@ -167,6 +167,9 @@ export async function training() {
     const f = submitForm(recipes.body, groups.body, enc, governance.ok ? governance.body : null);
     parts.push(h('h2', {}, 'Train from a recipe'),
       h('p', { class: 'muted' }, 'Every pod mounts the cluster\'s S3 claim at /s3. Elastic training does not cover Spot or managed tiered checkpointing.'),
+      h('p', { class: 'muted', id: 'train-space' }, 'Writing the script or shaping the data first? ',
+        h('a', { href: `#/spaces?cluster=${enc}` }, 'Open a space on this cluster'),
+        ': it sees the same /s3, so a script saved at /s3/code/train.py is this form\'s Script, and /s3/datasets/… its Dataset.'),
       f.form);
     show(...parts, h('h2', {}, 'Other jobs'), otherBox);
     f.update();

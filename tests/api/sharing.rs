@@ -367,3 +367,48 @@ async fn an_endpoints_workers_beyond_its_teams_quota_are_held_and_say_why() {
         "{teams}"
     );
 }
+
+/// A team's space is queued by Kueue like every team workload (the Workspace's queue labels go
+/// to its pod): within what the team holds and may borrow it runs, its pod admitted; beyond, it
+/// waits saying so; when a teammate's space stops, it starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teams_space_waits_for_kueue_and_starts_when_room_comes_back() {
+    const SPACES: &str = "/api/clusters/demo/spaces";
+    // team-a holds one GPU and may borrow team-b's idle one.
+    let app = crate::placement::shared_cluster(&["ebsCsi", "spaces"]).await;
+    let space = |name: &str| {
+        json!({"spaceName": name, "instanceType": "ml.g5.8xlarge", "gpus": 1,
+               "team": "team-a", "priority": "training", "idleShutdownMinutes": 0})
+    };
+    for name in ["a1", "a2"] {
+        let op = app
+            .wait_terminal(&app.start(SPACES, &space(name)).await)
+            .await;
+        assert_eq!(op["state"], "succeeded", "{op}");
+    }
+    let a1 = app.json(&format!("{SPACES}/a1")).await;
+    assert_eq!(pods_admission(&a1), json!([1, 0, 0]), "{a1}");
+    let a3_watch = app.start(SPACES, &space("a3")).await;
+    let a3 = until(&app, &format!("{SPACES}/a3"), |s| {
+        s["admission"]["pending"].as_u64() == Some(1)
+    })
+    .await;
+    assert_eq!(a3["state"], "starting", "{a3}");
+    assert!(
+        a3["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("waiting for Kueue"),
+        "{a3}"
+    );
+    let r = app.post(&format!("{SPACES}/a1/stop"), &json!({})).await;
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let op = app.wait_terminal(&a3_watch).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let a3 = app.json(&format!("{SPACES}/a3")).await;
+    assert_eq!(
+        (a3["state"].as_str(), pods_admission(&a3)),
+        (Some("running"), json!([1, 0, 0])),
+        "{a3}"
+    );
+}

@@ -512,7 +512,11 @@ def spaces(page, base, out):
     it through the control plane in a new tab and see its page with /s3, then stop it."""
     for feature in ("ebsCsi", "spaces"):
         enable_feature(page, base, feature)
-    page.goto(f"{base}/#/spaces")
+    # The training page offers a space to prepare what a job reads.
+    page.goto(f"{base}/#/training")
+    expect(page.locator("#train-space")).to_contain_text("/s3/code/train.py")
+    page.locator("#train-space a").click()
+    page.wait_for_url("**/#/spaces*")
     page.get_by_label("Space name").fill("ui-lab")
     page.get_by_label("Idle shutdown (minutes)").fill("1440")
     page.get_by_role("button", name="Create space").click()

@@ -275,14 +275,9 @@ pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
             labels["app"] = json!("jupyter");
             labels["workspace.jupyter.org/workspace-name"] = json!(name);
             labels["workspace.jupyter.org/component"] = json!("workspace");
-            let h = super::workload::fnv1a(&format!("{namespace}/{name}"));
             let base = s(obj, "/status/applicationBasePath").to_string();
             vec![pod(
-                format!(
-                    "workspace-{name}-{:09x}-{:05x}",
-                    h & 0xf_ffff_ffff,
-                    (h >> 40) & 0xf_ffff
-                ),
+                super::spaces::pod_name(obj),
                 "workspace".into(),
                 labels,
                 Program::Space(base),

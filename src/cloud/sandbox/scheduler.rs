@@ -200,7 +200,8 @@ impl Sandbox {
         }
         o["metadata"]["creationTimestamp"] = json!(crate::store::rfc3339_ms(res.created_ms));
         if super::spaces::is_workspace(&o) {
-            self.workspace_status(&mut o, res.created_ms, schedule);
+            let held = schedule.is_some_and(|s| s.kueue.gated.contains_key(&res.id));
+            self.workspace_status(&mut o, res.created_ms, schedule, held);
             return o;
         }
         let n = u64::from(ready);

@@ -23,6 +23,30 @@ pub(super) fn is_workspace(obj: &Value) -> bool {
     obj["apiVersion"] == "workspace.jupyter.org/v1alpha1" && obj["kind"] == "Workspace"
 }
 
+/// The name of a workspace's pod: its Deployment's (`workspace-<name>`), then a ReplicaSet hash
+/// and a suffix.
+pub(super) fn pod_name(obj: &Value) -> String {
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    let namespace = obj["metadata"]["namespace"].as_str().unwrap_or("default");
+    let h = super::workload::fnv1a(&format!("{namespace}/{name}"));
+    format!(
+        "workspace-{name}-{:09x}-{:05x}",
+        h & 0xf_ffff_ffff,
+        (h >> 40) & 0xf_ffff
+    )
+}
+
+/// A running workspace's pod spec as Kueue sees it: its instance type and what it requests.
+pub(super) fn pod_spec(obj: &Value) -> Value {
+    json!({"nodeSelector": obj.pointer("/spec/nodeSelector").cloned().unwrap_or_default(),
+           "containers": [{"name": "workspace", "resources": obj.pointer("/spec/resources").cloned().unwrap_or_default()}]})
+}
+
+/// Whether a stored workspace asks to run.
+pub(super) fn wants_to_run(obj: &Value) -> bool {
+    desired(obj) == "Running"
+}
+
 fn desired(obj: &Value) -> &str {
     obj.pointer("/spec/desiredStatus")
         .and_then(Value::as_str)
@@ -82,6 +106,7 @@ impl Sandbox {
         o: &mut Value,
         created_ms: i64,
         schedule: Option<&Schedule>,
+        held: bool,
     ) {
         let now = now_ms();
         let since = o[SINCE].as_i64().unwrap_or(created_ms);
@@ -142,6 +167,18 @@ impl Sandbox {
                 ),
                 condition("Degraded", false, "NoError", ""),
                 condition("Stopped", false, "ComputeNotStopped", "")
+            ]),
+            // A team's space waits for Kueue to admit its pod.
+            None if held => json!([
+                condition("Available", false, "ComputeNotReady", ""),
+                condition(
+                    "Progressing",
+                    true,
+                    "ComputeNotReady",
+                    "waiting for Kueue to admit the workspace's pod in its team's queue"
+                ),
+                condition("Degraded", false, "NoError", ""),
+                condition("Stopped", false, "DesiredStateRunning", "")
             ]),
             None if !node => json!([
                 condition("Available", false, "ComputeNotReady", ""),

@@ -12,6 +12,7 @@ use crate::error::ApiResult;
 use crate::ops::Engine;
 use crate::service::incluster::kube_target;
 use crate::service::labels::{Placement, WORKLOAD_NAMESPACE};
+use crate::service::teams::{workloads, PodsAdmission, Workloads};
 
 /// A path the space sees and the claim behind it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -30,6 +31,9 @@ pub struct SpaceView {
     pub namespace: String,
     pub team: Option<String>,
     pub priority: Option<String>,
+    /// A team's space: how Kueue admits its pod (the controller's Deployment `workspace-<name>`
+    /// carries the space's queue labels to it), once Kueue has said.
+    pub admission: Option<PodsAdmission>,
     /// `jupyterlab` or `code-editor`.
     pub app: String,
     pub instance_type: Option<String>,
@@ -109,6 +113,7 @@ pub fn space_view(o: &Value) -> SpaceView {
         namespace: s("/metadata/namespace").unwrap_or_else(|| WORKLOAD_NAMESPACE.to_string()),
         team: placement.team,
         priority: placement.priority,
+        admission: None,
         app: s("/spec/appType").unwrap_or_default(),
         instance_type: s("/spec/nodeSelector/node.kubernetes.io~1instance-type"),
         gpus: match spec.as_ref().map(|s| &s.accelerators) {
@@ -146,6 +151,14 @@ pub fn space_view(o: &Value) -> SpaceView {
     }
 }
 
+/// A team's space's admission, from the Workload of its pod.
+fn admitted(mut view: SpaceView, kueue: &Workloads) -> SpaceView {
+    if view.team.is_some() {
+        view.admission = kueue.of_deployment(&view.namespace, &format!("workspace-{}", view.name));
+    }
+    view
+}
+
 pub async fn list_spaces(engine: &Engine, cluster: &str) -> ApiResult<Vec<SpaceView>> {
     let target = kube_target(engine, cluster).await?;
     let mut out: Vec<SpaceView> = ours(engine, &target)
@@ -153,12 +166,22 @@ pub async fn list_spaces(engine: &Engine, cluster: &str) -> ApiResult<Vec<SpaceV
         .iter()
         .map(space_view)
         .collect();
+    // Kueue's Workloads are read only where a team's space needs them.
+    if out.iter().any(|v| v.team.is_some()) {
+        let kueue = workloads(engine, &target).await?;
+        out = out.into_iter().map(|v| admitted(v, &kueue)).collect();
+    }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }
 
 pub async fn get_space(engine: &Engine, cluster: &str, name: &str) -> ApiResult<SpaceView> {
-    Ok(space_view(&actual(engine, cluster, name).await?))
+    let view = space_view(&actual(engine, cluster, name).await?);
+    if view.team.is_none() {
+        return Ok(view);
+    }
+    let target = kube_target(engine, cluster).await?;
+    Ok(admitted(view, &workloads(engine, &target).await?))
 }
 
 #[cfg(test)]

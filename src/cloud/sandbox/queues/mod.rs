@@ -14,6 +14,7 @@ use super::durations as d;
 use super::endpoints::{is_endpoint, worker_names, worker_spec, workers};
 use super::hyperpod::hyperpod_arn;
 use super::kueue::{simulate, Job, Kueue, Queued, Standing, Team, Why};
+use super::spaces::{is_workspace, pod_name as space_pod, pod_spec as space_spec, wants_to_run};
 use super::workload::{fnv1a, pod_gpus, replica_names, Scaled, Schedule};
 use super::{now_ms, Life, Res, Sandbox};
 use crate::cloud::*;
@@ -36,6 +37,9 @@ fn pod_set(obj: &Value) -> (String, u64, Value) {
     }
     if is_endpoint(obj) {
         return ("main".into(), 1, worker_spec(obj));
+    }
+    if is_workspace(obj) {
+        return ("main".into(), 1, space_spec(obj));
     }
     let (set, replicas) = if obj["kind"] == "RayJob" {
         (
@@ -197,12 +201,15 @@ impl Sandbox {
                     .is_some_and(|k| k.starts_with(&prefix))
                     && (super::training::is_training(&r.data)
                         || is_endpoint(&r.data)
-                        || r.data["kind"] == "Deployment")
+                        || r.data["kind"] == "Deployment"
+                        || (is_workspace(&r.data) && wants_to_run(&r.data)))
                     && labels(&r.data, QUEUE_LABEL).is_some()
             })
             .flat_map(|res| {
                 // One Workload per replica a Deployment (or KEDA) or an endpoint asks for now.
-                let names = if is_endpoint(&res.data) {
+                let names = if is_workspace(&res.data) {
+                    vec![space_pod(&res.data)]
+                } else if is_endpoint(&res.data) {
                     worker_names(&res.data, &res.id, workers(&res.data))
                 } else if res.data["kind"] == "Deployment" {
                     let name = res.data["metadata"]["name"].as_str().unwrap_or_default();
