@@ -301,6 +301,36 @@ async fn a_space_is_applied_followed_and_stopped_by_its_desired_status_on_the_ku
     let done = wait_terminal(&client, &base, &id).await;
     assert_eq!(done["state"], "succeeded", "{done}");
 
+    // A Workspace this control plane did not make is none of its spaces: not listed, not
+    // opened, not proxied.
+    emu.send(
+        reqwest::Method::POST,
+        "/apis/workspace.jupyter.org/v1alpha1/namespaces/default/workspaces",
+        json!({"apiVersion": "workspace.jupyter.org/v1alpha1", "kind": "Workspace",
+               "metadata": {"name": "theirs", "namespace": "default"},
+               "spec": {"displayName": "theirs", "desiredStatus": "Running"}}),
+        "application/json",
+    )
+    .await;
+    assert!(emu
+        .get("/apis/workspace.jupyter.org/v1alpha1/namespaces/default/workspaces/theirs")
+        .await
+        .is_some());
+    let listed = get(&client, format!("{base}{SPACES}")).await;
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(names, ["lab"], "{listed}");
+    let r = client
+        .post(format!("{base}{SPACES}/theirs/open"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+
     // Stop: one merge patch of desiredStatus; every other field stays as applied.
     let before = emu.mutations().await;
     let id = started(
