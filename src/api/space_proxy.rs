@@ -19,7 +19,8 @@ use axum::response::{IntoResponse, Response};
 use hyper_util::rt::TokioIo;
 
 use super::EdgePolicy;
-use crate::error::ApiError;
+use crate::error::{ApiError, ApiResult};
+use crate::service::spaces::{SpaceConnection, SpacePod};
 use crate::AppState;
 
 /// The query parameter carrying a ticket, and the cookie a ticket becomes.
@@ -27,6 +28,9 @@ const TICKET: &str = "instantstart-ticket";
 const COOKIE: &str = "instantstart-space";
 const TICKET_TTL: Duration = Duration::from_secs(60);
 const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
+/// How long a space's pod, once found, is reached without looking it up again: a page's many
+/// requests cost one lookup, and a pod gone sooner is looked up at once.
+const LOCATED_TTL: Duration = Duration::from_secs(10);
 /// Sessions kept at most (the oldest expire first).
 const MAX_SESSIONS: usize = 1024;
 
@@ -37,6 +41,7 @@ type Grant = (String, String, Instant);
 pub struct Sessions {
     tickets: Mutex<HashMap<String, Grant>>,
     sessions: Mutex<HashMap<String, Grant>>,
+    located: Mutex<HashMap<(String, String), (SpacePod, Instant)>>,
 }
 
 fn secret() -> String {
@@ -84,6 +89,20 @@ impl Sessions {
             .remove(ticket);
         holds(g.as_ref(), cluster, space)
             .then(|| grant(&self.sessions, cluster, space, SESSION_TTL))
+    }
+
+    fn located(&self, key: &(String, String)) -> Option<SpacePod> {
+        let mut m = self.located.lock().unwrap_or_else(|e| e.into_inner());
+        m.retain(|_, (_, until)| *until > Instant::now());
+        m.get(key).map(|(at, _)| at.clone())
+    }
+
+    fn remember(&self, key: (String, String), at: Option<SpacePod>) {
+        let mut m = self.located.lock().unwrap_or_else(|e| e.into_inner());
+        match at {
+            Some(at) => m.insert(key, (at, Instant::now() + LOCATED_TTL)),
+            None => m.remove(&key),
+        };
     }
 
     fn valid(&self, session: &str, cluster: &str, space: &str) -> bool {
@@ -194,7 +213,7 @@ pub async fn serve(state: AppState, cluster: String, space: String, request: Req
     if !cookie(headers).is_some_and(|s| state.space_sessions.valid(&s, &cluster, &space)) {
         return refusal(ApiError::Unauthorized);
     }
-    let conn = match crate::service::spaces::connect(&state.engine, &cluster, &space).await {
+    let conn = match reach(&state, &cluster, &space).await {
         Ok(c) => c,
         Err(e) => return refusal(e),
     };
@@ -214,6 +233,24 @@ pub async fn serve(state: AppState, cluster: String, space: String, request: Req
             format!("the space `{space}` did not answer: {why}"),
         ))))
     })
+}
+
+/// A stream to the space's server: to the pod found a moment ago, else (or when that one is
+/// gone) to the pod looked up now.
+async fn reach(state: &AppState, cluster: &str, space: &str) -> ApiResult<SpaceConnection> {
+    use crate::service::spaces::{connect, locate};
+    let key = (cluster.to_string(), space.to_string());
+    let sessions = &state.space_sessions;
+    if let Some(at) = sessions.located(&key) {
+        if let Ok(c) = connect(&state.engine, cluster, &at).await {
+            return Ok(c);
+        }
+        sessions.remember(key.clone(), None);
+    }
+    let at = locate(&state.engine, cluster, space).await?;
+    let c = connect(&state.engine, cluster, &at).await?;
+    sessions.remember(key, Some(at));
+    Ok(c)
 }
 
 /// Sends the request over the stream to the space's server, HTTP/1.1; a WebSocket upgrade is

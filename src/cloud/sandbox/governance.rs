@@ -364,6 +364,7 @@ impl Governance for Sandbox {
             ));
         }
         let cluster_arn = stored
+            .as_ref()
             .map(|r| {
                 r.data["clusterArn"]
                     .as_str()
@@ -374,8 +375,8 @@ impl Governance for Sandbox {
         let (_, types) = self.governed(&cluster_arn, op).await?;
         check_quota(op, quota, &types)?;
         // Kueue keeps what the old quota admitted: the sandbox's replay needs when it changed.
-        let mut history = stored_history(self.get("compute-quota", id).await?.as_ref());
-        if let Some(r) = self.get("compute-quota", id).await? {
+        let mut history = stored_history(stored.as_ref());
+        if let Some(r) = &stored {
             history.push(json!({"untilMs": now_ms(), "quota": r.data["quota"]}));
         }
         self.bump_version(

@@ -44,12 +44,21 @@ pub async fn running(engine: &Engine, cluster: &str, space: &str) -> ApiResult<(
     Ok((namespace, base.trim_end_matches('/').to_string()))
 }
 
-/// Opens a stream to the server of the space `space` of `cluster`.
-pub async fn connect(engine: &Engine, cluster: &str, space: &str) -> ApiResult<SpaceConnection> {
+/// Where a running space's server is: its namespace, its pod, the path it serves under.
+#[derive(Debug, Clone)]
+pub struct SpacePod {
+    pub namespace: String,
+    pub pod: String,
+    pub base: String,
+}
+
+/// Finds the running space's pod (a read of the space and a list of its pods).
+pub async fn locate(engine: &Engine, cluster: &str, space: &str) -> ApiResult<SpacePod> {
     let (namespace, base) = running(engine, cluster, space).await?;
     let target = kube_target(engine, cluster).await?;
-    let kube = &engine.cloud().kube;
-    let pods = kube
+    let pods = engine
+        .cloud()
+        .kube
         .list(
             &target,
             "v1",
@@ -63,10 +72,26 @@ pub async fn connect(engine: &Engine, cluster: &str, space: &str) -> ApiResult<S
         .iter()
         .find(|p| p.pointer("/status/phase").and_then(Value::as_str) == Some("Running"))
         .and_then(|p| p.pointer("/metadata/name").and_then(Value::as_str))
-        .ok_or_else(|| not_running(space, "has no running pod yet"))?;
-    let stream = kube
-        .port_forward(&target, &namespace, pod, PORT)
+        .ok_or_else(|| not_running(space, "has no running pod yet"))?
+        .to_string();
+    Ok(SpacePod {
+        namespace,
+        pod,
+        base,
+    })
+}
+
+/// Opens a stream to the server of a located space of `cluster`.
+pub async fn connect(engine: &Engine, cluster: &str, at: &SpacePod) -> ApiResult<SpaceConnection> {
+    let target = kube_target(engine, cluster).await?;
+    let stream = engine
+        .cloud()
+        .kube
+        .port_forward(&target, &at.namespace, &at.pod, PORT)
         .await
         .map_err(|e| ApiError::Cloud(Box::new(e)))?;
-    Ok(SpaceConnection { stream, base })
+    Ok(SpaceConnection {
+        stream,
+        base: at.base.clone(),
+    })
 }
