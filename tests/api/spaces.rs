@@ -378,7 +378,7 @@ async fn a_space_is_applied_followed_and_stopped_by_its_desired_status_on_the_ku
 /// port-forward; a request without the session, from another origin, or for a space not made
 /// here is refused, and a stopped space says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_space_opens_through_the_control_plane_with_its_page_and_websocket() {
+async fn a_space_opens_through_the_control_plane_with_its_page_websocket_and_files() {
     use futures::{SinkExt as _, StreamExt as _};
     use tokio_tungstenite::tungstenite::{client::IntoClientRequest as _, Message};
     let app = spawn_app().await;
@@ -503,6 +503,72 @@ async fn a_space_opens_through_the_control_plane_with_its_page_and_websocket() {
     assert_eq!(reply.into_text().unwrap().as_str(), "echo: hello");
     ws.close(None).await.ok();
 
+    // Its files: a script saved at /s3/code/train.py is the object under the cluster's claim
+    // a training pod reads at the same path; a note in its home is its own.
+    let files = |path: &str| format!("{}{base}api/contents/{path}", app.base);
+    let put = |path: &str, content: &str, cookie: &str| {
+        raw.put(files(path))
+            .header(reqwest::header::HOST, &space_host)
+            .header(reqwest::header::COOKIE, cookie)
+            .json(&json!({"type": "file", "format": "text", "content": content}))
+            .send()
+    };
+    let read = |path: &str, cookie: &str| {
+        let r = raw
+            .get(files(path))
+            .header(reqwest::header::HOST, &space_host)
+            .header(reqwest::header::COOKIE, cookie)
+            .send();
+        async move {
+            let r = r.await.unwrap();
+            let status = r.status();
+            (status, r.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let script = "import torch\nprint('training')\n";
+    for (path, content) in [
+        ("s3/code/train.py", script),
+        ("home/sagemaker-user/notes.md", "lr 3e-4"),
+    ] {
+        let r = put(path, content, &cookie).await.unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED, "{path}");
+    }
+    let r = put("etc/passwd", "x", &cookie).await.unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::FORBIDDEN,
+        "only its volumes are writable"
+    );
+    let objects = app
+        .json("/api/clusters/demo/storage/s3-claim/objects?prefix=code/")
+        .await;
+    assert_eq!(objects["keys"], json!(["code/train.py"]), "{objects}");
+    let (_, root) = read("", &cookie).await;
+    let names: Vec<&str> = root["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["home", "s3"], "{root}");
+    // What the cluster keeps in its bucket is there too: the lifecycle scripts it uploaded.
+    let (_, s3) = read("s3", &cookie).await;
+    assert_eq!(
+        s3["content"],
+        json!([{"type": "directory", "name": "code", "path": "/s3/code"},
+               {"type": "directory", "name": "lifecycle", "path": "/s3/lifecycle"}]),
+        "{s3}"
+    );
+    let (_, lifecycle) = read("s3/lifecycle", &cookie).await;
+    assert!(
+        lifecycle["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "on_create.sh"),
+        "{lifecycle}"
+    );
+
     // Stopped, it says so rather than hanging.
     let op = finished(&app, app.post(&format!("{LAB}/stop"), &json!({})).await).await;
     assert_eq!(op["state"], "succeeded", "{op}");
@@ -513,4 +579,57 @@ async fn a_space_opens_through_the_control_plane_with_its_page_and_websocket() {
         StatusCode::CONFLICT,
     )
     .await;
+
+    // Started again, opened anew: its home and the cluster's data are where they were.
+    let op = finished(&app, app.post(&format!("{LAB}/start"), &json!({})).await).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let session = || {
+        let app = &app;
+        let raw = raw.clone();
+        let space_host = space_host.clone();
+        async move {
+            let opened: Value = app
+                .post(&format!("{LAB}/open"), &json!({}))
+                .await
+                .json()
+                .await
+                .unwrap();
+            let url = opened["url"].as_str().unwrap();
+            let r = raw
+                .get(format!("{}{}", app.base, &url[url.find("/?").unwrap()..]))
+                .header(reqwest::header::HOST, &space_host)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::SEE_OTHER);
+            let set = r.headers()[reqwest::header::SET_COOKIE].to_str().unwrap();
+            set.split(';').next().unwrap().to_string()
+        }
+    };
+    let cookie = session().await;
+    let (status, notes) = read("home/sagemaker-user/notes.md", &cookie).await;
+    assert_eq!(
+        (status, &notes["content"]),
+        (StatusCode::OK, &json!("lr 3e-4"))
+    );
+    let (_, train) = read("s3/code/train.py", &cookie).await;
+    assert_eq!(train["content"], script, "{train}");
+
+    // Deleted and made again: a new home, the same bucket.
+    assert_eq!(app.delete_and_wait(LAB).await["state"], "succeeded");
+    let op = finished(
+        &app,
+        app.post(
+            SPACES,
+            &json!({"spaceName": "lab", "instanceType": "ml.g5.8xlarge"}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let cookie = session().await;
+    let (status, _) = read("home/sagemaker-user/notes.md", &cookie).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "its home went with it");
+    let (status, _) = read("s3/code/train.py", &cookie).await;
+    assert_eq!(status, StatusCode::OK, "the cluster's data stays");
 }

@@ -465,10 +465,12 @@ impl Kube for Sandbox {
                 ))
             })
             .collect();
+        let files = super::space_files::SpaceFiles::of(self, target, &r.data).await?;
         Ok(super::space_app::connect(super::space_app::SpaceInfo {
             name: space,
             base,
             mounts,
+            files,
         }))
     }
 
@@ -476,7 +478,13 @@ impl Kube for Sandbox {
         let api = "k8s:Delete";
         self.gate(api, true).await?;
         match self.by_name("k8s-object", &object_key(target, obj)).await? {
-            Some(r) if r.deleted_ms.is_none() => self.remove(api, "k8s-object", &r.id).await,
+            Some(r) if r.deleted_ms.is_none() => {
+                if super::spaces::is_workspace(&r.data) {
+                    let namespace = obj.namespace.as_deref().unwrap_or("default");
+                    self.forget_home(target, namespace, &obj.name).await?;
+                }
+                self.remove(api, "k8s-object", &r.id).await
+            }
             _ => Ok(()),
         }
     }

@@ -28,6 +28,7 @@ mod scheduler;
 mod serving;
 mod shared;
 mod space_app;
+mod space_files;
 mod spaces;
 mod training;
 mod verdicts;
@@ -137,11 +138,13 @@ pub(crate) enum Life {
     Gone,
 }
 
-/// The simulated account. One per process, shared by every port.
+/// The simulated account. One per process, shared by every port; a clone is a handle to the
+/// same account (a space's pod keeps one to read and write its volumes).
+#[derive(Clone)]
 pub struct Sandbox {
     pool: SqlitePool,
     time_scale: f64,
-    faults: Mutex<Faults>,
+    faults: Arc<Mutex<Faults>>,
 }
 
 /// Counts of simulated mutating calls, by API (`eks:CreateCluster`).
@@ -159,7 +162,7 @@ impl Sandbox {
         let sandbox = Arc::new(Self {
             pool,
             time_scale: config.time_scale.max(0.001),
-            faults: Mutex::new(config.faults),
+            faults: Arc::new(Mutex::new(config.faults)),
         });
         sandbox.seed().await?;
         Ok(sandbox)

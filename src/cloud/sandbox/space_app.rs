@@ -1,14 +1,18 @@
 //! What a sandbox space's pod serves on its port: a small HTTP and WebSocket app standing in for
 //! JupyterLab or Code Editor, reached through a port-forward (an in-memory stream here), so the
 //! control plane's proxy is exercised end to end — a page naming the space and what it mounts,
-//! `api/status`, and an echo WebSocket (as a kernel's channel would answer).
+//! `api/status`, an echo WebSocket (as a kernel's channel would answer), and Jupyter's contents
+//! API over the pod's file system (`api/contents/s3/code/train.py` is `/s3/code/train.py`).
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Json;
-use serde_json::json;
+use serde_json::{json, Value};
 
+use super::space_files::{Entry, SpaceFiles};
 use crate::cloud::PodStream;
 
 /// What the page shows of the space.
@@ -19,6 +23,8 @@ pub(super) struct SpaceInfo {
     pub base: String,
     /// `(path, claim)` of what it mounts beside its home.
     pub mounts: Vec<(String, String)>,
+    /// What its pod reads and writes.
+    pub files: SpaceFiles,
 }
 
 fn escape(s: &str) -> String {
@@ -57,6 +63,56 @@ async fn echo(mut socket: WebSocket) {
     }
 }
 
+/// `GET api/contents/<path>`: a file's text or a directory's entries, as Jupyter's contents
+/// API models them (`type`, `name`, `path`, `content`).
+async fn read(State(files): State<SpaceFiles>, path: Option<Path<String>>) -> Response {
+    let path = format!("/{}", path.map(|p| p.0).unwrap_or_default());
+    let name = path.rsplit('/').next().unwrap_or_default().to_string();
+    match files.read(&path).await {
+        Ok(Some(Entry::File(text))) => Json(json!({"type": "file", "name": name, "path": path,
+                                                   "format": "text", "content": text}))
+        .into_response(),
+        Ok(Some(Entry::Dir(entries))) => {
+            let content: Vec<Value> = entries
+                .into_iter()
+                .map(|(n, dir)| {
+                    json!({"type": if dir { "directory" } else { "file" }, "name": n,
+                           "path": format!("{}/{n}", path.trim_end_matches('/'))})
+                })
+                .collect();
+            Json(json!({"type": "directory", "name": name, "path": path, "content": content}))
+                .into_response()
+        }
+        Ok(None) => (
+            StatusCode::NOT_FOUND,
+            format!("No such file or directory: {path}"),
+        )
+            .into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// `PUT api/contents/<path>` with `{"content": "..."}`: saves a text file.
+async fn write(
+    State(files): State<SpaceFiles>,
+    Path(path): Path<String>,
+    Json(body): Json<Value>,
+) -> Response {
+    let path = format!("/{path}");
+    let Some(text) = body["content"].as_str() else {
+        return (StatusCode::BAD_REQUEST, "a text `content` is required").into_response();
+    };
+    match files.write(&path, text).await {
+        Ok(true) => (
+            StatusCode::CREATED,
+            Json(json!({"type": "file", "path": path})),
+        )
+            .into_response(),
+        Ok(false) => (StatusCode::FORBIDDEN, format!("Permission denied: {path}")).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
 /// Serves one connection of the space's app on an in-memory stream; returns the other end.
 pub(super) fn connect(info: SpaceInfo) -> PodStream {
     let (ours, theirs) = tokio::io::duplex(64 * 1024);
@@ -72,7 +128,14 @@ pub(super) fn connect(info: SpaceInfo) -> PodStream {
             &format!("{base}/api/echo"),
             get(|ws: WebSocketUpgrade| async move { ws.on_upgrade(echo) }),
         )
-        .fallback(move || page(page_info.clone()));
+        .route(&format!("{base}/api/contents"), get(read))
+        .route(&format!("{base}/api/contents/"), get(read))
+        .route(
+            &format!("{base}/api/contents/{{*path}}"),
+            get(read).put(write),
+        )
+        .fallback(move || page(page_info.clone()))
+        .with_state(info.files.clone());
     tokio::spawn(async move {
         let service = hyper_util::service::TowerToHyperService::new(router);
         let _ = hyper::server::conn::http1::Builder::new()
