@@ -33,12 +33,28 @@ export async function spaces() {
     slot.append(go);
     return slot;
   };
+  // A remote IDE over SSM: the add-on's link, shown once to copy (it opens VS Code, Kiro or
+  // Cursor through the AWS Toolkit on the user's own machine).
+  const ide = (s) => {
+    const slot = h('span', {});
+    const pick = h('select', { id: `space-ide-${s.name}`, 'aria-label': `IDE for space ${s.name}` },
+      [['vscode-remote', 'VS Code'], ['kiro-remote', 'Kiro'], ['cursor-remote', 'Cursor']].map(([v, t]) => h('option', { value: v }, t)));
+    const go = h('button', { type: 'button', class: 'secondary', 'aria-label': `connect an IDE to space ${s.name}`, onclick: async () => {
+      note.textContent = '';
+      const r = await api(`${path(s.name)}/connections`, { method: 'POST', body: { type: pick.value } });
+      if (!r.ok) { note.textContent = problemText(r.body); return; }
+      slot.replaceChildren(h('div', { class: 'muted' }, r.body.hint),
+        h('input', { type: 'text', readonly: true, id: `space-ide-url-${s.name}`, value: r.body.url, onclick: (ev) => ev.target.select() }));
+    } }, 'IDE link');
+    slot.append(pick, go);
+    return slot;
+  };
   const listBox = h('div', { id: 'spaces-list' });
   const render = async () => {
     const list = await api(`/api/clusters/${enc}/spaces`);
     listBox.replaceChildren(list.ok ? table(['Space', 'Team', 'App', 'State', 'Instance type', 'GPUs', 'Idle shutdown', 'Sees', '', ''],
       list.body.map((s) => [
-        h('span', {}, s.name, s.state === 'running' ? h('span', {}, ' ', open(s)) : null),
+        h('span', {}, s.name, s.state === 'running' ? h('span', {}, ' ', open(s), ' ', ide(s)) : null),
         teamCell(s), s.app,
         h('span', {}, stateBadge(BADGE[s.state] || 'running'), ' ', s.state, s.message ? h('div', { class: s.state === 'failed' ? 'error' : 'muted' }, s.message) : null),
         s.instanceType || '', s.migProfile ? `MIG ${s.migProfile}` : String(s.gpus),

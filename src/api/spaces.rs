@@ -8,7 +8,7 @@ use axum::Json;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::extract::{ClusterName, Started};
-use super::ApiJson;
+use super::{ApiJson, OptionalJson};
 use crate::error::{ApiResult, Problem};
 use crate::service::spaces::{self as s, SpacePatch, SpaceRequest, SpaceView};
 use crate::service::start::{self, Caller};
@@ -22,6 +22,28 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(start_space))
         .routes(routes!(stop_space))
         .routes(routes!(open_space))
+        .routes(routes!(connect_space))
+}
+
+/// Ask the Spaces add-on for a connection to a running space: a remote IDE (VS Code, Kiro or
+/// Cursor over SSM, through the AWS Toolkit — the default is vscode-remote) or the add-on's own
+/// web UI where it is set up (domain, certificate). Returns a URL to open once; it carries a
+/// session token, so give it to the user and do not log it. Where the add-on refuses, the
+/// answer says so — space_open always works, through this control plane.
+#[utoipa::path(post, path = "/api/clusters/{name}/spaces/{space}/connections", operation_id = "space_connect",
+    extensions(("x-mcp" = json!({"openWorld": true}))),
+    params(("name" = String, Path), ("space" = String, Path)),
+    request_body = s::ConnectionRequest,
+    responses((status = 201, body = s::SpaceLink), (status = 400, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn connect_space(
+    State(state): State<AppState>,
+    ClusterName(name): ClusterName,
+    Path(path): Path<(String, String)>,
+    OptionalJson(req): OptionalJson<s::ConnectionRequest>,
+) -> ApiResult<(StatusCode, Json<s::SpaceLink>)> {
+    let kind = req.kind.unwrap_or(s::ConnectionType::VsCode);
+    let link = s::connection(&state.engine, &name, &path.1, kind).await?;
+    Ok((StatusCode::CREATED, Json(link)))
 }
 
 /// Where a running space opens: its own host under the control plane's address, with a

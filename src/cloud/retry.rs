@@ -95,6 +95,10 @@ impl Kube for RetryingKube {
         // A merge patch of the same fields lands the same way twice.
         repeatable(|| self.0.patch_spec(target, obj, spec)).await
     }
+    async fn create(&self, target: &KubeTarget, manifest: &Value) -> CloudResult<Value> {
+        // A create is not repeatable (a second connection is another session): never repeated.
+        self.0.create(target, manifest).await
+    }
     async fn list(
         &self,
         target: &KubeTarget,

@@ -317,6 +317,9 @@ impl Kube for Unavailable {
     ) -> CloudResult<()> {
         Err(self.refuse("patch_spec"))
     }
+    async fn create(&self, _target: &KubeTarget, _manifest: &Value) -> CloudResult<Value> {
+        Err(self.refuse("create"))
+    }
     async fn list(
         &self,
         _target: &KubeTarget,

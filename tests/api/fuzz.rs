@@ -106,6 +106,7 @@ const REFUSED_BY_STATE: &[(&str, &str)] = &[
     ("POST /api/clusters/{name}/pools", "poolName: not a name the cluster's deployments or pools already have"),
     ("POST /api/clusters/{name}/pools/{pool}/assign", "pod: one of the pool's pods, named at run time; model: a deployment served from the pool"),
     ("POST /api/clusters/{name}/spaces/{space}/open", "a space opens only while it runs: the fuzzer's own stop leaves it stopped (409)"),
+    ("POST /api/clusters/{name}/spaces/{space}/connections", "only while it runs, as open; and web-ui only where the add-on's web access is set up, which the sandbox's is not (409)"),
     ("POST /api/clusters/{name}/pools/{pool}/unassign", "pod: one of the pool's pods, named at run time"),
     ("POST /api/operations/{id}/cancel", "the operation named has finished: there is nothing left to cancel (409)"),
     ("POST /api/operations/{id}/retry", "the operation named succeeded: only a failed or cancelled one is retried (409)"),

@@ -331,6 +331,68 @@ async fn a_space_is_applied_followed_and_stopped_by_its_desired_status_on_the_ku
         .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
 
+    // Connections through the add-on's extension API: a remote IDE's link comes back; its
+    // web UI, not set up here, is refused with the way that always works; a type it does not
+    // know is refused by field before anything is called.
+    let connect = |space: &str, body: Value| {
+        client
+            .post(format!("{base}{SPACES}/{space}/connections"))
+            .json(&body)
+            .send()
+    };
+    let r = connect("lab", json!({})).await.unwrap();
+    let code = r.status();
+    let link: Value = r.json().await.unwrap();
+    assert_eq!(code, StatusCode::CREATED, "{link}");
+    assert_eq!(link["type"], "vscode-remote", "{link}");
+    assert!(
+        link["url"].as_str().unwrap().starts_with("vscode://")
+            && link["hint"].as_str().unwrap().contains("AWS Toolkit"),
+        "{link}"
+    );
+    let r = connect("lab", json!({"type": "kiro-remote"}))
+        .await
+        .unwrap();
+    let link: Value = r.json().await.unwrap();
+    assert!(
+        link["url"].as_str().unwrap().starts_with("kiro://"),
+        "{link}"
+    );
+    let p = problem(
+        connect("lab", json!({"type": "web-ui"})).await.unwrap(),
+        StatusCode::CONFLICT,
+    )
+    .await;
+    let detail = p["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("web browser access is not enabled") && detail.contains("space_open"),
+        "{p}"
+    );
+    let p = problem(
+        connect("lab", json!({"type": "ssh"})).await.unwrap(),
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
+    assert_eq!(p["field"], "type", "{p}");
+    problem(
+        connect("theirs", json!({})).await.unwrap(),
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+    let sent = emu.get("/_emulator/stats").await.unwrap()["connections"].clone();
+    assert_eq!(
+        sent[0],
+        json!({"apiVersion": "connection.workspace.jupyter.org/v1alpha1", "kind": "WorkspaceConnection",
+               "metadata": {"namespace": "default"},
+               "spec": {"workspaceName": "lab", "workspaceConnectionType": "vscode-remote"}}),
+        "{sent}"
+    );
+    assert_eq!(
+        sent.as_array().unwrap().len(),
+        3,
+        "the refused type never reached it: {sent}"
+    );
+
     // Stop: one merge patch of desiredStatus; every other field stays as applied.
     let before = emu.mutations().await;
     let id = started(
@@ -502,6 +564,28 @@ async fn a_space_opens_through_the_control_plane_with_its_page_websocket_and_fil
     let reply = ws.next().await.unwrap().unwrap();
     assert_eq!(reply.into_text().unwrap().as_str(), "echo: hello");
     ws.close(None).await.ok();
+
+    // A remote IDE's link comes from the add-on; its web UI is not set up in the sandbox.
+    let link: Value = app
+        .post(
+            &format!("{LAB}/connections"),
+            &json!({"type": "vscode-remote"}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        link["url"].as_str().unwrap().starts_with("vscode://"),
+        "{link}"
+    );
+    let p = problem(
+        app.post(&format!("{LAB}/connections"), &json!({"type": "web-ui"}))
+            .await,
+        StatusCode::CONFLICT,
+    )
+    .await;
+    assert_eq!(p["field"], "type", "{p}");
 
     // Its files: a script saved at /s3/code/train.py is the object under the cluster's claim
     // a training pod reads at the same path; a note in its home is its own.

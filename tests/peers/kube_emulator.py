@@ -19,6 +19,9 @@ second reconciliation changes nothing, and of pod log streams (`logs`: open, ope
 test can prove that a follow closed upstream. `POST /_emulator/logs/<namespace>/<pod>` with
 `{"lines": [...]}` appends to a pod's log; `GET …/pods/<pod>/log` serves it (`tailLines`,
 `follow=true` streams new lines until the client goes away).
+A `WorkspaceConnection` POST is answered as jupyter-k8s's extension API answers it (a URL for an
+`{ide}-remote` type of an Available workspace; 400 for `web-ui`, whose web access is not set
+up here) and kept in `connections` of the stats, never stored as an object.
 """
 
 import argparse
@@ -59,6 +62,8 @@ RESOURCES = {
     "kueue.x-k8s.io/v1beta1/workloads": ("Workload", True, ["status"]),
     "kueue.x-k8s.io/v1beta1/clusterqueues": ("ClusterQueue", False, ["status"]),
     "workspace.jupyter.org/v1alpha1/workspaces": ("Workspace", True, ["status"]),
+    # jupyter-k8s's extension API: create-only, answered and never stored (see `connect`).
+    "connection.workspace.jupyter.org/v1alpha1/workspaceconnections": ("WorkspaceConnection", True, []),
     "keda.sh/v1alpha1/scaledobjects": ("ScaledObject", True, ["status"]),
     "keda.sh/v1alpha1/triggerauthentications": ("TriggerAuthentication", True, []),
     # HyperPod-managed Karpenter: the controller runs in AWS, only its objects live here.
@@ -148,6 +153,7 @@ class Emulator(kmock.KubernetesEmulator):
         self.logs = {}
         self.log_tick = asyncio.Event()
         self.log_streams = {"open": 0, "opened": 0, "closed": 0}
+        self.connections = []
 
     def stamp(self, data, namespace, name):
         meta = data.setdefault("metadata", {})
@@ -166,7 +172,7 @@ class Emulator(kmock.KubernetesEmulator):
     async def _handle(self, request):
         if request.url.path == "/_emulator/stats":
             return aiohttp.web.json_response({"mutations": self.mutations, "logs": self.log_streams,
-                                              "requests": self.requests})
+                                              "requests": self.requests, "connections": self.connections})
         method = str(request.method.value if hasattr(request.method, "value") else request.method).upper()
         if request.url.path.startswith("/_emulator/logs/") and method == "POST":
             _, _, _, namespace, pod = request.url.path.split("/")
@@ -181,6 +187,8 @@ class Emulator(kmock.KubernetesEmulator):
             self.requests[kind] = self.requests.get(kind, 0) + 1
         if request.resource is not None and method in ("POST", "PUT", "PATCH", "DELETE"):
             self.mutations[method] = self.mutations.get(method, 0) + 1
+        if request.resource is not None and getattr(request.resource, "plural", None) == "workspaceconnections":
+            return self.connect(request, method)
         if request.resource is None:
             return await super()._handle(request)
         is_apply = "apply-patch" in request.headers.get("Content-Type", "")
@@ -196,6 +204,34 @@ class Emulator(kmock.KubernetesEmulator):
         elif method == "DELETE" and request.name is None:
             return await self.delete_collection(request)
         return await super()._handle(request)
+
+    def connect(self, request, method):
+        """jupyter-k8s's connection route: validate, check the workspace is Available, answer."""
+        def refuse(code, reason, message):
+            return aiohttp.web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                              "message": message, "reason": reason, "code": code}, status=code)
+        if method != "POST":
+            return refuse(405, "MethodNotAllowed", "Connection must use POST method")
+        body = request.data if isinstance(request.data, dict) else {}
+        self.connections.append(body)
+        spec = body.get("spec") or {}
+        name, kind = spec.get("workspaceName", ""), spec.get("workspaceConnectionType", "")
+        ide = kind[:-len("-remote")] if kind.endswith("-remote") else None
+        if kind != "web-ui" and not (ide and ide.isalpha()):
+            return refuse(400, "BadRequest", f"invalid workspaceConnectionType: '{kind}'")
+        key = (kmock.resource("workspace.jupyter.org", "v1alpha1", "workspaces"), request.namespace, name)
+        workspace = self.objects[key] if key in self.objects else None
+        if workspace is None or workspace.deleted:
+            return refuse(404, "NotFound", f'workspaces.workspace.jupyter.org "{name}" not found')
+        conditions = (workspace.raw.get("status") or {}).get("conditions") or []
+        if not any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions):
+            return refuse(400, "BadRequest", "workspace is not available. Check workspace status for details")
+        if kind == "web-ui":
+            return refuse(400, "BadRequest", "web browser access is not enabled for this workspace")
+        url = (f"{ide}://amazonwebservices.aws-toolkit-vscode/connect/workspace?sessionId=emulated-{uuid.uuid4().hex[:12]}"
+               f"&workspaceName={name}&namespace={request.namespace}")
+        return aiohttp.web.json_response({**body, "status": {"workspaceConnectionType": kind,
+                                                             "workspaceConnectionUrl": url}}, status=201)
 
     async def serve_log(self, request):
         """The pod `log` subresource: the log so far, or (`follow=true`) a stream of it that

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context as _;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::{ApiCapabilities, Scope};
 use kube::Client;
@@ -309,6 +309,32 @@ impl Kube for KubeRs {
             .await
             .map_err(|e| k8s_err("Patch", e))?;
         Ok(())
+    }
+
+    async fn create(&self, target: &KubeTarget, manifest: &Value) -> CloudResult<Value> {
+        let (Some(api_version), Some(kind)) =
+            (manifest["apiVersion"].as_str(), manifest["kind"].as_str())
+        else {
+            return Err(CloudError::new(
+                "k8s",
+                "Create",
+                "Invalid",
+                "manifest lacks apiVersion or kind",
+            ));
+        };
+        let namespace = manifest
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .or(Some("default"));
+        let api = self.api(target, api_version, kind, namespace).await?;
+        let object: DynamicObject = serde_json::from_value(manifest.clone())
+            .map_err(|e| CloudError::new("k8s", "Create", "Invalid", e.to_string()))?;
+        let created = api
+            .create(&PostParams::default(), &object)
+            .await
+            .map_err(|e| k8s_err("Create", e))?;
+        serde_json::to_value(created)
+            .map_err(|e| CloudError::new("k8s", "Create", "Decode", e.to_string()))
     }
 
     async fn list(

@@ -188,6 +188,10 @@ pub trait Kube: Send + Sync {
         obj: &ObjectRef,
         spec: &Value,
     ) -> CloudResult<()>;
+    /// Creates an object (a POST) and returns what the server answered: how a create-only
+    /// resource hands back its result — jupyter-k8s's `WorkspaceConnection` answers with the
+    /// URL of a connection, and is never stored.
+    async fn create(&self, target: &KubeTarget, manifest: &Value) -> CloudResult<Value>;
     /// Objects of one kind, optionally in one namespace and matching a label selector.
     async fn list(
         &self,

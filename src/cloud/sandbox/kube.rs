@@ -261,6 +261,52 @@ impl Kube for Sandbox {
         Ok(Some(self.k8s_status(r, schedule.as_ref())))
     }
 
+    async fn create(&self, target: &KubeTarget, manifest: &Value) -> CloudResult<Value> {
+        let api = "k8s:Create";
+        self.gate(api, true).await?;
+        if manifest["apiVersion"] != super::spaces::CONNECTION_API
+            || manifest["kind"] != "WorkspaceConnection"
+        {
+            return Err(CloudError::new(
+                "k8s",
+                "Create",
+                "MethodNotAllowed",
+                "the sandbox creates only WorkspaceConnections this way; apply other objects",
+            ));
+        }
+        let namespace = manifest
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        let name = manifest
+            .pointer("/spec/workspaceName")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let obj = ObjectRef {
+            api_version: "workspace.jupyter.org/v1alpha1".into(),
+            kind: "Workspace".into(),
+            namespace: Some(namespace.into()),
+            name: name.into(),
+        };
+        let workspace = Kube::get(self, target, &obj).await?.ok_or_else(|| {
+            super::shared::not_found(
+                "k8s",
+                "Create",
+                "NotFound",
+                &format!("workspaces.workspace.jupyter.org \"{name}\""),
+            )
+        })?;
+        let kind = manifest
+            .pointer("/spec/workspaceConnectionType")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let url = super::spaces::connection_url(&target.cluster, &workspace, kind)
+            .map_err(|why| CloudError::new("k8s", "Create", "BadRequest", why))?;
+        let mut answer = manifest.clone();
+        answer["status"] = json!({"workspaceConnectionType": kind, "workspaceConnectionUrl": url});
+        Ok(answer)
+    }
+
     async fn list(
         &self,
         target: &KubeTarget,

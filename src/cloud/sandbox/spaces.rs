@@ -93,6 +93,61 @@ pub(super) fn merge_spec(data: &mut Value, patch: &Value) {
     }
 }
 
+/// The extension API jupyter-k8s serves connections under (create-only).
+pub(super) const CONNECTION_API: &str = "connection.workspace.jupyter.org/v1alpha1";
+
+/// What the add-on's extension API answers a `WorkspaceConnection` of `kind` with, as the
+/// controller decides it: the workspace must be available; `web-ui` needs the add-on's web
+/// access (a domain and certificate), which the sandbox's add-on is not given; an `{ide}-remote`
+/// connection is a session the AWS plugin starts, as a link that opens the IDE.
+pub(super) fn connection_url(
+    cluster: &str,
+    workspace: &Value,
+    kind: &str,
+) -> Result<String, String> {
+    let ide = kind.strip_suffix("-remote");
+    if kind != "web-ui"
+        && !ide.is_some_and(|i| !i.is_empty() && i.chars().all(|c| c.is_ascii_lowercase()))
+    {
+        return Err(format!(
+            "invalid workspaceConnectionType: '{kind}'. Must be 'web-ui' or follow the \
+             '{{ide}}-remote' pattern (e.g. 'vscode-remote', 'kiro-remote', 'cursor-remote')"
+        ));
+    }
+    let available = workspace["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Available" && c["status"] == "True");
+    if !available {
+        return Err("workspace is not available. Check workspace status for details".into());
+    }
+    let scheme = match ide {
+        None => return Err("web browser access is not enabled for this workspace".into()),
+        Some("vscode") => "vscode",
+        Some("kiro") => "kiro",
+        Some("cursor") => "cursor",
+        Some(_) => {
+            return Err(format!(
+                "connection type \"{kind}\" is not configured for this workspace"
+            ))
+        }
+    };
+    let name = workspace["metadata"]["name"].as_str().unwrap_or_default();
+    let namespace = workspace["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default");
+    let session = format!(
+        "{:016x}",
+        super::workload::fnv1a(&format!("{namespace}/{name}/{}", now_ms()))
+    );
+    Ok(format!(
+        "{scheme}://amazonwebservices.aws-toolkit-vscode/connect/workspace?sessionId=sandbox-{session}\
+         &streamUrl=wss%3A%2F%2Fssmmessages.sandbox.invalid%2Fv1%2Fdata-channel%2Fsandbox-{session}\
+         &token=sandbox&clusterName={cluster}&namespace={namespace}&workspaceName={name}"
+    ))
+}
+
 fn condition(kind: &str, ok: bool, reason: &str, message: &str) -> Value {
     json!({"type": kind, "status": if ok { "True" } else { "False" }, "reason": reason,
            "message": message, "lastTransitionTime": crate::store::rfc3339_ms(now_ms())})

@@ -95,3 +95,125 @@ pub async fn connect(engine: &Engine, cluster: &str, at: &SpacePod) -> ApiResult
         base: at.base.clone(),
     })
 }
+
+/// How a space is reached by a `WorkspaceConnection` of the add-on's own (its extension API).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize, utoipa::ToSchema,
+)]
+pub enum ConnectionType {
+    /// The add-on's own web UI (needs its domain and certificate set up on the cluster).
+    #[serde(rename = "web-ui")]
+    WebUi,
+    /// VS Code over SSM, through the AWS Toolkit.
+    #[serde(rename = "vscode-remote")]
+    VsCode,
+    /// Kiro over SSM, through the AWS Toolkit.
+    #[serde(rename = "kiro-remote")]
+    Kiro,
+    /// Cursor over SSM, through the AWS Toolkit.
+    #[serde(rename = "cursor-remote")]
+    Cursor,
+}
+
+impl ConnectionType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::WebUi => "web-ui",
+            Self::VsCode => "vscode-remote",
+            Self::Kiro => "kiro-remote",
+            Self::Cursor => "cursor-remote",
+        }
+    }
+}
+
+/// Body of `POST …/spaces/{space}/connections` (optional).
+#[derive(Debug, Default, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConnectionRequest {
+    /// `vscode-remote` (default), `kiro-remote`, `cursor-remote` or `web-ui`.
+    #[serde(rename = "type")]
+    pub kind: Option<ConnectionType>,
+}
+
+/// A connection the add-on made: a URL to open once.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SpaceLink {
+    #[serde(rename = "type")]
+    pub kind: ConnectionType,
+    /// For an IDE: paste it into a browser on the machine with the IDE and the AWS Toolkit; it
+    /// opens the IDE connected to the space. For `web-ui`: the add-on's own page. It carries a
+    /// session token: hand it to the user, do not log it.
+    pub url: String,
+    pub hint: String,
+}
+
+/// The manifest of a `WorkspaceConnection` request (create-only: the answer is not stored).
+pub fn connection_manifest(namespace: &str, space: &str, kind: ConnectionType) -> Value {
+    serde_json::json!({
+        "apiVersion": "connection.workspace.jupyter.org/v1alpha1",
+        "kind": "WorkspaceConnection",
+        "metadata": {"namespace": namespace},
+        "spec": {"workspaceName": space, "workspaceConnectionType": kind.as_str()}
+    })
+}
+
+/// Asks the add-on for a connection to a running space of `cluster`; what it refuses (web
+/// access not set up, a type its access strategy lacks) comes back as a conflict naming the
+/// way that always works: opening the space through this control plane.
+pub async fn connection(
+    engine: &Engine,
+    cluster: &str,
+    space: &str,
+    kind: ConnectionType,
+) -> ApiResult<SpaceLink> {
+    let (namespace, _) = running(engine, cluster, space).await?;
+    let target = kube_target(engine, cluster).await?;
+    let manifest = connection_manifest(&namespace, space, kind);
+    let answer = engine
+        .cloud()
+        .kube
+        .create(&target, &manifest)
+        .await
+        .map_err(|e| match e.code.as_str() {
+            "BadRequest" | "NotFound" | "Forbidden" | "Http400" => ApiError::Conflict {
+                slug: "space-connection-refused",
+                detail: format!(
+                    "the Spaces add-on refused a {} connection to `{space}`: {}. Open it through \
+                     this control plane instead (space_open), which needs nothing set up",
+                    kind.as_str(),
+                    e.message
+                ),
+                field: Some("type".into()),
+                operation_id: None,
+            },
+            _ => ApiError::Cloud(Box::new(e)),
+        })?;
+    let url = answer
+        .pointer("/status/workspaceConnectionUrl")
+        .and_then(Value::as_str)
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| ApiError::Conflict {
+            slug: "space-connection-refused",
+            detail: format!(
+                "the Spaces add-on answered a {} connection without a URL",
+                kind.as_str()
+            ),
+            field: Some("type".into()),
+            operation_id: None,
+        })?
+        .to_string();
+    let hint = match kind {
+        ConnectionType::WebUi => "Open it in a browser; it signs you in to the space once.".into(),
+        ide => format!(
+            "Open this URL in a browser on the machine where {} and the AWS Toolkit are installed: \
+             it opens the IDE connected to `{space}` over SSM. The link works once.",
+            match ide {
+                ConnectionType::Kiro => "Kiro",
+                ConnectionType::Cursor => "Cursor",
+                _ => "VS Code",
+            }
+        ),
+    };
+    Ok(SpaceLink { kind, url, hint })
+}
