@@ -313,6 +313,33 @@ async fn the_submit_training_skill_runs_over_mcp_to_a_trained_job() {
     );
 }
 
+/// The development-spaces skill over MCP alone: the feature and its prerequisite turned on, a
+/// space made (its bad GPU count fixed from the problem's field), opened, linked to an IDE (the
+/// add-on's web UI refused with the fallback named), stopped and started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_development_spaces_skill_runs_over_mcp_to_an_open_space() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let seen = mcp_client(&app.base, "spaces").await;
+    assert_eq!(
+        seen["steps"],
+        json!([
+            ["features_get", false, false],
+            ["features_update", ["succeeded", "succeeded"]],
+            ["space_create", true, "gpus"],
+            ["space_create", false, "succeeded"],
+            ["space_get", "running", ["/s3"]],
+            ["space_open", "//agent-lab.demo.spaces.localhost"],
+            ["space_connect", false, "kiro"],
+            ["space_connect", true, 409, true],
+            ["space_stop", "stopped"],
+            ["space_start", "running"]
+        ]),
+        "{seen}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_write_gate_gives_an_agent_eyes_before_hands() {
     let app = spawn_app_with(Opts {

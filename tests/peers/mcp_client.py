@@ -12,6 +12,9 @@ Usage: mcp_client.py URL SCENARIO  — prints one JSON object with what the scen
              features), enable the training operator, submit (a bad path is fixed from the
              problem's field), monitor to a terminal state, read the job's restarts; then
              diagnose-nccl: the job's logs filtered for NCCL errors name the faulted rank.
+  spaces     the development-spaces skill on cluster `demo`: turn the feature and its
+             prerequisite on, create a space (a bad GPU count fixed from the problem's field),
+             open it, ask for an IDE link (web-ui refused with the fallback named), stop, start.
 """
 import asyncio
 import json
@@ -257,6 +260,38 @@ async def sharing(client):
     return {"steps": steps}
 
 
+async def spaces(client):
+    steps = []
+    features = (await call(client, "features_get", {"name": "demo"}))["value"]["features"]
+    on = {f["key"]: f["enabled"] for f in features}
+    steps.append(("features_get", on["ebsCsi"], on["spaces"]))
+    enabled = (await call(client, "features_update", {"name": "demo", "ebsCsi": True, "spaces": True}))["value"]
+    steps.append(("features_update", [(await follow(client, enabled["features"][k]["operationId"]))["state"]
+                                      for k in ("ebsCsi", "spaces")]))
+    instance_type = (await call(client, "instance_group_list", {"name": "demo"}))["value"]["items"][0]["instanceType"]
+    space = {"name": "demo", "spaceName": "agent-lab", "instanceType": instance_type, "gpus": 2,
+             "idleShutdownMinutes": 1440}
+    refused = await call(client, "space_create", space)
+    steps.append(("space_create", refused["is_error"], refused["value"].get("field")))
+    space["gpus"] = 1
+    started = await call(client, "space_create", space)
+    steps.append(("space_create", started["is_error"], (await follow(client, started["value"]["operation_id"]))["state"]))
+    seen = (await call(client, "space_get", {"name": "demo", "space": "agent-lab"}))["value"]
+    steps.append(("space_get", seen["state"], [m["path"] for m in seen["mounts"]]))
+    opened = (await call(client, "space_open", {"name": "demo", "space": "agent-lab"}))["value"]
+    steps.append(("space_open", opened["url"].split("/?")[0].split(":")[1]))
+    link = await call(client, "space_connect", {"name": "demo", "space": "agent-lab", "type": "kiro-remote"})
+    steps.append(("space_connect", link["is_error"], link["value"]["url"].split(":")[0]))
+    web = await call(client, "space_connect", {"name": "demo", "space": "agent-lab", "type": "web-ui"})
+    steps.append(("space_connect", web["is_error"], web["value"].get("status"), "space_open" in web["value"].get("detail", "")))
+    for verb, state in (("stop", "stopped"), ("start", "running")):
+        op = (await call(client, f"space_{verb}", {"name": "demo", "space": "agent-lab"}))["value"]
+        await follow(client, op["operation_id"])
+        seen = (await call(client, "space_get", {"name": "demo", "space": "agent-lab"}))["value"]
+        steps.append((f"space_{verb}", seen["state"]))
+    return {"steps": steps}
+
+
 async def until(client, tool, args, ready, limit=600):
     """Calls a read tool until `ready` holds of its answer (an agent watching a page). A job
     just submitted is not found until its operation applies it: that answer is waited out."""
@@ -284,7 +319,7 @@ async def readonly(client):
 async def main():
     url, scenario = sys.argv[1], sys.argv[2]
     async with Client(url) as client:
-        result = await {"basic": basic, "rehearsal": rehearsal, "training": training, "teams": teams, "sharing": sharing, "readonly": readonly}[scenario](client)
+        result = await {"basic": basic, "rehearsal": rehearsal, "training": training, "spaces": spaces, "teams": teams, "sharing": sharing, "readonly": readonly}[scenario](client)
     print(json.dumps(result))
 
 
