@@ -256,6 +256,7 @@ mod tests {
                         | "deployment_invoke"
                         | "endpoint_invoke"
                         | "space_open"
+                        | "space_connect"
                 );
             assert_eq!(t.duration.is_some(), starts_operation, "{}", t.name);
             if starts_operation {

@@ -717,3 +717,59 @@ async fn a_space_opens_through_the_control_plane_with_its_page_websocket_and_fil
     let (status, _) = read("s3/code/train.py", &cookie).await;
     assert_eq!(status, StatusCode::OK, "the cluster's data stays");
 }
+
+/// A space's GPUs are a node's: on a cluster of two one-GPU nodes, a third GPU space waits and
+/// says why, the nodes' view counts what the spaces hold, and a space stopping frees its GPU
+/// for the one waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_space_waits_for_a_free_gpu_and_runs_when_another_stops() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    spaces_on(&app).await;
+    let body = |name: &str| {
+        json!({"spaceName": name, "instanceType": "ml.g5.8xlarge", "gpus": 1,
+               "idleShutdownMinutes": 1440})
+    };
+    for name in ["one", "two"] {
+        let op = finished(&app, app.post(SPACES, &body(name)).await).await;
+        assert_eq!(op["state"], "succeeded", "{op}");
+    }
+    let requested = |nodes: &Value| -> u64 {
+        nodes["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["kubernetes"]["gpus"]["requested"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let nodes = app.json("/api/clusters/demo/nodes").await;
+    assert_eq!(requested(&nodes), 2, "{nodes}");
+
+    let r = app.post(SPACES, &body("three")).await;
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let three: Value = r.json().await.unwrap();
+    let waiting = until(&app, &format!("{SPACES}/three"), |v| {
+        v["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Insufficient nvidia.com/gpu"))
+    })
+    .await;
+    assert_eq!(waiting["state"], "starting", "{waiting}");
+
+    let op = finished(
+        &app,
+        app.post(&format!("{SPACES}/one/stop"), &json!({})).await,
+    )
+    .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let op = app
+        .wait_terminal(three["operationId"].as_str().unwrap())
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(
+        app.json(&format!("{SPACES}/three")).await["state"],
+        "running"
+    );
+    assert_eq!(requested(&app.json("/api/clusters/demo/nodes").await), 2);
+}

@@ -120,40 +120,55 @@ impl Sandbox {
             .collect();
         let scaled = self.scaled(target).await?;
         let kueue = self.kueue(target, record.as_ref(), &nodes, &scaled).await?;
-        let prefix = format!("{}/apps/v1/Deployment/", target.cluster);
-        let mut deployments: Vec<Res> = self
-            .list("k8s-object")
-            .await?
-            .into_iter()
-            .filter(|r| r.deleted_ms.is_none())
-            .filter(|r| {
-                r.data["__key"]
-                    .as_str()
-                    .is_some_and(|k| k.starts_with(&prefix))
-            })
-            .collect();
-        deployments.sort_by_key(|r| r.created_ms);
+        // What asks for a node: each Deployment's replicas, and each space that runs (its
+        // controller's Deployment of one), oldest first.
+        let deployments = format!("{}/apps/v1/Deployment/", target.cluster);
+        let workspaces = format!(
+            "{}/workspace.jupyter.org/v1alpha1/Workspace/",
+            target.cluster
+        );
+        let mut asks: Vec<(Res, u64, u32, Option<String>)> = vec![];
+        for r in self.list("k8s-object").await? {
+            let key = r.data["__key"].as_str().unwrap_or_default();
+            if r.deleted_ms.is_some() {
+                continue;
+            }
+            let selector = |pointer: &str| {
+                r.data
+                    .pointer(pointer)
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            };
+            if key.starts_with(&deployments) {
+                let name = r.data["metadata"]["name"].as_str().unwrap_or_default();
+                let want = Schedule::autoscaled_in(&scaled, name)
+                    .or_else(|| r.data.pointer("/spec/replicas").and_then(Value::as_u64))
+                    .unwrap_or(1);
+                let at =
+                    selector("/spec/template/spec/nodeSelector/node.kubernetes.io~1instance-type");
+                let g = gpu_request(&r.data);
+                asks.push((r, want, g, at));
+            } else if key.starts_with(&workspaces) && self.workspace_runs(&r.data, r.created_ms) {
+                let at = selector("/spec/nodeSelector/node.kubernetes.io~1instance-type");
+                let g = super::workload::pod_gpus(&super::spaces::pod_spec(&r.data));
+                asks.push((r, 1, g, at));
+            }
+        }
+        asks.sort_by_key(|(r, ..)| r.created_ms);
         let (mut placed, mut pending_pods, mut pending_gpus, mut pods) =
             (std::collections::HashMap::new(), 0, 0, 0);
-        for r in &deployments {
-            let name = r.data["metadata"]["name"].as_str().unwrap_or_default();
-            let want = Schedule::autoscaled_in(&scaled, name)
-                .or_else(|| r.data.pointer("/spec/replicas").and_then(Value::as_u64))
-                .unwrap_or(1);
+        for (r, want, g, selector) in &asks {
             // Only the replicas Kueue admitted leave their scheduling gate.
             let held = kueue.gated.get(&r.id).map_or(0, |g| g.len() as u64);
             let want = want.saturating_sub(held);
-            let g = gpu_request(&r.data);
-            let selector = r
-                .data
-                .pointer("/spec/template/spec/nodeSelector/node.kubernetes.io~1instance-type")
-                .and_then(Value::as_str);
             let mut fits = 0;
             for _ in 0..want {
                 let node = nodes.iter_mut().find(|n| {
                     n.ready
-                        && selector.is_none_or(|t| n.instance_type.as_deref() == Some(t))
-                        && n.gpus.free >= g
+                        && selector
+                            .as_deref()
+                            .is_none_or(|t| n.instance_type.as_deref() == Some(t))
+                        && n.gpus.free >= *g
                 });
                 match node {
                     Some(n) => {
@@ -161,7 +176,7 @@ impl Sandbox {
                         n.gpus.free -= g;
                         fits += 1;
                     }
-                    None if g > 0 => {
+                    None if *g > 0 => {
                         pending_pods += 1;
                         pending_gpus += g;
                     }
@@ -201,7 +216,7 @@ impl Sandbox {
         o["metadata"]["creationTimestamp"] = json!(crate::store::rfc3339_ms(res.created_ms));
         if super::spaces::is_workspace(&o) {
             let held = schedule.is_some_and(|s| s.kueue.gated.contains_key(&res.id));
-            self.workspace_status(&mut o, res.created_ms, schedule, held);
+            self.workspace_status(&mut o, res.created_ms, schedule, held, placed);
             return o;
         }
         let n = u64::from(ready);

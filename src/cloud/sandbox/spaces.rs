@@ -156,16 +156,41 @@ fn condition(kind: &str, ok: bool, reason: &str, message: &str) -> Value {
 impl Sandbox {
     /// The `Workspace` as the controller would have it now: `desiredStatus` (idle shutdown
     /// writes it) and the status conditions.
+    /// Simulated seconds since a space that asks to run stopped itself, idle past its timeout
+    /// since it started (or last served); `None` while it is not idle.
+    fn idle_for(&self, o: &Value, created_ms: i64, now: i64) -> Option<f64> {
+        let since = o[SINCE].as_i64().unwrap_or(created_ms);
+        let age = self.simulated_secs(since, now);
+        let timeout = o
+            .pointer("/spec/idleShutdown")
+            .filter(|i| i["enabled"] == true)
+            .and_then(|i| i["idleTimeoutInMinutes"].as_f64())?
+            * 60.0;
+        let served = o[ACTIVE]
+            .as_i64()
+            .map_or(0.0, |a| self.simulated_secs(since, a));
+        let idle_at = START.max(served) + timeout;
+        (age >= idle_at).then_some(age - idle_at)
+    }
+
+    /// Whether a stored space's pod asks for a node now: it is to run and has not stopped itself.
+    pub(super) fn workspace_runs(&self, o: &Value, created_ms: i64) -> bool {
+        wants_to_run(o) && self.idle_for(o, created_ms, now_ms()).is_none()
+    }
+
+    /// The `Workspace` as the controller would have it now: `desiredStatus` (idle shutdown
+    /// writes it) and the status conditions. `placed` is whether the scheduler found its pod a
+    /// node (with the GPUs it asks for).
     pub(super) fn workspace_status(
         &self,
         o: &mut Value,
         created_ms: i64,
         schedule: Option<&Schedule>,
         held: bool,
+        placed: Option<u64>,
     ) {
         let now = now_ms();
         let since = o[SINCE].as_i64().unwrap_or(created_ms);
-        let active = o[ACTIVE].as_i64();
         let name = o["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
@@ -174,7 +199,7 @@ impl Sandbox {
             .pointer("/spec/nodeSelector/node.kubernetes.io~1instance-type")
             .and_then(Value::as_str)
             .map(str::to_string);
-        let node = schedule.is_none_or(|s| {
+        let of_type = schedule.is_none_or(|s| {
             s.nodes.iter().any(|n| {
                 n.ready
                     && instance_type
@@ -182,22 +207,14 @@ impl Sandbox {
                         .is_none_or(|t| n.instance_type.as_ref() == Some(t))
             })
         });
+        let node = of_type && placed.is_none_or(|p| p > 0);
         let age = self.simulated_secs(since, now);
         let mut stopped_for = (desired(o) == "Stopped").then_some(age);
         if stopped_for.is_none() && node && age >= START {
             // Idle past the timeout since it started (or last served): the controller stops it.
-            let timeout = o
-                .pointer("/spec/idleShutdown")
-                .filter(|i| i["enabled"] == true)
-                .and_then(|i| i["idleTimeoutInMinutes"].as_f64())
-                .map(|m| m * 60.0);
-            if let Some(timeout) = timeout {
-                let served = active.map_or(0.0, |a| self.simulated_secs(since, a));
-                let idle_at = START.max(served) + timeout;
-                if age >= idle_at {
-                    o["spec"]["desiredStatus"] = json!("Stopped");
-                    stopped_for = Some(age - idle_at);
-                }
+            if let Some(t) = self.idle_for(o, created_ms, now) {
+                o["spec"]["desiredStatus"] = json!("Stopped");
+                stopped_for = Some(t);
             }
         }
         let status = match stopped_for {
@@ -241,10 +258,20 @@ impl Sandbox {
                     "Progressing",
                     true,
                     "ComputeNotReady",
-                    &format!(
-                        "waiting for a ready node of {}",
-                        instance_type.as_deref().unwrap_or("any type")
-                    )
+                    &if of_type {
+                        format!(
+                            "waiting for {} free GPUs on a node of {} (0/{} nodes available: \
+                             Insufficient nvidia.com/gpu)",
+                            super::workload::pod_gpus(&pod_spec(o)),
+                            instance_type.as_deref().unwrap_or("any type"),
+                            schedule.map_or(0, |s| s.nodes.len())
+                        )
+                    } else {
+                        format!(
+                            "waiting for a ready node of {}",
+                            instance_type.as_deref().unwrap_or("any type")
+                        )
+                    }
                 ),
                 condition("Degraded", false, "NoError", ""),
                 condition("Stopped", false, "DesiredStateRunning", "")
