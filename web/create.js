@@ -1,5 +1,6 @@
 // Pages: the create-cluster form and the progress panel of a pipeline (retry of a failed stage).
 
+import { evidenceButton } from './evidence.js';
 import { api, h, live, newest, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
 
 export async function create() {
@@ -148,7 +149,9 @@ function stageBox(name, op, retryId) {
     reason ? h('p', { class: 'plain', role: 'alert' }, plainReason(reason)) : '',
     reason ? h('p', { class: 'reason' }, reason) : '',
     op ? phaseRows(op) : h('p', { class: 'muted' }, 'Not started yet.'),
-    retryButton);
+    retryButton, ' ',
+    reason ? evidenceButton(`evidence of ${name}`, `/api/clusters/${encodeURIComponent(op.cluster)}/evidence`,
+      `evidence-${name}`, () => document.querySelector(`[data-stage="${name}"]`)) : '');
 }
 
 export async function progress(id) {

@@ -1,5 +1,6 @@
 // Page: instance groups (add, scale, remove) and node actions with confirmation.
 
+import { evidenceButton } from './evidence.js';
 import { api, h, live, newest, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
 
 export async function nodes() {
@@ -17,12 +18,14 @@ export async function nodes() {
             onclick: (e) => removeGroup(enc, g.name, e.target) }, 'remove')])) : errorBox(groups),
       h('h2', {}, 'Add an instance group'), await addGroupForm(enc),
       h('h2', {}, 'Nodes'),
-      list.ok ? h('div', {}, h('p', { class: 'muted' }, list.body.hint),
+      list.ok ? h('div', { id: 'node-table' }, h('p', { class: 'muted' }, list.body.hint),
         table(['Instance', 'Group', 'Type', 'HyperPod status', 'Kubernetes ready', 'GPUs free', 'Actions'],
           list.body.nodes.map((n) => [n.instanceId, n.instanceGroup, n.instanceType, n.status,
             n.kubernetes ? readyCell(n.kubernetes) : 'not joined',
             n.kubernetes ? `${n.kubernetes.gpus.free}/${n.kubernetes.gpus.allocatable}` : '',
-            h('span', {}, NODE_ACTIONS.map(([action, question]) => h('button', {
+            h('span', {}, evidenceButton(`evidence ${n.instanceId}`, `/api/clusters/${enc}/nodes/${n.instanceId}/evidence`,
+              'node-evidence', () => document.getElementById('node-table')), ' ',
+            NODE_ACTIONS.map(([action, question]) => h('button', {
               type: 'button', class: 'secondary', 'aria-label': `${action} ${n.instanceId}`,
               onclick: (e) => nodeAction(enc, n.instanceId, action, question, e.target),
             }, action), ' '))]),

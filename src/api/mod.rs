@@ -9,6 +9,7 @@ pub mod aws;
 pub mod clusters;
 pub mod endpoints;
 pub mod events;
+pub mod evidence;
 pub mod extract;
 pub mod features;
 pub mod groups;
@@ -433,6 +434,7 @@ pub fn rest() -> utoipa_axum::router::OpenApiRouter<AppState> {
         .merge(stages::router())
         .merge(features::router())
         .merge(groups::router())
+        .merge(evidence::router())
         .merge(operations::router())
         .merge(workloads::router())
         .merge(training::router())

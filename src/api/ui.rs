@@ -27,6 +27,7 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
     ("create.js", JS, include_str!("../../web/create.js")),
     ("cluster.js", JS, include_str!("../../web/cluster.js")),
     ("nodes.js", JS, include_str!("../../web/nodes.js")),
+    ("evidence.js", JS, include_str!("../../web/evidence.js")),
     ("storage.js", JS, include_str!("../../web/storage.js")),
     ("operations.js", JS, include_str!("../../web/operations.js")),
     ("features.js", JS, include_str!("../../web/features.js")),

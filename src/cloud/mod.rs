@@ -101,6 +101,8 @@ pub struct Cloud {
     pub mlflow: Arc<dyn Mlflow>,
     /// HyperPod task governance (scheduler configs, compute quotas).
     pub governance: Arc<dyn Governance>,
+    /// CloudWatch Logs, read only (what HyperPod's nodes and lifecycle scripts wrote).
+    pub logs: Arc<dyn Logs>,
     /// Upstream release files (operator CRDs).
     pub releases: Arc<dyn Releases>,
     /// The bucket this deployment was given (the CloudFormation stack's), when it was: every

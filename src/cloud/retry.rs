@@ -109,6 +109,20 @@ impl Kube for RetryingKube {
     ) -> CloudResult<Vec<Value>> {
         repeatable(|| self.0.list(target, api_version, kind, namespace, labels)).await
     }
+    async fn list_fields(
+        &self,
+        target: &KubeTarget,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        fields: &str,
+    ) -> CloudResult<Vec<Value>> {
+        repeatable(|| {
+            self.0
+                .list_fields(target, api_version, kind, namespace, fields)
+        })
+        .await
+    }
     async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<Arc<ClusterState>> {
         repeatable(|| self.0.cluster_state(target)).await
     }

@@ -3,13 +3,13 @@
 //! still starts and explains itself on `/healthz`, in the UI and in every problem body.
 
 use crate::cloud::{
-    Addon, CallerIdentity, CloudError, CloudResult, ClusterState, ComputeQuota, CreateAddon,
-    CreateEksCluster, CreateHyperPodCluster, CreateMlflowApp, CreateRouteTable,
+    Addon, CallerIdentity, CloudError, CloudResult, ClusterEvent, ClusterState, ComputeQuota,
+    CreateAddon, CreateEksCluster, CreateHyperPodCluster, CreateMlflowApp, CreateRouteTable,
     CreateSecurityGroup, CreateSubnet, Eks, EksCluster, Governance, HyperPod, HyperPodCluster, Iam,
-    InstanceGroupSpec, Kube, KubeTarget, Mlflow, MlflowApp, NetKind, Network, NodeAction,
-    NodeActionResult, NodePage, ObjectRef, ObjectStore, Quotas, ResourceState, Role,
-    SchedulerConfig, SchedulerPolicy, ServiceCall, Subnet, Tags, TeamQuota, TieredStorage,
-    TrackingCall, TrainingPlan, Vpc, Zone,
+    InstanceGroupSpec, Kube, KubeTarget, LogLine, LogStream, Logs, Mlflow, MlflowApp, NetKind,
+    Network, NodeAction, NodeActionResult, NodeDetail, NodePage, ObjectRef, ObjectStore, Quotas,
+    ResourceState, Role, SchedulerConfig, SchedulerPolicy, ServiceCall, Subnet, Tags, TeamQuota,
+    TieredStorage, TrackingCall, TrainingPlan, Vpc, Zone,
 };
 use crate::{Cloud, CloudMode};
 use async_trait::async_trait;
@@ -39,6 +39,7 @@ impl Unavailable {
             quotas: self.clone(),
             mlflow: self.clone(),
             governance: self.clone(),
+            logs: self.clone(),
             kube: self,
             releases: std::sync::Arc::new(super::web::HttpReleases::new(None)),
             shared_bucket: None,
@@ -204,6 +205,21 @@ impl HyperPod for Unavailable {
     async fn list_training_plans(&self) -> CloudResult<Vec<TrainingPlan>> {
         Err(self.refuse("list_training_plans"))
     }
+    async fn describe_cluster_node(
+        &self,
+        _name: &str,
+        _node_id: &str,
+    ) -> CloudResult<Option<NodeDetail>> {
+        Err(self.refuse("describe_cluster_node"))
+    }
+    async fn list_cluster_events(
+        &self,
+        _name: &str,
+        _node_id: Option<&str>,
+        _limit: usize,
+    ) -> CloudResult<Vec<ClusterEvent>> {
+        Err(self.refuse("list_cluster_events"))
+    }
     async fn create_cluster(&self, _req: &CreateHyperPodCluster) -> CloudResult<String> {
         Err(self.refuse("create_cluster"))
     }
@@ -279,6 +295,21 @@ impl ObjectStore for Unavailable {
     }
     async fn list_objects(&self, _bucket: &str, _prefix: &str) -> CloudResult<Vec<String>> {
         Err(self.refuse("list_objects"))
+    }
+}
+
+#[async_trait]
+impl Logs for Unavailable {
+    async fn streams(
+        &self,
+        _group: &str,
+        _prefix: &str,
+        _limit: usize,
+    ) -> CloudResult<Vec<LogStream>> {
+        Err(self.refuse("streams"))
+    }
+    async fn tail(&self, _group: &str, _stream: &str, _limit: usize) -> CloudResult<Vec<LogLine>> {
+        Err(self.refuse("tail"))
     }
 }
 

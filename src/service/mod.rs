@@ -6,6 +6,7 @@ pub mod arn;
 pub mod audit;
 pub mod bucket;
 pub mod endpoints;
+pub mod evidence;
 pub mod gauges;
 mod groups;
 pub mod incluster;

@@ -70,19 +70,7 @@ pub async fn node_params(
     node_id: &str,
     action: crate::cloud::NodeAction,
 ) -> ApiResult<steps::nodes::NodeParams> {
-    let valid = node_id.strip_prefix("i-").is_some_and(|hex| {
-        (8..=17).contains(&hex.len()) && hex.chars().all(|c| c.is_ascii_hexdigit())
-    });
-    if !valid {
-        return Err(ApiError::validation_hint(
-            "id",
-            format!(
-                "`{}` is not an instance id",
-                node_id.chars().take(64).collect::<String>()
-            ),
-            json!("i- followed by 8 to 17 hex digits"),
-        ));
-    }
+    crate::service::evidence::node_id(node_id)?;
     let hyperpod = hyperpod_of(engine, name).await?;
     let nodes = steps::nodes::all_nodes(engine.cloud(), &hyperpod).await?;
     if !nodes.iter().any(|n| n.instance_id == node_id) {

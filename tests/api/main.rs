@@ -9,6 +9,7 @@ mod crds;
 mod deploy;
 mod docs;
 mod endpoints;
+mod evidence;
 mod features;
 mod fuzz;
 mod helpers;

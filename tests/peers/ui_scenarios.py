@@ -144,6 +144,14 @@ def nodes(page, base, out):
     page.get_by_label("Active cluster").select_option("ui-demo")
     expect(page.locator("nav a[data-nav=nodes]")).to_have_attribute("href", "#/nodes?cluster=ui-demo")
     expect(page.locator("h2:has-text('Nodes') + div table tbody tr")).to_have_count(2)
+    # Investigate first: a node's evidence, in one panel, with its lifecycle script's lines.
+    first = page.locator("h2:has-text('Nodes') + div table tbody tr").first
+    first.get_by_role("button", name="evidence").click()
+    panel = page.locator("#node-evidence")
+    expect(panel).to_contain_text("Nothing alarming found")
+    expect(panel).to_contain_text("LifecycleConfig/")
+    expect(panel.locator("pre").first).to_contain_text("[on_create.sh] done")
+    page.screenshot(path=f"{out}/node-evidence.png", full_page=True)
     # A node action asks first; dismissing does nothing, accepting starts a watched operation.
     reboot = page.locator("h2:has-text('Nodes') + div table tbody tr").first.get_by_role("button", name="reboot")
     page.once("dialog", lambda d: d.dismiss())

@@ -12,6 +12,7 @@ mod eks;
 pub mod errors;
 mod governance;
 mod iam;
+mod logs;
 pub mod mlflow;
 mod s3;
 mod sagemaker;
@@ -28,6 +29,7 @@ use super::{Cloud, CloudMode, Tags, CLUSTER_TAG};
 pub struct Aws {
     pub region: String,
     pub ec2: aws_sdk_ec2::Client,
+    pub logs: aws_sdk_cloudwatchlogs::Client,
     pub eks: aws_sdk_eks::Client,
     pub sagemaker: aws_sdk_sagemaker::Client,
     pub iam: aws_sdk_iam::Client,
@@ -69,6 +71,7 @@ impl Aws {
         Some(Self {
             region,
             ec2: aws_sdk_ec2::Client::new(&config),
+            logs: aws_sdk_cloudwatchlogs::Client::new(&config),
             eks: aws_sdk_eks::Client::new(&config),
             sagemaker: aws_sdk_sagemaker::Client::new(&config),
             iam: aws_sdk_iam::Client::new(&config),
@@ -112,6 +115,7 @@ impl Aws {
             quotas: self.clone(),
             mlflow: self.clone(),
             governance: self.clone(),
+            logs: self.clone(),
             kube,
             releases: Arc::new(super::web::HttpReleases::new(None)),
             shared_bucket: None,

@@ -497,4 +497,88 @@ impl HyperPod for Aws {
             }
         }
     }
+
+    async fn describe_cluster_node(
+        &self,
+        name: &str,
+        node_id: &str,
+    ) -> CloudResult<Option<NodeDetail>> {
+        let out = match idempotent(S, "DescribeClusterNode", || {
+            self.sagemaker
+                .describe_cluster_node()
+                .cluster_name(name)
+                .node_id(node_id)
+                .send()
+        })
+        .await
+        {
+            Ok(out) => out,
+            Err(e) if is_missing(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Ok(out.node_details().map(|n| NodeDetail {
+            instance_id: n.instance_id().unwrap_or(node_id).to_string(),
+            instance_group: n.instance_group_name().unwrap_or_default().to_string(),
+            instance_type: n
+                .instance_type()
+                .map(|t| t.as_str().to_string())
+                .unwrap_or_default(),
+            status: n
+                .instance_status()
+                .and_then(|s| s.status())
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_default(),
+            message: n
+                .instance_status()
+                .and_then(|s| s.message())
+                .filter(|m| !m.is_empty())
+                .map(str::to_string),
+            launch_time: n.launch_time().map(|t| t.to_string()),
+            last_software_update_time: n.last_software_update_time().map(|t| t.to_string()),
+        }))
+    }
+
+    async fn list_cluster_events(
+        &self,
+        name: &str,
+        node_id: Option<&str>,
+        limit: usize,
+    ) -> CloudResult<Vec<ClusterEvent>> {
+        let max = i32::try_from(limit.clamp(1, 100)).unwrap_or(100);
+        let out = match idempotent(S, "ListClusterEvents", || {
+            self.sagemaker
+                .list_cluster_events()
+                .cluster_name(name)
+                .set_node_id(node_id.map(str::to_string))
+                .sort_by(aws_sdk_sagemaker::types::EventSortBy::EventTime)
+                .sort_order(aws_sdk_sagemaker::types::SortOrder::Descending)
+                .max_results(max)
+                .send()
+        })
+        .await
+        {
+            Ok(out) => out,
+            Err(e) if is_missing(&e) => return Ok(vec![]),
+            Err(e) => return Err(e),
+        };
+        Ok(out
+            .events()
+            .iter()
+            .take(limit)
+            .map(|e| ClusterEvent {
+                time: e.event_time().map(|t| t.to_string()).unwrap_or_default(),
+                level: e
+                    .event_level()
+                    .map(|l| l.as_str().to_string())
+                    .unwrap_or_default(),
+                resource_type: e
+                    .resource_type()
+                    .map(|r| r.as_str().to_string())
+                    .unwrap_or_default(),
+                instance_group: e.instance_group_name().map(str::to_string),
+                instance_id: e.instance_id().map(str::to_string),
+                description: e.description().unwrap_or_default().to_string(),
+            })
+            .collect())
+    }
 }

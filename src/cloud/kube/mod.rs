@@ -358,6 +358,26 @@ impl Kube for KubeRs {
             .map_err(|e| CloudError::new("k8s", "List", "Decode", e.to_string()))
     }
 
+    async fn list_fields(
+        &self,
+        target: &KubeTarget,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        fields: &str,
+    ) -> CloudResult<Vec<Value>> {
+        let api = self.api(target, api_version, kind, namespace).await?;
+        let list = api
+            .list(&ListParams::default().fields(fields))
+            .await
+            .map_err(|e| k8s_err("List", e))?;
+        list.items
+            .into_iter()
+            .map(serde_json::to_value)
+            .collect::<Result<_, _>>()
+            .map_err(|e| CloudError::new("k8s", "List", "Decode", e.to_string()))
+    }
+
     async fn pod_log(
         &self,
         target: &KubeTarget,

@@ -217,4 +217,50 @@ pub trait HyperPod: Send + Sync {
         node_ids: &[String],
     ) -> CloudResult<NodeActionResult>;
     async fn list_training_plans(&self) -> CloudResult<Vec<TrainingPlan>>;
+    /// One node as `DescribeClusterNode` has it (its status and HyperPod's message about it);
+    /// `None` when the cluster has no such node.
+    async fn describe_cluster_node(
+        &self,
+        name: &str,
+        node_id: &str,
+    ) -> CloudResult<Option<NodeDetail>>;
+    /// The cluster's events, newest first, at most `limit`: of one node when `node_id` is given
+    /// (`ListClusterEvents`).
+    async fn list_cluster_events(
+        &self,
+        name: &str,
+        node_id: Option<&str>,
+        limit: usize,
+    ) -> CloudResult<Vec<ClusterEvent>>;
+}
+
+/// A node as `DescribeClusterNode` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeDetail {
+    pub instance_id: String,
+    pub instance_group: String,
+    pub instance_type: String,
+    /// `Pending` | `Running` | `ShuttingDown` | `SystemUpdating` | `DeepHealthCheckInProgress`
+    /// | `Failure` ...
+    pub status: String,
+    /// HyperPod's words about that status (why a node failed), when it has any.
+    pub message: Option<String>,
+    pub launch_time: Option<String>,
+    pub last_software_update_time: Option<String>,
+}
+
+/// One `ListClusterEvents` entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterEvent {
+    /// RFC 3339.
+    pub time: String,
+    /// `Info` | `Warn` | `Error`.
+    pub level: String,
+    /// `Cluster` | `InstanceGroup` | `Instance`.
+    pub resource_type: String,
+    pub instance_group: Option<String>,
+    pub instance_id: Option<String>,
+    pub description: String,
 }

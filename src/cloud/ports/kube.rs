@@ -201,6 +201,25 @@ pub trait Kube: Send + Sync {
         namespace: Option<&str>,
         labels: Option<&str>,
     ) -> CloudResult<Vec<Value>>;
+    /// Objects of one kind matching a field selector (`involvedObject.name=…`,
+    /// `spec.nodeName=…`; terms joined by commas, `=` or `!=`): how the events of one object or
+    /// the pods of one node are read without listing them all. Adapters that cannot push the
+    /// selector to a server filter what `list` returns.
+    async fn list_fields(
+        &self,
+        target: &KubeTarget,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        fields: &str,
+    ) -> CloudResult<Vec<Value>> {
+        Ok(self
+            .list(target, api_version, kind, namespace, None)
+            .await?
+            .into_iter()
+            .filter(|o| matches_fields(o, fields))
+            .collect())
+    }
     /// Nodes and GPU demand, from a watch-backed cache (started on first use, kept live after).
     /// The same `Arc` until the view changes (its `cache.revision` says when it does).
     async fn cluster_state(&self, target: &KubeTarget)
@@ -270,6 +289,31 @@ pub trait Kube: Send + Sync {
     async fn forget(&self, _cluster: &str) {}
 }
 
+/// Whether an object matches a field selector (`a.b=v`, `a.b!=v`, comma-separated), as the API
+/// server reads one: a missing field is the empty string.
+pub fn matches_fields(obj: &Value, selector: &str) -> bool {
+    selector
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .all(|term| {
+            let (path, want, negate) = match term.split_once("!=") {
+                Some((p, v)) => (p, v, true),
+                None => {
+                    let (p, v) = term.split_once('=').unwrap_or((term, ""));
+                    (p, v.trim_start_matches('='), false)
+                }
+            };
+            let got = path
+                .trim()
+                .split('.')
+                .try_fold(obj, |o, k| o.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            (got == want.trim()) != negate
+        })
+}
+
 /// Whether every field `desired` sets has the same value in `actual` (fields the server adds are
 /// ignored). Lists must match element by element. This is how reconciliation decides that an
 /// object is already as wanted and no apply is needed.
@@ -283,5 +327,25 @@ pub fn json_contains(actual: &Value, desired: &Value) -> bool {
         }
         (Value::Number(a), Value::Number(d)) => a.as_f64() == d.as_f64(),
         (a, d) => a == d,
+    }
+}
+
+#[cfg(test)]
+mod field_tests {
+    use super::*;
+
+    #[test]
+    fn a_field_selector_matches_as_the_api_server_reads_it() {
+        let event = serde_json::json!({"involvedObject": {"kind": "Node", "name": "hyperpod-i-1"}});
+        assert!(matches_fields(
+            &event,
+            "involvedObject.kind=Node,involvedObject.name=hyperpod-i-1"
+        ));
+        assert!(!matches_fields(&event, "involvedObject.name=hyperpod-i-2"));
+        assert!(matches_fields(&event, "involvedObject.name!=hyperpod-i-2"));
+        assert!(
+            matches_fields(&event, "involvedObject.namespace="),
+            "missing is empty"
+        );
     }
 }

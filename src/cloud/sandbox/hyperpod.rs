@@ -96,8 +96,11 @@ impl Sandbox {
     ) -> Option<(HyperPodCluster, Vec<ClusterNode>)> {
         let req: CreateHyperPodCluster = serde_json::from_value(res.data.clone()).ok()?;
         let life = self.life(res, d::HYPERPOD_CREATE, d::HYPERPOD_DELETE);
+        // A lifecycle script that failed on creation fails the cluster, with no node kept.
+        let failed = super::triage::lifecycle_fails(res);
         let status = match life {
             Life::Creating(_) => HyperPodStatus::Creating,
+            Life::Ready if failed => HyperPodStatus::Failed,
             Life::Ready => HyperPodStatus::InService,
             Life::Deleting => HyperPodStatus::Deleting,
             Life::Gone => return None,
@@ -113,8 +116,8 @@ impl Sandbox {
         for g in &req.instance_groups {
             let mut current = 0;
             for _ in 0..g.instance_count {
-                let joined = elapsed >= node_join_secs(index, total);
-                let instance_id = format!("i-0{:016x}", (res.created_ms as u64) ^ u64::from(index));
+                let joined = !failed && elapsed >= node_join_secs(index, total);
+                let instance_id = super::triage::initial_instance_id(res, index);
                 index += 1;
                 // A node that has not joined yet, or was deleted, is not listed.
                 let Some((instance_id, status, launched)) = joined
@@ -143,8 +146,9 @@ impl Sandbox {
         let cluster = HyperPodCluster {
             name: name.to_string(),
             arn: hyperpod_arn(&res.id),
+            failure_message: (status == HyperPodStatus::Failed)
+                .then(|| super::triage::lifecycle_failure_message(name, res)),
             status,
-            failure_message: None,
             instance_groups: groups,
             tiered_storage: serde_json::from_value(res.data["tieredStorage"].clone()).ok(),
             autoscaling: serde_json::from_value(res.data["autoScaling"].clone()).ok(),
@@ -182,7 +186,8 @@ impl HyperPod for Sandbox {
             }
         }
         let id = new_id("hpc");
-        let data = serde_json::to_value(req).unwrap_or_default();
+        let mut data = serde_json::to_value(req).unwrap_or_default();
+        super::triage::take_faults(self, &mut data);
         self.create(api, "hyperpod-cluster", &id, Some(&req.name), &data)
             .await?;
         Ok(hyperpod_arn(&id))
@@ -408,6 +413,57 @@ impl HyperPod for Sandbox {
         }
         self.update(api, "hyperpod-cluster", &res.id, &data).await?;
         Ok(out)
+    }
+
+    async fn describe_cluster_node(
+        &self,
+        name: &str,
+        node_id: &str,
+    ) -> CloudResult<Option<NodeDetail>> {
+        self.gate("sagemaker:DescribeClusterNode", false).await?;
+        let Some(res) = self.by_name("hyperpod-cluster", name).await? else {
+            return Err(not_found(
+                "sagemaker",
+                "DescribeClusterNode",
+                "ResourceNotFound",
+                name,
+            ));
+        };
+        Ok(self.hyperpod_view(name, &res).and_then(|(_, nodes)| {
+            nodes
+                .iter()
+                .find(|n| n.instance_id == node_id)
+                .map(|n| self.node_detail(&res, n))
+        }))
+    }
+
+    async fn list_cluster_events(
+        &self,
+        name: &str,
+        node_id: Option<&str>,
+        limit: usize,
+    ) -> CloudResult<Vec<ClusterEvent>> {
+        self.gate("sagemaker:ListClusterEvents", false).await?;
+        let Some(res) = self.by_name("hyperpod-cluster", name).await? else {
+            return Err(not_found(
+                "sagemaker",
+                "ListClusterEvents",
+                "ResourceNotFound",
+                name,
+            ));
+        };
+        // As SageMaker answers: events exist only under continuous node provisioning.
+        if res.data["continuousProvisioning"] != true {
+            return Err(CloudError::new(
+                "sagemaker",
+                "ListClusterEvents",
+                "ValidationException",
+                "Cluster events are only available for clusters with NodeProvisioningMode set to Continuous",
+            ));
+        }
+        let mut events = self.cluster_events(name, &res, node_id);
+        events.truncate(limit);
+        Ok(events)
     }
 
     async fn list_training_plans(&self) -> CloudResult<Vec<TrainingPlan>> {

@@ -237,6 +237,15 @@ impl Kube for Sandbox {
 
     async fn get(&self, target: &KubeTarget, obj: &ObjectRef) -> CloudResult<Option<Value>> {
         self.gate("k8s:Get", false).await?;
+        if (obj.api_version.as_str(), obj.kind.as_str()) == ("v1", "Node") {
+            return Ok(self
+                .schedule(target)
+                .await?
+                .nodes
+                .iter()
+                .find(|n| n.name == obj.name)
+                .map(super::triage::node_manifest));
+        }
         if (obj.api_version.as_str(), obj.kind.as_str()) == ("v1", "Pod") {
             let ns = obj.namespace.as_deref().unwrap_or("default");
             return Ok(self
@@ -316,6 +325,31 @@ impl Kube for Sandbox {
         labels: Option<&str>,
     ) -> CloudResult<Vec<Value>> {
         self.gate("k8s:List", false).await?;
+        match (api_version, kind) {
+            ("v1", "Node") => {
+                return Ok(self
+                    .schedule(target)
+                    .await?
+                    .nodes
+                    .iter()
+                    .map(super::triage::node_manifest)
+                    .filter(|o| matches_labels(o, labels))
+                    .collect())
+            }
+            // The events HyperPod's health agent records, in `default` as a node's are.
+            ("v1", "Event") if namespace.is_none_or(|ns| ns == "default") => {
+                let now = super::now_ms();
+                return Ok(self
+                    .schedule(target)
+                    .await?
+                    .nodes
+                    .iter()
+                    .filter(|n| n.unschedulable && n.ready)
+                    .flat_map(|n| super::triage::node_events(&n.name, now))
+                    .collect());
+            }
+            _ => {}
+        }
         if (api_version, kind) == ("v1", "Pod") {
             return Ok(self
                 .sim_pods(target)

@@ -31,6 +31,7 @@ mod space_app;
 mod space_files;
 mod spaces;
 mod training;
+mod triage;
 mod verdicts;
 mod workload;
 
@@ -180,6 +181,7 @@ impl Sandbox {
             quotas: self.clone(),
             mlflow: self.clone(),
             governance: self.clone(),
+            logs: self.clone(),
             kube: self.clone(),
             releases: Arc::new(releases::StandIns),
             shared_bucket: None,

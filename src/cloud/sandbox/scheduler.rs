@@ -86,6 +86,10 @@ impl Sandbox {
                 let gpus = gpus_per_instance(&n.instance_type);
                 let blocked = verdicts.get(&n.instance_group).cloned().flatten();
                 let running = n.status == "Running" && blocked.is_none();
+                // A node that failed its deep health check is Ready but tainted out of use.
+                let failed = record
+                    .as_ref()
+                    .is_some_and(|r| super::triage::dhc_failed(r, &n.instance_id));
                 let not_ready_reason = match (&blocked, n.status.as_str()) {
                     (Some(why), _) => Some(why.clone()),
                     (None, "Running") => None,
@@ -99,22 +103,17 @@ impl Sandbox {
                     capacity_type: Some("on-demand".into()),
                     ready: running,
                     not_ready_reason,
-                    unschedulable: !running,
+                    unschedulable: !running || failed,
                     gpus: GpuUsage {
                         total: gpus,
                         allocatable: gpus,
                         requested: 0,
                         free: gpus,
                     },
-                    health: BTreeMap::from([(
-                        "sagemaker.amazonaws.com/node-health-status".to_string(),
-                        if running {
-                            "Schedulable"
-                        } else {
-                            "Unschedulable"
-                        }
-                        .to_string(),
-                    )]),
+                    health: super::triage::health_labels(failed, running)
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
                 }
             })
             .collect();
@@ -165,6 +164,7 @@ impl Sandbox {
             for _ in 0..want {
                 let node = nodes.iter_mut().find(|n| {
                     n.ready
+                        && !n.unschedulable
                         && selector
                             .as_deref()
                             .is_none_or(|t| n.instance_type.as_deref() == Some(t))

@@ -243,6 +243,40 @@ fn the_data_buckets_parameter_widens_the_boundary_to_exactly_those_buckets() {
     );
 }
 
+/// Evidence is read only: the control plane may read a node and the events and log streams
+/// HyperPod keeps for its clusters, and no other log group, nor write to one.
+#[test]
+fn the_control_plane_reads_evidence_from_the_clusters_log_groups_and_nowhere_else() {
+    let cp = control_plane_policy();
+    let may = |r: Request| policy::decide(&cp, &r) == Decision::Allow;
+    for action in [
+        "sagemaker:DescribeClusterNode",
+        "sagemaker:ListClusterEvents",
+    ] {
+        assert!(may(req(action, HYPERPOD)), "{action}");
+    }
+    let group = "arn:aws:logs:us-west-2:123456789012:log-group:/aws/sagemaker/Clusters/demo/abc123";
+    let stream = format!("{group}:log-stream:LifecycleConfig/workers/i-0123456789abcdef0");
+    assert!(may(req("logs:DescribeLogStreams", group)));
+    assert!(may(req("logs:GetLogEvents", &stream)));
+    let other = "arn:aws:logs:us-west-2:123456789012:log-group:/aws/lambda/payments";
+    assert!(
+        !may(req("logs:DescribeLogStreams", other)),
+        "another log group"
+    );
+    assert!(!may(req(
+        "logs:GetLogEvents",
+        &format!("{other}:log-stream:x")
+    )));
+    for action in [
+        "logs:PutLogEvents",
+        "logs:DeleteLogGroup",
+        "logs:CreateLogStream",
+    ] {
+        assert!(!may(req(action, group)), "{action}: evidence is read only");
+    }
+}
+
 #[test]
 fn the_control_plane_may_make_and_manage_every_role_only_within_the_boundary() {
     let cp = control_plane_policy();
@@ -454,8 +488,8 @@ const JUSTIFIED: &[(&str, &str, &str, &str)] = &[
     (
         "UNKNOWN_ACTION",
         "",
-        "BatchAddClusterNodes|BatchRebootClusterNodes|BatchReplaceClusterNodes",
-        "HyperPod's node actions (Service Authorization Reference), newer than parliament's database",
+        "BatchAddClusterNodes|BatchRebootClusterNodes|BatchReplaceClusterNodes|ListClusterEvents",
+        "HyperPod's node actions and cluster events (Service Authorization Reference), newer than parliament's database",
     ),
     (
         "MISMATCHED_TYPE_BUT_USABLE",
