@@ -313,6 +313,52 @@ async fn the_submit_training_skill_runs_over_mcp_to_a_trained_job() {
     );
 }
 
+/// The diagnostic skills over MCP alone, each against the fault it is written for: a node that
+/// failed its deep health check is investigated read-only, rebooted (which does not mend it) and
+/// then replaced, in that order; a creation whose lifecycle script failed is read back to the
+/// stream and the line that broke it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_diagnostic_skills_run_over_mcp_against_the_faults_they_are_written_for() {
+    // The first cluster's lifecycle script fails; the next one comes up with a node that
+    // fails its deep health check.
+    let app = spawn_app_with(Opts {
+        faults: Some("sagemaker:LifecycleScriptFailure=1,sagemaker:DeepHealthCheckFailure=1"),
+        ..Default::default()
+    })
+    .await;
+    let mut broken = pipeline_body();
+    broken["name"] = json!("broken");
+    let id = app.start("/api/pipelines", &broken).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "failed");
+    // On Spot, so under continuous node provisioning: HyperPod keeps events only there.
+    let mut body = pipeline_body();
+    body["capacityType"] = json!("spot");
+    let id = app.start("/api/pipelines", &body).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+
+    let seen = mcp_client(&app.base, "diagnose").await;
+    assert_eq!(
+        seen["steps"],
+        json!([
+            ["node_list", 2, 1],
+            ["node_evidence", true, true, true],
+            ["node_reboot", "succeeded"],
+            ["node_evidence", "Failed"],
+            ["node_replace", "succeeded"],
+            ["node_list", ["Passed", "Passed"]],
+            ["cluster_get", ["hyperpod"]],
+            ["operation_get", "hyperpod-cluster-failed"],
+            [
+                "cluster_evidence",
+                true,
+                "[on_create.sh] exiting with status 1",
+                true
+            ]
+        ]),
+        "{seen}"
+    );
+}
+
 /// The development-spaces skill over MCP alone: the feature and its prerequisite turned on, a
 /// space made (its bad GPU count fixed from the problem's field), opened, linked to an IDE (the
 /// add-on's web UI refused with the fallback named), stopped and started.

@@ -12,6 +12,10 @@ Usage: mcp_client.py URL SCENARIO  — prints one JSON object with what the scen
              features), enable the training operator, submit (a bad path is fixed from the
              problem's field), monitor to a terminal state, read the job's restarts; then
              diagnose-nccl: the job's logs filtered for NCCL errors name the faulted rank.
+  diagnose   diagnose-node-health on cluster `demo` (one node failed its deep health check):
+             investigate read-only (node_list, node_evidence), then reboot, see it still
+             failing, then replace; diagnose-cluster-creation on cluster `broken` (its lifecycle
+             script failed): cluster_get, operation_get, cluster_evidence names the stream.
   spaces     the development-spaces skill on cluster `demo`: turn the feature and its
              prerequisite on, create a space (a bad GPU count fixed from the problem's field),
              open it, ask for an IDE link (web-ui refused with the fallback named), stop, start.
@@ -292,6 +296,37 @@ async def spaces(client):
     return {"steps": steps}
 
 
+async def diagnose(client):
+    steps = []
+    health = "sagemaker.amazonaws.com/deep-health-check-status"
+    nodes = (await call(client, "node_list", {"name": "demo"}))["value"]["nodes"]
+    bad = [n["instanceId"] for n in nodes if (n.get("kubernetes") or {}).get("health", {}).get(health) == "Failed"]
+    steps.append(("node_list", len(nodes), len(bad)))
+    evidence = (await call(client, "node_evidence", {"name": "demo", "id": bad[0]}))["value"]
+    steps.append(("node_evidence", "its deep health check failed" in evidence["findings"],
+                  "node_replace" in evidence["hint"], any(s["stream"].startswith("DeepHealthCheckResults/") for s in evidence["logs"])))
+    # The user agreed to a reboot: it does not mend failed hardware, the evidence says so again.
+    reboot = (await call(client, "node_reboot", {"name": "demo", "id": bad[0]}))["value"]
+    steps.append(("node_reboot", (await follow(client, reboot["operation_id"]))["state"]))
+    again = (await call(client, "node_evidence", {"name": "demo", "id": bad[0]}))["value"]
+    steps.append(("node_evidence", again["kubernetes"]["health"][health]))
+    # Then, agreed after hearing that local volumes are lost, the replacement.
+    replace = (await call(client, "node_replace", {"name": "demo", "id": bad[0]}))["value"]
+    steps.append(("node_replace", (await follow(client, replace["operation_id"]))["state"]))
+    nodes = (await call(client, "node_list", {"name": "demo"}))["value"]["nodes"]
+    steps.append(("node_list", sorted((n.get("kubernetes") or {}).get("health", {}).get(health) for n in nodes)))
+    # diagnose-cluster-creation: the failed stage, its error, and the evidence behind it.
+    cluster = (await call(client, "cluster_get", {"name": "broken"}))["value"]
+    failed = [k for k, v in cluster["stages"].items() if v["state"] == "failed" and k != "pipeline"]
+    steps.append(("cluster_get", failed))
+    op = (await call(client, "operation_get", {"id": cluster["stages"][failed[0]]["id"]}))["value"]
+    steps.append(("operation_get", op["error"]["code"]))
+    evidence = (await call(client, "cluster_evidence", {"name": "broken"}))["value"]
+    steps.append(("cluster_evidence", evidence["logs"][0]["stream"] in evidence["failureMessage"],
+                  evidence["logs"][0]["lines"][0]["message"], "operation_retry" in evidence["hint"]))
+    return {"steps": steps}
+
+
 async def until(client, tool, args, ready, limit=600):
     """Calls a read tool until `ready` holds of its answer (an agent watching a page). A job
     just submitted is not found until its operation applies it: that answer is waited out."""
@@ -319,7 +354,7 @@ async def readonly(client):
 async def main():
     url, scenario = sys.argv[1], sys.argv[2]
     async with Client(url) as client:
-        result = await {"basic": basic, "rehearsal": rehearsal, "training": training, "spaces": spaces, "teams": teams, "sharing": sharing, "readonly": readonly}[scenario](client)
+        result = await {"basic": basic, "rehearsal": rehearsal, "training": training, "spaces": spaces, "diagnose": diagnose, "teams": teams, "sharing": sharing, "readonly": readonly}[scenario](client)
     print(json.dumps(result))
 
 

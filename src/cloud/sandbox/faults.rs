@@ -51,6 +51,18 @@ impl Faults {
         Ok(faults)
     }
 
+    /// Takes one remaining fault of `api`, if any is left (e.g. `sagemaker:LifecycleScriptFailure=2`:
+    /// the next two clusters' lifecycle scripts fail).
+    pub fn take_one(&mut self, api: &str) -> bool {
+        match self.remaining.get_mut(api) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Takes every remaining fault of `api` at once (e.g. `k8s:PodFailure=2`: the next training
     /// job applied loses a pod twice).
     pub fn take(&mut self, api: &str) -> u32 {

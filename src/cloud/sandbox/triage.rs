@@ -44,15 +44,17 @@ pub(super) fn log_group(name: &str, res: &Res) -> String {
     format!("/aws/sagemaker/Clusters/{name}/{}", cluster_id(res))
 }
 
-/// Takes the faults a new cluster is created with into its record.
+/// Takes the faults a new cluster is created with into its record: a failing lifecycle script
+/// first (that cluster never has nodes to check); else failing deep health checks.
 pub(super) fn take_faults(sandbox: &Sandbox, data: &mut Value) {
     let mut faults = sandbox.faults.lock().unwrap_or_else(|e| e.into_inner());
+    if faults.take_one(LIFECYCLE_FAULT) {
+        data[LIFECYCLE_FAILS] = json!(true);
+        return;
+    }
     let dhc = faults.take(DHC_FAULT);
     if dhc > 0 {
         data[FAULTED_NODES] = json!(dhc);
-    }
-    if faults.take(LIFECYCLE_FAULT) > 0 {
-        data[LIFECYCLE_FAILS] = json!(true);
     }
 }
 
