@@ -208,3 +208,161 @@ async fn a_creation_whose_lifecycle_script_failed_names_the_stream_and_its_last_
         "{e}"
     );
 }
+
+/// Against moto and the Kubernetes emulator (the real adapters): HyperPod's side from
+/// `DescribeClusterNode`, the Node's labels (the plural fault labels too), taint and
+/// `fault-details` annotation and its events from the API server by field selector, the
+/// lifecycle script's lines from CloudWatch Logs newest first, and `ListClusterEvents` asked in
+/// SageMaker's shape — refused, as SageMaker refuses it, for a cluster not under continuous
+/// provisioning, which the evidence says rather than hides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nodes_evidence_is_read_through_the_real_adapters() {
+    use crate::kube::{get, AwsPipeline};
+    let p = AwsPipeline::run().await;
+    assert_eq!(p.op["state"], "succeeded", "{}", p.op);
+    let (client, base) = (p.client.clone(), p.base.clone());
+    let nodes = get(&client, format!("{base}/api/clusters/demo/nodes")).await;
+    let node = &nodes["nodes"][0];
+    let (id, group) = (
+        node["instanceId"].as_str().unwrap().to_string(),
+        node["instanceGroup"].as_str().unwrap().to_string(),
+    );
+    let cluster = get(&client, format!("{base}/api/clusters/demo")).await;
+    let hyperpod = cluster["resources"]["hyperPodClusterName"]
+        .as_str()
+        .unwrap();
+    let arn = cluster["resources"]["hyperPodClusterArn"].as_str().unwrap();
+    let log_group = format!(
+        "/aws/sagemaker/Clusters/{hyperpod}/{}",
+        arn.rsplit('/').next().unwrap()
+    );
+
+    // What HyperPod's agent would have written on the node, and an event of it.
+    let name = format!("hyperpod-{id}");
+    p.emu
+        .send(
+            reqwest::Method::POST,
+            "/api/v1/nodes",
+            json!({"apiVersion": "v1", "kind": "Node",
+                   "metadata": {"name": name, "labels": {
+                       "sagemaker.amazonaws.com/node-health-status": "UnschedulablePendingReboot",
+                       "sagemaker.amazonaws.com/fault-types": "NvidiaGpu",
+                       "sagemaker.amazonaws.com/fault-reasons": "XidError",
+                       "kubernetes.io/hostname": name},
+                     "annotations": {"sagemaker.amazonaws.com/fault-details": "{\"faults\":[{\"reason\":\"XidError\"}]}"}},
+                   "spec": {"taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]},
+                   "status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+            "application/json",
+        )
+        .await;
+    p.emu
+        .send(
+            reqwest::Method::POST,
+            "/api/v1/namespaces/default/events",
+            json!({"apiVersion": "v1", "kind": "Event",
+                   "metadata": {"name": format!("{name}.xid"), "namespace": "default"},
+                   "involvedObject": {"kind": "Node", "name": name},
+                   "type": "Warning", "reason": "NvidiaXidError", "message": "Xid 79 on GPU 2",
+                   "lastTimestamp": "2026-12-01T00:00:00Z", "count": 3}),
+            "application/json",
+        )
+        .await;
+    // And what its lifecycle script wrote to CloudWatch Logs.
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-west-2"))
+        .credentials_provider(aws_credential_types::Credentials::new(
+            "test", "test", None, None, "static",
+        ))
+        .endpoint_url(&p.moto.url)
+        .load()
+        .await;
+    let logs = aws_sdk_cloudwatchlogs::Client::new(&config);
+    let stream = format!("LifecycleConfig/{group}/{id}");
+    logs.create_log_group()
+        .log_group_name(&log_group)
+        .send()
+        .await
+        .unwrap();
+    logs.create_log_stream()
+        .log_group_name(&log_group)
+        .log_stream_name(&stream)
+        .send()
+        .await
+        .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let mut put = logs
+        .put_log_events()
+        .log_group_name(&log_group)
+        .log_stream_name(&stream);
+    for (i, line) in ["[on_create.sh] starting", "[on_create.sh] done"]
+        .iter()
+        .enumerate()
+    {
+        put = put.log_events(
+            aws_sdk_cloudwatchlogs::types::InputLogEvent::builder()
+                .timestamp(now + i as i64)
+                .message(*line)
+                .build()
+                .unwrap(),
+        );
+    }
+    put.send().await.unwrap();
+
+    let e = get(
+        &client,
+        format!("{base}/api/clusters/demo/nodes/{id}/evidence"),
+    )
+    .await;
+    assert_eq!(e["hyperpod"]["instanceId"], id.as_str(), "{e}");
+    assert_eq!(e["hyperpod"]["instanceGroup"], group.as_str(), "{e}");
+    let health = &e["kubernetes"]["health"];
+    assert_eq!(
+        health["sagemaker.amazonaws.com/fault-types"], "NvidiaGpu",
+        "plural read: {e}"
+    );
+    assert_eq!(health["sagemaker.amazonaws.com/fault-reasons"], "XidError");
+    assert!(
+        health.get("kubernetes.io/hostname").is_none(),
+        "health labels only: {e}"
+    );
+    assert_eq!(
+        e["kubernetes"]["faultDetails"]["faults"][0]["reason"],
+        "XidError"
+    );
+    assert_eq!(e["kubernetes"]["taints"][0]["effect"], "NoSchedule");
+    assert_eq!(
+        (
+            e["events"][0]["reason"].as_str(),
+            e["events"][0]["count"].as_u64()
+        ),
+        (Some("NvidiaXidError"), Some(3)),
+        "{e}"
+    );
+    assert_eq!(e["logGroup"], log_group.as_str());
+    assert_eq!(e["logs"][0]["stream"], stream.as_str(), "{e}");
+    assert_eq!(
+        e["logs"][0]["lines"][0]["message"], "[on_create.sh] done",
+        "newest first"
+    );
+    assert!(e["hint"].as_str().unwrap().contains("node_reboot"), "{e}");
+    let refused = e["unread"].as_array().unwrap();
+    assert_eq!(refused.len(), 1, "only HyperPod's events are unread: {e}");
+    assert_eq!(refused[0]["part"], "HyperPod events");
+    assert!(
+        refused[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("NodeProvisioningMode set to Continuous"),
+        "{e}"
+    );
+    let asked = get(&client, format!("{}/_gapfiller/cluster-events", p.moto.url)).await;
+    assert_eq!(
+        asked["requests"][0],
+        json!({"ClusterName": hyperpod, "NodeId": id, "SortBy": "EventTime",
+               "SortOrder": "Descending", "MaxResults": 50}),
+        "{asked}"
+    );
+}

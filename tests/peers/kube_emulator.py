@@ -45,6 +45,7 @@ RESOURCES = {
     "v1/serviceaccounts": ("ServiceAccount", True, []),
     "v1/configmaps": ("ConfigMap", True, []),
     "v1/secrets": ("Secret", True, []),
+    "v1/events": ("Event", True, []),
     "v1/persistentvolumes": ("PersistentVolume", False, ["status"]),
     "v1/persistentvolumeclaims": ("PersistentVolumeClaim", True, ["status"]),
     "apps/v1/deployments": ("Deployment", True, ["status"]),

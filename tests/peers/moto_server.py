@@ -20,6 +20,16 @@ cluster and one quota per team (ConflictException), updates naming the current v
 `TargetVersion`; a new or updated resource reports Creating/Updating, then Created/Updated from the
 next read on. `GET /_gapfiller/governance` shows the requests as received.
 
+SageMaker `ListClusterEvents` (which moto lacks) is answered here with SageMaker's rule: a
+cluster created without `NodeProvisioningMode: Continuous` has no events (ValidationException);
+one created with it answers the events `POST /_gapfiller/cluster-events/<cluster>` seeded, newest
+first. `CreateCluster` requests are noted (then passed to moto) to know the mode.
+`GET /_gapfiller/cluster-events` shows the ListClusterEvents requests as received.
+
+moto names a cluster's nodes `<group>-<n>`; SageMaker names them by EC2 instance id
+(`i-` and 17 hex digits). `ListClusterNodes` answers each under an instance id derived from
+moto's name, and `DescribeClusterNode` and the `Batch*ClusterNodes` calls are translated back.
+
 SageMaker `ListClusterNodes` is paged here: moto ignores `NextToken` and returns the first page
 forever, where SageMaker returns the next `MaxResults` (≤ 100) nodes and no token on the last.
 
@@ -29,6 +39,7 @@ and first path segment); `DELETE` resets the counts.
 """
 
 import argparse
+import io
 import json
 import re
 import threading
@@ -57,6 +68,8 @@ GOVERNANCE_TARGETS = tuple(f"{verb}{noun}" for noun in ("ClusterSchedulerConfig"
                            for verb in ("Create", "Describe", "Update", "Delete")) + (
     "ListClusterSchedulerConfigs", "ListComputeQuotas")
 LOCK = threading.Lock()
+CONTINUOUS = set()
+CLUSTER_EVENTS = {"seeded": {}, "requests": []}
 
 
 def reply(start_response, status, body, error_type=None):
@@ -269,6 +282,50 @@ def count_call(environ):
         CALLS[key] = CALLS.get(key, 0) + 1
 
 
+NODE_IDS = {}
+
+
+def instance_id(moto_id):
+    """The EC2-style id a moto node is shown under (stable for its name)."""
+    import hashlib
+    iid = "i-0" + hashlib.sha1(moto_id.encode()).hexdigest()[:16]
+    with LOCK:
+        NODE_IDS[iid] = moto_id
+    return iid
+
+
+def translate_node_ids(environ):
+    """Rewrites instance ids in a node call's body to moto's names (NodeId, NodeIds)."""
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = json.loads(environ["wsgi.input"].read(length) or b"{}")
+    with LOCK:
+        if "NodeId" in body:
+            body["NodeId"] = NODE_IDS.get(body["NodeId"], body["NodeId"])
+        if "NodeIds" in body:
+            body["NodeIds"] = [NODE_IDS.get(n, n) for n in body["NodeIds"]]
+    raw = json.dumps(body).encode()
+    environ["wsgi.input"] = io.BytesIO(raw)
+    environ["CONTENT_LENGTH"] = str(len(raw))
+
+
+def answered_with_instance_ids(moto, environ, start_response):
+    """Passes a call to moto and shows its node names as instance ids."""
+    seen = {}
+
+    def capture(status, headers, exc_info=None):
+        seen["status"], seen["headers"] = status, headers
+
+    raw = b"".join(moto(environ, capture))
+    if not seen["status"].startswith("200"):
+        start_response(seen["status"], seen["headers"])
+        return [raw]
+    body = json.loads(raw or b"{}")
+    details = body.get("NodeDetails")
+    if details and "InstanceId" in details:
+        details["InstanceId"] = instance_id(details["InstanceId"])
+    return reply(start_response, "200 OK", body)
+
+
 def list_cluster_nodes(moto, environ, start_response):
     """Pages moto's full node list by offset tokens, as SageMaker pages it."""
     import base64
@@ -295,10 +352,29 @@ def list_cluster_nodes(moto, environ, start_response):
         start_response(seen["status"], seen["headers"])
         return [raw]
     nodes = json.loads(raw or b"{}").get("ClusterNodeSummaries", [])
+    for n in nodes:
+        n["InstanceId"] = instance_id(n["InstanceId"])
     page = {"ClusterNodeSummaries": nodes[start:start + size]}
     if start + size < len(nodes):
         page["NextToken"] = base64.b64encode(str(start + size).encode()).decode()
     return reply(start_response, "200 OK", page)
+
+
+def cluster_events(environ, start_response):
+    """ListClusterEvents with SageMaker's rule: events only under continuous provisioning."""
+    body = json.loads(environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0)) or b"{}")
+    with LOCK:
+        CLUSTER_EVENTS["requests"].append(body)
+        name = body.get("ClusterName", "")
+        if name not in CONTINUOUS:
+            return reply(start_response, "400 Bad Request",
+                         {"__type": "ValidationException",
+                          "message": "Cluster events are only available for clusters with NodeProvisioningMode set to Continuous"},
+                         "ValidationException")
+        events = [e for e in CLUSTER_EVENTS["seeded"].get(name, [])
+                  if not body.get("NodeId") or e.get("InstanceId") == body["NodeId"]]
+        events.sort(key=lambda e: e["EventTime"], reverse=body.get("SortOrder") != "Ascending")
+        return reply(start_response, "200 OK", {"Events": events[: body.get("MaxResults", 100)]})
 
 
 def main():
@@ -319,12 +395,36 @@ def main():
         if environ.get("PATH_INFO") == "/_gapfiller/mlflow":
             with LOCK:
                 return reply(start_response, "200 OK", {"creates": MLFLOW_CREATES})
+        if environ.get("PATH_INFO") == "/_gapfiller/cluster-events":
+            with LOCK:
+                return reply(start_response, "200 OK", CLUSTER_EVENTS)
+        if environ.get("PATH_INFO", "").startswith("/_gapfiller/cluster-events/"):
+            name = environ["PATH_INFO"].rsplit("/", 1)[1]
+            seeded = json.loads(environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0)) or b"[]")
+            with LOCK:
+                CLUSTER_EVENTS["seeded"][name] = seeded
+                CONTINUOUS.add(name)
+            return reply(start_response, "200 OK", {"seeded": len(seeded)})
         if environ.get("PATH_INFO") == "/_gapfiller/governance":
             with LOCK:
                 return reply(start_response, "200 OK", GOVERNANCE)
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         if target.startswith("SageMaker.") and target.split(".", 1)[1] in GOVERNANCE_TARGETS:
             return governance(environ, start_response, target.split(".", 1)[1])
+        if target == "SageMaker.ListClusterEvents":
+            return cluster_events(environ, start_response)
+        if target == "SageMaker.CreateCluster":
+            raw = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+            request = json.loads(raw or b"{}")
+            if request.get("NodeProvisioningMode") == "Continuous":
+                with LOCK:
+                    CONTINUOUS.add(request.get("ClusterName"))
+            environ["wsgi.input"] = io.BytesIO(raw)
+        if target in ("SageMaker.DescribeClusterNode", "SageMaker.BatchRebootClusterNodes",
+                      "SageMaker.BatchReplaceClusterNodes", "SageMaker.BatchDeleteClusterNodes"):
+            translate_node_ids(environ)
+            if target == "SageMaker.DescribeClusterNode":
+                return answered_with_instance_ids(moto, environ, start_response)
         if target == "SageMaker.ListClusterNodes":
             return list_cluster_nodes(moto, environ, start_response)
         if target.startswith("SageMaker.") and target.split(".", 1)[1] in MLFLOW_TARGETS:
