@@ -313,6 +313,46 @@ async fn the_submit_training_skill_runs_over_mcp_to_a_trained_job() {
     );
 }
 
+/// The skills rehearsed nowhere else, over MCP alone: managed-features, storage-and-models,
+/// deploy-model's managed path and add-instance-group, each by its rules (inspect first, change
+/// only what was asked, follow every operation to its end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_feature_storage_endpoint_and_group_skills_run_over_mcp() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let seen = mcp_client(&app.base, "skills").await;
+    assert_eq!(
+        seen["steps"],
+        json!([
+            ["features_get", "disabled"],
+            ["features_update", true, "feature-prerequisite"],
+            [
+                "features_update",
+                [["fsxCsi", "succeeded"], ["inferenceOperator", "succeeded"]]
+            ],
+            ["cluster_get", "succeeded", true],
+            ["storage_list", ["s3-claim"]],
+            ["model_list", 0],
+            ["model_download", "succeeded"],
+            ["model_list", ["Qwen/Qwen3-0.6B"]],
+            ["storage_objects_list", false, true],
+            ["endpoint_list", 0],
+            ["endpoint_deploy", false, "succeeded"],
+            ["endpoint_invoke", false],
+            ["endpoint_update", false],
+            ["endpoint_delete", "succeeded"],
+            ["instance_group_update", true],
+            ["instance_group_update", "succeeded"],
+            ["instance_type_list", true],
+            ["preflight_get", false],
+            ["instance_group_create", false, "succeeded"],
+            ["instance_group_list", [["workers", 3], ["more", 1]]]
+        ]),
+        "{seen}"
+    );
+}
+
 /// The diagnostic skills over MCP alone, each against the fault it is written for: a node that
 /// failed its deep health check is investigated read-only, rebooted (which does not mend it) and
 /// then replaced, in that order; a creation whose lifecycle script failed is read back to the

@@ -16,6 +16,11 @@ Usage: mcp_client.py URL SCENARIO  — prints one JSON object with what the scen
              investigate read-only (node_list, node_evidence), then reboot, see it still
              failing, then replace; diagnose-cluster-creation on cluster `broken` (its lifecycle
              script failed): cluster_get, operation_get, cluster_evidence names the stream.
+  skills     the skills not rehearsed elsewhere, on cluster `demo`: managed-features (the
+             inference operator refused without its prerequisite, then both in one request),
+             storage-and-models (claims, objects, a model downloaded once), deploy-model's
+             managed path (deploy, smoke-test, scale, delete), add-instance-group (scale with
+             only the count, an unchanged scale, a new group after zone, type and preflight).
   spaces     the development-spaces skill on cluster `demo`: turn the feature and its
              prerequisite on, create a space (a bad GPU count fixed from the problem's field),
              open it, ask for an IDE link (web-ui refused with the fallback named), stop, start.
@@ -327,6 +332,65 @@ async def diagnose(client):
     return {"steps": steps}
 
 
+async def skills(client):
+    steps = []
+    # managed-features: inspect, change only what was asked, follow each started field.
+    features = (await call(client, "features_get", {"name": "demo"}))["value"]["features"]
+    steps.append(("features_get", {f["key"]: f["state"] for f in features}["inferenceOperator"]))
+    refused = await call(client, "features_update", {"name": "demo", "inferenceOperator": True})
+    steps.append(("features_update", refused["is_error"], refused["value"].get("type", "").rsplit(":", 1)[-1]))
+    both = (await call(client, "features_update", {"name": "demo", "fsxCsi": True, "inferenceOperator": True}))["value"]
+    ended = []
+    for k, v in sorted(both["features"].items()):
+        if v.get("operationId"):
+            ended.append((k, (await follow(client, v["operationId"]))["state"]))
+    steps.append(("features_update", ended))
+    # storage-and-models: where data lives, what is there, a model downloaded once.
+    cluster = (await call(client, "cluster_get", {"name": "demo"}))["value"]
+    steps.append(("cluster_get", cluster["stages"]["storage"]["state"], bool(cluster["resources"].get("bucketName"))))
+    claims = (await call(client, "storage_list", {"name": "demo"}))["value"]["items"]
+    steps.append(("storage_list", [c["claimName"] for c in claims]))
+    listed = (await call(client, "model_list", {"name": "demo"}))["value"]["items"]
+    steps.append(("model_list", len(listed)))
+    download = (await call(client, "model_download", {"name": "demo", "modelId": "Qwen/Qwen3-0.6B"}))["value"]
+    steps.append(("model_download", (await follow(client, download["operation_id"]))["state"]))
+    listed = (await call(client, "model_list", {"name": "demo"}))["value"]["items"]
+    steps.append(("model_list", [m["modelId"] for m in listed]))
+    objects = await call(client, "storage_objects_list", {"name": "demo", "claim": "s3-claim", "prefix": "lifecycle/"})
+    steps.append(("storage_objects_list", objects["is_error"], "lifecycle/on_create.sh" in objects["value"]["keys"]))
+    # deploy-model, managed path: inspect, deploy, smoke-test, scale, delete (user confirmed).
+    steps.append(("endpoint_list", len((await call(client, "endpoint_list", {"name": "demo"}))["value"]["items"])))
+    deployed = await call(client, "endpoint_deploy", {
+        "name": "demo", "endpointName": "agent-qwen", "model": "/s3/models/Qwen/Qwen3-0.6B",
+        "instanceType": "ml.g5.8xlarge", "routing": "prefixaware", "kvCache": {"l1": True}})
+    steps.append(("endpoint_deploy", deployed["is_error"], (await follow(client, deployed["value"]["operation_id"]))["state"]))
+    answer = (await call(client, "endpoint_invoke", {"name": "demo", "endpoint": "agent-qwen", "prompt": "hi"}))
+    steps.append(("endpoint_invoke", answer["is_error"]))
+    same = (await call(client, "endpoint_update", {"name": "demo", "endpoint": "agent-qwen", "replicas": 1}))["value"]
+    steps.append(("endpoint_update", "operation_id" in same))
+    gone = (await call(client, "endpoint_delete", {"name": "demo", "endpoint": "agent-qwen"}))["value"]
+    steps.append(("endpoint_delete", (await follow(client, gone["operation_id"]))["state"]))
+    # add-instance-group: scale with only the count, then a new group after zone, type, preflight.
+    groups = (await call(client, "instance_group_list", {"name": "demo"}))["value"]["items"]
+    group = groups[0]
+    same = (await call(client, "instance_group_update", {"name": "demo", "group": group["name"], "instanceCount": group["targetCount"]}))["value"]
+    steps.append(("instance_group_update", same.get("unchanged")))
+    scaled = (await call(client, "instance_group_update", {"name": "demo", "group": group["name"], "instanceCount": group["targetCount"] + 1}))["value"]
+    steps.append(("instance_group_update", (await follow(client, scaled["operation_id"]))["state"]))
+    zone = (await call(client, "zone_list", {}))["value"]["items"][0]["name"]
+    types = (await call(client, "instance_type_list", {"zone": zone}))["value"]["instanceTypes"]
+    steps.append(("instance_type_list", "ml.g5.8xlarge" in types))
+    preflight = await call(client, "preflight_get", {"instanceType": "ml.g5.8xlarge", "count": 1})
+    steps.append(("preflight_get", preflight["is_error"]))
+    added = await call(client, "instance_group_create", {
+        "name": "demo", "instanceGroupName": "more", "instanceType": "ml.g5.8xlarge", "instanceCount": 1,
+        "zone": zone, "capacityType": "on-demand"})
+    steps.append(("instance_group_create", added["is_error"], (await follow(client, added["value"]["operation_id"]))["state"]))
+    groups = (await call(client, "instance_group_list", {"name": "demo"}))["value"]["items"]
+    steps.append(("instance_group_list", [(g["name"], g["currentCount"]) for g in groups]))
+    return {"steps": steps}
+
+
 async def until(client, tool, args, ready, limit=600):
     """Calls a read tool until `ready` holds of its answer (an agent watching a page). A job
     just submitted is not found until its operation applies it: that answer is waited out."""
@@ -354,7 +418,7 @@ async def readonly(client):
 async def main():
     url, scenario = sys.argv[1], sys.argv[2]
     async with Client(url) as client:
-        result = await {"basic": basic, "rehearsal": rehearsal, "training": training, "spaces": spaces, "diagnose": diagnose, "teams": teams, "sharing": sharing, "readonly": readonly}[scenario](client)
+        result = await {"basic": basic, "rehearsal": rehearsal, "training": training, "spaces": spaces, "skills": skills, "diagnose": diagnose, "teams": teams, "sharing": sharing, "readonly": readonly}[scenario](client)
     print(json.dumps(result))
 
 
