@@ -22,7 +22,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// step (investigate → reboot → replace). A part that cannot be read is listed under `unread`.
 #[utoipa::path(get, path = "/api/clusters/{name}/nodes/{id}/evidence", operation_id = "node_evidence",
     extensions(("x-mcp" = json!({"openWorld": true}))),
-    params(("name" = String, Path), ("id" = String, Path, description = "The instance id (i-…)")),
+    params(("name" = String, Path), ("id" = String, Path, pattern = "^i-[0-9a-fA-F]{8,17}$", description = "The instance id (i-…)")),
     responses((status = 200, body = NodeEvidence), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn node_evidence(
     State(state): State<AppState>,

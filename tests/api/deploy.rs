@@ -456,12 +456,24 @@ fn resource_part(t: &Value, r: &Value) -> Option<String> {
     Some(arn.splitn(6, ':').nth(5).unwrap_or_default().to_string())
 }
 
+/// A type is the start of its ARNs' resource part; a `*` in it stands for any text (a log
+/// stream's ARN names its group first: `log-group:*:log-stream:`).
 fn part_is_of_type(part: &str, ty: &str) -> bool {
     match ty {
         _ if part == "*" => true,
         "bucket" => !part.contains('/'),
         "object" => part.contains('/'),
-        prefix => part.starts_with(prefix),
+        pattern => {
+            let mut pieces = pattern.split('*');
+            let Some(rest) = pieces.next().and_then(|first| part.strip_prefix(first)) else {
+                return false;
+            };
+            pieces
+                .try_fold(rest, |rest, piece| {
+                    rest.find(piece).map(|at| &rest[at + piece.len()..])
+                })
+                .is_some()
+        }
     }
 }
 

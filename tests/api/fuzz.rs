@@ -268,10 +268,16 @@ async fn populated_app() -> (TestApp, String) {
         let body = r.text().await.unwrap_or_default();
         assert_eq!(status, StatusCode::OK, "{path}: {body}");
     }
-    let node = app.json("/api/clusters/demo/nodes").await["nodes"][0]["instanceId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    // Reads look at the first node; reboot and replace act on the second, so a replacement
+    // (new hardware, a new id) never leaves the reads an id that is gone.
+    let nodes = app.json("/api/clusters/demo/nodes").await;
+    let node_at = |i: usize| {
+        nodes["nodes"][i]["instanceId"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (node, acted_on) = (node_at(0), node_at(1));
     let run = app.json("/api/mlflow/runs?experiment=sft").await[0]["runId"]
         .as_str()
         .expect("the job's MLflow run")
@@ -297,6 +303,10 @@ async fn populated_app() -> (TestApp, String) {
 [[operations]]
 include-path-regex = "^/api/operations/"
 parameters = {{ "path.id" = "{pipeline}" }}
+
+[[operations]]
+include-name-regex = "^POST /api/clusters/\\{{name\\}}/nodes/\\{{id\\}}/(reboot|replace)$"
+parameters = {{ "path.id" = "{acted_on}" }}
 
 [[operations]]
 include-name-regex = "^(DELETE /api/clusters/\\{{name\\}}/|POST /api/clusters/\\{{name\\}}/nodes/\\{{id\\}}/delete$|PATCH /api/clusters/\\{{name\\}}/features$)"

@@ -296,8 +296,7 @@ def instance_id(moto_id):
 
 def translate_node_ids(environ):
     """Rewrites instance ids in a node call's body to moto's names (NodeId, NodeIds)."""
-    length = int(environ.get("CONTENT_LENGTH") or 0)
-    body = json.loads(environ["wsgi.input"].read(length) or b"{}")
+    body = read_json(environ)
     with LOCK:
         if "NodeId" in body:
             body["NodeId"] = NODE_IDS.get(body["NodeId"], body["NodeId"])
@@ -360,9 +359,14 @@ def list_cluster_nodes(moto, environ, start_response):
     return reply(start_response, "200 OK", page)
 
 
+def read_json(environ, empty=b"{}"):
+    """The request's JSON body (read once: the stream is consumed)."""
+    return json.loads(environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0)) or empty)
+
+
 def cluster_events(environ, start_response):
     """ListClusterEvents with SageMaker's rule: events only under continuous provisioning."""
-    body = json.loads(environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0)) or b"{}")
+    body = read_json(environ)
     with LOCK:
         CLUSTER_EVENTS["requests"].append(body)
         name = body.get("ClusterName", "")
@@ -400,7 +404,7 @@ def main():
                 return reply(start_response, "200 OK", CLUSTER_EVENTS)
         if environ.get("PATH_INFO", "").startswith("/_gapfiller/cluster-events/"):
             name = environ["PATH_INFO"].rsplit("/", 1)[1]
-            seeded = json.loads(environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0)) or b"[]")
+            seeded = read_json(environ, b"[]")
             with LOCK:
                 CLUSTER_EVENTS["seeded"][name] = seeded
                 CONTINUOUS.add(name)

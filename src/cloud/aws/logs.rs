@@ -8,6 +8,15 @@ use crate::cloud::*;
 
 const S: &str = "logs";
 
+/// A group or stream that does not exist yet (nothing was ever logged there) reads as empty.
+fn found<T>(r: CloudResult<T>) -> CloudResult<Option<T>> {
+    match r {
+        Ok(out) => Ok(Some(out)),
+        Err(e) if is_not_found(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 #[async_trait]
 impl Logs for Aws {
     async fn streams(
@@ -17,20 +26,19 @@ impl Logs for Aws {
         limit: usize,
     ) -> CloudResult<Vec<LogStream>> {
         let limit_i32 = i32::try_from(limit.clamp(1, 50)).unwrap_or(50);
-        let out = match idempotent(S, "DescribeLogStreams", || {
-            self.logs
-                .describe_log_streams()
-                .log_group_name(group)
-                .set_log_stream_name_prefix((!prefix.is_empty()).then(|| prefix.to_string()))
-                .limit(limit_i32)
-                .send()
-        })
-        .await
-        {
-            Ok(out) => out,
-            // No group yet (nothing was ever logged): no streams.
-            Err(e) if is_not_found(&e) => return Ok(vec![]),
-            Err(e) => return Err(e),
+        let Some(out) = found(
+            idempotent(S, "DescribeLogStreams", || {
+                self.logs
+                    .describe_log_streams()
+                    .log_group_name(group)
+                    .set_log_stream_name_prefix((!prefix.is_empty()).then(|| prefix.to_string()))
+                    .limit(limit_i32)
+                    .send()
+            })
+            .await,
+        )?
+        else {
+            return Ok(vec![]);
         };
         Ok(out
             .log_streams()
@@ -47,20 +55,20 @@ impl Logs for Aws {
 
     async fn tail(&self, group: &str, stream: &str, limit: usize) -> CloudResult<Vec<LogLine>> {
         let limit_i32 = i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000);
-        let out = match idempotent(S, "GetLogEvents", || {
-            self.logs
-                .get_log_events()
-                .log_group_name(group)
-                .log_stream_name(stream)
-                .start_from_head(false)
-                .limit(limit_i32)
-                .send()
-        })
-        .await
-        {
-            Ok(out) => out,
-            Err(e) if is_not_found(&e) => return Ok(vec![]),
-            Err(e) => return Err(e),
+        let Some(out) = found(
+            idempotent(S, "GetLogEvents", || {
+                self.logs
+                    .get_log_events()
+                    .log_group_name(group)
+                    .log_stream_name(stream)
+                    .start_from_head(false)
+                    .limit(limit_i32)
+                    .send()
+            })
+            .await,
+        )?
+        else {
+            return Ok(vec![]);
         };
         Ok(out
             .events()
