@@ -585,6 +585,7 @@ const NEWER_THAN_PARLIAMENT: &[&str] = &[
     "sagemaker:CreateMlflowApp",
     "sagemaker:CreatePresignedMlflowAppUrl",
     "sagemaker:DescribeMlflowApp",
+    "sagemaker:ListClusterEvents",
     "sagemaker:ListMlflowApps",
 ];
 
