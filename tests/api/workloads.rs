@@ -68,6 +68,17 @@ async fn a_model_downloads_into_a_claim_and_its_token_stays_in_the_cluster() {
     assert_eq!(models[0]["modelId"], "Qwen/Qwen3-8B");
     assert_eq!(models[0]["state"], "succeeded");
     assert_eq!(models[0]["path"], "models/Qwen/Qwen3-8B");
+    // Its files are in the claim's bucket, where a pod reads them at /s3/models/Qwen/Qwen3-8B.
+    let objects = app
+        .json("/api/clusters/demo/storage/s3-claim/objects?prefix=models/Qwen/Qwen3-8B/")
+        .await;
+    assert!(
+        objects["keys"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("models/Qwen/Qwen3-8B/config.json")),
+        "{objects}"
+    );
     assert_eq!(models[0]["claim"], "s3-claim");
     let job = models[0]["job"].as_str().unwrap().to_string();
     assert!(job.starts_with("hf-download-"), "{job}");

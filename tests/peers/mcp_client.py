@@ -356,8 +356,8 @@ async def skills(client):
     steps.append(("model_download", (await follow(client, download["operation_id"]))["state"]))
     listed = (await call(client, "model_list", {"name": "demo"}))["value"]["items"]
     steps.append(("model_list", [m["modelId"] for m in listed]))
-    objects = await call(client, "storage_objects_list", {"name": "demo", "claim": "s3-claim", "prefix": "lifecycle/"})
-    steps.append(("storage_objects_list", objects["is_error"], "lifecycle/on_create.sh" in objects["value"]["keys"]))
+    objects = await call(client, "storage_objects_list", {"name": "demo", "claim": "s3-claim", "prefix": "models/"})
+    steps.append(("storage_objects_list", objects["is_error"], "models/Qwen/Qwen3-0.6B/config.json" in objects["value"]["keys"]))
     # deploy-model, managed path: inspect, deploy, smoke-test, scale, delete (user confirmed).
     steps.append(("endpoint_list", len((await call(client, "endpoint_list", {"name": "demo"}))["value"]["items"])))
     deployed = await call(client, "endpoint_deploy", {

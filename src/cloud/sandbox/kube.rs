@@ -230,7 +230,9 @@ impl Kube for Sandbox {
                     data[super::workload::FAILURES] = json!(failures);
                 }
                 self.create(api, "k8s-object", &new_id("uid"), Some(&key), &data)
-                    .await
+                    .await?;
+                // A model download's pod writes the model into its claim once it has run.
+                self.download_writes(target, manifest).await
             }
         }
     }

@@ -50,6 +50,12 @@ impl ObjectStore for Sandbox {
             .await?
             .into_iter()
             .filter(|r| r.data["bucket"] == bucket)
+            // What a pod is still writing is not there yet.
+            .filter(|r| {
+                r.data["visibleMs"]
+                    .as_i64()
+                    .is_none_or(|at| at <= super::now_ms())
+            })
             .filter_map(|r| r.data["key"].as_str().map(str::to_string))
             .filter(|k| k.starts_with(prefix))
             .collect();

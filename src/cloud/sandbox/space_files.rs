@@ -1,7 +1,8 @@
-//! What a sandbox space's pod reads and writes: its home volume, kept across stop and start and
-//! gone with its Workspace (the add-on's home claim belongs to the Workspace), and each claim it
-//! mounts. An S3 claim is the bucket and prefix its PersistentVolume names, as Mountpoint mounts
-//! them, so a file saved at `/s3/code/train.py` is the very object a training pod reads there.
+//! What a sandbox pod reads and writes. A space's: its home volume, kept across stop and start
+//! and gone with its Workspace (the add-on's home claim belongs to the Workspace), and each claim
+//! it mounts. An S3 claim is the bucket and prefix its PersistentVolume names, as Mountpoint
+//! mounts them, so a file saved at `/s3/code/train.py` is the very object a training pod reads
+//! there. A model download's: the model's files under its `TARGET`, once the Job has run.
 
 use serde_json::{json, Value};
 
@@ -147,6 +148,7 @@ impl SpaceFiles {
                         .by_name("s3-object", &format!("{bucket}/{key}"))
                         .await?
                         .filter(|r| r.deleted_ms.is_none())
+                        .filter(|r| r.data["visibleMs"].as_i64().is_none_or(|at| at <= now_ms()))
                     {
                         return Ok(Some(Entry::File(
                             o.data["body"].as_str().unwrap_or_default().to_string(),
@@ -279,6 +281,66 @@ impl Sandbox {
         .execute(&self.pool)
         .await
         .map_err(|e| internal(FILE, e))?;
+        Ok(())
+    }
+
+    /// The files a model download Job (`TARGET=/s3/models/<id>` on an S3 claim) leaves in the
+    /// bucket, visible from when the Job completes: what `storage_objects_list` then shows.
+    pub(super) async fn download_writes(
+        &self,
+        target: &KubeTarget,
+        job: &Value,
+    ) -> CloudResult<()> {
+        if job["kind"] != "Job"
+            || job.pointer("/metadata/labels/instantstart.io~1workload")
+                != Some(&json!("model-download"))
+        {
+            return Ok(());
+        }
+        let spec = &job["spec"]["template"]["spec"];
+        let env = |k: &str| {
+            spec["containers"][0]["env"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|e| e["name"] == k)
+                .and_then(|e| e["value"].as_str())
+        };
+        let (Some(dest), Some(claim)) = (
+            env("TARGET").and_then(|t| t.strip_prefix("/s3/")),
+            spec.pointer("/volumes/0/persistentVolumeClaim/claimName")
+                .and_then(Value::as_str),
+        ) else {
+            return Ok(());
+        };
+        let namespace = job["metadata"]["namespace"].as_str().unwrap_or("default");
+        let Some(Backing::Bucket { bucket, prefix }) =
+            self.bucket_of(target, namespace, claim).await?
+        else {
+            return Ok(());
+        };
+        let visible =
+            now_ms() + (super::durations::K8S_WORKLOAD_READY * 1000.0 / self.time_scale) as i64;
+        for (file, body) in [
+            ("config.json", "{\"model_type\": \"sandbox\"}"),
+            ("model.safetensors", "(weights)"),
+            ("tokenizer.json", "{}"),
+        ] {
+            let key = format!("{prefix}{}/{file}", dest.trim_end_matches('/'));
+            let data = json!({"bucket": bucket, "key": key, "size": body.len(), "body": body,
+                              "visibleMs": visible});
+            sqlx::query(
+                "INSERT INTO sandbox_resources (kind, id, name, data_json, created_ms)
+                 VALUES ('s3-object', ?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
+            )
+            .bind(super::new_id("obj"))
+            .bind(format!("{bucket}/{key}"))
+            .bind(data.to_string())
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| internal("s3-object", e))?;
+        }
         Ok(())
     }
 
