@@ -389,8 +389,13 @@ async fn a_teams_space_waits_for_kueue_and_starts_when_room_comes_back() {
     let a1 = app.json(&format!("{SPACES}/a1")).await;
     assert_eq!(pods_admission(&a1), json!([1, 0, 0]), "{a1}");
     let a3_watch = app.start(SPACES, &space("a3")).await;
+    // The space's view joins two reads (its Workspace and Kueue's Workloads): wait until both
+    // say it is held.
     let a3 = until(&app, &format!("{SPACES}/a3"), |s| {
         s["admission"]["pending"].as_u64() == Some(1)
+            && s["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("waiting for Kueue"))
     })
     .await;
     assert_eq!(a3["state"], "starting", "{a3}");
