@@ -100,6 +100,11 @@ def retry(page, base, out):
     hyperpod = page.locator("section[data-stage='hyperpod']")
     expect(hyperpod.locator(".reason")).to_contain_text("sagemaker")
     expect(hyperpod.locator(".plain")).to_contain_text("quota is too low")
+    # The failed stage's evidence, in one panel beside it: the stage's error as a finding.
+    hyperpod.get_by_role("button", name="evidence of hyperpod").click()
+    evidence = page.locator("#evidence-hyperpod")
+    expect(evidence.locator(".findings")).to_contain_text("the hyperpod stage failed")
+    expect(evidence).to_contain_text("operation_get")
     page.screenshot(path=f"{out}/failed.png", full_page=True)
     page.get_by_role("button", name="Retry hyperpod").click()
     wait_pipeline(page)
