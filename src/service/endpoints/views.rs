@@ -9,12 +9,13 @@ use utoipa::ToSchema;
 use super::{
     autoscaling, find, in_workload_namespaces, ref_of, AutoscalingRequest, API_VERSION, KIND,
 };
+use crate::cloud::KubeTarget;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::incluster::kube_target;
 use crate::service::labels::Placement;
 use crate::service::steps::workloads::{ApplyParams, WORKLOAD_NAMESPACE};
-use crate::service::teams::{workloads, PodsAdmission, Workloads};
+use crate::service::teams::{with_admission, PodsAdmission};
 use crate::service::validate;
 use crate::service::workloads::bounded;
 
@@ -144,11 +145,21 @@ pub fn endpoint_view(o: &Value) -> EndpointView {
 
 /// A team's endpoint's admission: its workers are the pods of the Deployment the operator makes
 /// under the endpoint's name.
-fn admitted(mut view: EndpointView, kueue: &Workloads) -> EndpointView {
-    if view.team.is_some() {
-        view.admission = kueue.of_deployment(&view.namespace, &view.name);
-    }
-    view
+async fn admitted(
+    engine: &Engine,
+    target: &KubeTarget,
+    views: &mut [EndpointView],
+) -> ApiResult<()> {
+    with_admission(
+        engine,
+        target,
+        views,
+        |v| v.team.is_some(),
+        |v, kueue| {
+            v.admission = kueue.of_deployment(&v.namespace, &v.name);
+        },
+    )
+    .await
 }
 
 pub async fn list_endpoints(engine: &Engine, cluster: &str) -> ApiResult<Vec<EndpointView>> {
@@ -158,11 +169,7 @@ pub async fn list_endpoints(engine: &Engine, cluster: &str) -> ApiResult<Vec<End
         .iter()
         .map(endpoint_view)
         .collect();
-    // Kueue's Workloads are read only where a team's endpoint needs them.
-    if out.iter().any(|v| v.team.is_some()) {
-        let kueue = workloads(engine, &target).await?;
-        out = out.into_iter().map(|v| admitted(v, &kueue)).collect();
-    }
+    admitted(engine, &target, &mut out).await?;
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }
@@ -181,12 +188,11 @@ async fn actual(engine: &Engine, cluster: &str, name: &str) -> ApiResult<Value> 
 }
 
 pub async fn get_endpoint(engine: &Engine, cluster: &str, name: &str) -> ApiResult<EndpointView> {
-    let view = endpoint_view(&actual(engine, cluster, name).await?);
-    if view.team.is_none() {
-        return Ok(view);
-    }
+    let mut view = [endpoint_view(&actual(engine, cluster, name).await?)];
     let target = kube_target(engine, cluster).await?;
-    Ok(admitted(view, &workloads(engine, &target).await?))
+    admitted(engine, &target, &mut view).await?;
+    let [view] = view;
+    Ok(view)
 }
 
 /// Body of `PATCH …/endpoints/{endpoint}`: only the fields to change.

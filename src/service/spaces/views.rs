@@ -8,11 +8,12 @@ use utoipa::ToSchema;
 use super::manifest::{Accelerators, App, SpaceSpec, HOME};
 use super::state::space_state;
 use super::{actual, ours};
+use crate::cloud::KubeTarget;
 use crate::error::ApiResult;
 use crate::ops::Engine;
 use crate::service::incluster::kube_target;
 use crate::service::labels::{Placement, WORKLOAD_NAMESPACE};
-use crate::service::teams::{workloads, PodsAdmission, Workloads};
+use crate::service::teams::{with_admission, PodsAdmission};
 
 /// A path the space sees and the claim behind it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -151,12 +152,19 @@ pub fn space_view(o: &Value) -> SpaceView {
     }
 }
 
-/// A team's space's admission, from the Workload of its pod.
-fn admitted(mut view: SpaceView, kueue: &Workloads) -> SpaceView {
-    if view.team.is_some() {
-        view.admission = kueue.of_deployment(&view.namespace, &format!("workspace-{}", view.name));
-    }
-    view
+/// A team's space's admission, from the Workload of its pod (its Deployment's, under the name
+/// jupyter-k8s gives it).
+async fn admitted(engine: &Engine, target: &KubeTarget, views: &mut [SpaceView]) -> ApiResult<()> {
+    with_admission(
+        engine,
+        target,
+        views,
+        |v| v.team.is_some(),
+        |v, kueue| {
+            v.admission = kueue.of_deployment(&v.namespace, &format!("workspace-{}", v.name));
+        },
+    )
+    .await
 }
 
 pub async fn list_spaces(engine: &Engine, cluster: &str) -> ApiResult<Vec<SpaceView>> {
@@ -166,22 +174,17 @@ pub async fn list_spaces(engine: &Engine, cluster: &str) -> ApiResult<Vec<SpaceV
         .iter()
         .map(space_view)
         .collect();
-    // Kueue's Workloads are read only where a team's space needs them.
-    if out.iter().any(|v| v.team.is_some()) {
-        let kueue = workloads(engine, &target).await?;
-        out = out.into_iter().map(|v| admitted(v, &kueue)).collect();
-    }
+    admitted(engine, &target, &mut out).await?;
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }
 
 pub async fn get_space(engine: &Engine, cluster: &str, name: &str) -> ApiResult<SpaceView> {
-    let view = space_view(&actual(engine, cluster, name).await?);
-    if view.team.is_none() {
-        return Ok(view);
-    }
+    let mut view = [space_view(&actual(engine, cluster, name).await?)];
     let target = kube_target(engine, cluster).await?;
-    Ok(admitted(view, &workloads(engine, &target).await?))
+    admitted(engine, &target, &mut view).await?;
+    let [view] = view;
+    Ok(view)
 }
 
 #[cfg(test)]

@@ -82,6 +82,24 @@ pub async fn workloads(engine: &Engine, target: &KubeTarget) -> ApiResult<Worklo
     }
 }
 
+/// Fills the admission of the views of a team's workload (`of_team`), reading Kueue's Workloads
+/// once and only when one of them needs it: a cluster without teams never pays for the read.
+pub async fn with_admission<V>(
+    engine: &Engine,
+    target: &KubeTarget,
+    views: &mut [V],
+    of_team: impl Fn(&V) -> bool,
+    mut fill: impl FnMut(&mut V, &Workloads),
+) -> ApiResult<()> {
+    if views.iter().any(&of_team) {
+        let kueue = workloads(engine, target).await?;
+        for v in views.iter_mut().filter(|v| of_team(v)) {
+            fill(v, &kueue);
+        }
+    }
+    Ok(())
+}
+
 fn s<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
     v.pointer(pointer).and_then(Value::as_str)
 }

@@ -20,7 +20,9 @@ mod admission;
 mod checks;
 mod placement;
 mod usage;
-pub use admission::{workloads, Admission, AdmissionState, PodsAdmission, Workloads};
+pub use admission::{
+    with_admission, workloads, Admission, AdmissionState, PodsAdmission, Workloads,
+};
 use checks::{check_name, check_policy, check_quota, instances_of};
 pub use placement::placement;
 pub use usage::{FlavorUsage, TeamUsage};

@@ -19,7 +19,7 @@ use crate::service::labels::{is_workload_namespace, Placement};
 use crate::service::steps::training::{restarts, training_state};
 use crate::service::steps::workloads::DeleteParams;
 use crate::service::submit::active_operations;
-use crate::service::teams::{workloads, Admission};
+use crate::service::teams::{with_admission, Admission};
 use crate::service::validate;
 use crate::store::PhaseState;
 
@@ -152,11 +152,13 @@ pub async fn list_training_jobs(engine: &Engine, cluster: &str) -> ApiResult<Vec
             Err(e) => return Err(cloud_err(e)),
         }
     }
-    // Kueue's Workloads are read only where a team's job needs them.
-    if out.iter().any(|j| j.team.is_some()) {
-        let workloads = workloads(engine, &target).await?;
-        for j in out.iter_mut().filter(|j| j.team.is_some()) {
-            j.admission = workloads.of(&j.namespace, &j.kind, &j.name);
+    with_admission(
+        engine,
+        &target,
+        &mut out,
+        |j| j.team.is_some(),
+        |j, kueue| {
+            j.admission = kueue.of(&j.namespace, &j.kind, &j.name);
             // A job Kueue holds has no pods, and its operator knows nothing of the quota: the
             // reason it waits is Kueue's, so that is what its message says.
             if j.state == "pending" {
@@ -164,8 +166,9 @@ pub async fn list_training_jobs(engine: &Engine, cluster: &str) -> ApiResult<Vec
                     j.message = Some(why);
                 }
             }
-        }
-    }
+        },
+    )
+    .await?;
     out.sort_by(|a, b| b.created.cmp(&a.created).then(a.name.cmp(&b.name)));
     Ok(out)
 }

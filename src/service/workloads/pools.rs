@@ -15,7 +15,7 @@ use crate::ops::Engine;
 use crate::service::incluster::kube_target;
 use crate::service::labels::{is_workload_namespace, Placement};
 use crate::service::steps::pools::{AssignParams, POOL_LABEL, SERVES_LABEL, UNASSIGNED};
-use crate::service::teams::{workloads, PodsAdmission};
+use crate::service::teams::{with_admission, PodsAdmission};
 use crate::service::validate;
 use crate::service::workloads::{
     cloud_err, labels, obj_in, ApplyParams, DeleteParams, WORKLOAD_LABEL,
@@ -297,11 +297,17 @@ async fn pools(engine: &Engine, name: &str, admission: bool) -> ApiResult<Vec<Po
             }
         })
         .collect();
-    if admission && out.iter().any(|p| p.team.is_some()) {
-        let kueue = workloads(engine, &target).await?;
-        for p in out.iter_mut().filter(|p| p.team.is_some()) {
-            p.admission = kueue.of_pods(&p.namespace, p.pods.iter().map(|x| x.name.as_str()));
-        }
+    if admission {
+        with_admission(
+            engine,
+            &target,
+            &mut out,
+            |p| p.team.is_some(),
+            |p, kueue| {
+                p.admission = kueue.of_pods(&p.namespace, p.pods.iter().map(|x| x.name.as_str()));
+            },
+        )
+        .await?;
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
