@@ -310,6 +310,8 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
     let _ = mcp.audit.set(engine.clone());
 
     let resumed = engine.resume_all().await?;
+    // Cost history is written as it happens: node lifetimes and who holds the GPUs.
+    service::costs::sample::spawn(engine.clone());
     tracing::info!(address = %listener.local_addr()?, cloud = config.cloud.as_str(), resumed, "listening");
     Ok(App {
         listener,

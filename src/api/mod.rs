@@ -7,6 +7,7 @@ pub mod agent;
 pub mod audit;
 pub mod aws;
 pub mod clusters;
+pub mod costs;
 pub mod endpoints;
 pub mod events;
 pub mod evidence;
@@ -431,6 +432,7 @@ pub fn rest() -> utoipa_axum::router::OpenApiRouter<AppState> {
         .merge(agent::router())
         .merge(audit::router())
         .merge(clusters::router())
+        .merge(costs::router())
         .merge(stages::router())
         .merge(features::router())
         .merge(groups::router())

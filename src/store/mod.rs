@@ -1,4 +1,5 @@
-//! SQLite persistence (sqlx): clusters, durable operations and their phases, settings.
+//! SQLite persistence (sqlx): clusters, durable operations and their phases, settings, the
+//! audit trail and cost history.
 //!
 //! One file in the data directory, WAL mode, foreign keys on, migrations embedded and applied at
 //! start-up. Writes that read before they write (submission with conflict checks) take
@@ -526,10 +527,12 @@ impl Store {
 }
 
 mod audit;
+mod costs;
 mod pages;
 mod rows;
 mod states;
 pub use audit::{AuditEntry, AuditFilter, NewAudit};
+pub use costs::{GpuSeconds, HeldGpus, NodeLifetime, SeenNode};
 pub use pages::StageRow;
 use rows::{cluster_of, operation_of, phase_of};
 pub use states::{Lifecycle, OpState, PhaseState};

@@ -78,6 +78,7 @@ const BEYOND_THE_SCHEMA: &[(&str, &str)] = &[
     ("POST /api/mlflow", "cluster: required when there are several"),
     ("POST /api/clusters/{name}/models", "claim: one of the cluster's"),
     ("GET /api/clusters/{name}/workloads/{kind}/{workload}/logs", "pod: one of the workload's"),
+    ("GET /api/costs", "since: a calendar day, not after today nor more than 400 days back"),
     ("PUT /api/clusters/{name}/scheduling-policy", "priority class names unique within the list"),
     ("POST /api/clusters/{name}/spaces", "the instance type must be one of the cluster's, whole GPUs at most a node's and never with a MIG slice; team required where teams share the cluster; a name not taken"),
     ("PATCH /api/clusters/{name}/spaces/{space}", "whole GPUs at most a node's and never with a MIG slice; storageGib fixed at creation (409)"),

@@ -4,6 +4,7 @@
 mod audit;
 mod aws;
 mod bucket;
+mod costs;
 mod crash;
 mod crds;
 mod deploy;

@@ -121,6 +121,11 @@ async def rehearsal(client):
         steps.append(("operation_get", (await follow(client, deploy["value"]["operation_id"]))["state"]))
         answer = await call(client, "deployment_invoke", {"name": "rehearsal", "deployment": "qwen", "prompt": "hi"})
         steps.append(("deployment_invoke", answer["value"]["choices"][0]["message"]["content"]))
+        # What it costs, and whom: each read samples first, so the second counts the first's gap.
+        await call(client, "cluster_costs", {"cluster": "rehearsal", "by": "job"})
+        costs = (await call(client, "cluster_costs", {"cluster": "rehearsal", "by": "job"}))["value"]
+        held = sum(t["gpuHours"] for t in costs["totals"] if t["key"] == "deployment/qwen" and t["kind"] == "used")
+        steps.append(("cluster_costs", held > 0, costs["estimate"]))
     return {"steps": steps}
 
 

@@ -1,5 +1,6 @@
 //! What the watch caches read of a pod: a `Pod` holding only the fields the summary uses
-//! (name, namespace, resource version, node, the containers' GPU requests and limits, phase).
+//! (name, namespace, resource version, the labels naming its workload, node, the containers'
+//! GPU requests and limits, phase).
 //! Everything else in the JSON (env, volumes, statuses, managed fields …) is skipped while
 //! parsing, never allocated, so a 3 KB pod costs a few small strings on the way to its brief.
 
@@ -29,6 +30,22 @@ struct MetaShadow {
     name: Option<String>,
     namespace: Option<String>,
     resource_version: Option<String>,
+    #[serde(default, deserialize_with = "holder_labels")]
+    labels: Option<BTreeMap<String, String>>,
+}
+
+/// Only the labels of [`HOLDER_LABELS`](crate::cloud::HOLDER_LABELS): the rest are read past.
+fn holder_labels<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<BTreeMap<String, String>>, D::Error> {
+    let all: Option<BTreeMap<Cow<'de, str>, Cow<'de, str>>> = Option::deserialize(d)?;
+    let kept: BTreeMap<String, String> = all
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| crate::cloud::HOLDER_LABELS.contains(&k.as_ref()))
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    Ok((!kept.is_empty()).then_some(kept))
 }
 
 #[derive(Deserialize)]
@@ -77,6 +94,7 @@ impl<'de> Deserialize<'de> for SlimPod {
                 name: s.metadata.name,
                 namespace: s.metadata.namespace,
                 resource_version: s.metadata.resource_version,
+                labels: s.metadata.labels,
                 ..Default::default()
             },
             spec: s.spec.map(|spec| PodSpec {
@@ -128,7 +146,7 @@ mod tests {
         let json = serde_json::json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "w-0", "namespace": "team", "resourceVersion": "42",
-                         "labels": {"app": "w"}, "managedFields": [{"manager": "kubelet"}],
+                         "labels": {"app": "w", "pod-template-hash": "5d9c"}, "managedFields": [{"manager": "kubelet"}],
                          "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "w", "uid": "u"}]},
             "spec": {"nodeName": "hyperpod-i-1",
                      "containers": [{"name": "main", "image": "img", "env": [{"name": "A", "value": "1"}],
@@ -142,7 +160,12 @@ mod tests {
         assert_eq!(pod.metadata.name.as_deref(), Some("w-0"));
         assert_eq!(pod.metadata.namespace.as_deref(), Some("team"));
         assert_eq!(pod.metadata.resource_version.as_deref(), Some("42"));
-        assert!(pod.metadata.labels.is_none() && pod.metadata.managed_fields.is_none());
+        // The workload's label stays; the ReplicaSet's hash does not.
+        assert_eq!(
+            pod.metadata.labels,
+            Some(BTreeMap::from([("app".to_string(), "w".to_string())]))
+        );
+        assert!(pod.metadata.managed_fields.is_none());
         let spec = pod.spec.as_ref().unwrap();
         assert_eq!(spec.node_name.as_deref(), Some("hyperpod-i-1"));
         assert!(spec.volumes.is_none() && spec.tolerations.is_none());

@@ -1,7 +1,7 @@
 //! The per-cluster summary the status routes serve, kept up to date one watch event at a time:
 //! a slim record per node (the view's fields only) and per pod (its node, its GPU request,
-//! whether it still counts), per-node requested GPUs and the pending demand adjusted by each
-//! event's difference — so a read costs the number of nodes, never the number of pods, and the
+//! whether it still counts, who it is of), per-node requested GPUs — in total and per holder —
+//! and the pending demand adjusted by each event's difference — so a read costs the number of nodes, never the number of pods, and the
 //! watched objects themselves are never kept.
 
 use std::collections::{BTreeMap, HashMap};
@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt as _;
 
-use crate::cloud::{CacheInfo, ClusterState, GpuUsage, NodeState};
+use crate::cloud::{CacheInfo, ClusterState, GpuClaim, GpuUsage, NodeState};
 
 const GPU: &str = "nvidia.com/gpu";
 
@@ -27,7 +27,12 @@ struct PodSlim {
     gpus: u32,
     /// Index of its node in `node_names`, when bound; `None` while pending.
     node: Option<usize>,
+    /// Index of its holder (namespace and workload labels) in `holders`, when it asks for GPUs.
+    holder: Option<usize>,
 }
+
+/// Whose pods they are: a namespace and the pods' labels of `HOLDER_LABELS`.
+pub type Holder = (String, BTreeMap<String, String>);
 
 /// The maintained summary of one cluster.
 #[derive(Debug, Default)]
@@ -40,6 +45,13 @@ pub struct Summary {
     node_index: HashMap<String, usize>,
     /// GPUs requested on each interned node name.
     requested: Vec<u32>,
+    /// Holders of GPU-requesting pods, interned (a workload's pods share one) and counted, so
+    /// a finished workload's slot is freed and reused: the summary never grows with history.
+    holders: Vec<(Holder, u32)>,
+    holder_index: HashMap<Holder, usize>,
+    free_holders: Vec<usize>,
+    /// GPUs requested on each (node, holder), where more than none.
+    held: HashMap<(usize, usize), u32>,
     pending_pods: u32,
     pending_gpus: u32,
     /// Bumped by every change that alters the view.
@@ -166,13 +178,22 @@ fn node_view(n: &Node) -> NodeState {
     }
 }
 
-/// What a relist keeps of a pod until it completes: its key, GPUs (0 once finished), node.
-pub type PodBrief = (String, u32, Option<String>);
+/// What a relist keeps of a pod until it completes: its key, GPUs (0 once finished), node,
+/// holder.
+pub type PodBrief = (String, u32, Option<String>, Holder);
 
 pub fn pod_brief(p: &Pod) -> PodBrief {
     let gpus = if finished(p) { 0 } else { pod_gpus(p) };
     let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
-    (pod_key(p), gpus, node)
+    let holder = (
+        p.metadata.namespace.clone().unwrap_or_default(),
+        p.labels()
+            .iter()
+            .filter(|(k, _)| crate::cloud::HOLDER_LABELS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    );
+    (pod_key(p), gpus, node, holder)
 }
 
 pub fn node_brief(n: &Node) -> NodeState {
@@ -200,16 +221,48 @@ impl Summary {
     }
 
     fn slim(&mut self, p: &Pod) -> PodSlim {
-        let (_, gpus, node) = pod_brief(p);
-        self.slim_of(gpus, node.as_deref())
+        let (_, gpus, node, holder) = pod_brief(p);
+        self.slim_of(gpus, node.as_deref(), holder)
     }
 
-    fn slim_of(&mut self, gpus: u32, node: Option<&str>) -> PodSlim {
+    fn slim_of(&mut self, gpus: u32, node: Option<&str>, holder: Holder) -> PodSlim {
         let node = match node {
             Some(n) if gpus > 0 => Some(self.intern(n)),
             _ => None,
         };
-        PodSlim { gpus, node }
+        let holder = (gpus > 0).then(|| self.hold(holder));
+        PodSlim { gpus, node, holder }
+    }
+
+    /// Interns a holder for one more pod.
+    fn hold(&mut self, holder: Holder) -> usize {
+        if let Some(i) = self.holder_index.get(&holder) {
+            self.holders[*i].1 += 1;
+            return *i;
+        }
+        let i = match self.free_holders.pop() {
+            Some(i) => {
+                self.holders[i] = (holder.clone(), 1);
+                i
+            }
+            None => {
+                self.holders.push((holder.clone(), 1));
+                self.holders.len() - 1
+            }
+        };
+        self.holder_index.insert(holder, i);
+        i
+    }
+
+    /// A pod no longer refers to its holder; the last one frees its slot.
+    fn release(&mut self, p: PodSlim) {
+        let Some(i) = p.holder else { return };
+        let (holder, refs) = &mut self.holders[i];
+        *refs -= 1;
+        if *refs == 0 {
+            self.holder_index.remove(holder);
+            self.free_holders.push(i);
+        }
     }
 
     /// Adds (`sign` 1) or removes (`sign` -1) a pod's share of the totals.
@@ -221,7 +274,15 @@ impl Summary {
             *v = if add { *v + by } else { v.saturating_sub(by) };
         };
         match p.node {
-            Some(i) => change(&mut self.requested[i], p.gpus),
+            Some(i) => {
+                change(&mut self.requested[i], p.gpus);
+                let key = (i, p.holder.unwrap_or(usize::MAX));
+                let held = self.held.entry(key).or_default();
+                change(held, p.gpus);
+                if *held == 0 {
+                    self.held.remove(&key);
+                }
+            }
             None => {
                 change(&mut self.pending_pods, 1);
                 change(&mut self.pending_gpus, p.gpus);
@@ -251,7 +312,11 @@ impl Summary {
     pub fn apply_pod(&mut self, p: &Pod) {
         let key = pod_key(p);
         let new = self.slim(p);
-        match self.pods.insert(key, new) {
+        let old = self.pods.insert(key, new);
+        if let Some(old) = old {
+            self.release(old);
+        }
+        match old {
             Some(old) if old == new => {}
             Some(old) => {
                 self.count(old, false);
@@ -267,6 +332,7 @@ impl Summary {
 
     pub fn delete_pod(&mut self, p: &Pod) {
         if let Some(old) = self.pods.remove(&pod_key(p)) {
+            self.release(old);
             self.count(old, false);
             self.revision += 1;
         }
@@ -288,14 +354,18 @@ impl Summary {
         self.replace_pod_briefs(pods.iter().map(pod_brief).collect());
     }
 
-    /// The same from briefs (key, GPUs, node) made while the relist arrived.
+    /// The same from briefs (key, GPUs, node, holder) made while the relist arrived.
     pub fn replace_pod_briefs(&mut self, briefs: Vec<PodBrief>) {
         self.pods.clear();
         self.requested.iter_mut().for_each(|r| *r = 0);
+        self.held.clear();
+        self.holders.clear();
+        self.holder_index.clear();
+        self.free_holders.clear();
         self.pending_pods = 0;
         self.pending_gpus = 0;
-        for (key, gpus, node) in briefs {
-            let s = self.slim_of(gpus, node.as_deref());
+        for (key, gpus, node, holder) in briefs {
+            let s = self.slim_of(gpus, node.as_deref(), holder);
             self.count(s, true);
             self.pods.insert(key, s);
         }
@@ -318,7 +388,22 @@ impl Summary {
                 n
             })
             .collect();
+        let mut claims: Vec<GpuClaim> = self
+            .held
+            .iter()
+            .filter_map(|((node, holder), gpus)| {
+                let ((namespace, labels), _) = self.holders.get(*holder)?.clone();
+                Some(GpuClaim {
+                    node: self.node_names[*node].clone(),
+                    namespace,
+                    labels,
+                    gpus: *gpus,
+                })
+            })
+            .collect();
+        claims.sort();
         ClusterState {
+            claims,
             cache: CacheInfo {
                 nodes: self.nodes.len(),
                 pods: self.pods.len(),
@@ -363,8 +448,11 @@ mod tests {
         if let Some(n) = node {
             spec["nodeName"] = json!(format!("hyperpod-i-{n:04}"));
         }
+        // The holder's labels change with the pod's shape, so updates move GPUs between holders.
+        let namespace = ["default", "hyperpod-ns-a"][i % 2];
         serde_json::from_value(
-            json!({"metadata": {"name": format!("p{i}"), "namespace": "default"},
+            json!({"metadata": {"name": format!("p{i}"), "namespace": namespace,
+                                "labels": {"app": format!("w{init}-{}", gpus % 2), "pod-template-hash": format!("h{i}")}},
             "spec": spec, "status": {"phase": phase}}),
         )
         .unwrap()
@@ -437,6 +525,20 @@ mod tests {
                 let fresh = summarize(&n, &p, cache());
                 let now = s.state(cache());
                 assert_eq!(now, fresh, "seed {seed} step {step}");
+                // Holders are held only by the pods that ask for GPUs: a finished workload's
+                // slot is free again, so the summary never grows with history.
+                let holding = s.pods.values().filter(|p| p.holder.is_some()).count();
+                let interned = s.holders.len() - s.free_holders.len();
+                assert_eq!(interned, s.holder_index.len(), "seed {seed} step {step}");
+                assert!(interned <= holding, "seed {seed} step {step}");
+                assert_eq!(
+                    s.holders
+                        .iter()
+                        .map(|(_, refs)| *refs as usize)
+                        .sum::<usize>(),
+                    holding,
+                    "seed {seed} step {step}"
+                );
                 // And by the plain definition, pod by pod.
                 let live = |p: &&Pod| !finished(p) && pod_gpus(p) > 0;
                 for v in &now.nodes {

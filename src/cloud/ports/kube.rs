@@ -151,6 +151,33 @@ pub struct LogQuery {
 /// upstream connection.
 pub type LogLines = futures::stream::BoxStream<'static, CloudResult<String>>;
 
+/// The pod labels a [`GpuClaim`] keeps: those that say which workload a pod is of — the HyperPod
+/// training operator's `HPJob`, this control plane's own (training job, warm pool, purpose),
+/// KubeRay's cluster, the Job controller's `job-name`, and the usual app labels a Deployment's
+/// template carries. Every other label is dropped as the pod is read.
+pub const HOLDER_LABELS: [&str; 8] = [
+    "HPJob",
+    "instantstart.io/training-job",
+    "instantstart.io/pool",
+    "instantstart.io/workload",
+    "ray.io/cluster",
+    "job-name",
+    "app.kubernetes.io/name",
+    "app",
+];
+
+/// GPUs the pods of one holder request on one node: who is using what, for cost allocation.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct GpuClaim {
+    /// The node's name (as in [`NodeState::name`]).
+    pub node: String,
+    /// The pods' namespace (`hyperpod-ns-<team>` for a team's).
+    pub namespace: String,
+    /// The pods' labels of [`HOLDER_LABELS`].
+    pub labels: BTreeMap<String, String>,
+    pub gpus: u32,
+}
+
 /// Nodes and GPU demand of one cluster.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -161,6 +188,10 @@ pub struct ClusterState {
     /// GPUs those pods request in total.
     pub pending_gpus: u32,
     pub cache: CacheInfo,
+    /// Who requests the GPUs of each node, sorted (read by cost allocation, never served: the
+    /// status route's view stays the size of the nodes).
+    #[serde(skip)]
+    pub claims: Vec<GpuClaim>,
 }
 
 #[async_trait]

@@ -444,6 +444,7 @@ impl Kube for Sandbox {
             nodes: s.nodes,
             pending_gpu_pods: s.pending_pods,
             pending_gpus: s.pending_gpus,
+            claims: s.claims,
         }))
     }
 

@@ -127,6 +127,26 @@ impl Sandbox {
             target.cluster
         );
         let mut asks: Vec<(Res, u64, u32, Option<String>)> = vec![];
+        // Whose pods they are: a Deployment's template labels, a Workspace's own.
+        let holder = |r: &Res| {
+            let labels = r
+                .data
+                .pointer("/spec/template/metadata/labels")
+                .or_else(|| r.data.pointer("/metadata/labels"))
+                .and_then(Value::as_object);
+            let kept = labels
+                .into_iter()
+                .flatten()
+                .filter(|(k, _)| HOLDER_LABELS.contains(&k.as_str()))
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect::<std::collections::BTreeMap<_, _>>();
+            let ns = r
+                .data
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str);
+            (ns.unwrap_or("default").to_string(), kept)
+        };
+        let mut holding = std::collections::BTreeMap::new();
         for r in self.list("k8s-object").await? {
             let key = r.data["__key"].as_str().unwrap_or_default();
             if r.deleted_ms.is_some() {
@@ -175,6 +195,9 @@ impl Sandbox {
                         n.gpus.requested += g;
                         n.gpus.free -= g;
                         fits += 1;
+                        if *g > 0 {
+                            *holding.entry((n.name.clone(), holder(r))).or_insert(0) += g;
+                        }
                     }
                     None if *g > 0 => {
                         pending_pods += 1;
@@ -186,8 +209,18 @@ impl Sandbox {
             pods += usize::try_from(fits).unwrap_or(usize::MAX);
             placed.insert(r.id.clone(), fits);
         }
+        let claims = holding
+            .into_iter()
+            .map(|((node, (namespace, labels)), gpus)| GpuClaim {
+                node,
+                namespace,
+                labels,
+                gpus,
+            })
+            .collect();
         Ok(Schedule {
             nodes,
+            claims,
             placed,
             pending_pods,
             pending_gpus,

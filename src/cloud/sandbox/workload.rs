@@ -137,6 +137,8 @@ pub(crate) struct Scaled {
 pub(crate) struct Schedule {
     /// The HyperPod nodes, with the GPUs placed replicas request.
     pub nodes: Vec<NodeState>,
+    /// Who holds the GPUs placed, per node, sorted.
+    pub claims: Vec<crate::cloud::GpuClaim>,
     /// Deployment resource id → replicas that found a node.
     pub placed: std::collections::HashMap<String, u64>,
     pub pending_pods: u32,
