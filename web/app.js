@@ -14,6 +14,7 @@ import { teams } from './teams.js';
 import { spaces } from './spaces.js';
 import { deployment, inference, models } from './workloads.js';
 import { training, trainingJob } from './training.js';
+import { costs } from './costs.js';
 
 async function header() {
   const health = (await api('/healthz')).body || {};
@@ -50,6 +51,7 @@ const routes = [
   [/^#\/models$/, () => models()],
   [/^#\/inference$/, () => inference()],
   [/^#\/inference\/([^/]+)$/, (m) => deployment(decodeURIComponent(m[1]))],
+  [/^#\/costs$/, (m, q) => costs(q)],
   [/^#\/training$/, () => training()],
   [/^#\/training\/([^/]+)$/, (m) => trainingJob(decodeURIComponent(m[1]))],
 ];
@@ -58,7 +60,7 @@ let cleanup = null;
 
 /** Pages that work on the active cluster: their links carry it (`#/nodes?cluster=demo`), so a
  * copied address opens the same cluster's page. */
-const SCOPED = ['nodes', 'features', 'teams', 'storage', 'models', 'inference', 'training', 'spaces'];
+const SCOPED = ['nodes', 'features', 'teams', 'storage', 'models', 'inference', 'training', 'spaces', 'costs'];
 
 function scopeNav() {
   const suffix = session.active ? `?cluster=${encodeURIComponent(session.active)}` : '';
@@ -95,7 +97,7 @@ async function route() {
   for (const [re, render] of routes) {
     const m = hash.match(re);
     if (m) {
-      const stop = (await render(m)) || null;
+      const stop = (await render(m, query)) || null;
       // A page that follows events hands back its unsubscribe; a superseded one stops at once.
       if (current()) cleanup = stop;
       else if (stop) stop();

@@ -90,3 +90,59 @@ export function stackedBars(id, title, rows) {
   });
   return figure;
 }
+
+/** Vertical bars, one per day ({label, parts: [{name, value}]}), each stacked by its parts in
+ * their names' colours (the same name, the same colour every day; `colors` fixes some), on a
+ * shared scale, with a legend. `unit` formats values. `id` names the figure. */
+export function dayBars(id, title, days, unit = (v) => v.toFixed(2), colors = {}) {
+  const figure = document.createElement('figure');
+  figure.className = 'chart';
+  figure.id = id;
+  const caption = document.createElement('figcaption');
+  caption.textContent = title;
+  figure.append(caption);
+  const names = [...new Set(days.flatMap((d) => d.parts.map((p) => p.name)))];
+  const free = names.filter((n) => !colors[n]);
+  const color = (name) => colors[name] || PALETTE[free.indexOf(name) % PALETTE.length];
+  const top = Math.max(0, ...days.map((d) => d.parts.reduce((n, p) => n + p.value, 0)));
+  const root = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': title, 'data-days': days.length });
+  figure.append(root);
+  const plot = { w: W - PAD.left - PAD.right, h: H - PAD.top - PAD.bottom };
+  const slot = plot.w / Math.max(1, days.length);
+  const bar = Math.min(48, slot * 0.7);
+  const y = (v) => H - PAD.bottom - (top ? (v / top) * plot.h : 0);
+  root.append(
+    svg('line', { class: 'axis', x1: PAD.left, y1: H - PAD.bottom, x2: W - PAD.right, y2: H - PAD.bottom }),
+    svg('line', { class: 'axis', x1: PAD.left, y1: PAD.top, x2: PAD.left, y2: H - PAD.bottom }),
+    svg('text', { x: PAD.left - 6, y: y(top) + 4, 'text-anchor': 'end' }, unit(top)),
+    svg('text', { x: PAD.left - 6, y: y(0) + 4, 'text-anchor': 'end' }, unit(0)),
+  );
+  days.forEach((d, i) => {
+    const x = PAD.left + i * slot + (slot - bar) / 2;
+    const total = d.parts.reduce((n, p) => n + p.value, 0);
+    const g = svg('g', { class: 'day-bar', 'data-day': d.label, 'aria-label': `${d.label}: ${unit(total)} — ${d.parts.map((p) => `${p.name} ${unit(p.value)}`).join(', ')}` });
+    let base = 0;
+    for (const p of d.parts) {
+      const seg = svg('rect', { x, y: y(base + p.value), width: bar, height: Math.max(0, y(base) - y(base + p.value)), fill: color(p.name), 'data-part': p.name });
+      seg.append(svg('title', {}, `${d.label} · ${p.name}: ${unit(p.value)}`));
+      g.append(seg);
+      base += p.value;
+    }
+    if (days.length <= 14 || i % Math.ceil(days.length / 14) === 0) {
+      g.append(svg('text', { x: x + bar / 2, y: H - 8, 'text-anchor': 'middle' }, d.label.slice(5)));
+    }
+    root.append(g);
+  });
+  const legend = document.createElement('p');
+  legend.className = 'legend';
+  for (const n of names) {
+    const key = document.createElement('span');
+    key.className = 'legend-key';
+    key.dataset.part = n;
+    key.style.setProperty('--swatch', color(n));
+    key.textContent = n;
+    legend.append(key);
+  }
+  figure.append(legend);
+  return figure;
+}

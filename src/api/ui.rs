@@ -39,6 +39,7 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
     ("endpoints.js", JS, include_str!("../../web/endpoints.js")),
     ("pools.js", JS, include_str!("../../web/pools.js")),
     ("spaces.js", JS, include_str!("../../web/spaces.js")),
+    ("costs.js", JS, include_str!("../../web/costs.js")),
     (
         "app.css",
         "text/css; charset=utf-8",

@@ -149,6 +149,7 @@ async fn browser_scenarios_in_headless_chromium() {
                 "workloads",
                 "training",
                 "spaces",
+                "costs",
             ],
         )
     })
@@ -183,6 +184,7 @@ async fn browser_scenarios_in_headless_chromium() {
         "failed",
         "retried",
         "reloaded",
+        "costs",
     ] {
         let png = out.join(format!("{shot}.png"));
         let bytes = std::fs::read(&png).unwrap_or_else(|_| panic!("{} missing", png.display()));

@@ -559,7 +559,30 @@ def spaces(page, base, out):
     expect(page.locator("#spaces-list tr:has-text('ui-lab')")).to_contain_text("stopped")
 
 
-SCENARIOS = {"spaces": spaces, "slow-header": slow_header, "forget": forget, "training": training, "workloads": workloads, "groups": groups, "features": features, "teams": teams, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
+def costs(page, base, out):
+    """The costs page of the cluster the scenarios before ran: a bar per day stacked by group,
+    then by team, the idle GPUs in their own colour, prices marked as estimates, and the CSV."""
+    page.goto(f"{base}/#/costs")
+    chart = page.locator("#costs-chart")
+    # A week by default, today included: every day has its slot.
+    expect(chart.locator("svg")).to_have_attribute("data-days", "7")
+    expect(chart.locator("g.day-bar rect[data-part]").first).to_be_visible()
+    expect(page.locator("#costs-total")).to_contain_text("$")
+    expect(page.locator("#costs-estimate")).to_contain_text("Not a bill")
+    expect(page.locator("#costs-estimate")).to_contain_text("ml.g5.8xlarge")
+    # By team: the page reads again (and samples again), so idle GPUs have been counted.
+    page.locator("#costs-by").get_by_role("link", name="team").click()
+    expect(page.locator("#costs-by strong")).to_have_text("team")
+    expect(page.locator("#costs-chart .legend")).to_contain_text("idle GPUs")
+    expect(page.locator("#costs-chart rect[data-part='idle GPUs']").first).to_be_attached()
+    page.screenshot(path=f"{out}/costs.png", full_page=True)
+    href = page.locator("#costs-csv").get_attribute("href")
+    csv = page.request.get(f"{base}{href}")
+    assert csv.ok and csv.headers["content-type"].startswith("text/csv"), csv.headers
+    assert csv.text().startswith("day,key,kind,usd,gpu_hours"), csv.text()[:200]
+
+
+SCENARIOS = {"costs": costs, "spaces": spaces, "slow-header": slow_header, "forget": forget, "training": training, "workloads": workloads, "groups": groups, "features": features, "teams": teams, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
 
 
 def main():
