@@ -146,3 +146,46 @@ export function dayBars(id, title, days, unit = (v) => v.toFixed(2), colors = {}
   figure.append(legend);
   return figure;
 }
+
+/** Several lines over time on one 0–`top` scale ({name, points: [[unixSeconds, value]]}),
+ * each in its own colour with a legend; `flagged` names are drawn dashed (stragglers).
+ * `id` names the figure. */
+export function timeLines(id, title, lines, { top = 100, unit = '%', flagged = [] } = {}) {
+  const figure = document.createElement('figure');
+  figure.className = 'chart';
+  figure.id = id;
+  const caption = document.createElement('figcaption');
+  caption.textContent = title;
+  figure.append(caption);
+  const root = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': title, 'data-lines': lines.length });
+  figure.append(root);
+  const times = lines.flatMap((l) => l.points.map((p) => p[0]));
+  const [t0, t1] = times.length ? [Math.min(...times), Math.max(...times)] : [0, 1];
+  const x = (t) => PAD.left + ((t - t0) / (t1 - t0 || 1)) * (W - PAD.left - PAD.right);
+  const y = (v) => H - PAD.bottom - (Math.min(v, top) / top) * (H - PAD.top - PAD.bottom);
+  const clock = (t) => new Date(t * 1000).toISOString().slice(11, 16);
+  root.append(
+    svg('line', { class: 'axis', x1: PAD.left, y1: H - PAD.bottom, x2: W - PAD.right, y2: H - PAD.bottom }),
+    svg('line', { class: 'axis', x1: PAD.left, y1: PAD.top, x2: PAD.left, y2: H - PAD.bottom }),
+    svg('text', { x: PAD.left - 6, y: y(top) + 4, 'text-anchor': 'end' }, `${top}${unit}`),
+    svg('text', { x: PAD.left - 6, y: y(0) + 4, 'text-anchor': 'end' }, `0${unit}`),
+    svg('text', { x: PAD.left, y: H - 8 }, clock(t0)),
+    svg('text', { x: W - PAD.right, y: H - 8, 'text-anchor': 'end' }, `${clock(t1)} UTC`),
+  );
+  const legend = document.createElement('p');
+  legend.className = 'legend';
+  lines.forEach((l, i) => {
+    const color = PALETTE[i % PALETTE.length];
+    const attrs = { class: 'line', stroke: color, 'data-line': l.name, points: l.points.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(' ') };
+    if (flagged.includes(l.name)) attrs['stroke-dasharray'] = '6 4';
+    root.append(svg('polyline', attrs));
+    const key = document.createElement('span');
+    key.className = 'legend-key';
+    key.dataset.part = l.name;
+    key.style.setProperty('--swatch', color);
+    key.textContent = l.label || l.name;
+    legend.append(key);
+  });
+  figure.append(legend);
+  return figure;
+}

@@ -1,6 +1,7 @@
 // Page: instance groups (add, scale, remove) and node actions with confirmation.
 
 import { evidenceButton } from './evidence.js';
+import { utilizationChart } from './utilization.js';
 import { api, h, live, newest, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
 
 export async function nodes() {
@@ -9,7 +10,8 @@ export async function nodes() {
   const name = session.active;
   const enc = encodeURIComponent(name);
   const render = async () => {
-    const [groups, list] = await Promise.all([api(`/api/clusters/${enc}/instance-groups`), api(`/api/clusters/${enc}/nodes`)]);
+    const [groups, list, busy] = await Promise.all([api(`/api/clusters/${enc}/instance-groups`), api(`/api/clusters/${enc}/nodes`),
+      utilizationChart(name, { by: 'node', id: 'node-utilization', title: 'GPU utilization' })]);
     show(h('h1', {}, `Instance groups & nodes · ${name}`),
       h('h2', {}, 'Instance groups'),
       groups.ok ? table(['Group', 'Instance type', 'Capacity', 'Network', 'Count (current/target)', 'Deep health checks', 'Scale to', ''],
@@ -29,7 +31,8 @@ export async function nodes() {
               type: 'button', class: 'secondary', 'aria-label': `${action} ${n.instanceId}`,
               onclick: (e) => nodeAction(enc, n.instanceId, action, question, e.target),
             }, action), ' '))]),
-          'No nodes yet.')) : errorBox(list));
+          'No nodes yet.')) : errorBox(list),
+      h('h2', {}, 'Are the GPUs busy?'), busy);
   };
   await render();
   return follow((o) => o.cluster === name, render);

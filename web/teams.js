@@ -4,6 +4,7 @@
 
 import { api, h, scoped, session, stateBadge, problemText, errorBox, table, needsActive, input } from './kit.js';
 import { stackedBars } from './chart.js';
+import { utilizationChart } from './utilization.js';
 
 /** One bar per instance type: each team's share of what the groups hold, and what is free
  * (also on the cluster's page, as `id`). */
@@ -100,6 +101,7 @@ export async function teams() {
   return show(h('h1', {}, 'Teams'),
     h('h2', {}, 'Who has what'), shareChart(view),
     h('h2', {}, 'How much is in use'), usageChart(view),
+    h('h2', {}, 'How busy their GPUs are'), await utilizationChart(session.active, { by: 'team', id: 'team-utilization' }),
     table(['Team', 'Namespace', 'Quota', 'Sharing', 'Preempts', 'Weight', 'Status', ''], rows, 'No team yet.'),
     h('h2', {}, 'Scheduling policy ', policy ? stateBadge(policy.status) : h('span', { class: 'muted' }, '(not set)')),
     policy?.failureReason ? h('p', { class: 'error' }, policy.failureReason, ' — set it again to recover.') : null,

@@ -1,6 +1,7 @@
 // Page: training — a recipe and its few inputs, the recovery budget, the jobs with their
 // restarts against the budget, one job's conditions; other Kubernetes Jobs below.
 
+import { utilizationChart } from './utilization.js';
 import { api, h, scoped, session, stateBadge, errorBox, table, follow, needsActive, startForm, input, removeWorkload, teamFields, teamCell } from './kit.js';
 import { logViewer } from './logs.js';
 import { lineChart } from './chart.js';
@@ -195,7 +196,9 @@ export async function trainingJob(job) {
       viewer = logViewer(session.active, j.kind === 'RayJob' ? 'ray' : 'pytorch', j.name);
       show(facts, metrics, viewer.el);
     }
-    metrics.replaceChildren(await metricsBox(j.name));
+    // Throughput (from MLflow) beside how busy each rank's GPUs are, stragglers flagged.
+    metrics.replaceChildren(await metricsBox(j.name),
+      await utilizationChart(session.active, { by: 'pod', workload: j.name, id: 'job-utilization', title: 'GPU utilization per rank' }));
     facts.replaceChildren(h('h1', {}, `${j.name} · ${j.kind}`),
       h('p', {}, stateBadge(j.state), ' ', j.message || ''),
       h('dl', { class: 'facts' },

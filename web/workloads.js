@@ -1,5 +1,6 @@
 // Pages: model downloads and self-managed inference (with a smoke test).
 
+import { utilizationChart } from './utilization.js';
 import { api, h, live, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload, teamFields, teamCell } from './kit.js';
 import { logViewer } from './logs.js';
 import { managedSection } from './endpoints.js';
@@ -162,7 +163,8 @@ export async function deployment(name) {
       h('p', {}, h('a', { href: '#/inference' }, 'All deployments')));
   };
   await render();
-  show(facts, chart, viewer.el);
+  const busy = await utilizationChart(session.active, { by: 'pod', workload: name, id: 'deployment-utilization', title: 'GPU utilization of its replicas' });
+  show(facts, chart, busy, viewer.el);
   const stop = follow((o) => o.cluster === session.active && ['inference-deploy', 'workload-delete', 'pool-assign'].includes(o.kind), render);
   return () => { stop(); viewer.close(); };
 }

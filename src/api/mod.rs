@@ -27,6 +27,7 @@ pub mod teams;
 pub mod trace;
 pub mod training;
 pub mod ui;
+pub mod utilization;
 pub mod workloads;
 
 use axum::body::Bytes;
@@ -446,6 +447,7 @@ pub fn rest() -> utoipa_axum::router::OpenApiRouter<AppState> {
         .merge(spaces::router())
         .merge(pools::router())
         .merge(teams::router())
+        .merge(utilization::router())
 }
 
 /// The whole HTTP surface: REST, UI and the MCP endpoint, behind one edge layer.

@@ -41,6 +41,11 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
     ("spaces.js", JS, include_str!("../../web/spaces.js")),
     ("costs.js", JS, include_str!("../../web/costs.js")),
     (
+        "utilization.js",
+        JS,
+        include_str!("../../web/utilization.js"),
+    ),
+    (
         "app.css",
         "text/css; charset=utf-8",
         include_str!("../../web/app.css"),

@@ -103,6 +103,8 @@ pub struct Cloud {
     pub governance: Arc<dyn Governance>,
     /// CloudWatch Logs, read only (what HyperPod's nodes and lifecycle scripts wrote).
     pub logs: Arc<dyn Logs>,
+    /// Prometheus range queries (Amazon Managed Service for Prometheus), read only.
+    pub metrics: Arc<dyn Metrics>,
     /// Upstream release files (operator CRDs).
     pub releases: Arc<dyn Releases>,
     /// The bucket this deployment was given (the CloudFormation stack's), when it was: every

@@ -6,10 +6,10 @@ use crate::cloud::{
     Addon, CallerIdentity, CloudError, CloudResult, ClusterEvent, ClusterState, ComputeQuota,
     CreateAddon, CreateEksCluster, CreateHyperPodCluster, CreateMlflowApp, CreateRouteTable,
     CreateSecurityGroup, CreateSubnet, Eks, EksCluster, Governance, HyperPod, HyperPodCluster, Iam,
-    InstanceGroupSpec, Kube, KubeTarget, LogLine, LogStream, Logs, Mlflow, MlflowApp, NetKind,
-    Network, NodeAction, NodeActionResult, NodeDetail, NodePage, ObjectRef, ObjectStore, Quotas,
-    ResourceState, Role, SchedulerConfig, SchedulerPolicy, ServiceCall, Subnet, Tags, TeamQuota,
-    TieredStorage, TrackingCall, TrainingPlan, Vpc, Zone,
+    InstanceGroupSpec, Kube, KubeTarget, LogLine, LogStream, Logs, Metrics, Mlflow, MlflowApp,
+    NetKind, Network, NodeAction, NodeActionResult, NodeDetail, NodePage, ObjectRef, ObjectStore,
+    Quotas, RangeQuery, ResourceState, Role, SchedulerConfig, SchedulerPolicy, Series, ServiceCall,
+    Subnet, Tags, TeamQuota, TieredStorage, TrackingCall, TrainingPlan, Vpc, Workspace, Zone,
 };
 use crate::{Cloud, CloudMode};
 use async_trait::async_trait;
@@ -40,6 +40,7 @@ impl Unavailable {
             mlflow: self.clone(),
             governance: self.clone(),
             logs: self.clone(),
+            metrics: self.clone(),
             kube: self,
             releases: std::sync::Arc::new(super::web::HttpReleases::new(None)),
             shared_bucket: None,
@@ -295,6 +296,13 @@ impl ObjectStore for Unavailable {
     }
     async fn list_objects(&self, _bucket: &str, _prefix: &str) -> CloudResult<Vec<String>> {
         Err(self.refuse("list_objects"))
+    }
+}
+
+#[async_trait]
+impl Metrics for Unavailable {
+    async fn query_range(&self, _w: &Workspace, _q: &RangeQuery) -> CloudResult<Vec<Series>> {
+        Err(self.refuse("query_range"))
     }
 }
 

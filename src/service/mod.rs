@@ -29,6 +29,7 @@ mod submit;
 pub mod subnets;
 pub mod teams;
 pub mod training;
+pub mod utilization;
 pub mod validate;
 mod views;
 pub mod workloads;

@@ -1131,3 +1131,58 @@ async fn every_role_created_carries_the_configured_permissions_boundary() {
         .and_then(|b| b.permissions_boundary_arn());
     assert_eq!(set, Some(boundary));
 }
+
+/// Amazon Managed Service for Prometheus's query API (moto lacks it; the gap-filler answers
+/// what was seeded): the range query goes to the workspace's path, signed for `aps` in its
+/// region, and the matrix comes back as series.
+#[tokio::test]
+async fn amp_range_queries_are_signed_for_aps_and_read_back_as_series() {
+    use instantstart::cloud::{Metrics as _, RangeQuery, Workspace};
+    let moto = Moto::start().await;
+    let client = reqwest::Client::new();
+    let seeded = json!([
+        {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "hyperpod-i-1", "gpu": "0"},
+         "values": [[100, "87"], [160, "91.5"]]},
+        {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "hyperpod-i-2", "gpu": "0"},
+         "values": [[100, "0"]]}]);
+    client
+        .post(format!("{}/_gapfiller/amp/ws-1", moto.url))
+        .json(&seeded)
+        .send()
+        .await
+        .unwrap();
+    let ws = Workspace {
+        url: "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-1".into(),
+        region: "us-west-2".into(),
+    };
+    let q = RangeQuery {
+        query: r#"DCGM_FI_DEV_GPU_UTIL{Hostname="hyperpod-i-1"}"#.into(),
+        start: 0,
+        end: 1000,
+        step: 60,
+    };
+    let series = moto.aws().await.query_range(&ws, &q).await.unwrap();
+    assert_eq!(series.len(), 1, "{series:?}");
+    assert_eq!(series[0].labels["gpu"], "0");
+    assert_eq!(series[0].points, vec![(100, 87.0), (160, 91.5)]);
+    let seen: Value = client
+        .get(format!("{}/_gapfiller/amp", moto.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let first = &seen["queries"][0];
+    assert_eq!(first["workspace"], "ws-1", "{seen}");
+    assert_eq!(first["scope"], json!(["us-west-2", "aps"]), "{seen}");
+    assert_eq!(first["query"]["step"], json!(["60"]), "{seen}");
+    assert_eq!(first["query"]["query"], json!([q.query]), "{seen}");
+    // What the query API refuses comes back as the port's error, not as empty series.
+    let bad = RangeQuery {
+        query: "avg(rate(x[5m]))".into(),
+        ..q
+    };
+    let e = moto.aws().await.query_range(&ws, &bad).await.unwrap_err();
+    assert_eq!(e.code, "bad_data", "{e:?}");
+}

@@ -293,6 +293,7 @@ fn adapter_actions() -> BTreeSet<String> {
         "List",
         "Modify",
         "Put",
+        "Query",
         "Release",
         "Replace",
         "Update",

@@ -34,5 +34,6 @@ mod spaces;
 mod teams;
 mod training;
 mod ui;
+mod utilization;
 mod validation;
 mod workloads;

@@ -150,6 +150,7 @@ async fn browser_scenarios_in_headless_chromium() {
                 "training",
                 "spaces",
                 "costs",
+                "utilization",
             ],
         )
     })
@@ -185,6 +186,7 @@ async fn browser_scenarios_in_headless_chromium() {
         "retried",
         "reloaded",
         "costs",
+        "utilization",
     ] {
         let png = out.join(format!("{shot}.png"));
         let bytes = std::fs::read(&png).unwrap_or_else(|_| panic!("{} missing", png.display()));

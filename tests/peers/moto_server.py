@@ -26,6 +26,13 @@ one created with it answers the events `POST /_gapfiller/cluster-events/<cluster
 first. `CreateCluster` requests are noted (then passed to moto) to know the mode.
 `GET /_gapfiller/cluster-events` shows the ListClusterEvents requests as received.
 
+Amazon Managed Service for Prometheus's query API (which moto lacks: it emulates the workspace
+control plane only) is answered here: `GET /workspaces/<ws>/api/v1/query_range` signed for `aps`
+(an unsigned or otherwise-scoped request is refused 403, as AMP refuses it) answers, as a matrix,
+the series `POST /_gapfiller/amp/<ws>` seeded whose labels the query's selector matches (exact
+`label="v"` matchers; the metric name as `__name__`). `GET /_gapfiller/amp` shows the queries as
+received (path, query string and the credential scope of the signature).
+
 moto names a cluster's nodes `<group>-<n>`; SageMaker names them by EC2 instance id
 (`i-` and 17 hex digits). `ListClusterNodes` answers each under an instance id derived from
 moto's name, and `DescribeClusterNode` and the `Batch*ClusterNodes` calls are translated back.
@@ -381,6 +388,39 @@ def cluster_events(environ, start_response):
         return reply(start_response, "200 OK", {"Events": events[: body.get("MaxResults", 100)]})
 
 
+AMP_QUERY = re.compile(r"^/workspaces/([^/]+)/api/v1/query_range/?$")
+AMP = {"seeded": {}, "queries": []}
+
+
+def amp_query(environ, start_response, workspace):
+    """The Prometheus HTTP API's range query over the seeded series of one workspace."""
+    from urllib.parse import parse_qs
+    auth = environ.get("HTTP_AUTHORIZATION", "")
+    scope = re.search(r"Credential=[^/]+/\d{8}/([^/]+)/([^/]+)/aws4_request", auth)
+    query = parse_qs(environ.get("QUERY_STRING", ""))
+    with LOCK:
+        AMP["queries"].append({"workspace": workspace, "query": query,
+                               "scope": list(scope.groups()) if scope else None})
+    if not scope or scope.group(2) != "aps":
+        return reply(start_response, "403 Forbidden", {"message": "Missing Authentication Token"})
+    expr = query.get("query", [""])[0]
+    match = re.match(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?$", expr.strip())
+    if not match or not all(k in query for k in ("start", "end", "step")):
+        return reply(start_response, "400 Bad Request",
+                     {"status": "error", "errorType": "bad_data", "error": f"cannot parse {expr!r}"})
+    wanted = {"__name__": match.group(1)}
+    for m in filter(None, (x.strip() for x in (match.group(2) or "").split(","))):
+        label, _, value = m.partition("=")
+        wanted[label.strip()] = value.strip().strip('"')
+    start, end = float(query["start"][0]), float(query["end"][0])
+    with LOCK:
+        seeded = AMP["seeded"].get(workspace, [])
+    result = [{"metric": s["metric"], "values": [v for v in s["values"] if start <= v[0] <= end]}
+              for s in seeded if all(s["metric"].get(k) == v for k, v in wanted.items())]
+    return reply(start_response, "200 OK",
+                 {"status": "success", "data": {"resultType": "matrix", "result": result}})
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("-H", "--host", default="127.0.0.1")
@@ -409,6 +449,18 @@ def main():
                 CLUSTER_EVENTS["seeded"][name] = seeded
                 CONTINUOUS.add(name)
             return reply(start_response, "200 OK", {"seeded": len(seeded)})
+        if environ.get("PATH_INFO") == "/_gapfiller/amp":
+            with LOCK:
+                return reply(start_response, "200 OK", {"queries": AMP["queries"]})
+        if environ.get("PATH_INFO", "").startswith("/_gapfiller/amp/"):
+            workspace = environ["PATH_INFO"].rsplit("/", 1)[1]
+            seeded = read_json(environ, b"[]")
+            with LOCK:
+                AMP["seeded"][workspace] = seeded
+            return reply(start_response, "200 OK", {"seeded": len(seeded)})
+        amp = AMP_QUERY.match(environ.get("PATH_INFO", ""))
+        if amp:
+            return amp_query(environ, start_response, amp.group(1))
         if environ.get("PATH_INFO") == "/_gapfiller/governance":
             with LOCK:
                 return reply(start_response, "200 OK", GOVERNANCE)

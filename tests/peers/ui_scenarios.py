@@ -582,7 +582,20 @@ def costs(page, base, out):
     assert csv.text().startswith("day,key,kind,usd,gpu_hours"), csv.text()[:200]
 
 
-SCENARIOS = {"costs": costs, "spaces": spaces, "slow-header": slow_header, "forget": forget, "training": training, "workloads": workloads, "groups": groups, "features": features, "teams": teams, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
+def utilization(page, base, out):
+    """GPU utilization drawn from the simulated DCGM series: a line per node on the nodes page,
+    each named with its mean; the teams page has its own view."""
+    page.goto(f"{base}/#/nodes")
+    chart = page.locator("#node-utilization-chart")
+    expect(chart.locator("svg")).to_have_attribute("data-lines", re.compile(r"^[1-9]"))
+    expect(chart.locator("polyline[data-line]").first).to_be_attached()
+    expect(chart.locator(".legend")).to_contain_text("%")
+    page.screenshot(path=f"{out}/utilization.png", full_page=True)
+    page.goto(f"{base}/#/teams")
+    expect(page.locator("#team-utilization")).to_be_visible()
+
+
+SCENARIOS = {"utilization": utilization, "costs": costs, "spaces": spaces, "slow-header": slow_header, "forget": forget, "training": training, "workloads": workloads, "groups": groups, "features": features, "teams": teams, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
 
 
 def main():

@@ -6,13 +6,10 @@
 
 use async_trait::async_trait;
 use aws_sdk_sagemaker::types::Tag;
-use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
-use aws_sigv4::sign::v4;
-use aws_smithy_runtime_api::client::identity::Identity;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use super::errors::{idempotent, once};
+use super::signed::SignedCall;
 use super::Aws;
 use crate::cloud::*;
 
@@ -193,7 +190,6 @@ impl Mlflow for Aws {
     }
 
     async fn tracking(&self, arn: &str, call: TrackingCall<'_>) -> CloudResult<Value> {
-        use aws_credential_types::provider::ProvideCredentials;
         let operation = call.path;
         let to = tracking_host(arn, self.mlflow_endpoint.as_deref())?;
         let mut url = format!("{}/api/2.0/mlflow/{}", to.endpoint, call.path);
@@ -205,75 +201,20 @@ impl Mlflow for Aws {
             .body
             .map(|b| serde_json::to_vec(b).unwrap_or_default())
             .unwrap_or_default();
-        let provider = self.config.credentials_provider().ok_or_else(|| {
-            CloudError::new(
-                TRACKING_SERVICE,
+        let (status, text) = self
+            .signed(SignedCall {
+                service: TRACKING_SERVICE,
                 operation,
-                "NoCredentials",
-                "no credentials provider",
-            )
-        })?;
-        let creds = provider.provide_credentials().await.map_err(|e| {
-            CloudError::new(TRACKING_SERVICE, operation, "NoCredentials", e.to_string())
-        })?;
-        let identity: Identity = creds.into();
-        let host = url
-            .split("://")
-            .nth(1)
-            .and_then(|rest| rest.split('/').next())
-            .unwrap_or_default()
-            .to_string();
-        let digest: String = Sha256::digest(&body)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let method = if call.post { "POST" } else { "GET" };
-        let mut headers = vec![
-            ("host", host.clone()),
-            ("content-type", "application/json".to_string()),
-            ("x-amz-content-sha256", digest),
-            (to.arn_header, arn.to_string()),
-        ];
-        let params = v4::SigningParams::builder()
-            .identity(&identity)
-            .region(region_of(arn))
-            .name(to.signing_name)
-            .time(std::time::SystemTime::now())
-            .settings(SigningSettings::default())
-            .build()
-            .map_err(|e| CloudError::new(TRACKING_SERVICE, operation, "Signing", e.to_string()))?
-            .into();
-        let signable = SignableRequest::new(
-            method,
-            url.as_str(),
-            headers.iter().map(|(k, v)| (*k, v.as_str())),
-            SignableBody::Bytes(&body),
-        )
-        .map_err(|e| CloudError::new(TRACKING_SERVICE, operation, "Signing", e.to_string()))?;
-        let (instructions, _) = sign(signable, &params)
-            .map_err(|e| CloudError::new(TRACKING_SERVICE, operation, "Signing", e.to_string()))?
-            .into_parts();
-        for (k, v) in instructions.headers() {
-            headers.push((k, v.to_string()));
-        }
-        let mut request = if call.post {
-            self.http.post(&url).body(body)
-        } else {
-            self.http.get(&url)
-        };
-        for (k, v) in headers.iter().filter(|(k, _)| *k != "host") {
-            request = request.header(*k, v);
-        }
-        let response = request
-            .timeout(std::time::Duration::from_secs(20))
-            .send()
-            .await
-            .map_err(|e| {
-                CloudError::new(TRACKING_SERVICE, operation, "Unreachable", e.to_string())
-                    .retryable()
-            })?;
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap_or_default();
+                signing_name: to.signing_name,
+                region: region_of(arn),
+                url: &url,
+                body: call.post.then_some(body),
+                headers: vec![
+                    ("content-type", "application/json".to_string()),
+                    (to.arn_header, arn.to_string()),
+                ],
+            })
+            .await?;
         if !(200..300).contains(&status) {
             return Err(tracking_error(status, operation, &text));
         }

@@ -13,9 +13,11 @@ pub mod errors;
 mod governance;
 mod iam;
 mod logs;
+mod metrics;
 pub mod mlflow;
 mod s3;
 mod sagemaker;
+mod signed;
 pub mod token;
 
 use std::sync::Arc;
@@ -116,6 +118,7 @@ impl Aws {
             mlflow: self.clone(),
             governance: self.clone(),
             logs: self.clone(),
+            metrics: self.clone(),
             kube,
             releases: Arc::new(super::web::HttpReleases::new(None)),
             shared_bucket: None,

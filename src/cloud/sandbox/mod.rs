@@ -17,6 +17,7 @@ mod iam;
 mod kube;
 mod kueue;
 mod log_text;
+mod metrics;
 mod mlflow;
 mod network;
 mod objects;
@@ -182,6 +183,7 @@ impl Sandbox {
             mlflow: self.clone(),
             governance: self.clone(),
             logs: self.clone(),
+            metrics: self.clone(),
             kube: self.clone(),
             releases: Arc::new(releases::StandIns),
             shared_bucket: None,

@@ -277,6 +277,27 @@ fn the_control_plane_reads_evidence_from_the_clusters_log_groups_and_nowhere_els
     }
 }
 
+/// GPU utilization is read only: the control plane may query the account's Prometheus
+/// workspaces and neither write to one nor manage them.
+#[test]
+fn the_control_plane_queries_prometheus_workspaces_and_nothing_more() {
+    let cp = control_plane_policy();
+    let may = |r: Request| policy::decide(&cp, &r) == Decision::Allow;
+    assert!(may(req("aps:QueryMetrics", AMP)));
+    for action in [
+        "aps:RemoteWrite",
+        "aps:DeleteWorkspace",
+        "aps:CreateWorkspace",
+    ] {
+        assert!(!may(req(action, AMP)), "{action}: utilization is read only");
+    }
+    let elsewhere = "arn:aws:aps:us-west-2:210987654321:workspace/ws-1";
+    assert!(
+        !may(req("aps:QueryMetrics", elsewhere)),
+        "another account's workspace"
+    );
+}
+
 #[test]
 fn the_control_plane_may_make_and_manage_every_role_only_within_the_boundary() {
     let cp = control_plane_policy();

@@ -1,0 +1,138 @@
+//! The simulated Amazon Managed Service for Prometheus: what the observability add-on's DCGM
+//! exporter would have written for the account's clusters — `DCGM_FI_DEV_GPU_UTIL` per GPU,
+//! labelled as the exporter labels it (`Hostname`, `gpu`, `UUID`, `modelName`, and for a GPU a
+//! pod holds, its `namespace`, `pod` and `container`), following what is scheduled now: a held
+//! GPU busy (a deterministic 70–95 %), an idle one at 0.
+
+use async_trait::async_trait;
+
+use super::workload::fnv1a;
+use super::Sandbox;
+use crate::cloud::*;
+
+/// The DCGM exporter's GPU utilization gauge (percent).
+pub const GPU_UTIL: &str = "DCGM_FI_DEV_GPU_UTIL";
+
+/// A label matcher of the simulated PromQL: `=` compares; `=~` takes alternatives, each a
+/// literal or a prefix ending in `.*`.
+fn matches(value: &str, regex: bool, pattern: &str) -> bool {
+    if !regex {
+        return value == pattern;
+    }
+    pattern.split('|').any(|alt| match alt.strip_suffix(".*") {
+        Some(prefix) => value.starts_with(prefix),
+        None => value == alt,
+    })
+}
+
+/// The utilization of one GPU at one moment: busy when held, with a wiggle that is a pure
+/// function of the GPU and the time, so two reads agree.
+fn utilization(key: &str, held: bool, t: i64) -> f64 {
+    if !held {
+        return 0.0;
+    }
+    let h = fnv1a(&format!("{key}@{t}"));
+    70.0 + (h % 2500) as f64 / 100.0
+}
+
+#[async_trait]
+impl Metrics for Sandbox {
+    async fn query_range(&self, _w: &Workspace, q: &RangeQuery) -> CloudResult<Vec<Series>> {
+        self.gate("aps:QueryMetrics", false).await?;
+        let Some((name, matchers)) = selector(&q.query) else {
+            return Err(CloudError::new(
+                "aps",
+                "QueryMetrics",
+                "bad_data",
+                "the simulated Prometheus answers plain selectors (metric{label=\"v\", label=~\"a|b.*\"}) only",
+            ));
+        };
+        if name != GPU_UTIL || q.step == 0 || q.end < q.start {
+            return Ok(vec![]);
+        }
+        let step = i64::from(q.step);
+        let times: Vec<i64> = (0..=((q.end - q.start) / step).min(11_000))
+            .map(|i| q.start + i * step)
+            .collect();
+        let mut out = Vec::new();
+        for cluster in self.list("eks-cluster").await? {
+            if cluster.deleted_ms.is_some() {
+                continue;
+            }
+            let Some(name) = cluster.data["name"].as_str().map(str::to_string) else {
+                continue;
+            };
+            let target = KubeTarget {
+                cluster: name,
+                endpoint: String::new(),
+                certificate_authority: String::new(),
+            };
+            let schedule = self.schedule(&target).await?;
+            for node in &schedule.nodes {
+                // The node's GPUs in order: each claim's, then the idle ones.
+                let mut gpus: Vec<Option<(&GpuClaim, u32)>> = Vec::new();
+                for c in schedule.claims.iter().filter(|c| c.node == node.name) {
+                    gpus.extend((0..c.gpus).map(|k| Some((c, k))));
+                }
+                while (gpus.len() as u32) < node.gpus.allocatable {
+                    gpus.push(None);
+                }
+                for (i, held) in gpus.iter().enumerate() {
+                    let mut labels = std::collections::BTreeMap::from([
+                        ("__name__".to_string(), GPU_UTIL.to_string()),
+                        ("Hostname".to_string(), node.name.clone()),
+                        ("gpu".to_string(), i.to_string()),
+                        ("device".to_string(), format!("nvidia{i}")),
+                        (
+                            "UUID".to_string(),
+                            format!("GPU-{:016x}", fnv1a(&format!("{}/{i}", node.name))),
+                        ),
+                        ("modelName".to_string(), "NVIDIA A10G".to_string()),
+                    ]);
+                    if let Some((c, k)) = held {
+                        let workload = ["app.kubernetes.io/name", "app", "instantstart.io/pool"]
+                            .iter()
+                            .find_map(|l| c.labels.get(*l))
+                            .cloned()
+                            .unwrap_or_else(|| "pod".into());
+                        labels.insert("namespace".into(), c.namespace.clone());
+                        labels.insert("pod".into(), format!("{workload}-sbx-{k}"));
+                        labels.insert("container".into(), "main".into());
+                    }
+                    if !matchers.iter().all(|(l, regex, p)| {
+                        matches(labels.get(l).map_or("", String::as_str), *regex, p)
+                    }) {
+                        continue;
+                    }
+                    let key = format!("{}/{i}", node.name);
+                    let points = times
+                        .iter()
+                        .map(|t| (*t, utilization(&key, held.is_some(), *t)))
+                        .collect();
+                    out.push(Series { labels, points });
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_simulated_matchers_compare_and_take_alternatives_and_prefixes() {
+        assert!(matches("a", false, "a") && !matches("ab", false, "a"));
+        assert!(matches("b", true, "a|b") && !matches("c", true, "a|b"));
+        assert!(matches("chat-sbx-0", true, "chat-.*") && !matches("other", true, "chat-.*"));
+    }
+
+    #[test]
+    fn a_held_gpu_is_busy_and_an_idle_one_is_not_and_reads_agree() {
+        let busy = utilization("n/0", true, 60);
+        assert!((70.0..95.0).contains(&busy));
+        assert_eq!(busy, utilization("n/0", true, 60));
+        assert_eq!(utilization("n/1", false, 60), 0.0);
+    }
+}

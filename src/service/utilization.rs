@@ -1,0 +1,380 @@
+//! Are the GPUs busy: the DCGM exporter's `DCGM_FI_DEV_GPU_UTIL` series (what the HyperPod
+//! observability add-on writes to Amazon Managed Service for Prometheus) for one cluster's
+//! nodes, averaged per node, per team (the pods' namespace) or per pod — and, among a job's
+//! pods, the ranks that lag the others (stragglers).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::cloud::{CloudMode, RangeQuery, Series, Workspace};
+use crate::error::{ApiError, ApiResult};
+use crate::ops::Engine;
+use crate::service::labels::TEAM_NAMESPACE_PREFIX;
+use crate::service::records::kube_target;
+
+/// The exporter's GPU utilization gauge, in percent.
+pub const GPU_UTIL: &str = "DCGM_FI_DEV_GPU_UTIL";
+/// A rank whose mean is below this share of its job's median is a straggler.
+const STRAGGLER_SHARE: f64 = 0.8;
+/// ...when the job is busy enough for the comparison to mean anything (percent).
+const BUSY_ENOUGH: f64 = 20.0;
+
+/// What utilization is averaged by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum UtilBy {
+    /// The node (`Hostname`).
+    Node,
+    /// The team whose namespace the GPU's pod runs in; GPUs no pod holds are left out.
+    Team,
+    /// The pod holding the GPU; GPUs no pod holds are left out.
+    Pod,
+}
+
+/// One line of a chart: a key's GPUs averaged at each moment.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UtilSeries {
+    pub key: String,
+    /// GPUs averaged.
+    pub gpus: u32,
+    /// Percent, over the whole window.
+    pub mean: f64,
+    /// `[unix seconds, percent]`.
+    #[schema(value_type = Vec<Vec<f64>>)]
+    pub points: Vec<(i64, f64)>,
+}
+
+/// A pod whose GPUs are markedly less busy than its job's others.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Straggler {
+    pub key: String,
+    pub mean: f64,
+    /// The median of the job's pods' means.
+    pub median: f64,
+}
+
+/// GPU utilization of a cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Utilization {
+    pub cluster: String,
+    pub by: UtilBy,
+    /// Whether a workspace with the exporter's series could be read.
+    pub available: bool,
+    /// How to make it available, when it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub how_to_enable: Option<String>,
+    /// The workspace read (`…/workspaces/ws-…`); in the sandbox, a simulated one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+    pub start: i64,
+    pub end: i64,
+    pub step: u32,
+    pub series: Vec<UtilSeries>,
+    /// With `by=pod`: the pods that lag the others.
+    pub stragglers: Vec<Straggler>,
+}
+
+/// A validated query.
+#[derive(Debug, Clone)]
+pub struct UtilQuery {
+    pub cluster: String,
+    pub by: UtilBy,
+    /// The window, 5–1440 (default 60).
+    pub minutes: u32,
+    /// Only the pods whose name starts with `<workload>-` (a job's ranks, a deployment's
+    /// replicas).
+    pub workload: Option<String>,
+}
+
+/// Where the exporter's series are: the configured Amazon Managed Service for Prometheus
+/// workspace (the one KEDA reads too), or — in the sandbox — a simulated one.
+fn workspace(mode: CloudMode, prometheus_url: Option<&str>) -> Result<Workspace, String> {
+    let amp = prometheus_url.and_then(|u| {
+        let host = reqwest::Url::parse(u).ok()?.host_str()?.to_string();
+        let region = host
+            .strip_prefix("aps-workspaces.")?
+            .strip_suffix(".amazonaws.com")?
+            .to_string();
+        Some(Workspace {
+            url: u.trim_end_matches('/').to_string(),
+            region,
+        })
+    });
+    match (amp, mode) {
+        (Some(w), _) => Ok(w),
+        (None, CloudMode::Sandbox) => Ok(Workspace {
+            url: "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-sandbox".into(),
+            region: "us-west-2".into(),
+        }),
+        (None, CloudMode::Aws) => Err(
+            "GPU utilization comes from the HyperPod observability add-on (amazon-sagemaker-hyperpod-observability), whose DCGM exporter writes DCGM_FI_DEV_GPU_UTIL to an Amazon Managed Service for Prometheus workspace: install the add-on on this cluster and set INSTANTSTART_PROMETHEUS_URL to that workspace (https://aps-workspaces.<region>.amazonaws.com/workspaces/ws-…)".into(),
+        ),
+    }
+}
+
+/// The key a GPU's series counts under, or `None` when the split leaves it out.
+fn key_of(by: UtilBy, labels: &BTreeMap<String, String>) -> Option<String> {
+    match by {
+        UtilBy::Node => labels.get("Hostname").cloned(),
+        UtilBy::Team => {
+            let ns = labels.get("namespace").filter(|n| !n.is_empty())?;
+            Some(
+                ns.strip_prefix(TEAM_NAMESPACE_PREFIX)
+                    .map_or_else(|| "(no team)".to_string(), str::to_string),
+            )
+        }
+        UtilBy::Pod => labels.get("pod").filter(|p| !p.is_empty()).cloned(),
+    }
+}
+
+/// Per-GPU series averaged per key and moment (pure: the tests feed it).
+pub fn aggregate(by: UtilBy, series: &[Series]) -> Vec<UtilSeries> {
+    // Per key: its GPUs, and per moment the sum and count of their values.
+    type Moments = BTreeMap<i64, (f64, u32)>;
+    let mut keys: BTreeMap<String, (u32, Moments)> = BTreeMap::new();
+    for s in series {
+        let Some(key) = key_of(by, &s.labels) else {
+            continue;
+        };
+        let (gpus, at) = keys.entry(key).or_default();
+        *gpus += 1;
+        for (t, v) in &s.points {
+            let e = at.entry(*t).or_default();
+            e.0 += v;
+            e.1 += 1;
+        }
+    }
+    keys.into_iter()
+        .map(|(key, (gpus, at))| {
+            let points: Vec<(i64, f64)> = at
+                .into_iter()
+                .map(|(t, (sum, n))| (t, sum / f64::from(n)))
+                .collect();
+            let mean = if points.is_empty() {
+                0.0
+            } else {
+                points.iter().map(|p| p.1).sum::<f64>() / points.len() as f64
+            };
+            UtilSeries {
+                key,
+                gpus,
+                mean,
+                points,
+            }
+        })
+        .collect()
+}
+
+/// The pods of a job whose mean is below [`STRAGGLER_SHARE`] of the job's median, when the
+/// job has two or more and its median is at least [`BUSY_ENOUGH`].
+pub fn stragglers(pods: &[UtilSeries]) -> Vec<Straggler> {
+    if pods.len() < 2 {
+        return vec![];
+    }
+    let mut means: Vec<f64> = pods.iter().map(|p| p.mean).collect();
+    means.sort_by(f64::total_cmp);
+    let mid = means.len() / 2;
+    let median = if means.len().is_multiple_of(2) {
+        (means[mid - 1] + means[mid]) / 2.0
+    } else {
+        means[mid]
+    };
+    if median < BUSY_ENOUGH {
+        return vec![];
+    }
+    pods.iter()
+        .filter(|p| p.mean < STRAGGLER_SHARE * median)
+        .map(|p| Straggler {
+            key: p.key.clone(),
+            mean: p.mean,
+            median,
+        })
+        .collect()
+}
+
+/// The selector of the cluster's GPUs: its nodes by name, and a workload's pods by prefix.
+fn selector(nodes: &[String], workload: Option<&str>) -> String {
+    let mut matchers = vec![format!("Hostname=~\"{}\"", nodes.join("|"))];
+    if let Some(w) = workload {
+        matchers.push(format!("pod=~\"{w}-.*\""));
+    }
+    format!("{GPU_UTIL}{{{}}}", matchers.join(","))
+}
+
+/// The cluster's GPU utilization over the last `minutes`.
+pub async fn utilization(
+    engine: &Engine,
+    prometheus_url: Option<&str>,
+    q: &UtilQuery,
+) -> ApiResult<Utilization> {
+    if !(5..=1440).contains(&q.minutes) {
+        return Err(ApiError::validation_hint(
+            "minutes",
+            format!("{} is not between 5 and 1440", q.minutes),
+            serde_json::json!(60),
+        ));
+    }
+    if let Some(w) = &q.workload {
+        crate::service::validate::dns_label("workload", "a workload name", w)?;
+    }
+    let target = kube_target(engine, &q.cluster).await?;
+    let end = time::OffsetDateTime::now_utc().unix_timestamp();
+    let start = end - i64::from(q.minutes) * 60;
+    // About 60 points a window, never under the exporter's 30 s.
+    let step = (q.minutes * 60 / 60).max(30);
+    let mut out = Utilization {
+        cluster: q.cluster.clone(),
+        by: q.by,
+        available: false,
+        how_to_enable: None,
+        workspace: None,
+        start,
+        end,
+        step,
+        series: vec![],
+        stragglers: vec![],
+    };
+    let cloud = engine.cloud();
+    let ws = match workspace(cloud.mode, prometheus_url) {
+        Ok(w) => w,
+        Err(how) => {
+            out.how_to_enable = Some(how);
+            return Ok(out);
+        }
+    };
+    let nodes: Vec<String> = cloud
+        .kube
+        .cluster_state(&target)
+        .await?
+        .nodes
+        .iter()
+        .filter(|n| n.gpus.total > 0)
+        .map(|n| n.name.clone())
+        .collect();
+    out.workspace = Some(ws.url.clone());
+    out.available = true;
+    if nodes.is_empty() {
+        return Ok(out);
+    }
+    let series = cloud
+        .metrics
+        .query_range(
+            &ws,
+            &RangeQuery {
+                query: selector(&nodes, q.workload.as_deref()),
+                start,
+                end,
+                step,
+            },
+        )
+        .await?;
+    out.series = aggregate(q.by, &series);
+    if q.by == UtilBy::Pod && q.workload.is_some() {
+        out.stragglers = stragglers(&out.series);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(host: &str, ns: Option<&str>, pod: Option<&str>, values: &[f64]) -> Series {
+        let mut labels = BTreeMap::from([("Hostname".to_string(), host.to_string())]);
+        if let (Some(ns), Some(pod)) = (ns, pod) {
+            labels.insert("namespace".into(), ns.into());
+            labels.insert("pod".into(), pod.into());
+        }
+        Series {
+            labels,
+            points: values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (i as i64 * 60, *v))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn gpus_are_averaged_per_node_team_and_pod_at_each_moment() {
+        let series = vec![
+            gpu("n1", Some("hyperpod-ns-a"), Some("j-0"), &[80.0, 90.0]),
+            gpu("n1", None, None, &[0.0, 0.0]),
+            gpu("n2", Some("default"), Some("d-0"), &[60.0, 60.0]),
+        ];
+        let by_node = aggregate(UtilBy::Node, &series);
+        assert_eq!(by_node[0].key, "n1");
+        assert_eq!(
+            (by_node[0].gpus, by_node[0].points.clone()),
+            (2, vec![(0, 40.0), (60, 45.0)])
+        );
+        assert!((by_node[0].mean - 42.5).abs() < 1e-9);
+        let by_team = aggregate(UtilBy::Team, &series);
+        let keys: Vec<&str> = by_team.iter().map(|s| s.key.as_str()).collect();
+        assert_eq!(keys, vec!["(no team)", "a"], "idle GPUs belong to no team");
+        assert_eq!(aggregate(UtilBy::Pod, &series).len(), 2);
+    }
+
+    #[test]
+    fn a_rank_well_below_its_jobs_median_is_a_straggler() {
+        let pod = |key: &str, mean: f64| UtilSeries {
+            key: key.into(),
+            gpus: 8,
+            mean,
+            points: vec![],
+        };
+        let s = stragglers(&[
+            pod("j-0", 92.0),
+            pod("j-1", 90.0),
+            pod("j-2", 55.0),
+            pod("j-3", 91.0),
+        ]);
+        assert_eq!(s.len(), 1);
+        assert_eq!((s[0].key.as_str(), s[0].median), ("j-2", 90.5));
+        // Even ranks, an idle job, a single rank: nothing to flag.
+        assert!(stragglers(&[pod("j-0", 90.0), pod("j-1", 88.0)]).is_empty());
+        assert!(stragglers(&[pod("j-0", 5.0), pod("j-1", 1.0)]).is_empty());
+        assert!(stragglers(&[pod("j-0", 90.0)]).is_empty());
+    }
+
+    #[test]
+    fn without_a_workspace_in_aws_the_answer_says_how_to_get_one() {
+        let how = workspace(CloudMode::Aws, None).unwrap_err();
+        assert!(
+            how.contains("amazon-sagemaker-hyperpod-observability")
+                && how.contains("INSTANTSTART_PROMETHEUS_URL")
+        );
+        // An in-cluster Prometheus is not where the add-on writes.
+        assert!(workspace(
+            CloudMode::Aws,
+            Some("http://prometheus.monitoring.svc:9090")
+        )
+        .is_err());
+        let w = workspace(
+            CloudMode::Aws,
+            Some("https://aps-workspaces.eu-west-1.amazonaws.com/workspaces/ws-1/"),
+        )
+        .unwrap();
+        assert_eq!(
+            (w.region.as_str(), w.url.as_str()),
+            (
+                "eu-west-1",
+                "https://aps-workspaces.eu-west-1.amazonaws.com/workspaces/ws-1"
+            )
+        );
+        assert!(workspace(CloudMode::Sandbox, None).is_ok());
+    }
+
+    #[test]
+    fn the_selector_names_the_nodes_and_the_workloads_pods() {
+        assert_eq!(
+            selector(&["a".into(), "b".into()], Some("job")),
+            r#"DCGM_FI_DEV_GPU_UTIL{Hostname=~"a|b",pod=~"job-.*"}"#
+        );
+    }
+}
