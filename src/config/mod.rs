@@ -164,6 +164,8 @@ pub struct ServeConfig {
     /// The Prometheus KEDA queries to autoscale deployments, when a request names none: an
     /// in-cluster URL (`http://prometheus-server.monitoring.svc.cluster.local:80`) or an Amazon
     /// Managed Service for Prometheus workspace (`https://aps-workspaces.<region>.amazonaws.com/workspaces/ws-…`).
+    /// A workspace is also where GPU utilization is read from (the HyperPod observability
+    /// add-on's DCGM series).
     #[arg(long, env = "INSTANTSTART_PROMETHEUS_URL")]
     pub prometheus_url: Option<String>,
 
