@@ -34,7 +34,7 @@ async fn start(client: &reqwest::Client, base: &str, path: &str, body: &Value) -
 }
 
 /// GPU-hours and USD of one key and kind over the report.
-fn share(report: &Value, key: &str, kind: &str) -> (f64, f64) {
+pub(crate) fn share(report: &Value, key: &str, kind: &str) -> (f64, f64) {
     report["totals"]
         .as_array()
         .unwrap()

@@ -81,3 +81,119 @@ async fn gpu_utilization_follows_what_is_scheduled_per_node_team_and_pod() {
         assert_eq!(p["field"], field, "{query}: {p}");
     }
 }
+
+/// The same two questions on the real adapters: HyperPod's nodes from moto, who holds their
+/// GPUs from the Kubernetes emulator through the watch, and the exporter's series from the
+/// workspace through AMP's query API (moto's gap-filler answers it, checking the signature's
+/// scope). A team's job holds one node's GPU: it is billed to the team and the job, the other
+/// GPU is idle, and utilization per team and per rank reads back what the exporter wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn costs_and_utilization_are_read_through_the_real_adapters() {
+    use crate::costs::share;
+    use crate::kube::{get, AwsPipeline};
+    let workspace = "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-obs";
+    let p = AwsPipeline::run_with(&[("INSTANTSTART_PROMETHEUS_URL", workspace.to_string())]).await;
+    assert_eq!(p.op["state"], "succeeded", "{}", p.op);
+    let (client, base) = (p.client.clone(), p.base.clone());
+    let nodes = get(&client, format!("{base}/api/clusters/demo/nodes")).await;
+    let ids: Vec<String> = nodes["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["instanceId"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 2, "{nodes}");
+    let post = |path: &'static str, body: Value| {
+        let emu = &p.emu;
+        async move {
+            emu.send(reqwest::Method::POST, path, body, "application/json")
+                .await
+        }
+    };
+    for id in &ids {
+        post(
+            "/api/v1/nodes",
+            json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": format!("hyperpod-{id}"),
+                         "labels": {"node.kubernetes.io/instance-type": "ml.g5.8xlarge"}},
+            "status": {"capacity": {"nvidia.com/gpu": "1"}, "allocatable": {"nvidia.com/gpu": "1"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}),
+        )
+        .await;
+    }
+    post(
+        "/api/v1/namespaces",
+        json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "hyperpod-ns-team-a"}}),
+    )
+    .await;
+    post("/api/v1/namespaces/hyperpod-ns-team-a/pods", json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "llama-worker-0", "namespace": "hyperpod-ns-team-a", "labels": {"HPJob": "llama"}},
+        "spec": {"nodeName": format!("hyperpod-{}", ids[0]),
+                 "containers": [{"name": "pytorch", "image": "pytorch",
+                                 "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+        "status": {"phase": "Running"}}))
+    .await;
+
+    // Each read samples first: read until the watch has the pod and a sample credited it.
+    let costs = format!("{base}/api/costs?cluster=demo&by=job");
+    let mut report = get(&client, costs.clone()).await;
+    for _ in 0..200 {
+        if share(&report, "training/llama", "used").0 > 0.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        report = get(&client, costs.clone()).await;
+    }
+    let (job, _) = share(&report, "training/llama", "used");
+    assert!(job > 0.0, "{report}");
+    assert!(share(&report, "", "idle").0 > 0.0, "{report}");
+    let by_team = get(&client, format!("{base}/api/costs?cluster=demo&by=team")).await;
+    assert!(share(&by_team, "team-a", "used").0 >= job, "{by_team}");
+
+    // What the observability add-on's exporter wrote to the workspace.
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let series = json!([
+        {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": format!("hyperpod-{}", ids[0]),
+                    "gpu": "0", "namespace": "hyperpod-ns-team-a", "pod": "llama-worker-0"},
+         "values": [[now - 120, "93"], [now - 60, "95"]]},
+        {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": format!("hyperpod-{}", ids[1]), "gpu": "0"},
+         "values": [[now - 120, "0"], [now - 60, "0"]]},
+        {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "another-clusters-node", "gpu": "0"},
+         "values": [[now - 60, "50"]]}]);
+    client
+        .post(format!("{}/_gapfiller/amp/ws-obs", p.moto.url))
+        .json(&series)
+        .send()
+        .await
+        .unwrap();
+    let u = get(&client, format!("{base}/api/clusters/demo/utilization")).await;
+    assert_eq!(u["workspace"], workspace, "{u}");
+    let nodes = means(&u);
+    assert_eq!(nodes.len(), 2, "only this cluster's nodes: {u}");
+    assert!(
+        nodes.contains(&(format!("hyperpod-{}", ids[0]), 94.0)),
+        "{u}"
+    );
+    let u = get(
+        &client,
+        format!("{base}/api/clusters/demo/utilization?by=team"),
+    )
+    .await;
+    assert_eq!(means(&u), vec![("team-a".to_string(), 94.0)], "{u}");
+    let u = get(
+        &client,
+        format!("{base}/api/clusters/demo/utilization?by=pod&workload=llama"),
+    )
+    .await;
+    assert_eq!(means(&u), vec![("llama-worker-0".to_string(), 94.0)], "{u}");
+    let seen = get(&client, format!("{}/_gapfiller/amp", p.moto.url)).await;
+    assert!(
+        seen["queries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|q| q["scope"] == json!(["us-west-2", "aps"])),
+        "{seen}"
+    );
+}

@@ -29,8 +29,8 @@ first. `CreateCluster` requests are noted (then passed to moto) to know the mode
 Amazon Managed Service for Prometheus's query API (which moto lacks: it emulates the workspace
 control plane only) is answered here: `GET /workspaces/<ws>/api/v1/query_range` signed for `aps`
 (an unsigned or otherwise-scoped request is refused 403, as AMP refuses it) answers, as a matrix,
-the series `POST /_gapfiller/amp/<ws>` seeded whose labels the query's selector matches (exact
-`label="v"` matchers; the metric name as `__name__`). `GET /_gapfiller/amp` shows the queries as
+the series `POST /_gapfiller/amp/<ws>` seeded whose labels the query's selector matches
+(`label="v"` and `label=~"regex"` matchers; the metric name as `__name__`). `GET /_gapfiller/amp` shows the queries as
 received (path, query string and the credential scope of the signature).
 
 moto names a cluster's nodes `<group>-<n>`; SageMaker names them by EC2 instance id
@@ -408,15 +408,21 @@ def amp_query(environ, start_response, workspace):
     if not match or not all(k in query for k in ("start", "end", "step")):
         return reply(start_response, "400 Bad Request",
                      {"status": "error", "errorType": "bad_data", "error": f"cannot parse {expr!r}"})
-    wanted = {"__name__": match.group(1)}
+    # Matchers `label="v"` and `label=~"re"` (fully anchored, as PromQL's are).
+    wanted = [("__name__", False, match.group(1))]
     for m in filter(None, (x.strip() for x in (match.group(2) or "").split(","))):
         label, _, value = m.partition("=")
-        wanted[label.strip()] = value.strip().strip('"')
+        regex = value.startswith("~")
+        wanted.append((label.strip(), regex, value.lstrip("~").strip().strip('"')))
+
+    def selected(metric):
+        return all(re.fullmatch(v, metric.get(k, "")) if regex else metric.get(k) == v
+                   for k, regex, v in wanted)
     start, end = float(query["start"][0]), float(query["end"][0])
     with LOCK:
         seeded = AMP["seeded"].get(workspace, [])
     result = [{"metric": s["metric"], "values": [v for v in s["values"] if start <= v[0] <= end]}
-              for s in seeded if all(s["metric"].get(k) == v for k, v in wanted.items())]
+              for s in seeded if selected(s["metric"])]
     return reply(start_response, "200 OK",
                  {"status": "success", "data": {"resultType": "matrix", "result": result}})
 

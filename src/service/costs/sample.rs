@@ -115,7 +115,12 @@ pub fn held_now(
 /// Samples one cluster: its HyperPod nodes' lifetimes, then (once its EKS cluster is known)
 /// who holds their GPUs. A cluster without a HyperPod cluster yet has nothing to sample.
 pub async fn sample(engine: &Engine, cluster: &str) -> ApiResult<()> {
-    let record = live_cluster(engine, cluster).await?;
+    sample_record(engine, &live_cluster(engine, cluster).await?).await
+}
+
+/// The same from a record already read (the timer reads them all in one list).
+async fn sample_record(engine: &Engine, record: &crate::store::ClusterRecord) -> ApiResult<()> {
+    let cluster = record.name.as_str();
     let r = ClusterResources::of(&record.resources);
     let Some(hyperpod) = r.hyperpod_cluster_name.clone() else {
         return Ok(());
@@ -173,7 +178,7 @@ pub fn spawn(engine: Engine) {
                 .iter()
                 .filter(|c| c.status != crate::store::Lifecycle::Deleted)
             {
-                if let Err(e) = sample(&engine, &c.name).await {
+                if let Err(e) = sample_record(&engine, c).await {
                     tracing::debug!(cluster = %c.name, error = ?e, "cost sampler");
                 }
             }
