@@ -3,13 +3,14 @@
 //! still starts and explains itself on `/healthz`, in the UI and in every problem body.
 
 use crate::cloud::{
-    Addon, CallerIdentity, CloudError, CloudResult, ClusterEvent, ClusterState, ComputeQuota,
-    CreateAddon, CreateEksCluster, CreateHyperPodCluster, CreateMlflowApp, CreateRouteTable,
-    CreateSecurityGroup, CreateSubnet, Eks, EksCluster, Governance, HyperPod, HyperPodCluster, Iam,
-    InstanceGroupSpec, Kube, KubeTarget, LogLine, LogStream, Logs, Metrics, Mlflow, MlflowApp,
-    NetKind, Network, NodeAction, NodeActionResult, NodeDetail, NodePage, ObjectRef, ObjectStore,
-    Quotas, RangeQuery, ResourceState, Role, SchedulerConfig, SchedulerPolicy, Series, ServiceCall,
-    Subnet, Tags, TeamQuota, TieredStorage, TrackingCall, TrainingPlan, Vpc, Workspace, Zone,
+    Addon, AmpWorkspace, CallerIdentity, CloudError, CloudResult, ClusterEvent, ClusterState,
+    ComputeQuota, CreateAddon, CreateEksCluster, CreateHyperPodCluster, CreateMlflowApp,
+    CreateRouteTable, CreateSecurityGroup, CreateSubnet, Eks, EksCluster, Governance, HyperPod,
+    HyperPodCluster, Iam, InstanceGroupSpec, Kube, KubeTarget, LogLine, LogStream, Logs, Metrics,
+    Mlflow, MlflowApp, NetKind, Network, NodeAction, NodeActionResult, NodeDetail, NodePage,
+    ObjectRef, ObjectStore, Quotas, RangeQuery, ResourceState, Role, SchedulerConfig,
+    SchedulerPolicy, Series, ServiceCall, Subnet, Tags, TeamQuota, TieredStorage, TrackingCall,
+    TrainingPlan, Vpc, Workspace, Zone,
 };
 use crate::{Cloud, CloudMode};
 use async_trait::async_trait;
@@ -303,6 +304,12 @@ impl ObjectStore for Unavailable {
 impl Metrics for Unavailable {
     async fn query_range(&self, _w: &Workspace, _q: &RangeQuery) -> CloudResult<Vec<Series>> {
         Err(self.refuse("query_range"))
+    }
+    async fn find_workspace(&self, _alias: &str) -> CloudResult<Option<AmpWorkspace>> {
+        Err(self.refuse("ListWorkspaces"))
+    }
+    async fn create_workspace(&self, _alias: &str, _tags: &Tags) -> CloudResult<AmpWorkspace> {
+        Err(self.refuse("CreateWorkspace"))
     }
 }
 

@@ -18,6 +18,7 @@ pub enum FeatureId {
     TaskGovernance,
     EbsCsi,
     Spaces,
+    Observability,
 }
 
 macro_rules! kinds {
@@ -110,6 +111,7 @@ kinds! {
     Feature(TaskGovernance) => "feature-task-governance",
     Feature(EbsCsi) => "feature-ebs-csi",
     Feature(Spaces) => "feature-spaces",
+    Feature(Observability) => "feature-observability",
     SchedulingPolicy => "scheduling-policy",
     TeamCreate => "team-create",
     TeamUpdate => "team-update",

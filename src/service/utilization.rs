@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::cloud::{CloudMode, RangeQuery, Series, Workspace};
+use crate::cloud::{RangeQuery, Series, Workspace};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::labels::TEAM_NAMESPACE_PREFIX;
@@ -91,30 +91,46 @@ pub struct UtilQuery {
     pub workload: Option<String>,
 }
 
-/// Where the exporter's series are: the configured Amazon Managed Service for Prometheus
-/// workspace (the one KEDA reads too), or — in the sandbox — a simulated one.
-fn workspace(mode: CloudMode, prometheus_url: Option<&str>) -> Result<Workspace, String> {
-    let amp = prometheus_url.and_then(|u| {
-        let host = reqwest::Url::parse(u).ok()?.host_str()?.to_string();
-        let region = host
-            .strip_prefix("aps-workspaces.")?
-            .strip_suffix(".amazonaws.com")?
-            .to_string();
-        Some(Workspace {
-            url: u.trim_end_matches('/').to_string(),
-            region,
-        })
-    });
-    match (amp, mode) {
-        (Some(w), _) => Ok(w),
-        (None, CloudMode::Sandbox) => Ok(Workspace {
-            url: "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-sandbox".into(),
-            region: "us-west-2".into(),
-        }),
-        (None, CloudMode::Aws) => Err(
-            "GPU utilization comes from the HyperPod observability add-on (amazon-sagemaker-hyperpod-observability), whose DCGM exporter writes DCGM_FI_DEV_GPU_UTIL to an Amazon Managed Service for Prometheus workspace: install the add-on on this cluster and set INSTANTSTART_PROMETHEUS_URL to that workspace (https://aps-workspaces.<region>.amazonaws.com/workspaces/ws-…)".into(),
-        ),
-    }
+/// How to get the series, said wherever they are missing.
+const HOW_TO_ENABLE: &str = "GPU utilization comes from the HyperPod observability add-on (amazon-sagemaker-hyperpod-observability), whose DCGM exporter writes DCGM_FI_DEV_GPU_UTIL to an Amazon Managed Service for Prometheus workspace: turn on the cluster's `observability` feature (PATCH /api/clusters/<name>/features {\"observability\": true}), which makes the workspace and installs the add-on, or point INSTANTSTART_PROMETHEUS_URL at the workspace an add-on installed elsewhere writes to (https://aps-workspaces.<region>.amazonaws.com/workspaces/ws-…)";
+
+/// A workspace's query base from its `prometheusEndpoint` and ARN (its region).
+fn of_endpoint(endpoint: &str, arn: &str) -> Option<Workspace> {
+    let region = arn.split(':').nth(3).filter(|r| !r.is_empty())?;
+    Some(Workspace {
+        url: endpoint.trim_end_matches('/').to_string(),
+        region: region.to_string(),
+    })
+}
+
+/// A configured Amazon Managed Service for Prometheus workspace URL (an in-cluster
+/// Prometheus is not where the add-on writes).
+fn configured(prometheus_url: Option<&str>) -> Option<Workspace> {
+    let u = prometheus_url?;
+    let host = reqwest::Url::parse(u).ok()?.host_str()?.to_string();
+    let region = host
+        .strip_prefix("aps-workspaces.")?
+        .strip_suffix(".amazonaws.com")?
+        .to_string();
+    Some(Workspace {
+        url: u.trim_end_matches('/').to_string(),
+        region,
+    })
+}
+
+/// Where the exporter's series are: the workspace the cluster's observability feature made
+/// (once ACTIVE), else the configured one (which KEDA reads too).
+async fn workspace(
+    engine: &Engine,
+    cluster: &str,
+    prometheus_url: Option<&str>,
+) -> ApiResult<Option<Workspace>> {
+    let alias = crate::service::steps::features::observability::workspace_alias(cluster);
+    let own = engine.cloud().metrics.find_workspace(&alias).await?;
+    let own = own
+        .filter(|w| w.status == "ACTIVE")
+        .and_then(|w| of_endpoint(w.prometheus_endpoint.as_deref()?, &w.arn));
+    Ok(own.or_else(|| configured(prometheus_url)))
 }
 
 /// The key a GPU's series counts under, or `None` when the split leaves it out.
@@ -240,12 +256,9 @@ pub async fn utilization(
         stragglers: vec![],
     };
     let cloud = engine.cloud();
-    let ws = match workspace(cloud.mode, prometheus_url) {
-        Ok(w) => w,
-        Err(how) => {
-            out.how_to_enable = Some(how);
-            return Ok(out);
-        }
+    let Some(ws) = workspace(engine, &q.cluster, prometheus_url).await? else {
+        out.how_to_enable = Some(HOW_TO_ENABLE.to_string());
+        return Ok(out);
     };
     let nodes: Vec<String> = cloud
         .kube
@@ -343,22 +356,13 @@ mod tests {
     }
 
     #[test]
-    fn without_a_workspace_in_aws_the_answer_says_how_to_get_one() {
-        let how = workspace(CloudMode::Aws, None).unwrap_err();
-        assert!(
-            how.contains("amazon-sagemaker-hyperpod-observability")
-                && how.contains("INSTANTSTART_PROMETHEUS_URL")
-        );
+    fn a_workspace_is_read_from_its_endpoint_or_the_configured_url() {
         // An in-cluster Prometheus is not where the add-on writes.
-        assert!(workspace(
-            CloudMode::Aws,
-            Some("http://prometheus.monitoring.svc:9090")
-        )
-        .is_err());
-        let w = workspace(
-            CloudMode::Aws,
-            Some("https://aps-workspaces.eu-west-1.amazonaws.com/workspaces/ws-1/"),
-        )
+        assert!(configured(Some("http://prometheus.monitoring.svc:9090")).is_none());
+        assert!(configured(None).is_none());
+        let w = configured(Some(
+            "https://aps-workspaces.eu-west-1.amazonaws.com/workspaces/ws-1/",
+        ))
         .unwrap();
         assert_eq!(
             (w.region.as_str(), w.url.as_str()),
@@ -367,7 +371,17 @@ mod tests {
                 "https://aps-workspaces.eu-west-1.amazonaws.com/workspaces/ws-1"
             )
         );
-        assert!(workspace(CloudMode::Sandbox, None).is_ok());
+        let w = of_endpoint(
+            "https://aps-workspaces.us-east-2.amazonaws.com/workspaces/ws-2/",
+            "arn:aws:aps:us-east-2:123456789012:workspace/ws-2",
+        )
+        .unwrap();
+        assert_eq!(w.region, "us-east-2");
+        assert!(w.url.ends_with("/workspaces/ws-2"));
+        assert!(
+            HOW_TO_ENABLE.contains("observability")
+                && HOW_TO_ENABLE.contains("INSTANTSTART_PROMETHEUS_URL")
+        );
     }
 
     #[test]

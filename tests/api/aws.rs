@@ -1186,3 +1186,48 @@ async fn amp_range_queries_are_signed_for_aps_and_read_back_as_series() {
     let e = moto.aws().await.query_range(&ws, &bad).await.unwrap_err();
     assert_eq!(e.code, "bad_data", "{e:?}");
 }
+
+/// The observability feature's workspace on moto's AMP: made once with the cluster's tags, then
+/// found by its exact alias (`ListWorkspaces` matches by prefix) and described with its
+/// Prometheus endpoint; an alias that only starts the same finds nothing.
+#[tokio::test]
+async fn a_clusters_workspace_is_made_once_then_found_by_its_exact_alias() {
+    use instantstart::cloud::Metrics as _;
+    let moto = Moto::start().await;
+    let aws = moto.aws().await;
+    assert_eq!(aws.find_workspace("instantstart-demo").await.unwrap(), None);
+    let tags = std::collections::BTreeMap::from([(
+        "instantstart:cluster".to_string(),
+        "demo".to_string(),
+    )]);
+    let made = aws
+        .create_workspace("instantstart-demo-2", &tags)
+        .await
+        .unwrap();
+    let other = aws
+        .create_workspace("instantstart-demo", &tags)
+        .await
+        .unwrap();
+    let found = aws
+        .find_workspace("instantstart-demo")
+        .await
+        .unwrap()
+        .expect("found by its alias");
+    assert_eq!(
+        (found.id.as_str(), found.arn.as_str()),
+        (other.id.as_str(), other.arn.as_str())
+    );
+    assert_ne!(
+        found.id, made.id,
+        "the exact alias, not a prefix of another"
+    );
+    assert!(found.arn.starts_with("arn:aws:aps:us-west-2:"), "{found:?}");
+    assert!(
+        found
+            .prometheus_endpoint
+            .as_deref()
+            .is_some_and(|e| e.contains(&found.id)),
+        "{found:?}"
+    );
+    assert_eq!(aws.find_workspace("instantstart-de").await.unwrap(), None);
+}

@@ -360,6 +360,7 @@ fn the_policy_grants_exactly_what_the_adapter_calls() {
         "ec2:CreateTags",
         "eks:TagResource",
         "sagemaker:AddTags",
+        "aps:TagResource",
         "iam:TagRole",
         "iam:TagOpenIDConnectProvider",
         "iam:PassRole",

@@ -33,7 +33,43 @@ async fn gpu_utilization_follows_what_is_scheduled_per_node_team_and_pod() {
         .await;
     assert_eq!(op["state"], "succeeded", "{op}");
 
+    // Without the observability add-on there is nothing to read, and the answer says how.
     let u = app.json("/api/clusters/demo/utilization").await;
+    assert_eq!(u["available"], false, "{u}");
+    assert!(
+        u["howToEnable"]
+            .as_str()
+            .unwrap()
+            .contains("\"observability\": true"),
+        "{u}"
+    );
+    // The feature makes the cluster's workspace first, then the add-on writing to it.
+    let op = toggle(&app, "observability", true).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let phases: Vec<&str> = op["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        phases,
+        ["amp-workspace", "role", "addon", "pod-identity"],
+        "{op}"
+    );
+    let made = op["phases"][0]["outputs"]["ampWorkspaceId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let u = app.json("/api/clusters/demo/utilization").await;
+    assert!(
+        u["workspace"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/workspaces/{made}")),
+        "{u}"
+    );
     assert_eq!(
         (u["available"].as_bool(), u["by"].as_str()),
         (Some(true), Some("node")),
@@ -66,6 +102,17 @@ async fn gpu_utilization_follows_what_is_scheduled_per_node_team_and_pod() {
         .json("/api/clusters/demo/utilization?by=pod&workload=nothing")
         .await;
     assert_eq!(u["series"], json!([]), "{u}");
+
+    // Off and on again: the workspace was kept, and is found rather than made twice.
+    assert_eq!(
+        toggle(&app, "observability", false).await["state"],
+        "succeeded"
+    );
+    assert_eq!(
+        toggle(&app, "observability", true).await["state"],
+        "succeeded"
+    );
+    assert_eq!(accepted_count(&app.calls().await, "aps:CreateWorkspace"), 1);
 
     for (query, field) in [
         ("minutes=3", "minutes"),

@@ -584,7 +584,11 @@ def costs(page, base, out):
 
 def utilization(page, base, out):
     """GPU utilization drawn from the simulated DCGM series: a line per node on the nodes page,
-    each named with its mean; the teams page has its own view."""
+    each named with its mean; the teams page has its own view. Before the observability feature
+    the page says how to turn it on."""
+    page.goto(f"{base}/#/nodes")
+    expect(page.locator("#node-utilization")).to_contain_text("observability")
+    enable_feature(page, base, "observability")
     page.goto(f"{base}/#/nodes")
     chart = page.locator("#node-utilization-chart")
     expect(chart.locator("svg")).to_have_attribute("data-lines", re.compile(r"^[1-9]"))

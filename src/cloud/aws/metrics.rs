@@ -6,6 +6,7 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
+use super::errors::{idempotent, once};
 use super::signed::SignedCall;
 use super::Aws;
 use crate::cloud::*;
@@ -78,6 +79,68 @@ impl Metrics for Aws {
             });
         }
         parse_matrix(&body)
+    }
+
+    async fn find_workspace(&self, alias: &str) -> CloudResult<Option<AmpWorkspace>> {
+        let mut token: Option<String> = None;
+        loop {
+            let page = idempotent(S, "ListWorkspaces", || {
+                self.amp
+                    .list_workspaces()
+                    .alias(alias)
+                    .set_next_token(token.clone())
+                    .send()
+            })
+            .await?;
+            if let Some(w) = page.workspaces().iter().find(|w| w.alias() == Some(alias)) {
+                let id = w.workspace_id().to_string();
+                let d = idempotent(S, "DescribeWorkspace", || {
+                    self.amp.describe_workspace().workspace_id(&id).send()
+                })
+                .await?;
+                let Some(w) = d.workspace() else {
+                    return Ok(None);
+                };
+                return Ok(Some(AmpWorkspace {
+                    id: w.workspace_id().to_string(),
+                    arn: w.arn().to_string(),
+                    alias: w.alias().map(str::to_string),
+                    status: w
+                        .status()
+                        .map(|s| s.status_code().as_str().to_string())
+                        .unwrap_or_default(),
+                    prometheus_endpoint: w.prometheus_endpoint().map(str::to_string),
+                }));
+            }
+            token = page.next_token().map(str::to_string);
+            if token.is_none() {
+                return Ok(None);
+            }
+        }
+    }
+
+    async fn create_workspace(&self, alias: &str, tags: &Tags) -> CloudResult<AmpWorkspace> {
+        let out = once(
+            S,
+            "CreateWorkspace",
+            self.amp
+                .create_workspace()
+                .alias(alias)
+                .client_token(super::client_token(tags))
+                .set_tags(Some(tags.clone().into_iter().collect()))
+                .send(),
+        )
+        .await?;
+        Ok(AmpWorkspace {
+            id: out.workspace_id().to_string(),
+            arn: out.arn().to_string(),
+            alias: Some(alias.to_string()),
+            status: out
+                .status()
+                .map(|s| s.status_code().as_str().to_string())
+                .unwrap_or_default(),
+            prometheus_endpoint: None,
+        })
     }
 }
 

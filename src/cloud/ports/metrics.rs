@@ -36,9 +36,30 @@ pub struct Series {
     pub points: Vec<(i64, f64)>,
 }
 
+/// A workspace as AMP describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AmpWorkspace {
+    pub id: String,
+    pub arn: String,
+    pub alias: Option<String>,
+    /// `CREATING`, `ACTIVE`, `UPDATING`, `DELETING`, `CREATION_FAILED`.
+    pub status: String,
+    /// `https://aps-workspaces.<region>.amazonaws.com/workspaces/ws-…/`.
+    pub prometheus_endpoint: Option<String>,
+}
+
 #[async_trait]
 pub trait Metrics: Send + Sync {
     async fn query_range(&self, workspace: &Workspace, q: &RangeQuery) -> CloudResult<Vec<Series>>;
+    /// The workspace of exactly this alias (`ListWorkspaces` filters by prefix), described.
+    async fn find_workspace(&self, alias: &str) -> CloudResult<Option<AmpWorkspace>>;
+    /// Makes a workspace (`CREATING` at first), tagged.
+    async fn create_workspace(
+        &self,
+        alias: &str,
+        tags: &crate::cloud::Tags,
+    ) -> CloudResult<AmpWorkspace>;
 }
 
 /// The series of a Prometheus `query_range` answer (`resultType` `matrix`); a value Prometheus

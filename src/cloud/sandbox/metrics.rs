@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 
 use super::workload::fnv1a;
-use super::Sandbox;
+use super::{new_id, Life, Sandbox, ACCOUNT, REGION};
 use crate::cloud::*;
 
 /// The DCGM exporter's GPU utilization gauge (percent).
@@ -35,8 +35,54 @@ fn utilization(key: &str, held: bool, t: i64) -> f64 {
     70.0 + (h % 2500) as f64 / 100.0
 }
 
+/// Simulated seconds AMP takes to make a workspace ACTIVE.
+const WORKSPACE_CREATE: f64 = 60.0;
+
+impl Sandbox {
+    fn amp_workspace(&self, r: &super::Res) -> AmpWorkspace {
+        let id = r.id.clone();
+        let status = match self.life(r, WORKSPACE_CREATE, 1.0) {
+            Life::Ready => "ACTIVE",
+            _ => "CREATING",
+        };
+        AmpWorkspace {
+            arn: format!("arn:aws:aps:{REGION}:{ACCOUNT}:workspace/{id}"),
+            alias: r.data["alias"].as_str().map(str::to_string),
+            status: status.into(),
+            prometheus_endpoint: Some(format!(
+                "https://aps-workspaces.{REGION}.amazonaws.com/workspaces/{id}/"
+            )),
+            id,
+        }
+    }
+}
+
 #[async_trait]
 impl Metrics for Sandbox {
+    async fn find_workspace(&self, alias: &str) -> CloudResult<Option<AmpWorkspace>> {
+        self.gate("aps:ListWorkspaces", false).await?;
+        Ok(self
+            .by_name("amp-workspace", alias)
+            .await?
+            .filter(|r| r.deleted_ms.is_none())
+            .map(|r| self.amp_workspace(&r)))
+    }
+
+    async fn create_workspace(&self, alias: &str, tags: &Tags) -> CloudResult<AmpWorkspace> {
+        let api = "aps:CreateWorkspace";
+        self.gate(api, true).await?;
+        // AMP's ids: `ws-` and a UUID.
+        let id = new_id("ws");
+        let data = serde_json::json!({"alias": alias, "tags": tags});
+        self.create(api, "amp-workspace", &id, Some(alias), &data)
+            .await?;
+        let r = self
+            .by_name("amp-workspace", alias)
+            .await?
+            .ok_or_else(|| CloudError::new("aps", "CreateWorkspace", "InternalError", "lost"))?;
+        Ok(self.amp_workspace(&r))
+    }
+
     async fn query_range(&self, _w: &Workspace, q: &RangeQuery) -> CloudResult<Vec<Series>> {
         self.gate("aps:QueryMetrics", false).await?;
         let Some((name, matchers)) = selector(&q.query) else {

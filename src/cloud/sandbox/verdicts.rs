@@ -24,6 +24,7 @@ fn addon_namespace(addon: &str) -> Option<&'static str> {
         "amazon-sagemaker-hyperpod-training-operator" => "aws-hyperpod",
         "amazon-sagemaker-hyperpod-inference" => "hyperpod-inference-system",
         "amazon-cloudwatch-observability" => "amazon-cloudwatch",
+        "amazon-sagemaker-hyperpod-observability" => "hyperpod-observability",
         "aws-mountpoint-s3-csi-driver" | "aws-fsx-csi-driver" | "aws-ebs-csi-driver" => {
             "kube-system"
         }

@@ -81,6 +81,10 @@ pub struct FeaturesPatch {
     /// SageMaker Spaces: JupyterLab and Code Editor on the cluster (`/spaces`). Needs `ebsCsi`
     /// (enable both in one request).
     pub spaces: Option<bool>,
+    /// HyperPod observability: the add-on writing GPU, node and training metrics to the
+    /// cluster's Amazon Managed Service for Prometheus workspace (found or made), which GPU
+    /// utilization is read from.
+    pub observability: Option<bool>,
     /// HyperPod-managed Karpenter. It governs HyperPod instance groups only, not general EC2
     /// capacity.
     pub managed_autoscaling: Option<bool>,
@@ -99,6 +103,7 @@ impl FeaturesPatch {
             ("taskGovernance", self.task_governance),
             ("ebsCsi", self.ebs_csi),
             ("spaces", self.spaces),
+            ("observability", self.observability),
             (
                 "tieredCheckpointing",
                 self.tiered_checkpointing

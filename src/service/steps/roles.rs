@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::features::{checkpoint_policy, checkpoint_role_name, FEATURES};
+use super::features::{checkpoint_policy, checkpoint_role_name, PolicyInputs, FEATURES};
 use super::hyperpod::{execution_role_name, ExecutionRoleStep, INSTANCE_ROLE_POLICY};
 use super::keda::{keda_policy, keda_role_name};
 use super::mlflow::{app_role_policy, tracking_policy, tracking_role_name, APP_ROLE};
@@ -92,7 +92,14 @@ pub fn cluster_roles(i: &RoleInputs<'_>) -> Vec<RoleDocs> {
                 workload: f.key,
                 inline: own
                     .policy
-                    .map(|p| p(i.place, i.hyperpod_cluster_arn))
+                    .map(|p| {
+                        p(&PolicyInputs {
+                            place: i.place,
+                            cluster_arn: i.hyperpod_cluster_arn,
+                            // The cluster's workspace: the one its metrics go to and KEDA reads.
+                            workspace_arn: i.amp_workspaces.iter().next().map(String::as_str),
+                        })
+                    })
                     .into_iter()
                     .collect(),
                 managed: own

@@ -11,6 +11,7 @@ use instantstart::cloud::policy::{self, Decision, Request};
 use instantstart::cloud::sandbox::rules::{template_boundary, template_document};
 use instantstart::service::bucket::BucketPlace;
 use instantstart::service::steps::features::policies::{inference_alb_policy, LBC_POLICY};
+use instantstart::service::steps::features::PolicyInputs;
 use instantstart::service::steps::roles::{account_roles, cluster_roles, RoleDocs, RoleInputs};
 use serde_json::{json, Value};
 
@@ -278,18 +279,23 @@ fn the_control_plane_reads_evidence_from_the_clusters_log_groups_and_nowhere_els
 }
 
 /// GPU utilization is read only: the control plane may query the account's Prometheus
-/// workspaces and neither write to one nor manage them.
+/// workspaces, find them, and make one only tagged as a cluster's; it never writes to one nor
+/// deletes one.
 #[test]
-fn the_control_plane_queries_prometheus_workspaces_and_nothing_more() {
+fn the_control_plane_queries_prometheus_workspaces_and_makes_only_tagged_ones() {
     let cp = control_plane_policy();
     let may = |r: Request| policy::decide(&cp, &r) == Decision::Allow;
-    assert!(may(req("aps:QueryMetrics", AMP)));
-    for action in [
-        "aps:RemoteWrite",
-        "aps:DeleteWorkspace",
-        "aps:CreateWorkspace",
-    ] {
-        assert!(!may(req(action, AMP)), "{action}: utilization is read only");
+    assert!(may(req("aps:QueryMetrics", AMP)) && may(req("aps:DescribeWorkspace", AMP)));
+    assert!(may(req("aps:ListWorkspaces", "*")));
+    assert!(may(
+        req("aps:CreateWorkspace", "*").with("aws:RequestTag/instantstart:cluster", "demo")
+    ));
+    assert!(
+        !may(req("aps:CreateWorkspace", "*")),
+        "an untagged workspace"
+    );
+    for action in ["aps:RemoteWrite", "aps:DeleteWorkspace"] {
+        assert!(!may(req(action, AMP)), "{action}");
     }
     let elsewhere = "arn:aws:aps:us-west-2:210987654321:workspace/ws-1";
     assert!(
@@ -415,7 +421,12 @@ const LBC_CUT: &[(&str, &str)] = &[
 #[test]
 fn the_load_balancer_controller_may_do_what_its_published_policy_allows_statement_by_statement() {
     let upstream: Value = serde_json::from_str(LBC_POLICY).unwrap();
-    let ours = inference_alb_policy(&places()[0], HYPERPOD);
+    let place = &places()[0];
+    let ours = inference_alb_policy(&PolicyInputs {
+        place,
+        cluster_arn: HYPERPOD,
+        workspace_arn: None,
+    });
     let boundary = boundary();
     let up = upstream["Statement"].as_array().unwrap();
     let scoped = ours["Statement"].as_array().unwrap();

@@ -239,6 +239,29 @@ pub fn needs(place: &BucketPlace) -> Vec<Need> {
         allow("demo-spaces", req("ssm:DescribeSessions", "*"), "who is connected"),
         deny("demo-spaces", req("ssm:CreateActivation", "*"), "an activation not tagged as the add-on's"),
         deny("demo-spaces", req("s3:GetObject", &obj("data/x")), "reads no data"),
+        // The observability add-on's collector: remote write to the cluster's workspace only,
+        // its logs under the clusters' log groups.
+        allow("demo-observability", req("aps:RemoteWrite", AMP), "the exporters' metrics"),
+        deny(
+            "demo-observability",
+            req("aps:RemoteWrite", "arn:aws:aps:us-west-2:123456789012:workspace/ws-2"),
+            "another workspace",
+        ),
+        deny("demo-observability", req("aps:QueryMetrics", AMP), "writes only"),
+        allow(
+            "demo-observability",
+            req(
+                "logs:PutLogEvents",
+                "arn:aws:logs:us-west-2:123456789012:log-group:/aws/sagemaker/Clusters/demo/abc123:log-stream:node-1",
+            ),
+            "its logs",
+        ),
+        deny(
+            "demo-observability",
+            req("logs:PutLogEvents", "arn:aws:logs:us-west-2:123456789012:log-group:/aws/lambda/payments:log-stream:x"),
+            "another log group",
+        ),
+        deny("demo-observability", req("s3:GetObject", &obj("data/x")), "reads no data"),
         // HyperPod adding and removing this cluster's nodes.
         allow("demo-autoscaling", req("sagemaker:BatchAddClusterNodes", HYPERPOD), "scale up"),
         allow("demo-autoscaling", req("sagemaker:BatchDeleteClusterNodes", HYPERPOD), "scale down"),

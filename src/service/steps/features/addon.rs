@@ -9,7 +9,7 @@ use crate::ops::{Poll, Reconcile, StepCx, StepError, StepResult};
 use crate::service::arn::managed_policy;
 use crate::service::steps::addons::irsa_trust;
 use crate::service::steps::features::{
-    feature_of, service_trust, AddonInputs, Feature, FeatureParams, OwnRole, Trust,
+    feature_of, service_trust, AddonInputs, Feature, FeatureParams, OwnRole, PolicyInputs, Trust,
 };
 use crate::service::steps::hyperpod::execution_role_name;
 
@@ -94,6 +94,7 @@ pub(super) async fn addon_inputs(cx: &StepCx<'_>, f: &Feature) -> StepResult<Add
         roles,
         place: crate::service::bucket::place_of(cx).await?,
         hyperpod_cluster_arn: crate::service::steps::hyperpod::described(cx).await?.arn,
+        workspace: super::observability::workspace_of(cx).await?,
     })
 }
 
@@ -224,6 +225,7 @@ impl OwnRoleStep {
         cluster_arn: &str,
     ) -> StepResult<String> {
         let name = own.name(&cx.op.cluster);
+        let workspace_arn = super::observability::workspace_of(cx).await?.map(|w| w.arn);
         let arn = match cx.cloud.iam.get_role(&name).await? {
             Some(role) => role.arn,
             None => {
@@ -244,7 +246,11 @@ impl OwnRoleStep {
                 cx.cloud.iam.as_ref(),
                 &name,
                 "instantstart-feature",
-                &policy(place, cluster_arn),
+                &policy(&PolicyInputs {
+                    place,
+                    cluster_arn,
+                    workspace_arn: workspace_arn.as_deref(),
+                }),
             )
             .await?;
         }

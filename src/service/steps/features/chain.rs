@@ -46,6 +46,10 @@ impl Feature {
             ],
             Family::Addon => {
                 let mut chain: Vec<Arc<dyn Step>> = Vec::new();
+                if self.id == FeatureId::Observability {
+                    // The workspace first: the role may write to it, the add-on names it.
+                    chain.push(Arc::new(super::observability::WorkspaceStep));
+                }
                 if !self.own_roles.is_empty() {
                     chain.push(Arc::new(OwnRoleStep));
                 }

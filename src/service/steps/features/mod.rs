@@ -11,6 +11,7 @@ mod addon;
 mod autoscaling;
 mod chain;
 mod handover;
+pub mod observability;
 pub mod policies;
 mod prerequisites;
 mod tiered;
@@ -69,9 +70,20 @@ pub enum Trust {
 pub struct OwnRole {
     pub suffix: &'static str,
     pub trust: Trust,
-    pub policy: Option<fn(&crate::service::bucket::BucketPlace, &str) -> Value>,
+    pub policy: Option<fn(&PolicyInputs<'_>) -> Value>,
     /// Names under `arn:<partition>:iam::aws:policy/`.
     pub managed: &'static [&'static str],
+}
+
+/// What a feature's own role's policy is built from.
+pub struct PolicyInputs<'a> {
+    /// The cluster's place for objects.
+    pub place: &'a crate::service::bucket::BucketPlace,
+    /// The HyperPod cluster's ARN (its partition, region and account scope the policy).
+    pub cluster_arn: &'a str,
+    /// The cluster's Amazon Managed Service for Prometheus workspace, for a feature that
+    /// writes to it.
+    pub workspace_arn: Option<&'a str>,
 }
 
 /// What an add-on's configuration values are built from.
@@ -81,6 +93,9 @@ pub struct AddonInputs {
     /// The cluster's place for objects.
     pub place: crate::service::bucket::BucketPlace,
     pub hyperpod_cluster_arn: String,
+    /// The cluster's Amazon Managed Service for Prometheus workspace, for a feature that
+    /// writes to it.
+    pub workspace: Option<crate::cloud::AmpWorkspace>,
 }
 
 impl OwnRole {
@@ -240,6 +255,22 @@ pub static FEATURES: &[Feature] = &[
         }],
         configuration: None,
         description: "SageMaker Spaces (the amazon-sagemaker-spaces add-on, jupyter-k8s's Workspace): JupyterLab and Code Editor on the cluster, with its execution role <cluster>-spaces (AWS's AmazonSageMakerSpacesControllerPolicy) bound by pod identity to its controller",
+    },
+    Feature {
+        key: "observability",
+        id: FeatureId::Observability,
+        addon: observability::ADDON,
+        requires: &["eks-pod-identity-agent"],
+        // The add-on's OpenTelemetry collector, which writes to the workspace.
+        pod_identity: Some(observability::COLLECTOR),
+        own_roles: &[OwnRole {
+            suffix: "observability",
+            trust: Trust::PodIdentity,
+            policy: Some(observability::collector_policy),
+            managed: &[],
+        }],
+        configuration: Some(observability::configuration),
+        description: "HyperPod observability (the amazon-sagemaker-hyperpod-observability add-on): its DCGM, node and training metrics written to the cluster's Amazon Managed Service for Prometheus workspace (instantstart-<cluster>, found or made, kept when the feature is turned off), by its collector under its own role <cluster>-observability (remote write to that workspace only, logs to the cluster's log groups) bound by pod identity; GPU utilization is read from there",
     },
 ];
 
@@ -432,6 +463,7 @@ mod tests {
                 .collect(),
             place: crate::service::bucket::BucketPlace::whole("sagemaker-instantstart-demo-1"),
             hyperpod_cluster_arn: "arn:aws:sagemaker:us-west-2:1:cluster/abc".into(),
+            workspace: None,
         };
         let config = (f.configuration.unwrap())(&inputs);
         assert_eq!(
@@ -512,7 +544,11 @@ mod tests {
     fn the_inference_role_reads_only_its_bucket_and_its_cluster() {
         let arn = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abc123def456";
         let own = crate::service::bucket::BucketPlace::whole("sagemaker-instantstart-demo");
-        let doc = inference_policy(&own, arn);
+        let doc = inference_policy(&PolicyInputs {
+            place: &own,
+            cluster_arn: arn,
+            workspace_arn: None,
+        });
         for s in doc["Statement"].as_array().unwrap() {
             let actions: Vec<&str> = s["Action"]
                 .as_array()

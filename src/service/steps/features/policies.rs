@@ -1,11 +1,11 @@
 //! The IAM documents and add-on configuration of the managed features, each as AWS documents it:
 //! the inference operator's roles and configuration, the autoscaling role, service trusts.
 
-use crate::service::bucket::BucketPlace;
-use crate::service::steps::features::AddonInputs;
+use crate::service::steps::features::{AddonInputs, PolicyInputs};
 use serde_json::{json, Value};
 
-pub(super) fn autoscaling_role_policy(_place: &BucketPlace, cluster_arn: &str) -> Value {
+pub(super) fn autoscaling_role_policy(i: &PolicyInputs<'_>) -> Value {
+    let cluster_arn = i.cluster_arn;
     autoscaling_policy(cluster_arn)
 }
 
@@ -39,7 +39,8 @@ pub const TLS_PREFIX: &str = "inference-tls/";
 ///
 /// Since operator 3.0 (the EKS add-on) it also tags what it makes: its certificate objects and
 /// its ACM certificates, in this cluster's account and region only.
-pub(super) fn inference_policy(place: &BucketPlace, cluster_arn: &str) -> Value {
+pub(super) fn inference_policy(i: &PolicyInputs<'_>) -> Value {
+    let (place, cluster_arn) = (i.place, i.cluster_arn);
     let (partition, region, account) = arn_scope(cluster_arn);
     let certificates = format!("arn:{partition}:acm:{region}:{account}:certificate/*");
     json!({"Version": "2012-10-17", "Statement": [
@@ -56,7 +57,8 @@ pub(super) fn inference_policy(place: &BucketPlace, cluster_arn: &str) -> Value 
 
 /// KEDA's role inside the inference operator: reads metrics (CloudWatch, Amazon Managed
 /// Service for Prometheus) to scale endpoints; nothing else.
-pub(super) fn inference_keda_policy(_place: &BucketPlace, cluster_arn: &str) -> Value {
+pub(super) fn inference_keda_policy(i: &PolicyInputs<'_>) -> Value {
+    let cluster_arn = i.cluster_arn;
     let (partition, region, account) = arn_scope(cluster_arn);
     json!({"Version": "2012-10-17", "Statement": [
         // CloudWatch's metric reads have no resource type: IAM grants them on "*" only.
@@ -79,7 +81,8 @@ pub const LBC_POLICY: &str = include_str!("vendored/aws-load-balancer-controller
 /// cluster's partition, region and account (it writes `arn:aws:…:*:*:`). Conditions are kept as
 /// published: the controller tags what it creates (`elbv2.k8s.aws/cluster`) and the policy's
 /// `CreateAction` conditions are what let it tag on create.
-pub fn inference_alb_policy(_place: &BucketPlace, cluster_arn: &str) -> Value {
+pub fn inference_alb_policy(i: &PolicyInputs<'_>) -> Value {
+    let cluster_arn = i.cluster_arn;
     let (partition, region, account) = arn_scope(cluster_arn);
     let mut doc: Value = serde_json::from_str(LBC_POLICY).unwrap_or_else(|_| json!({}));
     fn scope(v: &mut Value, partition: &str, region: &str, account: &str) {
