@@ -1,5 +1,5 @@
-// Line charts drawn as SVG (no library): a metric's history over training steps, as the job page
-// shows throughput and loss from MLflow.
+// Charts drawn as SVG (no library): a metric over training steps (throughput and loss from
+// MLflow), stacked bars (teams' shares; costs per day) and lines over time (GPU utilization).
 
 const NS = 'http://www.w3.org/2000/svg';
 const W = 640;
@@ -15,17 +15,48 @@ function svg(tag, attrs = {}, text) {
 
 const fmt = (v) => (Math.abs(v) >= 100 ? v.toFixed(0) : v.toPrecision(3));
 
-/** A chart of `points` ([{step, value}]) titled `title`; `id` names the figure. */
-export function lineChart(id, title, points, color = '#1f6feb') {
+/** A chart's frame: the figure named `id`, its caption, and its plot (`svg` attributes). */
+function frame(id, caption, attrs) {
   const figure = document.createElement('figure');
   figure.className = 'chart';
   figure.id = id;
-  const caption = document.createElement('figcaption');
+  const c = document.createElement('figcaption');
+  c.textContent = caption;
+  const root = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', ...attrs });
+  figure.append(c, root);
+  return { figure, root };
+}
+
+/** The two axes and the top and bottom labels of a value scale `y`. */
+function axes(root, y, top, bottom, topLabel, bottomLabel) {
+  root.append(
+    svg('line', { class: 'axis', x1: PAD.left, y1: H - PAD.bottom, x2: W - PAD.right, y2: H - PAD.bottom }),
+    svg('line', { class: 'axis', x1: PAD.left, y1: PAD.top, x2: PAD.left, y2: H - PAD.bottom }),
+    svg('text', { x: PAD.left - 6, y: y(top) + 4, 'text-anchor': 'end' }, topLabel),
+    svg('text', { x: PAD.left - 6, y: y(bottom) + 4, 'text-anchor': 'end' }, bottomLabel),
+  );
+}
+
+/** A legend of `names`, each with its colour. */
+function legendOf(names, color, label = (n) => n) {
+  const legend = document.createElement('p');
+  legend.className = 'legend';
+  for (const n of names) {
+    const key = document.createElement('span');
+    key.className = 'legend-key';
+    key.dataset.part = n;
+    key.style.setProperty('--swatch', color(n));
+    key.textContent = label(n);
+    legend.append(key);
+  }
+  return legend;
+}
+
+/** A chart of `points` ([{step, value}]) titled `title`; `id` names the figure. */
+export function lineChart(id, title, points, color = '#1f6feb') {
   const last = points.length ? points[points.length - 1] : null;
-  caption.textContent = last ? `${title} · latest ${fmt(last.value)} at step ${last.step}` : `${title} · no points yet`;
-  figure.append(caption);
-  const root = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': `${title} over steps`, 'data-points': points.length });
-  figure.append(root);
+  const caption = last ? `${title} · latest ${fmt(last.value)} at step ${last.step}` : `${title} · no points yet`;
+  const { figure, root } = frame(id, caption, { 'aria-label': `${title} over steps`, 'data-points': points.length });
   if (points.length < 2) return figure;
   const steps = points.map((p) => p.step);
   const values = points.map((p) => p.value);
@@ -34,11 +65,8 @@ export function lineChart(id, title, points, color = '#1f6feb') {
   if (y0 === y1) { y0 -= 1; y1 += 1; }
   const x = (s) => PAD.left + ((s - x0) / (x1 - x0 || 1)) * (W - PAD.left - PAD.right);
   const y = (v) => H - PAD.bottom - ((v - y0) / (y1 - y0)) * (H - PAD.top - PAD.bottom);
+  axes(root, y, y1, y0, fmt(y1), fmt(y0));
   root.append(
-    svg('line', { class: 'axis', x1: PAD.left, y1: H - PAD.bottom, x2: W - PAD.right, y2: H - PAD.bottom }),
-    svg('line', { class: 'axis', x1: PAD.left, y1: PAD.top, x2: PAD.left, y2: H - PAD.bottom }),
-    svg('text', { x: PAD.left - 6, y: y(y1) + 4, 'text-anchor': 'end' }, fmt(y1)),
-    svg('text', { x: PAD.left - 6, y: y(y0) + 4, 'text-anchor': 'end' }, fmt(y0)),
     svg('text', { x: PAD.left, y: H - 8 }, `step ${x0}`),
     svg('text', { x: W - PAD.right, y: H - 8, 'text-anchor': 'end' }, `step ${x1}`),
     svg('polyline', { class: 'line', stroke: color, points: points.map((p) => `${x(p.step).toFixed(1)},${y(p.value).toFixed(1)}`).join(' ') }),
@@ -95,28 +123,16 @@ export function stackedBars(id, title, rows) {
  * their names' colours (the same name, the same colour every day; `colors` fixes some), on a
  * shared scale, with a legend. `unit` formats values. `id` names the figure. */
 export function dayBars(id, title, days, unit = (v) => v.toFixed(2), colors = {}) {
-  const figure = document.createElement('figure');
-  figure.className = 'chart';
-  figure.id = id;
-  const caption = document.createElement('figcaption');
-  caption.textContent = title;
-  figure.append(caption);
   const names = [...new Set(days.flatMap((d) => d.parts.map((p) => p.name)))];
   const free = names.filter((n) => !colors[n]);
   const color = (name) => colors[name] || PALETTE[free.indexOf(name) % PALETTE.length];
   const top = Math.max(0, ...days.map((d) => d.parts.reduce((n, p) => n + p.value, 0)));
-  const root = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': title, 'data-days': days.length });
-  figure.append(root);
+  const { figure, root } = frame(id, title, { 'aria-label': title, 'data-days': days.length });
   const plot = { w: W - PAD.left - PAD.right, h: H - PAD.top - PAD.bottom };
   const slot = plot.w / Math.max(1, days.length);
   const bar = Math.min(48, slot * 0.7);
   const y = (v) => H - PAD.bottom - (top ? (v / top) * plot.h : 0);
-  root.append(
-    svg('line', { class: 'axis', x1: PAD.left, y1: H - PAD.bottom, x2: W - PAD.right, y2: H - PAD.bottom }),
-    svg('line', { class: 'axis', x1: PAD.left, y1: PAD.top, x2: PAD.left, y2: H - PAD.bottom }),
-    svg('text', { x: PAD.left - 6, y: y(top) + 4, 'text-anchor': 'end' }, unit(top)),
-    svg('text', { x: PAD.left - 6, y: y(0) + 4, 'text-anchor': 'end' }, unit(0)),
-  );
+  axes(root, y, top, 0, unit(top), unit(0));
   days.forEach((d, i) => {
     const x = PAD.left + i * slot + (slot - bar) / 2;
     const total = d.parts.reduce((n, p) => n + p.value, 0);
@@ -133,17 +149,7 @@ export function dayBars(id, title, days, unit = (v) => v.toFixed(2), colors = {}
     }
     root.append(g);
   });
-  const legend = document.createElement('p');
-  legend.className = 'legend';
-  for (const n of names) {
-    const key = document.createElement('span');
-    key.className = 'legend-key';
-    key.dataset.part = n;
-    key.style.setProperty('--swatch', color(n));
-    key.textContent = n;
-    legend.append(key);
-  }
-  figure.append(legend);
+  figure.append(legendOf(names, color));
   return figure;
 }
 
@@ -151,41 +157,24 @@ export function dayBars(id, title, days, unit = (v) => v.toFixed(2), colors = {}
  * each in its own colour with a legend; `flagged` names are drawn dashed (stragglers).
  * `id` names the figure. */
 export function timeLines(id, title, lines, { top = 100, unit = '%', flagged = [] } = {}) {
-  const figure = document.createElement('figure');
-  figure.className = 'chart';
-  figure.id = id;
-  const caption = document.createElement('figcaption');
-  caption.textContent = title;
-  figure.append(caption);
-  const root = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': title, 'data-lines': lines.length });
-  figure.append(root);
+  const { figure, root } = frame(id, title, { 'aria-label': title, 'data-lines': lines.length });
   const times = lines.flatMap((l) => l.points.map((p) => p[0]));
   const [t0, t1] = times.length ? [Math.min(...times), Math.max(...times)] : [0, 1];
   const x = (t) => PAD.left + ((t - t0) / (t1 - t0 || 1)) * (W - PAD.left - PAD.right);
   const y = (v) => H - PAD.bottom - (Math.min(v, top) / top) * (H - PAD.top - PAD.bottom);
   const clock = (t) => new Date(t * 1000).toISOString().slice(11, 16);
+  axes(root, y, top, 0, `${top}${unit}`, `0${unit}`);
   root.append(
-    svg('line', { class: 'axis', x1: PAD.left, y1: H - PAD.bottom, x2: W - PAD.right, y2: H - PAD.bottom }),
-    svg('line', { class: 'axis', x1: PAD.left, y1: PAD.top, x2: PAD.left, y2: H - PAD.bottom }),
-    svg('text', { x: PAD.left - 6, y: y(top) + 4, 'text-anchor': 'end' }, `${top}${unit}`),
-    svg('text', { x: PAD.left - 6, y: y(0) + 4, 'text-anchor': 'end' }, `0${unit}`),
     svg('text', { x: PAD.left, y: H - 8 }, clock(t0)),
     svg('text', { x: W - PAD.right, y: H - 8, 'text-anchor': 'end' }, `${clock(t1)} UTC`),
   );
-  const legend = document.createElement('p');
-  legend.className = 'legend';
-  lines.forEach((l, i) => {
-    const color = PALETTE[i % PALETTE.length];
-    const attrs = { class: 'line', stroke: color, 'data-line': l.name, points: l.points.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(' ') };
+  const color = (name) => PALETTE[lines.findIndex((l) => l.name === name) % PALETTE.length];
+  for (const l of lines) {
+    const attrs = { class: 'line', stroke: color(l.name), 'data-line': l.name, points: l.points.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(' ') };
     if (flagged.includes(l.name)) attrs['stroke-dasharray'] = '6 4';
     root.append(svg('polyline', attrs));
-    const key = document.createElement('span');
-    key.className = 'legend-key';
-    key.dataset.part = l.name;
-    key.style.setProperty('--swatch', color);
-    key.textContent = l.label || l.name;
-    legend.append(key);
-  });
-  figure.append(legend);
+  }
+  const labels = new Map(lines.map((l) => [l.name, l.label || l.name]));
+  figure.append(legendOf(lines.map((l) => l.name), color, (n) => labels.get(n)));
   return figure;
 }
