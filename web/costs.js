@@ -40,10 +40,14 @@ export async function costs(query) {
     (b === by ? h('strong', {}, b) : h('a', { href: `#/costs?cluster=${encodeURIComponent(session.active)}&by=${b}` }, b))).flatMap((a) => [a, ' ']));
   const totals = table(['Share', 'GPU-hours', 'USD'], report.totals.map((t) => [label(by, t), t.gpuHours.toFixed(2), usd(t.usd)]),
     'Nothing counted yet: the cluster has no HyperPod nodes, or has not been sampled.');
-  const estimate = report.estimate
-    ? h('p', { class: 'muted', id: 'costs-estimate' }, 'Estimates: ', report.prices.filter((p) => p.hourlyUsd != null)
-      .map((p) => `${p.instanceType} ${usd(p.hourlyUsd)}/h`).join(', '),
-      ` (on-demand list prices, ${report.prices[0]?.region ?? 'us-east-1'}, as of ${report.prices[0]?.asOf ?? ''}). Not a bill.`)
+  const priced = report.prices.filter((p) => p.hourlyUsd != null);
+  const listed = (ps) => ps.map((p) => `${p.instanceType} ${usd(p.hourlyUsd)}/h`).join(', ');
+  const table_ = priced.filter((p) => p.source === 'estimate');
+  const plans = priced.filter((p) => p.source === 'training-plan');
+  const estimate = priced.length
+    ? h('p', { class: 'muted', id: 'costs-estimate' },
+      table_.length ? `Estimates: ${listed(table_)} (on-demand list prices, ${table_[0].region}, as of ${table_[0].asOf}). Not a bill.` : '',
+      plans.length ? ` Training plans: ${listed(plans)} (each plan's up-front fee over its instance-hours).` : '')
     : null;
   return show(h('h1', {}, 'Costs'),
     h('p', {}, h('strong', { id: 'costs-total' }, usd(report.totalUsd)), ` since ${report.since}, `,

@@ -224,3 +224,45 @@ async fn cost_history_survives_a_kill_9() {
         "{before}\n{after}"
     );
 }
+
+/// A group on a training plan is priced at the plan's up-front fee over its instance-hours
+/// (the sandbox's plan: $10,570.56 for two ml.p5.48xlarge for a week), the others from the
+/// table, side by side.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_training_plans_group_is_priced_at_the_plan() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let plan = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/sandbox-p5-week";
+    let add = json!({"instanceGroupName": "reserved", "instanceType": "ml.p5.48xlarge",
+                     "instanceCount": 1, "capacityType": "training-plan",
+                     "trainingPlanArn": plan, "networkInterface": "efa-only"});
+    let op = app
+        .wait_terminal(&app.start("/api/clusters/demo/instance-groups", &add).await)
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+
+    let r = app.json("/api/costs?cluster=demo").await;
+    let prices = r["prices"].as_array().unwrap();
+    let planned = prices
+        .iter()
+        .find(|p| p["source"] == "training-plan")
+        .unwrap_or_else(|| panic!("{r}"));
+    assert_eq!(planned["trainingPlan"], plan, "{r}");
+    let hourly = planned["hourlyUsd"].as_f64().unwrap();
+    assert!((hourly - 10570.56 / (168.0 * 2.0)).abs() < 1e-9, "{r}");
+    assert!(
+        prices
+            .iter()
+            .any(|p| p["instanceType"] == "ml.g5.8xlarge" && p["source"] == "estimate"),
+        "{r}"
+    );
+    let reserved: f64 = r["totals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["key"] == "reserved")
+        .map(|t| t["usd"].as_f64().unwrap())
+        .sum();
+    assert!(reserved > 0.0, "{r}");
+}

@@ -486,6 +486,11 @@ impl HyperPod for Aws {
                                 .unwrap_or(0),
                         })
                         .collect(),
+                    upfront_fee: p.upfront_fee().map(str::to_string),
+                    currency_code: p.currency_code().map(str::to_string),
+                    duration_hours: p
+                        .duration_hours()
+                        .map(|h| h as f64 + p.duration_minutes().unwrap_or(0) as f64 / 60.0),
                 }
             }));
             token = out

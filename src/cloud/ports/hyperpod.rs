@@ -171,6 +171,26 @@ pub struct TrainingPlan {
     /// using the plan comes from here.
     #[serde(default)]
     pub reservations: Vec<Reservation>,
+    /// What the plan cost up front (a decimal string, as SageMaker answers it), when known.
+    #[serde(default)]
+    pub upfront_fee: Option<String>,
+    /// The fee's currency (`USD`).
+    #[serde(default)]
+    pub currency_code: Option<String>,
+    /// How long the plan reserves its instances, in hours.
+    #[serde(default)]
+    pub duration_hours: Option<f64>,
+}
+
+impl TrainingPlan {
+    /// USD per instance-hour: the up-front fee over the plan's instance-hours, when the plan
+    /// says all three (and in dollars).
+    pub fn hourly_usd(&self) -> Option<f64> {
+        let fee: f64 = self.upfront_fee.as_deref()?.parse().ok()?;
+        let hours = self.duration_hours? * f64::from(self.total_instance_count);
+        (self.currency_code.as_deref() == Some("USD") && hours > 0.0 && fee >= 0.0)
+            .then(|| fee / hours)
+    }
 }
 
 /// One reserved capacity of a training plan.

@@ -480,6 +480,10 @@ impl HyperPod for Sandbox {
                 instance_type: "ml.p5.48xlarge".into(),
                 instance_count: 2,
             }],
+            // Two instances for a week.
+            upfront_fee: Some("10570.56".into()),
+            currency_code: Some("USD".into()),
+            duration_hours: Some(168.0),
         }])
     }
 }

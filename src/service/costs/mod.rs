@@ -87,6 +87,7 @@ pub struct CostReport {
     pub until: String,
     pub currency: &'static str,
     /// True while any price used is an estimate (see `prices`): the figures are then not a bill.
+    /// A training plan's instances are priced at the plan's fee over its instance-hours.
     pub estimate: bool,
     pub total_usd: f64,
     /// Of the total, allocatable GPUs nobody requested.
@@ -180,13 +181,15 @@ fn seconds_by_day(from: i64, to: i64) -> Vec<(String, f64)> {
     out
 }
 
-/// The report, from stored history only (pure: the tests feed it).
+/// The report, from stored history only (pure: the tests feed it). `group_prices` prices the
+/// instances of the groups that run on a training plan.
 pub fn report(
     q: &CostQuery,
     first: time::Date,
     now: i64,
     lifetimes: &[NodeLifetime],
     seconds: &[GpuSeconds],
+    group_prices: &HashMap<String, Price>,
 ) -> CostReport {
     let since_ms = day_start_ms(first);
     let mut held: HashMap<(&str, &str), Vec<&GpuSeconds>> = HashMap::new();
@@ -201,14 +204,18 @@ pub fn report(
         e.0 += usd;
         e.1 += gpu_seconds / 3600.0;
     };
-    let mut prices: BTreeMap<String, Price> = BTreeMap::new();
+    // By instance type and plan: a plan's instances and on-demand ones of the same type differ.
+    let mut prices: BTreeMap<(String, Option<String>), Price> = BTreeMap::new();
     let mut instance_hours = 0.0;
     for l in lifetimes {
         let n = &l.node;
-        let price = prices
-            .entry(n.instance_type.clone())
-            .or_insert_with(|| prices::price(&n.instance_type))
-            .clone();
+        let price = group_prices
+            .get(&n.instance_group)
+            .cloned()
+            .unwrap_or_else(|| prices::price(&n.instance_type));
+        prices
+            .entry((price.instance_type.clone(), price.training_plan.clone()))
+            .or_insert_with(|| price.clone());
         let hourly = price.hourly_usd.unwrap_or(0.0);
         let gpus = f64::from(gpus_per_instance(&n.instance_type));
         let from = n.launched_ms.max(since_ms);
@@ -309,15 +316,50 @@ pub fn report(
     }
 }
 
+/// The prices of the cluster's groups that run on a training plan the account can read (its
+/// fee over its instance-hours); the others are priced from the table.
+async fn plan_prices(
+    engine: &Engine,
+    record: &crate::store::ClusterRecord,
+) -> HashMap<String, Price> {
+    let groups = crate::service::resources::ClusterResources::of(&record.resources)
+        .instance_groups
+        .unwrap_or_default();
+    let planned: Vec<_> = groups
+        .iter()
+        .filter_map(|g| match &g.capacity {
+            crate::cloud::Capacity::TrainingPlan { arn } => Some((g, arn)),
+            _ => None,
+        })
+        .collect();
+    if planned.is_empty() {
+        return HashMap::new();
+    }
+    let plans = match engine.cloud().hyperpod.list_training_plans().await {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::debug!(error = ?e, "cost report: the training plans could not be read");
+            return HashMap::new();
+        }
+    };
+    planned
+        .into_iter()
+        .filter_map(|(g, arn)| {
+            let plan = plans.iter().find(|p| &p.arn == arn)?;
+            Some((g.name.clone(), prices::plan_price(&g.instance_type, plan)?))
+        })
+        .collect()
+}
+
 /// The report of a cluster now: the cluster is sampled first (when it can be read), so what
 /// runs this moment is counted.
 pub async fn costs(engine: &Engine, q: &CostQuery) -> ApiResult<CostReport> {
     let now = now_ms();
     let first = first_day(q.since.as_deref(), now)?;
     // History outlives the cluster: a deleted cluster's costs can still be read.
-    if engine.store().get_cluster(&q.cluster).await?.is_none() {
+    let Some(record) = engine.store().get_cluster(&q.cluster).await? else {
         return Err(crate::service::records::cluster_not_found(&q.cluster));
-    }
+    };
     if let Err(e) = sample::sample(engine, &q.cluster).await {
         tracing::debug!(cluster = %q.cluster, error = ?e, "cost report: the cluster could not be sampled");
     }
@@ -326,7 +368,8 @@ pub async fn costs(engine: &Engine, q: &CostQuery) -> ApiResult<CostReport> {
         .node_lifetimes(&q.cluster, day_start_ms(first))
         .await?;
     let seconds = store.gpu_seconds(&q.cluster, &first.to_string()).await?;
-    Ok(report(q, first, now, &lifetimes, &seconds))
+    let group_prices = plan_prices(engine, &record).await;
+    Ok(report(q, first, now, &lifetimes, &seconds, &group_prices))
 }
 
 /// The report as CSV: one line per row, `day,key,kind,usd,gpu_hours`.

@@ -71,18 +71,25 @@ pub struct Price {
     /// USD per instance-hour; `None` when the table has no figure for the type (its hours are
     /// then counted and listed under `unpriced`, never guessed).
     pub hourly_usd: Option<f64>,
-    /// `estimate`: from the dated table.
+    /// `estimate` (the dated table) or `training-plan` (the plan's up-front fee over its
+    /// instance-hours).
     pub source: PriceSource,
-    /// When the figure was taken.
-    pub as_of: &'static str,
-    /// Where it is the price of.
-    pub region: &'static str,
+    /// When the table's figure was taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<&'static str>,
+    /// Where the table's figure is the price of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub region: Option<&'static str>,
+    /// The training plan whose price it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub training_plan: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum PriceSource {
     Estimate,
+    TrainingPlan,
 }
 
 /// The price of one instance type (`ml.` prefix optional).
@@ -92,9 +99,22 @@ pub fn price(instance_type: &str) -> Price {
         hourly_usd: TABLE.iter().find(|(t, _)| *t == name).map(|(_, p)| *p),
         instance_type: name,
         source: PriceSource::Estimate,
-        as_of: AS_OF,
-        region: REGION,
+        as_of: Some(AS_OF),
+        region: Some(REGION),
+        training_plan: None,
     }
+}
+
+/// The price of a group's instances from the training plan they run on.
+pub fn plan_price(instance_type: &str, plan: &crate::cloud::TrainingPlan) -> Option<Price> {
+    Some(Price {
+        instance_type: format!("ml.{}", instance_type.trim_start_matches("ml.")),
+        hourly_usd: Some(plan.hourly_usd()?),
+        source: PriceSource::TrainingPlan,
+        as_of: None,
+        region: None,
+        training_plan: Some(plan.arn.clone()),
+    })
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::store::SeenNode;
+use std::collections::HashMap;
 
 const DAY0: i64 = 20_000 * DAY_MS; // 2024-10-04, a UTC midnight
 const HOUR: i64 = 3_600_000;
@@ -74,7 +75,14 @@ fn history() -> (Vec<NodeLifetime>, Vec<GpuSeconds>) {
 fn a_teams_share_is_its_gpu_hours_at_the_nodes_price_per_gpu() {
     let (lifetimes, seconds) = history();
     let now = DAY0 + 4 * HOUR;
-    let r = report(&query(CostBy::Team), first(), now, &lifetimes, &seconds);
+    let r = report(
+        &query(CostBy::Team),
+        first(),
+        now,
+        &lifetimes,
+        &seconds,
+        &HashMap::new(),
+    );
     let per_gpu_hour = 7.09 / 4.0;
     assert!((total(&r, "a", CostKind::Used) - 4.0 * per_gpu_hour).abs() < 1e-9);
     assert!((total(&r, "b", CostKind::Used) - per_gpu_hour).abs() < 1e-9);
@@ -93,7 +101,14 @@ fn a_teams_share_is_its_gpu_hours_at_the_nodes_price_per_gpu() {
 fn by_group_every_share_is_its_groups_and_by_job_its_workloads() {
     let (lifetimes, seconds) = history();
     let now = DAY0 + 4 * HOUR;
-    let r = report(&query(CostBy::Group), first(), now, &lifetimes, &seconds);
+    let r = report(
+        &query(CostBy::Group),
+        first(),
+        now,
+        &lifetimes,
+        &seconds,
+        &HashMap::new(),
+    );
     let workers: f64 = r
         .totals
         .iter()
@@ -103,11 +118,25 @@ fn by_group_every_share_is_its_groups_and_by_job_its_workloads() {
     assert!((workers - 2.0 * 7.09).abs() < 1e-9);
     assert!((total(&r, "workers", CostKind::Idle) - 3.0 * 7.09 / 4.0).abs() < 1e-9);
     assert!((total(&r, "controllers", CostKind::NoGpus) - 4.0 * 0.23).abs() < 1e-9);
-    let r = report(&query(CostBy::Job), first(), now, &lifetimes, &seconds);
+    let r = report(
+        &query(CostBy::Job),
+        first(),
+        now,
+        &lifetimes,
+        &seconds,
+        &HashMap::new(),
+    );
     assert!(
         total(&r, "training/llama", CostKind::Used) > total(&r, "deployment/chat", CostKind::Used)
     );
-    let r = report(&query(CostBy::Endpoint), first(), now, &lifetimes, &seconds);
+    let r = report(
+        &query(CostBy::Endpoint),
+        first(),
+        now,
+        &lifetimes,
+        &seconds,
+        &HashMap::new(),
+    );
     assert!(total(&r, "deployment/chat", CostKind::Used) > 0.0);
     assert!(total(&r, "(other workloads)", CostKind::Used) > 0.0);
 }
@@ -129,6 +158,7 @@ fn time_nobody_sampled_is_not_observed_and_a_lifetime_splits_at_midnight() {
         DAY0 + 40 * HOUR,
         &lifetimes,
         &seconds,
+        &HashMap::new(),
     );
     let days: Vec<&str> = r.rows.iter().map(|r| r.day.as_str()).collect();
     assert!(
@@ -144,6 +174,7 @@ fn time_nobody_sampled_is_not_observed_and_a_lifetime_splits_at_midnight() {
         DAY0 + 40 * HOUR,
         &lifetimes,
         &seconds,
+        &HashMap::new(),
     );
     assert!((r.total_usd - 10.0 * 1.408).abs() < 1e-9);
 }
@@ -151,7 +182,14 @@ fn time_nobody_sampled_is_not_observed_and_a_lifetime_splits_at_midnight() {
 #[test]
 fn a_type_without_a_price_counts_hours_and_says_so() {
     let lifetimes = vec![node("i-1", "w", "ml.x9.huge", DAY0, Some(DAY0 + HOUR))];
-    let r = report(&query(CostBy::Group), first(), DAY0 + HOUR, &lifetimes, &[]);
+    let r = report(
+        &query(CostBy::Group),
+        first(),
+        DAY0 + HOUR,
+        &lifetimes,
+        &[],
+        &HashMap::new(),
+    );
     assert_eq!(r.unpriced, vec!["ml.x9.huge".to_string()]);
     assert!((r.instance_hours - 1.0).abs() < 1e-9 && r.total_usd == 0.0);
 }
@@ -187,9 +225,73 @@ fn the_csv_has_a_line_per_row() {
         DAY0 + 4 * HOUR,
         &lifetimes,
         &seconds,
+        &HashMap::new(),
     );
     let csv = csv(&r);
     assert_eq!(csv.lines().count(), r.rows.len() + 1);
     assert!(csv.starts_with("day,key,kind,usd,gpu_hours\n"));
     assert!(csv.contains(",\"a\",used,7.090000,4.000000"), "{csv}");
+}
+
+#[test]
+fn a_training_plans_instances_are_priced_at_the_plans_fee_per_instance_hour() {
+    let plan = crate::cloud::TrainingPlan {
+        arn: "arn:aws:sagemaker:us-west-2:1:training-plan/p".into(),
+        name: "p".into(),
+        status: "Active".into(),
+        total_instance_count: 2,
+        available_instance_count: 0,
+        reservations: vec![],
+        upfront_fee: Some("3360".into()),
+        currency_code: Some("USD".into()),
+        duration_hours: Some(168.0),
+    };
+    // $3360 for 2 instances × 168 h: $10 an instance-hour.
+    let price = prices::plan_price("ml.p5.48xlarge", &plan).unwrap();
+    assert_eq!(price.hourly_usd, Some(10.0));
+    let lifetimes = vec![
+        node(
+            "i-plan",
+            "reserved",
+            "ml.p5.48xlarge",
+            DAY0,
+            Some(DAY0 + HOUR),
+        ),
+        node("i-od", "workers", "ml.p5.48xlarge", DAY0, Some(DAY0 + HOUR)),
+    ];
+    let by_group = HashMap::from([("reserved".to_string(), price)]);
+    let r = report(
+        &query(CostBy::Group),
+        first(),
+        DAY0 + HOUR,
+        &lifetimes,
+        &[],
+        &by_group,
+    );
+    let group = |g: &str| {
+        r.totals
+            .iter()
+            .filter(|t| t.key == g)
+            .map(|t| t.usd)
+            .sum::<f64>()
+    };
+    assert!((group("reserved") - 10.0).abs() < 1e-9, "{r:#?}");
+    assert!((group("workers") - 113.068).abs() < 1e-9, "{r:#?}");
+    assert_eq!(
+        r.prices.len(),
+        2,
+        "the plan's and the table's, side by side"
+    );
+    assert!(r.estimate, "the on-demand group is still an estimate");
+    // A plan in another currency, or without a fee, is not priced from the plan.
+    let euros = crate::cloud::TrainingPlan {
+        currency_code: Some("EUR".into()),
+        ..plan.clone()
+    };
+    assert!(prices::plan_price("ml.p5.48xlarge", &euros).is_none());
+    let unknown = crate::cloud::TrainingPlan {
+        upfront_fee: None,
+        ..plan
+    };
+    assert!(prices::plan_price("ml.p5.48xlarge", &unknown).is_none());
 }
