@@ -42,6 +42,23 @@ fn first() -> time::Date {
     parse_day(&day_of(DAY0)).unwrap()
 }
 
+/// The report from the dated table's prices alone (no training plan).
+fn on_table(
+    by: CostBy,
+    now: i64,
+    lifetimes: &[NodeLifetime],
+    seconds: &[GpuSeconds],
+) -> CostReport {
+    report(
+        &query(by),
+        first(),
+        now,
+        lifetimes,
+        seconds,
+        &HashMap::new(),
+    )
+}
+
 fn total(r: &CostReport, key: &str, kind: CostKind) -> f64 {
     r.totals
         .iter()
@@ -75,14 +92,7 @@ fn history() -> (Vec<NodeLifetime>, Vec<GpuSeconds>) {
 fn a_teams_share_is_its_gpu_hours_at_the_nodes_price_per_gpu() {
     let (lifetimes, seconds) = history();
     let now = DAY0 + 4 * HOUR;
-    let r = report(
-        &query(CostBy::Team),
-        first(),
-        now,
-        &lifetimes,
-        &seconds,
-        &HashMap::new(),
-    );
+    let r = on_table(CostBy::Team, now, &lifetimes, &seconds);
     let per_gpu_hour = 7.09 / 4.0;
     assert!((total(&r, "a", CostKind::Used) - 4.0 * per_gpu_hour).abs() < 1e-9);
     assert!((total(&r, "b", CostKind::Used) - per_gpu_hour).abs() < 1e-9);
@@ -101,14 +111,7 @@ fn a_teams_share_is_its_gpu_hours_at_the_nodes_price_per_gpu() {
 fn by_group_every_share_is_its_groups_and_by_job_its_workloads() {
     let (lifetimes, seconds) = history();
     let now = DAY0 + 4 * HOUR;
-    let r = report(
-        &query(CostBy::Group),
-        first(),
-        now,
-        &lifetimes,
-        &seconds,
-        &HashMap::new(),
-    );
+    let r = on_table(CostBy::Group, now, &lifetimes, &seconds);
     let workers: f64 = r
         .totals
         .iter()
@@ -118,25 +121,11 @@ fn by_group_every_share_is_its_groups_and_by_job_its_workloads() {
     assert!((workers - 2.0 * 7.09).abs() < 1e-9);
     assert!((total(&r, "workers", CostKind::Idle) - 3.0 * 7.09 / 4.0).abs() < 1e-9);
     assert!((total(&r, "controllers", CostKind::NoGpus) - 4.0 * 0.23).abs() < 1e-9);
-    let r = report(
-        &query(CostBy::Job),
-        first(),
-        now,
-        &lifetimes,
-        &seconds,
-        &HashMap::new(),
-    );
+    let r = on_table(CostBy::Job, now, &lifetimes, &seconds);
     assert!(
         total(&r, "training/llama", CostKind::Used) > total(&r, "deployment/chat", CostKind::Used)
     );
-    let r = report(
-        &query(CostBy::Endpoint),
-        first(),
-        now,
-        &lifetimes,
-        &seconds,
-        &HashMap::new(),
-    );
+    let r = on_table(CostBy::Endpoint, now, &lifetimes, &seconds);
     assert!(total(&r, "deployment/chat", CostKind::Used) > 0.0);
     assert!(total(&r, "(other workloads)", CostKind::Used) > 0.0);
 }
@@ -152,14 +141,7 @@ fn time_nobody_sampled_is_not_observed_and_a_lifetime_splits_at_midnight() {
         Some(DAY0 + 30 * HOUR),
     )];
     let seconds = vec![held(DAY0, "i-1", "hyperpod-ns-a", "training/x", 1.0)];
-    let r = report(
-        &query(CostBy::Team),
-        first(),
-        DAY0 + 40 * HOUR,
-        &lifetimes,
-        &seconds,
-        &HashMap::new(),
-    );
+    let r = on_table(CostBy::Team, DAY0 + 40 * HOUR, &lifetimes, &seconds);
     let days: Vec<&str> = r.rows.iter().map(|r| r.day.as_str()).collect();
     assert!(
         days.contains(&day_of(DAY0).as_str()) && days.contains(&day_of(DAY0 + DAY_MS).as_str())
@@ -168,28 +150,14 @@ fn time_nobody_sampled_is_not_observed_and_a_lifetime_splits_at_midnight() {
     assert!((total(&r, "", CostKind::Unobserved) - 9.0 * 1.408).abs() < 1e-9);
     // More sampled than the node ran (clock skew) is capped at what it ran.
     let seconds = vec![held(DAY0, "i-1", "hyperpod-ns-a", "training/x", 50.0)];
-    let r = report(
-        &query(CostBy::Team),
-        first(),
-        DAY0 + 40 * HOUR,
-        &lifetimes,
-        &seconds,
-        &HashMap::new(),
-    );
+    let r = on_table(CostBy::Team, DAY0 + 40 * HOUR, &lifetimes, &seconds);
     assert!((r.total_usd - 10.0 * 1.408).abs() < 1e-9);
 }
 
 #[test]
 fn a_type_without_a_price_counts_hours_and_says_so() {
     let lifetimes = vec![node("i-1", "w", "ml.x9.huge", DAY0, Some(DAY0 + HOUR))];
-    let r = report(
-        &query(CostBy::Group),
-        first(),
-        DAY0 + HOUR,
-        &lifetimes,
-        &[],
-        &HashMap::new(),
-    );
+    let r = on_table(CostBy::Group, DAY0 + HOUR, &lifetimes, &[]);
     assert_eq!(r.unpriced, vec!["ml.x9.huge".to_string()]);
     assert!((r.instance_hours - 1.0).abs() < 1e-9 && r.total_usd == 0.0);
 }
@@ -219,14 +187,7 @@ fn since_is_a_day_not_in_the_future_nor_too_far_back() {
 #[test]
 fn the_csv_has_a_line_per_row() {
     let (lifetimes, seconds) = history();
-    let r = report(
-        &query(CostBy::Team),
-        first(),
-        DAY0 + 4 * HOUR,
-        &lifetimes,
-        &seconds,
-        &HashMap::new(),
-    );
+    let r = on_table(CostBy::Team, DAY0 + 4 * HOUR, &lifetimes, &seconds);
     let csv = csv(&r);
     assert_eq!(csv.lines().count(), r.rows.len() + 1);
     assert!(csv.starts_with("day,key,kind,usd,gpu_hours\n"));
