@@ -188,6 +188,7 @@ export async function trainingJob(job) {
   const facts = h('div', { id: 'job-facts' });
   const metrics = h('div', { id: 'job-metrics-box' });
   let viewer = null;
+  let busy = null;
   const render = async () => {
     const r = await api(`/api/clusters/${enc}/training-jobs/${encodeURIComponent(job)}`);
     if (!r.ok) { show(h('h1', {}, job), errorBox(r)); return; }
@@ -197,8 +198,9 @@ export async function trainingJob(job) {
       show(facts, metrics, viewer.el);
     }
     // Throughput (from MLflow) beside how busy each rank's GPUs are, stragglers flagged.
-    metrics.replaceChildren(await metricsBox(j.name),
-      await utilizationChart(session.active, { by: 'pod', workload: j.name, id: 'job-utilization', title: 'GPU utilization per rank' }));
+    // Utilization is a window of minutes, read once per page, not again on every job event.
+    busy ??= await utilizationChart(session.active, { by: 'pod', workload: j.name, id: 'job-utilization', title: 'GPU utilization per rank' });
+    metrics.replaceChildren(await metricsBox(j.name), busy);
     facts.replaceChildren(h('h1', {}, `${j.name} · ${j.kind}`),
       h('p', {}, stateBadge(j.state), ' ', j.message || ''),
       h('dl', { class: 'facts' },

@@ -360,7 +360,8 @@ pub async fn costs(engine: &Engine, q: &CostQuery) -> ApiResult<CostReport> {
     let Some(record) = engine.store().get_cluster(&q.cluster).await? else {
         return Err(crate::service::records::cluster_not_found(&q.cluster));
     };
-    if let Err(e) = sample::sample(engine, &q.cluster).await {
+    // The record just read is the one sampled: no second read of it.
+    if let Err(e) = sample::sample_record(engine, &record).await {
         tracing::debug!(cluster = %q.cluster, error = ?e, "cost report: the cluster could not be sampled");
     }
     let store = engine.store();

@@ -9,7 +9,6 @@ use crate::cloud::GpuClaim;
 use crate::error::ApiResult;
 use crate::ops::Engine;
 use crate::service::labels::WORKLOAD_LABEL;
-use crate::service::records::live_cluster;
 use crate::service::resources::ClusterResources;
 use crate::service::steps::nodes::all_nodes;
 use crate::service::steps::pools::POOL_LABEL;
@@ -112,14 +111,13 @@ pub fn held_now(
     out
 }
 
-/// Samples one cluster: its HyperPod nodes' lifetimes, then (once its EKS cluster is known)
-/// who holds their GPUs. A cluster without a HyperPod cluster yet has nothing to sample.
-pub async fn sample(engine: &Engine, cluster: &str) -> ApiResult<()> {
-    sample_record(engine, &live_cluster(engine, cluster).await?).await
-}
-
-/// The same from a record already read (the timer reads them all in one list).
-async fn sample_record(engine: &Engine, record: &crate::store::ClusterRecord) -> ApiResult<()> {
+/// Samples one cluster (a record already read): its HyperPod nodes' lifetimes, then (once its
+/// EKS cluster is known) who holds their GPUs. A cluster without a HyperPod cluster yet, or a
+/// deleted one, has nothing to sample.
+pub async fn sample_record(engine: &Engine, record: &crate::store::ClusterRecord) -> ApiResult<()> {
+    if record.status == crate::store::Lifecycle::Deleted {
+        return Ok(());
+    }
     let cluster = record.name.as_str();
     let r = ClusterResources::of(&record.resources);
     let Some(hyperpod) = r.hyperpod_cluster_name.clone() else {
