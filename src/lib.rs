@@ -49,6 +49,8 @@ pub struct AppState {
     pub follows: Arc<service::logs::Follows>,
     /// The Prometheus KEDA reads for autoscaling when a request names none.
     pub prometheus_url: Option<Arc<str>>,
+    /// The account's Grafana workspace the observability add-on's dashboards are in.
+    pub grafana_workspace: Option<Arc<str>>,
     /// What training pods may install at start, and from where.
     pub pod_packages: Arc<service::training::PodPackages>,
     /// Each cluster's status, serialized once per change of its view.
@@ -285,6 +287,10 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
     if let Some(url) = &config.prometheus_url {
         service::workloads::check_prometheus_setting(url)?;
     }
+    if let Some(id) = &config.grafana_workspace {
+        service::dashboards::check_workspace_id(id)
+            .map_err(|e| anyhow::anyhow!("INSTANTSTART_GRAFANA_WORKSPACE: {e}"))?;
+    }
     let pod_packages = service::training::PodPackages::parse(config.pod_package_index.as_deref())?;
     let state = AppState {
         engine: engine.clone(),
@@ -294,6 +300,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         allowed_features: Arc::new(allowed_features),
         follows: Arc::new(service::logs::Follows::new(config.max_log_follows.max(1))),
         prometheus_url: config.prometheus_url.as_deref().map(Arc::from),
+        grafana_workspace: config.grafana_workspace.as_deref().map(Arc::from),
         pod_packages: Arc::new(pod_packages),
         status_memo: Arc::default(),
         list_memo: Arc::default(),

@@ -64,8 +64,17 @@ async fn patch_features(
     ClusterName(name): ClusterName,
     ApiJson(req): ApiJson<service::incluster::FeaturesPatch>,
 ) -> ApiResult<Response> {
-    let (started, features) =
-        start::features(&state.engine, &name, &req, &state.allowed_features, &caller).await?;
+    let (started, features) = start::features(
+        &state.engine,
+        &name,
+        &req,
+        &service::incluster::FeatureSettings {
+            allowed: &state.allowed_features,
+            grafana_workspace: state.grafana_workspace.as_deref(),
+        },
+        &caller,
+    )
+    .await?;
     let status = if started {
         StatusCode::ACCEPTED
     } else {

@@ -37,7 +37,8 @@ struct UtilizationQuery {
 /// `workload` and `by=pod`, the pods whose mean is under 80 % of their job's median are
 /// `stragglers`. Read from the Amazon Managed Service for Prometheus workspace the HyperPod
 /// observability add-on writes to (the server's `INSTANTSTART_PROMETHEUS_URL`); without one,
-/// `available` is false and `howToEnable` says what to do.
+/// `available` is false and `howToEnable` says what to do. With the server's Grafana workspace
+/// (`INSTANTSTART_GRAFANA_WORKSPACE`), `dashboards` links to AWS's dashboards for the cluster.
 #[utoipa::path(get, path = "/api/clusters/{name}/utilization", operation_id = "cluster_utilization",
     extensions(("x-mcp" = json!({"openWorld": true}))),
     params(("name" = String, Path), UtilizationQuery),
@@ -51,7 +52,10 @@ async fn cluster_utilization(
     Ok(Json(
         utilization::utilization(
             &state.engine,
-            state.prometheus_url.as_deref(),
+            utilization::Sources {
+                prometheus_url: state.prometheus_url.as_deref(),
+                grafana_workspace: state.grafana_workspace.as_deref(),
+            },
             &UtilQuery {
                 cluster: name,
                 by: q.by.unwrap_or(UtilBy::Node),

@@ -5,12 +5,12 @@
 use crate::cloud::{
     Addon, AmpWorkspace, CallerIdentity, CloudError, CloudResult, ClusterEvent, ClusterState,
     ComputeQuota, CreateAddon, CreateEksCluster, CreateHyperPodCluster, CreateMlflowApp,
-    CreateRouteTable, CreateSecurityGroup, CreateSubnet, Eks, EksCluster, Governance, HyperPod,
-    HyperPodCluster, Iam, InstanceGroupSpec, Kube, KubeTarget, LogLine, LogStream, Logs, Metrics,
-    Mlflow, MlflowApp, NetKind, Network, NodeAction, NodeActionResult, NodeDetail, NodePage,
-    ObjectRef, ObjectStore, Quotas, RangeQuery, ResourceState, Role, SchedulerConfig,
-    SchedulerPolicy, Series, ServiceCall, Subnet, Tags, TeamQuota, TieredStorage, TrackingCall,
-    TrainingPlan, Vpc, Workspace, Zone,
+    CreateRouteTable, CreateSecurityGroup, CreateSubnet, Eks, EksCluster, Governance,
+    GrafanaWorkspace, HyperPod, HyperPodCluster, Iam, InstanceGroupSpec, Kube, KubeTarget, LogLine,
+    LogStream, Logs, Metrics, Mlflow, MlflowApp, NetKind, Network, NodeAction, NodeActionResult,
+    NodeDetail, NodePage, ObjectRef, ObjectStore, Quotas, RangeQuery, ResourceState, Role,
+    SchedulerConfig, SchedulerPolicy, Series, ServiceCall, Subnet, Tags, TeamQuota, TieredStorage,
+    TrackingCall, TrainingPlan, Vpc, Workspace, Zone,
 };
 use crate::{Cloud, CloudMode};
 use async_trait::async_trait;
@@ -310,6 +310,9 @@ impl Metrics for Unavailable {
     }
     async fn create_workspace(&self, _alias: &str, _tags: &Tags) -> CloudResult<AmpWorkspace> {
         Err(self.refuse("CreateWorkspace"))
+    }
+    async fn describe_grafana(&self, _id: &str) -> CloudResult<Option<GrafanaWorkspace>> {
+        Err(self.refuse("DescribeWorkspace"))
     }
 }
 

@@ -169,6 +169,12 @@ pub struct ServeConfig {
     #[arg(long, env = "INSTANTSTART_PROMETHEUS_URL")]
     pub prometheus_url: Option<String>,
 
+    /// The account's Amazon Managed Grafana workspace (`g-…`, made with IAM Identity Center
+    /// sign-in) that the observability feature names to the HyperPod observability add-on, so its
+    /// dashboards land there; the utilization charts then link to them.
+    #[arg(long, env = "INSTANTSTART_GRAFANA_WORKSPACE")]
+    pub grafana_workspace: Option<String>,
+
     /// Where training pods install the HyperPod elastic agent and the MLflow plugin at start:
     /// unset for PyPI, a package index URL the cluster can reach (a mirror or proxy), or `off`
     /// to install nothing (images must then carry both; see recipes/elastic-agent.Dockerfile).
@@ -225,6 +231,7 @@ impl ServeConfig {
             max_log_follows: 32,
             mlflow_endpoint: None,
             prometheus_url: None,
+            grafana_workspace: None,
             pod_package_index: None,
             log_format: LogFormat::Text,
         }

@@ -6,6 +6,7 @@ pub mod arn;
 pub mod audit;
 pub mod bucket;
 pub mod costs;
+pub mod dashboards;
 pub mod endpoints;
 pub mod evidence;
 pub mod gauges;

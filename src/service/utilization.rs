@@ -77,6 +77,9 @@ pub struct Utilization {
     pub series: Vec<UtilSeries>,
     /// With `by=pod`: the pods that lag the others.
     pub stragglers: Vec<Straggler>,
+    /// AWS's observability dashboards for this cluster in the account's Grafana workspace
+    /// (`INSTANTSTART_GRAFANA_WORKSPACE`), the one for this view first; empty without one.
+    pub dashboards: Vec<crate::service::dashboards::DashboardLink>,
 }
 
 /// A validated query.
@@ -222,10 +225,19 @@ fn selector(nodes: &[String], workload: Option<&str>) -> String {
     format!("{GPU_UTIL}{{{}}}", matchers.join(","))
 }
 
+/// Where the series are, and where the dashboards are (the server's settings).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sources<'a> {
+    /// `INSTANTSTART_PROMETHEUS_URL`.
+    pub prometheus_url: Option<&'a str>,
+    /// `INSTANTSTART_GRAFANA_WORKSPACE`.
+    pub grafana_workspace: Option<&'a str>,
+}
+
 /// The cluster's GPU utilization over the last `minutes`.
 pub async fn utilization(
     engine: &Engine,
-    prometheus_url: Option<&str>,
+    sources: Sources<'_>,
     q: &UtilQuery,
 ) -> ApiResult<Utilization> {
     if !(5..=1440).contains(&q.minutes) {
@@ -254,9 +266,22 @@ pub async fn utilization(
         step,
         series: vec![],
         stragglers: vec![],
+        dashboards: vec![],
     };
     let cloud = engine.cloud();
-    let Some(ws) = workspace(engine, &q.cluster, prometheus_url).await? else {
+    if let Some(g) =
+        crate::service::dashboards::active_workspace(cloud, sources.grafana_workspace).await
+    {
+        let hyperpod = crate::service::records::hyperpod_name_of(engine, &q.cluster).await?;
+        let first = match q.by {
+            UtilBy::Node => "cluster",
+            UtilBy::Team => "tasks",
+            UtilBy::Pod => "training",
+        };
+        out.dashboards =
+            crate::service::dashboards::links(&g, &hyperpod, first, q.workload.as_deref());
+    }
+    let Some(ws) = workspace(engine, &q.cluster, sources.prometheus_url).await? else {
         out.how_to_enable = Some(HOW_TO_ENABLE.to_string());
         return Ok(out);
     };

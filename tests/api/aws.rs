@@ -1231,3 +1231,33 @@ async fn a_clusters_workspace_is_made_once_then_found_by_its_exact_alias() {
     );
     assert_eq!(aws.find_workspace("instantstart-de").await.unwrap(), None);
 }
+
+/// The account's Grafana workspace through AMG's `DescribeWorkspace` (moto's gap-filler, which
+/// answers only requests signed for `grafana`): its name, state and endpoint; an id the account
+/// has not is `None`, not an error.
+#[tokio::test]
+async fn the_accounts_grafana_workspace_is_described_with_its_endpoint() {
+    use instantstart::cloud::Metrics as _;
+    let moto = Moto::start().await;
+    let aws = moto.aws().await;
+    assert_eq!(aws.describe_grafana("g-0123456789").await.unwrap(), None);
+    reqwest::Client::new()
+        .post(format!("{}/_gapfiller/grafana", moto.url))
+        .json(&json!({"id": "g-0123456789", "name": "ml-dashboards", "status": "ACTIVE"}))
+        .send()
+        .await
+        .unwrap();
+    let w = aws
+        .describe_grafana("g-0123456789")
+        .await
+        .unwrap()
+        .expect("the seeded workspace");
+    assert_eq!(
+        (w.name.as_deref(), w.status.as_str(), w.endpoint.as_str()),
+        (
+            Some("ml-dashboards"),
+            "ACTIVE",
+            "g-0123456789.grafana-workspace.us-west-2.amazonaws.com"
+        )
+    );
+}

@@ -324,13 +324,14 @@ fn adapter_actions() -> BTreeSet<String> {
             }
             let before = parts.get(i.wrapping_sub(2)).copied().unwrap_or("");
             let between = parts.get(i - 1).copied().unwrap_or("");
-            let service = if matches!(before, "sts" | "servicequotas") && between.trim() == "," {
-                before.to_string()
-            } else {
-                file_service
-                    .clone()
-                    .unwrap_or_else(|| panic!("{}: no service for {lit}", path.display()))
-            };
+            let service =
+                if matches!(before, "sts" | "servicequotas" | "grafana") && between.trim() == "," {
+                    before.to_string()
+                } else {
+                    file_service
+                        .clone()
+                        .unwrap_or_else(|| panic!("{}: no service for {lit}", path.display()))
+                };
             out.insert(iam_action(&service, lit));
         }
     }

@@ -84,8 +84,13 @@ async fn every_shell_example_in_the_readme_and_the_guides_runs_against_a_sandbox
         if blocks.is_empty() {
             continue;
         }
-        // A page of its own on a fresh server: the guides are read one at a time.
-        let app = spawn_app().await;
+        // A page of its own on a fresh server: the guides are read one at a time. The server
+        // names the sandbox's Grafana workspace, as a deployment with one would.
+        let app = spawn_app_with(Opts {
+            grafana_workspace: Some(instantstart::cloud::sandbox::GRAFANA_WORKSPACE),
+            ..Default::default()
+        })
+        .await;
         if let Err(failure) = run_page(&page, &blocks, &app.base).await {
             panic!("{failure}");
         }

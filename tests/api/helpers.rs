@@ -33,6 +33,8 @@ pub struct Opts {
     pub create_shared_bucket: bool,
     /// `--data-bucket`: buckets beyond the deployment's own that the boundary grants.
     pub data_buckets: Vec<&'static str>,
+    /// `--grafana-workspace`.
+    pub grafana_workspace: Option<&'static str>,
 }
 
 pub async fn spawn_app() -> TestApp {
@@ -55,6 +57,7 @@ pub async fn spawn_app_with(opts: Opts) -> TestApp {
     config.mcp_read_only = opts.mcp_read_only;
     config.shared_bucket = opts.shared_bucket.map(str::to_string);
     config.data_buckets = opts.data_buckets.iter().map(|b| b.to_string()).collect();
+    config.grafana_workspace = opts.grafana_workspace.map(str::to_string);
     let app = instantstart::build_app(config).await.expect("app builds");
     if let (Some(bucket), true) = (opts.shared_bucket, opts.create_shared_bucket) {
         app.state

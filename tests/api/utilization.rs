@@ -129,6 +129,104 @@ async fn gpu_utilization_follows_what_is_scheduled_per_node_team_and_pod() {
     }
 }
 
+/// With the account's Grafana workspace configured, the feature checks it before the add-on is
+/// told to put its dashboards there, and the charts link to AWS's dashboards for the cluster
+/// (the one for the view first, a job's opening on the job); a workspace the account does not
+/// have fails the change saying which setting names it, and an ID that cannot be one stops the
+/// server from starting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_charts_link_to_the_dashboards_in_the_accounts_grafana() {
+    use instantstart::cloud::sandbox::GRAFANA_WORKSPACE;
+    let app = spawn_app_with(Opts {
+        grafana_workspace: Some(GRAFANA_WORKSPACE),
+        ..Default::default()
+    })
+    .await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let op = toggle(&app, "observability", true).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let phases: Vec<&str> = op["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            "amp-workspace",
+            "amg-workspace",
+            "role",
+            "addon",
+            "pod-identity"
+        ],
+        "{op}"
+    );
+    let grafana = format!("https://{GRAFANA_WORKSPACE}.grafana-workspace.us-west-2.amazonaws.com");
+    assert_eq!(
+        format!(
+            "https://{}",
+            op["phases"][1]["outputs"]["endpoint"].as_str().unwrap()
+        ),
+        grafana
+    );
+    let u = app.json("/api/clusters/demo/utilization").await;
+    let links = u["dashboards"].as_array().unwrap();
+    assert_eq!(links.len(), 5, "{u}");
+    let cluster_link = links[0]["url"].as_str().unwrap();
+    let hyperpod = cluster_link
+        .strip_prefix(&format!(
+            "{grafana}/d/aws-sm-hp-observability-cluster-v1_0?var-cluster_name="
+        ))
+        .unwrap_or_else(|| panic!("the cluster dashboard first: {u}"));
+    assert!(hyperpod.starts_with("demo"), "the HyperPod cluster: {u}");
+    let u = app
+        .json("/api/clusters/demo/utilization?by=pod&workload=llama")
+        .await;
+    assert_eq!(
+        u["dashboards"][0]["url"],
+        format!("{grafana}/d/aws-sm-hp-observability-training-v1_0?var-cluster_name={hyperpod}&var-job_name=llama"),
+        "{u}"
+    );
+
+    // A workspace the account does not have: the change fails saying so, before the add-on.
+    let app = spawn_app_with(Opts {
+        grafana_workspace: Some("g-0000000000"),
+        ..Default::default()
+    })
+    .await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let addons = accepted_count(&app.calls().await, "eks:CreateAddon");
+    let op = toggle(&app, "observability", true).await;
+    assert_eq!(op["state"], "failed", "{op}");
+    assert!(
+        op.to_string().contains("INSTANTSTART_GRAFANA_WORKSPACE"),
+        "{op}"
+    );
+    assert_eq!(
+        accepted_count(&app.calls().await, "eks:CreateAddon"),
+        addons,
+        "{op}"
+    );
+    // Without one, no links.
+    let u = app.json("/api/clusters/demo/utilization").await;
+    assert_eq!(u["dashboards"], json!([]), "{u}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = instantstart::config::ServeConfig::sandbox(dir.path().to_path_buf());
+    config.grafana_workspace = Some("ws-1234".into());
+    let e = instantstart::build_app(config)
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        e.to_string().contains("INSTANTSTART_GRAFANA_WORKSPACE"),
+        "{e}"
+    );
+}
+
 /// The same two questions on the real adapters: HyperPod's nodes from moto, who holds their
 /// GPUs from the Kubernetes emulator through the watch, and the exporter's series from the
 /// workspace through AMP's query API (moto's gap-filler answers it, checking the signature's

@@ -33,6 +33,12 @@ the series `POST /_gapfiller/amp/<ws>` seeded whose labels the query's selector 
 (`label="v"` and `label=~"regex"` matchers; the metric name as `__name__`). `GET /_gapfiller/amp` shows the queries as
 received (path, query string and the credential scope of the signature).
 
+Amazon Managed Grafana's `DescribeWorkspace` (moto has no Grafana) is answered here:
+`GET /workspaces/<id>` signed for `grafana` answers the workspace `POST /_gapfiller/grafana`
+seeded (`{"id", "name", "status"}`), in AMG's REST-JSON shape with its endpoint
+`<id>.grafana-workspace.<region>.amazonaws.com`, or ResourceNotFoundException (404). A request
+to that path signed for another service goes on (it is AMP's, to moto).
+
 moto names a cluster's nodes `<group>-<n>`; SageMaker names them by EC2 instance id
 (`i-` and 17 hex digits). `ListClusterNodes` answers each under an instance id derived from
 moto's name, and `DescribeClusterNode` and the `Batch*ClusterNodes` calls are translated back.
@@ -388,6 +394,29 @@ def cluster_events(environ, start_response):
         return reply(start_response, "200 OK", {"Events": events[: body.get("MaxResults", 100)]})
 
 
+GRAFANA_PATH = re.compile(r"^/workspaces/(g-[0-9a-f]{10})/?$")
+GRAFANA = {}
+
+
+def grafana_workspace(environ, start_response, workspace_id):
+    """AMG's DescribeWorkspace over the seeded workspaces."""
+    if environ["REQUEST_METHOD"] != "GET":
+        return reply(start_response, "405 Method Not Allowed", {"message": "unsupported"}, "ValidationException")
+    with LOCK:
+        w = GRAFANA.get(workspace_id)
+    if w is None:
+        return reply(start_response, "404 Not Found",
+                     {"message": f"Workspace {workspace_id} not found", "resourceId": workspace_id,
+                      "resourceType": "WORKSPACE"}, "ResourceNotFoundException")
+    now = time.time()
+    return reply(start_response, "200 OK", {"workspace": {
+        "id": workspace_id, "name": w.get("name"), "status": w.get("status", "ACTIVE"),
+        "endpoint": f"{workspace_id}.grafana-workspace.us-west-2.amazonaws.com",
+        "authentication": {"providers": ["AWS_SSO"]}, "dataSources": ["PROMETHEUS"],
+        "grafanaVersion": "10.4", "created": now, "modified": now,
+        "accountAccessType": "CURRENT_ACCOUNT", "permissionType": "CUSTOMER_MANAGED"}})
+
+
 AMP_QUERY = re.compile(r"^/workspaces/([^/]+)/api/v1/query_range/?$")
 AMP = {"seeded": {}, "queries": []}
 
@@ -464,6 +493,14 @@ def main():
             with LOCK:
                 AMP["seeded"][workspace] = seeded
             return reply(start_response, "200 OK", {"seeded": len(seeded)})
+        if environ.get("PATH_INFO") == "/_gapfiller/grafana":
+            seeded = read_json(environ, b"{}")
+            with LOCK:
+                GRAFANA[seeded["id"]] = seeded
+            return reply(start_response, "200 OK", {"seeded": seeded["id"]})
+        grafana = GRAFANA_PATH.match(environ.get("PATH_INFO", ""))
+        if grafana and "/grafana/aws4_request" in environ.get("HTTP_AUTHORIZATION", ""):
+            return grafana_workspace(environ, start_response, grafana.group(1))
         amp = AMP_QUERY.match(environ.get("PATH_INFO", ""))
         if amp:
             return amp_query(environ, start_response, amp.group(1))

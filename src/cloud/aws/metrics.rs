@@ -1,6 +1,7 @@
 //! The metrics port over AWS: Amazon Managed Service for Prometheus's query API
 //! (`GET <workspace>/api/v1/query_range`), signed with SigV4 for service `aps` in the
-//! workspace's region. A configured endpoint (a proxy, or the emulator in tests) replaces only
+//! workspace's region; the Amazon Managed Grafana workspace its dashboards are in
+//! (`DescribeWorkspace`). A configured endpoint (a proxy, or the emulator in tests) replaces only
 //! the scheme and host, as it does for every SDK client.
 
 use async_trait::async_trait;
@@ -141,6 +142,23 @@ impl Metrics for Aws {
                 .unwrap_or_default(),
             prometheus_endpoint: None,
         })
+    }
+
+    async fn describe_grafana(&self, id: &str) -> CloudResult<Option<GrafanaWorkspace>> {
+        let out = idempotent("grafana", "DescribeWorkspace", || {
+            self.grafana.describe_workspace().workspace_id(id).send()
+        })
+        .await;
+        let out = match out {
+            Err(e) if super::errors::is_not_found(&e) => return Ok(None),
+            r => r?,
+        };
+        Ok(out.workspace().map(|w| GrafanaWorkspace {
+            id: w.id().to_string(),
+            name: w.name().map(str::to_string),
+            status: w.status().as_str().to_string(),
+            endpoint: w.endpoint().to_string(),
+        }))
     }
 }
 

@@ -49,6 +49,19 @@ pub struct AmpWorkspace {
     pub prometheus_endpoint: Option<String>,
 }
 
+/// An Amazon Managed Grafana workspace, as `DescribeWorkspace` tells it (AMG does not return
+/// its ARN: it is `arn:<partition>:grafana:<region>:<account>:/workspaces/<id>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrafanaWorkspace {
+    pub id: String,
+    pub name: Option<String>,
+    /// `ACTIVE`, `CREATING`, `UPDATING`, `FAILED`, …
+    pub status: String,
+    /// `g-….grafana-workspace.<region>.amazonaws.com`, without a scheme.
+    pub endpoint: String,
+}
+
 #[async_trait]
 pub trait Metrics: Send + Sync {
     async fn query_range(&self, workspace: &Workspace, q: &RangeQuery) -> CloudResult<Vec<Series>>;
@@ -60,6 +73,8 @@ pub trait Metrics: Send + Sync {
         alias: &str,
         tags: &crate::cloud::Tags,
     ) -> CloudResult<AmpWorkspace>;
+    /// An Amazon Managed Grafana workspace (`None`: there is none of this id).
+    async fn describe_grafana(&self, id: &str) -> CloudResult<Option<GrafanaWorkspace>>;
 }
 
 /// The series of a Prometheus `query_range` answer (`resultType` `matrix`); a value Prometheus

@@ -2,7 +2,7 @@
 //! exporter would have written for the account's clusters — `DCGM_FI_DEV_GPU_UTIL` per GPU,
 //! labelled as the exporter labels it (`Hostname`, `gpu`, `UUID`, `modelName`, and for a GPU a
 //! pod holds, its `namespace`, `pod` and `container`), following what is scheduled now: a held
-//! GPU busy (a deterministic 70–95 %), an idle one at 0.
+//! GPU busy (a deterministic 70–95 %), an idle one at 0. And the account's Grafana workspace.
 
 use async_trait::async_trait;
 
@@ -34,6 +34,10 @@ fn utilization(key: &str, held: bool, t: i64) -> f64 {
     let h = fnv1a(&format!("{key}@{t}"));
     70.0 + (h % 2500) as f64 / 100.0
 }
+
+/// The account's one Amazon Managed Grafana workspace in the sandbox (AMG needs IAM Identity
+/// Center, so a workspace is something an account has, not something the control plane makes).
+pub const GRAFANA_WORKSPACE: &str = "g-5a9db1e0c2";
 
 /// Simulated seconds AMP takes to make a workspace ACTIVE.
 const WORKSPACE_CREATE: f64 = 60.0;
@@ -81,6 +85,16 @@ impl Metrics for Sandbox {
             .await?
             .ok_or_else(|| CloudError::new("aps", "CreateWorkspace", "InternalError", "lost"))?;
         Ok(self.amp_workspace(&r))
+    }
+
+    async fn describe_grafana(&self, id: &str) -> CloudResult<Option<GrafanaWorkspace>> {
+        self.gate("grafana:DescribeWorkspace", false).await?;
+        Ok((id == GRAFANA_WORKSPACE).then(|| GrafanaWorkspace {
+            id: id.to_string(),
+            name: Some("sandbox-dashboards".into()),
+            status: "ACTIVE".into(),
+            endpoint: format!("{id}.grafana-workspace.{REGION}.amazonaws.com"),
+        }))
     }
 
     async fn query_range(&self, _w: &Workspace, q: &RangeQuery) -> CloudResult<Vec<Series>> {

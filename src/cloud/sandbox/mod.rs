@@ -18,6 +18,7 @@ mod kube;
 mod kueue;
 mod log_text;
 mod metrics;
+pub use metrics::GRAFANA_WORKSPACE;
 mod mlflow;
 mod network;
 mod objects;

@@ -200,14 +200,24 @@ pub(super) async fn autoscaling_groups(
     Ok(chosen)
 }
 
+/// The server's settings a feature change follows.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FeatureSettings<'a> {
+    /// The features users may enable (all when empty).
+    pub allowed: &'a [String],
+    /// The Grafana workspace the observability add-on's dashboards go to.
+    pub grafana_workspace: Option<&'a str>,
+}
+
 /// Compares each requested field with the actual state; refuses enabling a feature whose
 /// prerequisites are not ready.
 pub async fn plan_features(
     engine: &Engine,
     name: &str,
     patch: &FeaturesPatch,
-    allowed: &[String],
+    settings: &FeatureSettings<'_>,
 ) -> ApiResult<Vec<(&'static str, FeatureChange)>> {
+    let allowed = settings.allowed;
     use crate::service::steps::features as f;
     let target = kube_target(engine, name).await?;
     let hyperpod = crate::service::records::hyperpod_name_of(engine, name).await?;
@@ -322,6 +332,9 @@ pub async fn plan_features(
                     memory_percent,
                     instance_groups,
                     after,
+                    grafana_workspace: (key == "observability" && enable)
+                        .then(|| settings.grafana_workspace.map(str::to_string))
+                        .flatten(),
                 },
             },
         ));

@@ -280,10 +280,10 @@ pub async fn features(
     engine: &Engine,
     name: &str,
     req: &FeaturesPatch,
-    allowed: &[String],
+    settings: &incluster::FeatureSettings<'_>,
     caller: &Caller,
 ) -> ApiResult<(bool, Value)> {
-    let plan = incluster::plan_features(engine, name, req, allowed).await?;
+    let plan = incluster::plan_features(engine, name, req, settings).await?;
     let mut out = serde_json::Map::new();
     let mut started = false;
     for (field, change) in plan {

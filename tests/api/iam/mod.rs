@@ -280,7 +280,7 @@ fn the_control_plane_reads_evidence_from_the_clusters_log_groups_and_nowhere_els
 
 /// GPU utilization is read only: the control plane may query the account's Prometheus
 /// workspaces, find them, and make one only tagged as a cluster's; it never writes to one nor
-/// deletes one.
+/// deletes one. It reads the account's Grafana workspaces, and changes none.
 #[test]
 fn the_control_plane_queries_prometheus_workspaces_and_makes_only_tagged_ones() {
     let cp = control_plane_policy();
@@ -302,6 +302,20 @@ fn the_control_plane_queries_prometheus_workspaces_and_makes_only_tagged_ones() 
         !may(req("aps:QueryMetrics", elsewhere)),
         "another account's workspace"
     );
+    // The Grafana workspace the dashboards are in is read, never changed.
+    let grafana = "arn:aws:grafana:us-west-2:123456789012:/workspaces/g-5a9db1e0c2";
+    assert!(may(req("grafana:DescribeWorkspace", grafana)));
+    for action in [
+        "grafana:UpdateWorkspace",
+        "grafana:CreateWorkspaceServiceAccountToken",
+        "grafana:DeleteWorkspace",
+    ] {
+        assert!(!may(req(action, grafana)), "{action}");
+    }
+    assert!(!may(req(
+        "grafana:DescribeWorkspace",
+        "arn:aws:grafana:us-west-2:210987654321:/workspaces/g-5a9db1e0c2"
+    )));
 }
 
 #[test]

@@ -90,10 +90,12 @@ pub(super) async fn addon_inputs(cx: &StepCx<'_>, f: &Feature) -> StepResult<Add
         };
         roles.insert(own.suffix, r.arn);
     }
+    let hyperpod_cluster_arn = crate::service::steps::hyperpod::described(cx).await?.arn;
     Ok(AddonInputs {
         roles,
         place: crate::service::bucket::place_of(cx).await?,
-        hyperpod_cluster_arn: crate::service::steps::hyperpod::described(cx).await?.arn,
+        amg_workspace: super::observability::amg_workspace_of(cx, &hyperpod_cluster_arn).await?,
+        hyperpod_cluster_arn,
         workspace: super::observability::workspace_of(cx).await?,
     })
 }

@@ -78,6 +78,10 @@ impl Feature {
     /// same request enables.
     pub fn chain(&self, p: &FeatureParams) -> Vec<Arc<dyn Step>> {
         let mut chain = self.steps(p.enable);
+        if p.enable && p.grafana_workspace.is_some() && self.id == FeatureId::Observability {
+            // Before the add-on is told to put its dashboards there (after the AMP workspace).
+            chain.insert(1, Arc::new(super::observability::GrafanaStep));
+        }
         if p.enable && !p.after.is_empty() {
             chain.insert(0, Arc::new(prerequisites::PrerequisitesStep));
         }

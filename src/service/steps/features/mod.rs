@@ -96,6 +96,8 @@ pub struct AddonInputs {
     /// The cluster's Amazon Managed Service for Prometheus workspace, for a feature that
     /// writes to it.
     pub workspace: Option<crate::cloud::AmpWorkspace>,
+    /// The add-on's `amgWorkspace`, for the observability feature with a Grafana workspace.
+    pub amg_workspace: Option<Value>,
 }
 
 impl OwnRole {
@@ -381,6 +383,10 @@ pub struct FeatureParams {
     /// inference operator): the chain starts by waiting for their add-ons to be ACTIVE.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<String>,
+    /// Observability only: the Amazon Managed Grafana workspace (`g-…`) the add-on puts its
+    /// dashboards in, as the server was configured when the operation started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grafana_workspace: Option<String>,
 }
 
 pub(super) fn feature_of(cx: &StepCx<'_>) -> StepResult<&'static Feature> {

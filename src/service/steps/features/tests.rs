@@ -69,6 +69,7 @@ fn the_inference_add_on_gets_the_documented_configuration_and_roles() {
         place: crate::service::bucket::BucketPlace::whole("sagemaker-instantstart-demo-1"),
         hyperpod_cluster_arn: "arn:aws:sagemaker:us-west-2:1:cluster/abc".into(),
         workspace: None,
+        amg_workspace: None,
     };
     let config = (f.configuration.unwrap())(&inputs);
     assert_eq!(
