@@ -16,7 +16,7 @@ const JOBS: &str = "/api/clusters/demo/training-jobs";
 /// Polls `path` until `ready` holds of it (what an operator watching the page does), for at
 /// most a minute; the last answer is in the failure. A job just submitted is not there until
 /// its operation applies it: a 404 until then is waited out.
-async fn until(app: &TestApp, path: &str, ready: impl Fn(&Value) -> bool) -> Value {
+pub(crate) async fn until(app: &TestApp, path: &str, ready: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let r = app.get(path).await;

@@ -129,6 +129,54 @@ async fn gpu_utilization_follows_what_is_scheduled_per_node_team_and_pod() {
     }
 }
 
+/// A training job's ranks hold the GPUs they run on in the sandbox too: while the job runs,
+/// each rank (`<job>-pods-<rank>`, one per node) is busy on the job's utilization chart, the
+/// job's GPU hours are billed to it, and nothing of it is left when it is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_jobs_ranks_are_busy_and_billed_to_the_job() {
+    use crate::costs::share;
+    use crate::sharing::until;
+    use crate::training::{enable_training_operator, submit, training_cluster};
+    let app = training_cluster(None).await;
+    enable_training_operator(&app).await;
+    assert_eq!(
+        toggle(&app, "observability", true).await["state"],
+        "succeeded"
+    );
+    // Ten million steps: it runs for the whole test.
+    let body = json!({"jobName": "llama", "recipe": "llama-factory", "instanceType": "ml.g5.8xlarge",
+        "nodeCount": 2, "model": "/s3/models/Qwen/Qwen3-8B", "dataset": "/s3/datasets/alpaca",
+        "args": ["--max_steps=10000000"]});
+    submit(&app, &body).await;
+    until(&app, "/api/clusters/demo/training-jobs/llama", |j| {
+        j["state"] == "running"
+    })
+    .await;
+
+    let u = app
+        .json("/api/clusters/demo/utilization?by=pod&workload=llama")
+        .await;
+    let ranks = means(&u);
+    assert_eq!(
+        ranks.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+        ["llama-pods-0", "llama-pods-1"],
+        "{u}"
+    );
+    assert!(ranks.iter().all(|(_, m)| *m >= 70.0), "{u}");
+    assert_eq!(u["stragglers"], json!([]), "{u}");
+    let nodes = means(&app.json("/api/clusters/demo/utilization").await);
+    assert!(
+        nodes.iter().all(|(_, m)| *m >= 70.0),
+        "both nodes busy: {nodes:?}"
+    );
+
+    let report = until(&app, "/api/costs?cluster=demo&by=job", |r| {
+        share(r, "training/llama", "used").0 > 0.0
+    })
+    .await;
+    assert!(share(&report, "training/llama", "used").0 > 0.0, "{report}");
+}
+
 /// With the account's Grafana workspace configured, the feature checks it before the add-on is
 /// told to put its dashboards there, and the charts link to AWS's dashboards for the cluster
 /// (the one for the view first, a job's opening on the job); a workspace the account does not

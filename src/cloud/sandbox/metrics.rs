@@ -39,6 +39,29 @@ fn utilization(key: &str, held: bool, t: i64) -> f64 {
 /// Center, so a workspace is something an account has, not something the control plane makes).
 pub const GRAFANA_WORKSPACE: &str = "g-5a9db1e0c2";
 
+/// The pod holding GPU `k` of a claim: a training job's rank `<job>-pods-<rank>` (HyperPod's
+/// naming; a rank per node, in the order the ranks were placed), a replica `<workload>-sbx-<k>`.
+fn pod_name(claims: &[GpuClaim], c: &GpuClaim, k: u32) -> String {
+    if let Some(job) = c.labels.get("HPJob") {
+        let rank = claims
+            .iter()
+            .filter(|o| o.labels.get("HPJob") == Some(job))
+            .position(|o| std::ptr::eq(o, c))
+            .unwrap_or(0);
+        return format!("{job}-pods-{rank}");
+    }
+    let workload = [
+        "ray.io/cluster",
+        "app.kubernetes.io/name",
+        "app",
+        "instantstart.io/pool",
+    ]
+    .iter()
+    .find_map(|l| c.labels.get(*l))
+    .map_or("pod", String::as_str);
+    format!("{workload}-sbx-{k}")
+}
+
 /// Simulated seconds AMP takes to make a workspace ACTIVE.
 const WORKSPACE_CREATE: f64 = 60.0;
 
@@ -130,9 +153,9 @@ impl Metrics for Sandbox {
             let schedule = self.schedule(&target).await?;
             for node in &schedule.nodes {
                 // The node's GPUs in order: each claim's, then the idle ones.
-                let mut gpus: Vec<Option<(&GpuClaim, u32)>> = Vec::new();
+                let mut gpus: Vec<Option<(&GpuClaim, String)>> = Vec::new();
                 for c in schedule.claims.iter().filter(|c| c.node == node.name) {
-                    gpus.extend((0..c.gpus).map(|k| Some((c, k))));
+                    gpus.extend((0..c.gpus).map(|k| Some((c, pod_name(&schedule.claims, c, k)))));
                 }
                 while (gpus.len() as u32) < node.gpus.allocatable {
                     gpus.push(None);
@@ -149,14 +172,9 @@ impl Metrics for Sandbox {
                         ),
                         ("modelName".to_string(), "NVIDIA A10G".to_string()),
                     ]);
-                    if let Some((c, k)) = held {
-                        let workload = ["app.kubernetes.io/name", "app", "instantstart.io/pool"]
-                            .iter()
-                            .find_map(|l| c.labels.get(*l))
-                            .cloned()
-                            .unwrap_or_else(|| "pod".into());
+                    if let Some((c, pod)) = held {
                         labels.insert("namespace".into(), c.namespace.clone());
-                        labels.insert("pod".into(), format!("{workload}-sbx-{k}"));
+                        labels.insert("pod".into(), pod.clone());
                         labels.insert("container".into(), "main".into());
                     }
                     if !matchers.iter().all(|(l, regex, p)| {

@@ -218,7 +218,7 @@ impl Sandbox {
                 gpus,
             })
             .collect();
-        Ok(Schedule {
+        let mut schedule = Schedule {
             nodes,
             claims,
             placed,
@@ -228,7 +228,80 @@ impl Sandbox {
             node_role,
             scaled,
             kueue,
-        })
+        };
+        self.place_training(target, &mut schedule).await?;
+        Ok(schedule)
+    }
+
+    /// The ranks of the training jobs running now, placed last on the free GPUs of ready nodes
+    /// of their type: their GPUs are then in use, held by the job (for costs and the simulated
+    /// DCGM series). The simulated job itself waits only for ready nodes, so a rank finding no
+    /// free GPU (a replica took it) runs unseen rather than displacing anything.
+    async fn place_training(&self, target: &KubeTarget, s: &mut Schedule) -> CloudResult<()> {
+        let ours = format!("{}/", target.cluster);
+        let mut jobs: Vec<Res> = self
+            .list("k8s-object")
+            .await?
+            .into_iter()
+            .filter(|r| {
+                r.deleted_ms.is_none()
+                    && r.data["__key"]
+                        .as_str()
+                        .is_some_and(|k| k.starts_with(&ours))
+                    && super::training::is_training(&r.data)
+            })
+            .collect();
+        jobs.sort_by_key(|r| r.created_ms);
+        for r in jobs {
+            let obj = r.data.clone();
+            if !super::training::running(&self.k8s_status(r, Some(s))["status"]) {
+                continue;
+            }
+            let spec = super::training::pod_spec(&obj);
+            let g = spec.map_or(0, super::workload::pod_gpus);
+            if g == 0 {
+                continue;
+            }
+            let at = spec
+                .and_then(|p| p.pointer("/nodeSelector/node.kubernetes.io~1instance-type"))
+                .and_then(Value::as_str);
+            // The template's labels a holder is known by, and the one the operator adds.
+            let mut labels: std::collections::BTreeMap<String, String> = spec
+                .and(obj.pointer("/spec/replicaSpecs/0/template/metadata/labels"))
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .filter(|(k, _)| HOLDER_LABELS.contains(&k.as_str()))
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect();
+            let (label, value) = super::training::holder_label(&obj);
+            labels.insert(label.to_string(), value);
+            let namespace = obj
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("default")
+                .to_string();
+            for _ in 0..super::training::nodes_wanted(&obj) {
+                let Some(n) = s.nodes.iter_mut().find(|n| {
+                    n.ready
+                        && !n.unschedulable
+                        && at.is_none_or(|t| n.instance_type.as_deref() == Some(t))
+                        && n.gpus.free >= g
+                }) else {
+                    break;
+                };
+                n.gpus.requested += g;
+                n.gpus.free -= g;
+                s.pods += 1;
+                s.claims.push(GpuClaim {
+                    node: n.name.clone(),
+                    namespace: namespace.clone(),
+                    labels: labels.clone(),
+                    gpus: g,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// A stored object as the API server would return it: without the sandbox's key, with

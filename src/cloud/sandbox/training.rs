@@ -15,7 +15,7 @@ pub(super) fn is_training(obj: &Value) -> bool {
     matches!(obj["kind"].as_str(), Some("HyperPodPyTorchJob" | "RayJob"))
 }
 
-fn pod_spec(obj: &Value) -> Option<&Value> {
+pub(super) fn pod_spec(obj: &Value) -> Option<&Value> {
     obj.pointer("/spec/replicaSpecs/0/template/spec")
         .or_else(|| obj.pointer("/spec/rayClusterSpec/workerGroupSpecs/0/template/spec"))
 }
@@ -45,6 +45,26 @@ pub(super) fn run_secs(obj: &Value, failures: u64) -> f64 {
         .and_then(Value::as_u64)
         .unwrap_or(0);
     training_end(failures, limit, train).0
+}
+
+/// Whether a job's status (as [`status`] or Kueue's hold writes it) says its pods run now.
+pub(super) fn running(status: &Value) -> bool {
+    status["jobStatus"] == "RUNNING"
+        || status["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Running" && c["status"] == "True")
+        })
+}
+
+/// The label a job's pods carry that names the job, as its operator sets it: HyperPod's
+/// `HPJob`, KubeRay's `ray.io/cluster` (the RayJob's cluster).
+pub(super) fn holder_label(obj: &Value) -> (&'static str, String) {
+    let name = obj["metadata"]["name"].as_str().unwrap_or("job");
+    if obj["kind"] == "RayJob" {
+        ("ray.io/cluster", ray_cluster_name(name))
+    } else {
+        ("HPJob", name.to_string())
+    }
 }
 
 pub(super) fn nodes_wanted(obj: &Value) -> u64 {
