@@ -35,15 +35,6 @@ async fn started(app: &TestApp, body: &Value, key: &str) -> Value {
     app.wait_terminal(id).await
 }
 
-fn phase_names(op: &Value) -> Vec<&str> {
-    op["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn features_follow_the_diff_contract() {
     let app = spawn_app().await;

@@ -529,3 +529,13 @@ pub async fn inference_app(opts: Opts) -> TestApp {
 pub async fn enable(app: &TestApp, key: &str) {
     assert_eq!(toggle(app, key, true).await["state"], "succeeded", "{key}");
 }
+
+/// The names of an operation's phases, in order.
+pub fn phase_names(op: &Value) -> Vec<&str> {
+    op["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect()
+}

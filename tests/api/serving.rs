@@ -625,15 +625,6 @@ async fn routers_scalers_and_a_relabelled_pool_pod_on_the_kubernetes_emulator() 
     }
 }
 
-fn phase_names(op: &Value) -> Vec<String> {
-    op["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
 /// A deployment scaling on an Amazon Managed Service for Prometheus workspace: its operation
 /// first gives KEDA an identity of its own (a pod-identity role that may query that workspace
 /// only, bound to keda/keda-operator), so KEDA reads the metric; a second workspace is added to
@@ -721,7 +712,7 @@ async fn the_inference_operators_keda_takes_over_from_ours_and_hands_back() {
     enable(&app, "fsxCsi").await;
     let op = toggle(&app, "inferenceOperator", true).await;
     let names = phase_names(&op);
-    let at = |n: &str| names.iter().position(|p| p == n).unwrap();
+    let at = |n: &str| names.iter().position(|p| *p == n).unwrap();
     assert!(at("keda-handover") < at("addon"), "{names:?}");
     let removed = &op["phases"][at("keda-handover")]["outputs"]["removed"];
     assert!(
@@ -777,7 +768,7 @@ async fn the_inference_operators_keda_takes_over_from_ours_and_hands_back() {
 
     let op = toggle(&app, "inferenceOperator", false).await;
     let names = phase_names(&op);
-    let at = |n: &str| names.iter().position(|p| p == n).unwrap();
+    let at = |n: &str| names.iter().position(|p| *p == n).unwrap();
     assert!(
         at("addon") < at("keda"),
         "ours returns after the add-on is gone: {names:?}"

@@ -46,14 +46,8 @@ async fn gpu_utilization_follows_what_is_scheduled_per_node_team_and_pod() {
     // The feature makes the cluster's workspace first, then the add-on writing to it.
     let op = toggle(&app, "observability", true).await;
     assert_eq!(op["state"], "succeeded", "{op}");
-    let phases: Vec<&str> = op["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        phases,
+        phase_names(&op),
         ["amp-workspace", "role", "addon", "pod-identity"],
         "{op}"
     );
@@ -194,14 +188,8 @@ async fn the_charts_link_to_the_dashboards_in_the_accounts_grafana() {
     assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
     let op = toggle(&app, "observability", true).await;
     assert_eq!(op["state"], "succeeded", "{op}");
-    let phases: Vec<&str> = op["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        phases,
+        phase_names(&op),
         [
             "amp-workspace",
             "amg-workspace",
