@@ -129,7 +129,19 @@ async fn browser_scenarios_in_headless_chromium() {
     let client = Client::new();
 
     let (_g1, dir) = temp_dir();
-    let server = Server::start(&dir, free_port(), 3000.0);
+    // With the account's Grafana workspace named, as a deployment with one runs.
+    let server = Server::spawn(
+        &dir,
+        free_port(),
+        &["--cloud", "sandbox"],
+        &[
+            ("INSTANTSTART_SANDBOX_TIME_SCALE", "3000"),
+            (
+                "INSTANTSTART_GRAFANA_WORKSPACE",
+                instantstart::cloud::sandbox::GRAFANA_WORKSPACE,
+            ),
+        ],
+    );
     server.ready(&client).await;
     let (base, log) = (server.base.clone(), server.log.clone());
     let out1 = out.clone();

@@ -584,8 +584,8 @@ def costs(page, base, out):
 
 def utilization(page, base, out):
     """GPU utilization drawn from the simulated DCGM series: a line per node on the nodes page,
-    each named with its mean; the teams page has its own view. Before the observability feature
-    the page says how to turn it on."""
+    each named with its mean, with links to AWS's dashboards in the account's Grafana; the teams
+    page has its own view. Before the observability feature the page says how to turn it on."""
     page.goto(f"{base}/#/nodes")
     expect(page.locator("#node-utilization")).to_contain_text("observability")
     enable_feature(page, base, "observability")
@@ -594,6 +594,13 @@ def utilization(page, base, out):
     expect(chart.locator("svg")).to_have_attribute("data-lines", re.compile(r"^[1-9]"))
     expect(chart.locator("polyline[data-line]").first).to_be_attached()
     expect(chart.locator(".legend")).to_contain_text("%")
+    # The server names the account's Grafana workspace: AWS's dashboards are linked, the
+    # cluster's first.
+    links = page.locator("#node-utilization-dashboards a")
+    expect(links).to_have_count(5)
+    expect(links.first).to_have_text("Cluster")
+    expect(links.first).to_have_attribute(
+        "href", re.compile(r"^https://g-[0-9a-f]{10}\.grafana-workspace\.[a-z0-9-]+\.amazonaws\.com/d/aws-sm-hp-observability-cluster-v1_0\?var-cluster_name="))
     page.screenshot(path=f"{out}/utilization.png", full_page=True)
     page.goto(f"{base}/#/teams")
     expect(page.locator("#team-utilization")).to_be_visible()
