@@ -15,16 +15,50 @@ use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
-    pub method: String,
+    pub method: &'static str,
     /// The matched route template, e.g. `/api/clusters/{name}/status`.
-    pub route: String,
+    pub route: &'static str,
     pub status: u16,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabels {
-    pub method: String,
-    pub route: String,
+    pub method: &'static str,
+    pub route: &'static str,
+}
+
+/// A route template as a `&'static str`, kept once per template: labels then cost no copy per
+/// request. Bounded: templates come from the router, never from raw paths.
+fn interned(route: &str) -> &'static str {
+    use std::collections::HashSet;
+    use std::sync::RwLock;
+    static ROUTES: OnceLock<RwLock<HashSet<&'static str>>> = OnceLock::new();
+    let routes = ROUTES.get_or_init(Default::default);
+    if let Some(r) = routes.read().unwrap_or_else(|e| e.into_inner()).get(route) {
+        return r;
+    }
+    let mut w = routes.write().unwrap_or_else(|e| e.into_inner());
+    if let Some(r) = w.get(route) {
+        return r;
+    }
+    let r: &'static str = Box::leak(route.to_string().into_boxed_str());
+    w.insert(r);
+    r
+}
+
+/// A method as a label: the standard ones by name, any other as `OTHER` (bounded).
+fn method_label(m: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *m {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        _ => "OTHER",
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -86,6 +120,21 @@ fn latency_buckets() -> Histogram {
 }
 
 impl Metrics {
+    /// Counts one answered request and its latency, by method, route template and status.
+    pub fn request(&self, method: &axum::http::Method, route: &str, status: u16, secs: f64) {
+        let (method, route) = (method_label(method), interned(route));
+        self.request_seconds
+            .get_or_create(&RouteLabels { method, route })
+            .observe(secs);
+        self.requests
+            .get_or_create(&RequestLabels {
+                method,
+                route,
+                status,
+            })
+            .inc();
+    }
+
     fn new() -> Self {
         let mut registry = Registry::with_prefix("instantstart");
         let requests = Family::<RequestLabels, Counter>::default();

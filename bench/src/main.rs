@@ -1,10 +1,8 @@
-//! The benchmark's load generator: plain HTTP/1.1 GETs against one loopback server, so the
-//! figures measure the server and not a client library.
+//! The benchmark's sequential client: plain HTTP/1.1 GETs against one loopback server, one
+//! request per new connection, one at a time (what wrk, which runs the load figures, does not
+//! measure), so the figures measure the server and not a client library.
 //!
-//! `seq <host:port> <path> <count> [header]`: one request per new connection, one at a time;
-//! prints `p50_ms p99_ms`.
-//! `load <host:port> <path> <connections> <seconds> [header]`: keep-alive connections sending
-//! back to back; prints `req_per_s p50_ms p99_ms bytes_per_response`.
+//! `seq <host:port> <path> <count> [header]`: prints `p50_ms p99_ms`.
 
 use std::time::{Duration, Instant};
 
@@ -60,16 +58,13 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: loadgen seq <host:port> <path> <count> [header] | load <host:port> <path> <connections> <seconds> [header]";
+    let usage = "usage: loadgen seq <host:port> <path> <count> [header]";
     if args.len() < 5 {
         eprintln!("{usage}");
         std::process::exit(2);
     }
     let (mode, addr, path) = (args[1].as_str(), args[2].clone(), args[3].clone());
-    let header = args
-        .get(6)
-        .or(if mode == "seq" { args.get(5) } else { None })
-        .cloned();
+    let header = args.get(5).cloned();
     match mode {
         "seq" => {
             let count: usize = args[4].parse().expect("count");
@@ -86,45 +81,6 @@ async fn main() {
             }
             times.sort();
             println!("{:.3} {:.3}", pct(&times, 0.5), pct(&times, 0.99));
-        }
-        "load" => {
-            let conns: usize = args[4].parse().expect("connections");
-            let secs: f64 = args[5].parse().expect("seconds");
-            let until = Instant::now() + Duration::from_secs_f64(secs);
-            let req = request(&addr, &path, header.as_deref(), false);
-            let mut tasks = Vec::new();
-            let started = Instant::now();
-            for _ in 0..conns {
-                let (addr, req) = (addr.clone(), req.clone());
-                tasks.push(tokio::spawn(async move {
-                    let mut s = TcpStream::connect(&addr).await.expect("connect");
-                    s.set_nodelay(true).ok();
-                    let (mut buf, mut times, mut bytes) = (Vec::new(), Vec::new(), 0usize);
-                    while Instant::now() < until {
-                        let t = Instant::now();
-                        let (status, len) = one(&mut s, &req, &mut buf).await.expect("response");
-                        assert!(status == 200 || status == 304, "status {status}");
-                        times.push(t.elapsed());
-                        bytes = len;
-                    }
-                    (times, bytes)
-                }));
-            }
-            let mut all = Vec::new();
-            let mut bytes = 0;
-            for t in tasks {
-                let (times, b) = t.await.expect("task");
-                all.extend(times);
-                bytes = b;
-            }
-            let elapsed = started.elapsed().as_secs_f64();
-            all.sort();
-            println!(
-                "{:.0} {:.3} {:.3} {bytes}",
-                all.len() as f64 / elapsed,
-                pct(&all, 0.5),
-                pct(&all, 0.99)
-            );
         }
         _ => {
             eprintln!("{usage}");

@@ -4,7 +4,6 @@
 
 use axum::extract::{MatchedPath, Query, Request, State};
 use axum::http::{header, Method};
-use axum::middleware::Next;
 use axum::response::Response;
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -22,13 +21,17 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// Records the request if it could change anything (POST, PUT, PATCH, DELETE).
-pub async fn record(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn record<F, Fut>(state: &AppState, request: Request, inner: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: std::future::Future<Output = Response>,
+{
     let method = request.method().clone();
     if !matches!(
         method,
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE
     ) {
-        return next.run(request).await;
+        return inner(request).await;
     }
     let route = request
         .extensions()
@@ -48,7 +51,7 @@ pub async fn record(State(state): State<AppState>, request: Request, next: Next)
     } else {
         "loopback"
     };
-    let response = next.run(request).await;
+    let response = inner(request).await;
     // Read in a block: a borrow of the response must not live across the await below.
     let (location, request_id, status) = {
         let header = |name: header::HeaderName| {

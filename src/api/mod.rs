@@ -156,7 +156,11 @@ fn is_public(path: &str) -> bool {
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// DNS-rebinding guard, token check and the sandbox header, for every route (REST, MCP, UI).
-pub async fn edge(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn edge(
+    State(state): State<std::sync::Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
     use axum::response::IntoResponse;
     let policy = &state.edge;
     let headers = request.headers();
@@ -166,7 +170,7 @@ pub async fn edge(State(state): State<AppState>, request: Request, next: Next) -
         .and_then(|h| h.to_str().ok())
         .and_then(|h| space_proxy::space_host(policy, h))
     {
-        return space_proxy::serve(state.clone(), cluster, space, request).await;
+        return space_proxy::serve(AppState::clone(&state), cluster, space, request).await;
     }
     let refusal = if !policy.host_ok(headers) {
         Some(ApiError::Forbidden {
@@ -338,11 +342,26 @@ async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Api
     })
 }
 
+/// What every matched route runs through, as one layer (each layer costs a request its own
+/// boxed service and future): the audit trail of a change, outside the request's span and
+/// access line (so the answer it records already carries its request id), then the body read
+/// first.
+async fn per_route(
+    State(state): State<std::sync::Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    audit::record(&state, request, |request| {
+        trace::trace(request, |request| body_first(request, next))
+    })
+    .await
+}
+
 /// Reads a request's body before any extractor may refuse the request. Refused on its path or
 /// a header before its body had arrived, a request would otherwise be answered and its
 /// connection then closed by hyper without a `Connection: close`, so a keep-alive client's
 /// next request on that connection would get no answer at all.
-async fn body_first(req: Request, next: axum::middleware::Next) -> Response {
+async fn body_first(req: Request, next: Next) -> Response {
     use axum::body::HttpBody as _;
     if req.body().size_hint().exact() == Some(0) {
         return next.run(req).await;
@@ -459,6 +478,8 @@ where
 {
     let (rest, doc) = rest().split_for_parts();
     openapi::keep(doc);
+    // The edge layers take the state behind one Arc: a request clones a pointer, not the state.
+    let shared = std::sync::Arc::new(state.clone());
     let api = rest
         .merge(ui::router())
         .route("/api/events", axum::routing::get(events::events))
@@ -468,16 +489,13 @@ where
         )
         .route("/api/openapi.json", axum::routing::get(openapi::serve))
         .route("/metrics", axum::routing::get(metrics))
-        .route_layer(axum::middleware::from_fn(body_first))
-        .route_layer(axum::middleware::from_fn(trace::trace))
-        // Outside the trace layer, so the answer already carries its request id.
         .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            audit::record,
+            shared.clone(),
+            per_route,
         ))
         .nest_service("/mcp", mcp)
         .fallback(|| async { ApiError::not_found("route") })
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT));
-    api.layer(axum::middleware::from_fn_with_state(state.clone(), edge))
+    api.layer(axum::middleware::from_fn_with_state(shared, edge))
         .with_state(state)
 }

@@ -9,12 +9,9 @@
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
-use axum::http::HeaderValue;
-use axum::middleware::Next;
+use axum::http::{HeaderValue, Method};
 use axum::response::Response;
 use tracing::Instrument;
-
-use crate::metrics::{RequestLabels, RouteLabels};
 
 pub const REQUEST_ID: &str = "x-request-id";
 
@@ -43,39 +40,55 @@ fn access_level(method: &str, status: u16, secs: f64) -> tracing::Level {
     }
 }
 
-pub async fn trace(request: Request, next: Next) -> Response {
+/// A read: what a probe or a status poll sends.
+fn is_read(method: &Method) -> bool {
+    matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// Runs `inner` in the request's span and logs its access line. A read's span is at debug, so
+/// at the default level it is never made (a probe or a poll costs no span); when its answer is
+/// logged after all (refused, failed or slow), the line gets the same span then, so every
+/// access line has the same fields.
+pub async fn trace<F, Fut>(request: Request, inner: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: std::future::Future<Output = Response>,
+{
     let id = caller_id(&request).unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_default();
-    let method = request.method().to_string();
-    let span = tracing::info_span!("request", request_id = %id, method = %method, route = %route);
+    let matched = request.extensions().get::<MatchedPath>().cloned();
+    let route = matched.as_ref().map_or("", |p| p.as_str());
+    let method = request.method().clone();
+    let span = |level: tracing::Level| match level {
+        tracing::Level::DEBUG => {
+            tracing::debug_span!("request", request_id = %id, method = %method, route = %route)
+        }
+        _ => tracing::info_span!("request", request_id = %id, method = %method, route = %route),
+    };
+    let read = is_read(&method);
+    let during = span(if read {
+        tracing::Level::DEBUG
+    } else {
+        tracing::Level::INFO
+    });
     let started = Instant::now();
-    let mut response = next.run(request).instrument(span.clone()).await;
+    let mut response = inner(request).instrument(during.clone()).await;
     let elapsed = started.elapsed().as_secs_f64();
     let status = response.status().as_u16();
     let latency_ms = elapsed * 1000.0;
-    span.in_scope(|| match access_level(&method, status, elapsed) {
-        tracing::Level::WARN => tracing::warn!(status, latency_ms, "request finished"),
-        tracing::Level::INFO => tracing::info!(status, latency_ms, "request finished"),
-        _ => tracing::debug!(status, latency_ms, "request finished"),
-    });
-    let m = crate::metrics::global();
-    m.request_seconds
-        .get_or_create(&RouteLabels {
-            method: method.clone(),
-            route: route.clone(),
-        })
-        .observe(elapsed);
-    m.requests
-        .get_or_create(&RequestLabels {
-            method,
-            route,
-            status,
-        })
-        .inc();
+    let level = access_level(method.as_str(), status, elapsed);
+    if level != tracing::Level::DEBUG || !during.is_disabled() {
+        let line = if during.is_disabled() {
+            span(tracing::Level::INFO)
+        } else {
+            during
+        };
+        line.in_scope(|| match level {
+            tracing::Level::WARN => tracing::warn!(status, latency_ms, "request finished"),
+            tracing::Level::INFO => tracing::info!(status, latency_ms, "request finished"),
+            _ => tracing::debug!(status, latency_ms, "request finished"),
+        });
+    }
+    crate::metrics::global().request(&method, route, status, elapsed);
     if let Ok(v) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID, v);
     }
