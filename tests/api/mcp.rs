@@ -278,7 +278,8 @@ async fn the_mcp_endpoint_is_behind_the_same_edge_guard() {
 
 /// The submit-training skill, rehearsed over MCP against a sandbox cluster whose next job loses
 /// a pod once: decision-level inputs only, a refused path fixed from the problem's field, the
-/// job followed to `succeeded` with the restart in its budget.
+/// job followed to `succeeded` with the restart in its budget; then diagnose-nccl reads the
+/// faulty rank's logs and the ranks' utilization, changing nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_submit_training_skill_runs_over_mcp_to_a_trained_job() {
     let app = spawn_app_with(Opts {
@@ -313,6 +314,9 @@ async fn the_submit_training_skill_runs_over_mcp_to_a_trained_job() {
         steps[9],
         json!(["workload_logs", false, 1, "[agent-sft-pods-0 rank 0]"])
     );
+    // diagnose-nccl for a slow job: the ranks' utilization read, the add-on only suggested.
+    assert_eq!(steps[10], json!(["cluster_utilization", false, false, true]));
+    assert_eq!(steps[11], json!(["features_get", false]));
 }
 
 /// The skills rehearsed nowhere else, over MCP alone: managed-features, storage-and-models,

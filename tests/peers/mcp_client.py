@@ -168,6 +168,14 @@ async def training(client):
     lines = logs["value"]["lines"]
     watchdog = [l for l in lines if "Watchdog caught collective operation timeout" in l]
     steps.append(("workload_logs", logs["is_error"], len(watchdog), watchdog[0].split("]")[0] + "]" if watchdog else None))
+    # diagnose-nccl for a job that is slow: each rank's GPU utilization. Without the
+    # observability add-on the answer says how to turn it on: a suggestion for the user, never a
+    # change made while investigating.
+    util = await call(client, "cluster_utilization", {"name": "demo", "by": "pod", "workload": "agent-sft"})
+    steps.append(("cluster_utilization", util["is_error"], util["value"]["available"],
+                  "observability" in util["value"].get("howToEnable", "")))
+    features = (await call(client, "features_get", {"name": "demo"}))["value"]["features"]
+    steps.append(("features_get", next(f for f in features if f["key"] == "observability")["enabled"]))
     return {"steps": steps}
 
 
