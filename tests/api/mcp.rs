@@ -315,7 +315,10 @@ async fn the_submit_training_skill_runs_over_mcp_to_a_trained_job() {
         json!(["workload_logs", false, 1, "[agent-sft-pods-0 rank 0]"])
     );
     // diagnose-nccl for a slow job: the ranks' utilization read, the add-on only suggested.
-    assert_eq!(steps[10], json!(["cluster_utilization", false, false, true]));
+    assert_eq!(
+        steps[10],
+        json!(["cluster_utilization", false, false, true])
+    );
     assert_eq!(steps[11], json!(["features_get", false]));
 }
 
