@@ -3,6 +3,9 @@
 //! measure), so the figures measure the server and not a client library.
 //!
 //! `seq <host:port> <path> <count> [header]`: prints `p50_ms p99_ms`.
+//! `burst <host:port> <path> <file>`: one POST per line of `file` (a JSON body), each on its own
+//! connection, all connected first and then sent at once; prints one `status ms answer` line per
+//! request (the answer's body on one line), so a burst is timed without the client's queueing.
 
 use std::time::{Duration, Instant};
 
@@ -58,7 +61,8 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: loadgen seq <host:port> <path> <count> [header]";
+    let usage =
+        "usage: loadgen seq <host:port> <path> <count> [header] | burst <host:port> <path> <file>";
     if args.len() < 5 {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -81,6 +85,38 @@ async fn main() {
             }
             times.sort();
             println!("{:.3} {:.3}", pct(&times, 0.5), pct(&times, 0.99));
+        }
+        "burst" => {
+            let bodies: Vec<String> = std::fs::read_to_string(&args[4])
+                .expect("bodies file")
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(str::to_string)
+                .collect();
+            let go = std::sync::Arc::new(tokio::sync::Barrier::new(bodies.len()));
+            let mut tasks = Vec::new();
+            for body in bodies {
+                let (addr, path, go) = (addr.clone(), path.clone(), go.clone());
+                tasks.push(tokio::spawn(async move {
+                    let mut s = TcpStream::connect(&addr).await.expect("connect");
+                    s.set_nodelay(true).ok();
+                    let req = format!(
+                        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    go.wait().await;
+                    let t = Instant::now();
+                    let mut buf = Vec::new();
+                    let (status, len) = one(&mut s, req.as_bytes(), &mut buf).await.expect("response");
+                    let ms = t.elapsed().as_secs_f64() * 1000.0;
+                    let answer = String::from_utf8_lossy(&buf[buf.len() - len..]).replace('\n', " ");
+                    (status, ms, answer)
+                }));
+            }
+            for t in tasks {
+                let (status, ms, answer) = t.await.expect("task");
+                println!("{status} {ms:.3} {answer}");
+            }
         }
         _ => {
             eprintln!("{usage}");
