@@ -106,6 +106,7 @@ const REFUSED_BY_STATE: &[(&str, &str)] = &[
     ("POST /api/clusters/{name}/models", "a model and revision is downloaded once: the same again is a 409 naming the first download"),
     ("POST /api/clusters/{name}/pools", "poolName: not a name the cluster's deployments or pools already have"),
     ("POST /api/clusters/{name}/pools/{pool}/assign", "pod: one of the pool's pods, named at run time; model: a deployment served from the pool"),
+    ("POST /api/clusters/{name}/spaces/{space}/stop", "a stop while the fuzzer's previous stop or start is still being applied is refused naming that operation (409); stopped already is a 200"),
     ("POST /api/clusters/{name}/spaces/{space}/open", "a space opens only while it runs: the fuzzer's own stop leaves it stopped (409)"),
     ("POST /api/clusters/{name}/spaces/{space}/connections", "only while it runs, as open; and web-ui only where the add-on's web access is set up, which the sandbox's is not (409)"),
     ("POST /api/clusters/{name}/pools/{pool}/unassign", "pod: one of the pool's pods, named at run time"),

@@ -147,9 +147,16 @@ impl Sandbox {
             (ns.unwrap_or("default").to_string(), kept)
         };
         let mut holding = std::collections::BTreeMap::new();
+        // The cluster's training jobs, placed after everything else (read in the same pass).
+        let ours = format!("{}/", target.cluster);
+        let mut jobs = Vec::new();
         for r in self.list("k8s-object").await? {
             let key = r.data["__key"].as_str().unwrap_or_default();
             if r.deleted_ms.is_some() {
+                continue;
+            }
+            if key.starts_with(&ours) && super::training::is_training(&r.data) {
+                jobs.push(r);
                 continue;
             }
             let selector = |pointer: &str| {
@@ -229,7 +236,7 @@ impl Sandbox {
             scaled,
             kueue,
         };
-        self.place_training(target, &mut schedule).await?;
+        self.place_training(jobs, &mut schedule);
         Ok(schedule)
     }
 
@@ -237,20 +244,7 @@ impl Sandbox {
     /// of their type: their GPUs are then in use, held by the job (for costs and the simulated
     /// DCGM series). The simulated job itself waits only for ready nodes, so a rank finding no
     /// free GPU (a replica took it) runs unseen rather than displacing anything.
-    async fn place_training(&self, target: &KubeTarget, s: &mut Schedule) -> CloudResult<()> {
-        let ours = format!("{}/", target.cluster);
-        let mut jobs: Vec<Res> = self
-            .list("k8s-object")
-            .await?
-            .into_iter()
-            .filter(|r| {
-                r.deleted_ms.is_none()
-                    && r.data["__key"]
-                        .as_str()
-                        .is_some_and(|k| k.starts_with(&ours))
-                    && super::training::is_training(&r.data)
-            })
-            .collect();
+    fn place_training(&self, mut jobs: Vec<Res>, s: &mut Schedule) {
         jobs.sort_by_key(|r| r.created_ms);
         for r in jobs {
             let obj = r.data.clone();
@@ -301,7 +295,6 @@ impl Sandbox {
                 });
             }
         }
-        Ok(())
     }
 
     /// A stored object as the API server would return it: without the sandbox's key, with
