@@ -170,8 +170,8 @@ pub struct ServeConfig {
     pub prometheus_url: Option<String>,
 
     /// The account's Amazon Managed Grafana workspace (`g-…`, made with IAM Identity Center
-    /// sign-in) that the observability feature names to the HyperPod observability add-on, so its
-    /// dashboards land there; the utilization charts then link to them.
+    /// sign-in) that the observability feature names to the HyperPod observability add-on; the
+    /// utilization charts then link to AWS's dashboards there.
     #[arg(long, env = "INSTANTSTART_GRAFANA_WORKSPACE")]
     pub grafana_workspace: Option<String>,
 

@@ -383,8 +383,8 @@ pub struct FeatureParams {
     /// inference operator): the chain starts by waiting for their add-ons to be ACTIVE.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<String>,
-    /// Observability only: the Amazon Managed Grafana workspace (`g-…`) the add-on puts its
-    /// dashboards in, as the server was configured when the operation started.
+    /// Observability only: the Amazon Managed Grafana workspace (`g-…`) the add-on is told of
+    /// (`amgWorkspace`), as the server was configured when the operation started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grafana_workspace: Option<String>,
 }

@@ -63,8 +63,8 @@ const LEVELS: &[(&str, &str)] = &[
     ("rayMetrics", "ADVANCED"),
 ];
 
-/// The add-on's configuration: the workspace it writes to, the Grafana workspace its dashboards
-/// go to (when the server names one), and what it collects.
+/// The add-on's configuration: the workspace it writes to, the Grafana workspace for its
+/// dashboards (when the server names one), and what it collects.
 pub fn configuration(i: &AddonInputs) -> Value {
     let mut provider = serde_json::Map::new();
     for (category, level) in LEVELS {
@@ -140,7 +140,7 @@ pub(super) async fn amg_workspace_of(
 }
 
 /// The `amg-workspace` phase (only when the server names a Grafana workspace): the workspace
-/// exists and is ACTIVE before the add-on is told to put its dashboards there. Nothing is made:
+/// exists and is ACTIVE before the add-on is told of it. Nothing is made:
 /// an Amazon Managed Grafana workspace needs IAM Identity Center, the account's decision.
 pub struct GrafanaStep;
 
