@@ -29,11 +29,10 @@ fn caller_id(request: &Request) -> Option<String> {
 const SLOW_SECS: f64 = 1.0;
 
 /// The level a request's "request finished" line is logged at.
-fn access_level(method: &str, status: u16, secs: f64) -> tracing::Level {
-    let read = matches!(method, "GET" | "HEAD" | "OPTIONS");
+fn access_level(method: &Method, status: u16, secs: f64) -> tracing::Level {
     if status >= 500 || secs >= SLOW_SECS {
         tracing::Level::WARN
-    } else if !read || status >= 400 {
+    } else if !is_read(method) || status >= 400 {
         tracing::Level::INFO
     } else {
         tracing::Level::DEBUG
@@ -64,8 +63,7 @@ where
         }
         _ => tracing::info_span!("request", request_id = %id, method = %method, route = %route),
     };
-    let read = is_read(&method);
-    let during = span(if read {
+    let during = span(if is_read(&method) {
         tracing::Level::DEBUG
     } else {
         tracing::Level::INFO
@@ -75,7 +73,7 @@ where
     let elapsed = started.elapsed().as_secs_f64();
     let status = response.status().as_u16();
     let latency_ms = elapsed * 1000.0;
-    let level = access_level(method.as_str(), status, elapsed);
+    let level = access_level(&method, status, elapsed);
     if level != tracing::Level::DEBUG || !during.is_disabled() {
         let line = if during.is_disabled() {
             span(tracing::Level::INFO)
@@ -102,12 +100,12 @@ mod tests {
 
     #[test]
     fn changes_refusals_errors_and_slow_answers_are_logged_and_quick_reads_are_debug() {
-        assert_eq!(access_level("GET", 200, 0.01), Level::DEBUG);
-        assert_eq!(access_level("GET", 101, 0.01), Level::DEBUG);
-        assert_eq!(access_level("POST", 202, 0.01), Level::INFO);
-        assert_eq!(access_level("DELETE", 404, 0.01), Level::INFO);
-        assert_eq!(access_level("GET", 422, 0.01), Level::INFO);
-        assert_eq!(access_level("GET", 502, 0.01), Level::WARN);
-        assert_eq!(access_level("GET", 200, 1.5), Level::WARN);
+        assert_eq!(access_level(&Method::GET, 200, 0.01), Level::DEBUG);
+        assert_eq!(access_level(&Method::GET, 101, 0.01), Level::DEBUG);
+        assert_eq!(access_level(&Method::POST, 202, 0.01), Level::INFO);
+        assert_eq!(access_level(&Method::DELETE, 404, 0.01), Level::INFO);
+        assert_eq!(access_level(&Method::GET, 422, 0.01), Level::INFO);
+        assert_eq!(access_level(&Method::GET, 502, 0.01), Level::WARN);
+        assert_eq!(access_level(&Method::GET, 200, 1.5), Level::WARN);
     }
 }

@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 
 use crate::cloud::{Cloud, GrafanaWorkspace};
 
-/// A dashboard: what the link says, AWS's UID, whether it takes the training job variable.
+/// A dashboard: its key, what the link says, AWS's UID.
 pub struct Dashboard {
     pub key: &'static str,
     pub title: &'static str,

@@ -39,6 +39,22 @@ pub(super) fn gpu_request(workload: &Value) -> u32 {
         .map_or(0, super::workload::pod_gpus)
 }
 
+/// Whose pods an object's are: its namespace, and the labels of `labels` that name a holder.
+fn holder_of(
+    obj: &Value,
+    labels: Option<&Value>,
+) -> (String, std::collections::BTreeMap<String, String>) {
+    let kept = labels
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| HOLDER_LABELS.contains(&k.as_str()))
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+        .collect();
+    let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str);
+    (ns.unwrap_or("default").to_string(), kept)
+}
+
 impl Sandbox {
     /// Places every Deployment's replicas, oldest first, on ready nodes with enough free GPUs
     /// (and the instance type its node selector names): first come, first served, as the
@@ -129,22 +145,12 @@ impl Sandbox {
         let mut asks: Vec<(Res, u64, u32, Option<String>)> = vec![];
         // Whose pods they are: a Deployment's template labels, a Workspace's own.
         let holder = |r: &Res| {
-            let labels = r
-                .data
-                .pointer("/spec/template/metadata/labels")
-                .or_else(|| r.data.pointer("/metadata/labels"))
-                .and_then(Value::as_object);
-            let kept = labels
-                .into_iter()
-                .flatten()
-                .filter(|(k, _)| HOLDER_LABELS.contains(&k.as_str()))
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect::<std::collections::BTreeMap<_, _>>();
-            let ns = r
-                .data
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str);
-            (ns.unwrap_or("default").to_string(), kept)
+            holder_of(
+                &r.data,
+                r.data
+                    .pointer("/spec/template/metadata/labels")
+                    .or_else(|| r.data.pointer("/metadata/labels")),
+            )
         };
         let mut holding = std::collections::BTreeMap::new();
         // The cluster's training jobs, placed after everything else (read in the same pass).
@@ -260,21 +266,12 @@ impl Sandbox {
                 .and_then(|p| p.pointer("/nodeSelector/node.kubernetes.io~1instance-type"))
                 .and_then(Value::as_str);
             // The template's labels a holder is known by, and the one the operator adds.
-            let mut labels: std::collections::BTreeMap<String, String> = spec
-                .and(obj.pointer("/spec/replicaSpecs/0/template/metadata/labels"))
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-                .filter(|(k, _)| HOLDER_LABELS.contains(&k.as_str()))
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect();
+            let (namespace, mut labels) = holder_of(
+                &obj,
+                obj.pointer("/spec/replicaSpecs/0/template/metadata/labels"),
+            );
             let (label, value) = super::training::holder_label(&obj);
             labels.insert(label.to_string(), value);
-            let namespace = obj
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .unwrap_or("default")
-                .to_string();
             for _ in 0..super::training::nodes_wanted(&obj) {
                 let Some(n) = s.nodes.iter_mut().find(|n| {
                     n.ready
