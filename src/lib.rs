@@ -177,6 +177,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
             }
             let sandbox = Sandbox::new(
                 store.pool.clone(),
+                store.writer.clone(),
                 SandboxConfig {
                     time_scale: config.sandbox_time_scale,
                     faults,
@@ -317,6 +318,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
     let _ = mcp.audit.set(engine.clone());
 
     let resumed = engine.resume_all().await?;
+    service::warm_caches(engine.clone());
     // Cost history is written as it happens: node lifetimes and who holds the GPUs.
     service::costs::sample::spawn(engine.clone());
     tracing::info!(address = %listener.local_addr()?, cloud = config.cloud.as_str(), resumed, "listening");

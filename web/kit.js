@@ -70,6 +70,30 @@ export function live() {
   return socketOpen;
 }
 
+/** What a cluster change says, in words. */
+const CHANGE_TEXT = {
+  'node-not-ready': (e) => `Node ${e.object} on ${e.cluster} is NotReady`,
+  'node-ready': (e) => `Node ${e.object} on ${e.cluster} is Ready again`,
+  'pod-pending-for-gpus': (e) => `Pod ${e.object} on ${e.cluster} cannot be placed`,
+};
+/** The most alerts shown at once: older ones give way. */
+const MAX_ALERTS = 5;
+
+/** Shows what the clusters' watches noticed, newest first, each dismissable. */
+function showChanges(events, missed) {
+  const list = document.getElementById('alerts');
+  if (!list) return;
+  for (const e of events) {
+    const text = (CHANGE_TEXT[e.kind] || ((x) => `${x.kind}: ${x.object}`))(e);
+    const item = h('li', { class: `alert ${e.kind}`, 'data-kind': e.kind, 'data-object': e.object },
+      h('span', {}, text), e.detail ? h('small', {}, ` — ${e.detail}`) : '',
+      h('button', { type: 'button', 'aria-label': 'Dismiss', onclick: () => item.remove() }, '×'));
+    list.prepend(item);
+  }
+  if (missed) list.prepend(h('li', { class: 'alert' }, `${missed} more changes were not shown`));
+  while (list.children.length > MAX_ALERTS) list.lastElementChild.remove();
+}
+
 export function connect() {
   // A browser cannot send Authorization on a WebSocket: the token goes as a subprotocol.
   const token = sessionStorage.getItem(TOKEN_KEY);
@@ -85,6 +109,7 @@ export function connect() {
     let msg;
     try { msg = JSON.parse(e.data); } catch { return; }
     if (msg.type === 'operations') for (const fn of listeners) fn(msg.operations);
+    if (msg.type === 'cluster') showChanges(msg.events, msg.missed);
   });
   socket.addEventListener('close', () => {
     socketOpen = false;

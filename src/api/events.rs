@@ -1,6 +1,10 @@
-//! `GET /api/events`: a WebSocket that pushes operation changes to the UI. After every change
-//! the engine signals, the recent operations whose content changed since the last message are
-//! sent as `{"type": "operations", "operations": [...]}` (the first message is a snapshot).
+//! `GET /api/events`: a WebSocket that pushes changes to the UI as they happen.
+//! - Operations: after every change the engine signals, the recent operations whose content
+//!   changed since the last message, as `{"type": "operations", "operations": [...]}` (the
+//!   first message is a snapshot).
+//! - Clusters: what the watch caches notice (a node turning NotReady or Ready again, a GPU pod
+//!   the scheduler cannot place), forwarded from the watch as it arrives, as
+//!   `{"type": "cluster", "events": [...]}`; `missed` counts any a slow reader lost.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -9,6 +13,10 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
 use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::Receiver;
+
+use crate::cloud::ClusterChange;
 
 use crate::AppState;
 
@@ -23,40 +31,91 @@ pub async fn events(State(state): State<AppState>, ws: WebSocketUpgrade) -> Resp
 async fn push(state: AppState, mut socket: WebSocket) {
     let _open = crate::metrics::global().stream_opened("events");
     let mut changes = state.engine.subscribe();
+    let mut noticed = Some(state.engine.cloud().kube.events());
     let mut seen: HashMap<String, u64> = HashMap::new();
+    let mut operations_changed = true;
     loop {
-        let ops = match state
-            .engine
-            .store()
-            .list_operations(None, None, WINDOW)
-            .await
+        if std::mem::take(&mut operations_changed)
+            && !send_operations(&state, &mut socket, &mut seen).await
         {
-            Ok(ops) => ops,
-            Err(e) => {
-                tracing::warn!(error = %e, "events: reading operations");
-                return;
-            }
-        };
-        let fresh: Vec<_> = ops
-            .into_iter()
-            .filter(|o| {
-                let mut h = std::collections::hash_map::DefaultHasher::new();
-                serde_json::to_string(o).unwrap_or_default().hash(&mut h);
-                seen.insert(o.id.clone(), h.finish()) != Some(h.finish())
-            })
-            .collect();
-        if !fresh.is_empty() {
-            let msg = json!({"type": "operations", "operations": fresh}).to_string();
-            if socket.send(Message::Text(msg.into())).await.is_err() {
-                return;
-            }
+            return;
         }
         tokio::select! {
-            changed = changes.changed() => if changed.is_err() { return },
+            changed = changes.changed() => match changed {
+                Ok(()) => operations_changed = true,
+                Err(_) => return,
+            },
+            event = recv(&mut noticed) => {
+                let (events, missed) = match event {
+                    Ok(first) => (drain(first, noticed.as_mut()), 0),
+                    Err(RecvError::Lagged(n)) => (Vec::new(), n),
+                    Err(RecvError::Closed) => {
+                        noticed = None;
+                        continue;
+                    }
+                };
+                let msg = json!({"type": "cluster", "events": events, "missed": missed}).to_string();
+                if socket.send(Message::Text(msg.into())).await.is_err() {
+                    return;
+                }
+            },
             incoming = socket.recv() => match incoming {
                 None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
                 Some(Ok(_)) => {}
             },
         }
     }
+}
+
+/// Sends the recent operations whose content changed since the last message; false once the
+/// socket is gone.
+async fn send_operations(
+    state: &AppState,
+    socket: &mut WebSocket,
+    seen: &mut HashMap<String, u64>,
+) -> bool {
+    let ops = match state
+        .engine
+        .store()
+        .list_operations(None, None, WINDOW)
+        .await
+    {
+        Ok(ops) => ops,
+        Err(e) => {
+            tracing::warn!(error = %e, "events: reading operations");
+            return false;
+        }
+    };
+    let fresh: Vec<_> = ops
+        .into_iter()
+        .filter(|o| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            serde_json::to_string(o).unwrap_or_default().hash(&mut h);
+            seen.insert(o.id.clone(), h.finish()) != Some(h.finish())
+        })
+        .collect();
+    if !fresh.is_empty() {
+        let msg = json!({"type": "operations", "operations": fresh}).to_string();
+        return socket.send(Message::Text(msg.into())).await.is_ok();
+    }
+    true
+}
+
+/// The next noticed change, or never once the adapter has none to tell.
+async fn recv(rx: &mut Option<Receiver<ClusterChange>>) -> Result<ClusterChange, RecvError> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The first change and any that arrived with it, sent as one message.
+fn drain(first: ClusterChange, rx: Option<&mut Receiver<ClusterChange>>) -> Vec<ClusterChange> {
+    let mut all = vec![first];
+    if let Some(rx) = rx {
+        while let Ok(e) = rx.try_recv() {
+            all.push(e);
+        }
+    }
+    all
 }

@@ -126,6 +126,12 @@ impl Kube for RetryingKube {
     async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<Arc<ClusterState>> {
         repeatable(|| self.0.cluster_state(target)).await
     }
+    fn events(&self) -> tokio::sync::broadcast::Receiver<crate::cloud::ClusterChange> {
+        self.0.events()
+    }
+    async fn warm(&self, target: &KubeTarget) -> CloudResult<()> {
+        self.0.warm(target).await
+    }
     async fn service_post(
         &self,
         target: &KubeTarget,

@@ -136,7 +136,7 @@ async fn harness() -> Harness {
 impl Harness {
     async fn submit(&self, id: &str) {
         let store = self.engine.store();
-        let mut tx = store.pool.begin().await.unwrap();
+        let mut tx = store.writer.begin().await.unwrap();
         let op = NewOperation {
             id: id.into(),
             kind: "fake".into(),

@@ -85,7 +85,7 @@ pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
         parent_id: sub.parent_id.clone(),
         phases,
     };
-    let mut tx = store.pool.begin().await?;
+    let mut tx = store.writer.begin().await?;
     if let Some((region, spec)) = &sub.new_cluster {
         Store::forget_cluster(&mut tx, &sub.cluster).await?;
         Store::insert_cluster(&mut tx, &sub.cluster, region, spec).await?;
@@ -287,7 +287,7 @@ mod tests {
     async fn store_with(cluster: &str, running: &[(&str, Value)]) -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).await.unwrap();
-        let mut tx = store.pool.begin().await.unwrap();
+        let mut tx = store.writer.begin().await.unwrap();
         Store::insert_cluster(&mut tx, cluster, "us-west-2", &json!({}))
             .await
             .unwrap();

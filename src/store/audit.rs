@@ -73,7 +73,7 @@ impl Store {
         .bind(outcome_of(a.status))
         .bind(a.request_id)
         .bind(a.operation_id)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }

@@ -52,7 +52,7 @@ impl Store {
         nodes: &[SeenNode],
     ) -> sqlx::Result<()> {
         let _serial = self.write_lock.lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         for n in nodes {
             sqlx::query(
                 "INSERT INTO node_lifetimes (cluster, instance_id, instance_group, instance_type, launched_ms)
@@ -98,7 +98,7 @@ impl Store {
         held: &[HeldGpus],
     ) -> sqlx::Result<f64> {
         let _serial = self.write_lock.lock().await;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         let previous: Option<i64> =
             sqlx::query_scalar("SELECT at_ms FROM cost_samples WHERE cluster = ?")
                 .bind(cluster)

@@ -127,7 +127,13 @@ pub struct PhaseUpdate {
 
 #[derive(Clone)]
 pub struct Store {
+    /// Read-only connections: any number of reads at once, never blocked by a write (WAL).
     pub pool: SqlitePool,
+    /// The one connection that writes. Every write of the process goes through it, so writers
+    /// queue in the process (fairly, without a timer) instead of meeting inside SQLite, whose
+    /// busy handler waits by sleeping (1, 2, 5, … 100 ms): under a burst of submissions those
+    /// sleeps were most of the time to accept.
+    pub writer: SqlitePool,
     /// Serialises read-then-write transactions (see module docs).
     pub write_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// Read queries of the paths that must cost the same whatever the data (see `pages`).
@@ -155,17 +161,23 @@ impl Store {
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(8)
-            .connect_with(options)
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options.clone())
             .await
             .with_context(|| format!("opening {}", path.display()))?;
         sqlx::migrate!("./migrations")
-            .run(&pool)
+            .run(&writer)
             .await
             .context("applying migrations")?;
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .connect_with(options.read_only(true))
+            .await
+            .with_context(|| format!("opening {} to read", path.display()))?;
         Ok(Self {
             pool,
+            writer,
             write_lock: Default::default(),
             reads: Default::default(),
             revision: Default::default(),
@@ -322,7 +334,7 @@ impl Store {
             .bind(error.map(Value::to_string))
             .bind(now())
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         self.changed();
         Ok(())
@@ -333,7 +345,7 @@ impl Store {
             .bind(on)
             .bind(now())
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         self.changed();
         Ok(())
@@ -366,12 +378,12 @@ impl Store {
         .bind(u.state.map(PhaseState::as_str))
         .bind(id)
         .bind(seq)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         sqlx::query("UPDATE operations SET updated_at = ? WHERE id = ?")
             .bind(&now)
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         self.changed();
         Ok(())
@@ -465,7 +477,7 @@ impl Store {
         .bind(outputs.to_string())
         .bind(now())
         .bind(name)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         self.changed();
         Ok(())
@@ -476,7 +488,7 @@ impl Store {
             .bind(status.as_str())
             .bind(now())
             .bind(name)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         self.changed();
         Ok(())
@@ -511,13 +523,13 @@ impl Store {
                 )
                 .bind(key)
                 .bind(v)
-                .execute(&self.pool)
+                .execute(&self.writer)
                 .await?
             }
             None => {
                 sqlx::query("DELETE FROM settings WHERE key = ?")
                     .bind(key)
-                    .execute(&self.pool)
+                    .execute(&self.writer)
                     .await?
             }
         };

@@ -25,7 +25,7 @@ fn new_op(id: &str, key: Option<&str>) -> NewOperation {
 }
 
 async fn insert(s: &Store, op: &NewOperation) -> sqlx::Result<()> {
-    let mut tx = s.pool.begin().await?;
+    let mut tx = s.writer.begin().await?;
     Store::insert_operation(&mut tx, op).await?;
     tx.commit().await?;
     s.changed();
@@ -116,7 +116,7 @@ async fn recorded_resources_merge_key_by_key_and_survive_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
     {
         let s = Store::open(dir.path()).await.unwrap();
-        let mut tx = s.pool.begin().await.unwrap();
+        let mut tx = s.writer.begin().await.unwrap();
         Store::insert_cluster(&mut tx, "demo", "us-west-2", &json!({}))
             .await
             .unwrap();
@@ -141,7 +141,7 @@ async fn recorded_resources_merge_key_by_key_and_survive_a_reopen() {
 #[tokio::test]
 async fn a_cluster_record_is_read_once_per_revision_and_never_kept_past_a_write() {
     let (_d, s) = store().await;
-    let mut tx = s.pool.begin().await.unwrap();
+    let mut tx = s.writer.begin().await.unwrap();
     Store::insert_cluster(&mut tx, "demo", "us-west-2", &json!({}))
         .await
         .unwrap();

@@ -1068,6 +1068,61 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
     assert_eq!(body["cache"]["pods"], 5001);
     assert_eq!(again(tag).await.status(), StatusCode::NOT_MODIFIED);
 
+    // What the watch notices reaches the UI's event stream, pushed (not polled): a node
+    // turning NotReady, then a GPU pod the scheduler marks unschedulable (the pod above, only
+    // Pending, was no news).
+    let mut events = events_socket(&base).await;
+    let node_name = emu.items("/api/v1/nodes").await[7]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    emu.send(
+        reqwest::Method::PATCH,
+        &format!("/api/v1/nodes/{node_name}"),
+        json!({"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                                          "message": "PLEG is not healthy"}]}}),
+        "application/merge-patch+json",
+    )
+    .await;
+    let told = next_change(&mut events).await;
+    assert_eq!(
+        (&told["cluster"], &told["kind"], &told["object"]),
+        (
+            &json!("theirs"),
+            &json!("node-not-ready"),
+            &json!(node_name)
+        ),
+        "{told}"
+    );
+    assert_eq!(told["detail"], "KubeletNotReady: PLEG is not healthy");
+    emu.send(
+        reqwest::Method::PATCH,
+        "/api/v1/namespaces/default/pods/one-more/status",
+        json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                          "message": "0/200 nodes are available: 200 Insufficient nvidia.com/gpu."}]}}),
+        "application/merge-patch+json",
+    )
+    .await;
+    let told = next_change(&mut events).await;
+    assert_eq!(
+        (&told["kind"], &told["object"]),
+        (&json!("pod-pending-for-gpus"), &json!("default/one-more")),
+        "{told}"
+    );
+    assert!(told["detail"]
+        .as_str()
+        .unwrap()
+        .contains("Insufficient nvidia.com/gpu"));
+    // And the node's return.
+    emu.send(
+        reqwest::Method::PATCH,
+        &format!("/api/v1/nodes/{node_name}"),
+        json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+        "application/merge-patch+json",
+    )
+    .await;
+    assert_eq!(next_change(&mut events).await["kind"], "node-ready");
+
     // Handed back: forgetting drops the record and touches nothing of theirs.
     run_ok(&client, &base, "/api/clusters/theirs/forget", None, None).await;
     let r = client
@@ -1163,4 +1218,45 @@ async fn feature_objects_are_applied_read_back_and_removed() {
         .get("/apis/karpenter.sagemaker.amazonaws.com/v1/hyperpodnodeclasses/instantstart")
         .await
         .is_none());
+}
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The UI's event stream, opened as the UI opens it.
+async fn events_socket(base: &str) -> Ws {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+    let mut request = format!("{}/api/events", base.replacen("http", "ws", 1))
+        .into_client_request()
+        .unwrap();
+    request.headers_mut().insert(
+        "sec-websocket-protocol",
+        "instantstart.events".parse().unwrap(),
+    );
+    tokio_tungstenite::connect_async(request)
+        .await
+        .expect("events socket")
+        .0
+}
+
+/// The next cluster change pushed on the event stream (operation messages are passed over).
+async fn next_change(ws: &mut Ws) -> Value {
+    use futures::StreamExt as _;
+    use tokio_tungstenite::tungstenite::Message;
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(30), ws.next())
+            .await
+            .expect("a change in time")
+            .expect("the socket stays open")
+            .expect("a frame");
+        if let Message::Text(t) = m {
+            let msg: Value = serde_json::from_str(&t).unwrap();
+            if msg["type"] == "cluster" {
+                assert_eq!(msg["missed"], 0, "{msg}");
+                let events = msg["events"].as_array().unwrap();
+                assert_eq!(events.len(), 1, "one change at a time here: {msg}");
+                return events[0].clone();
+            }
+        }
+    }
 }

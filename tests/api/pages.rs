@@ -16,7 +16,7 @@ async fn seeded(n: usize) -> (tempfile::TempDir, String, Store) {
     let config = ServeConfig::sandbox(dir.path().to_path_buf());
     let app = instantstart::build_app(config).await.unwrap();
     let store = app.state.engine.store().clone();
-    let mut tx = store.pool.begin().await.unwrap();
+    let mut tx = store.writer.begin().await.unwrap();
     for i in 0..n {
         let name = format!("c{i:03}");
         Store::insert_cluster(&mut tx, &name, "us-west-2", &json!({}))

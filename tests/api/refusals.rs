@@ -16,6 +16,7 @@ async fn account() -> (tempfile::TempDir, Cloud) {
     let store = instantstart::store::Store::open(dir.path()).await.unwrap();
     let sandbox: Arc<Sandbox> = Sandbox::new(
         store.pool.clone(),
+        store.writer.clone(),
         SandboxConfig {
             time_scale: 1e12,
             faults: Faults::default(),

@@ -2,6 +2,7 @@
 //! refreshed in the background, or a fixed URL for imported and test clusters), server-side apply
 //! with field manager `instantstart`, and watch-backed node/pod caches for the status routes.
 
+mod noticed;
 mod slim;
 mod state;
 mod summary;
@@ -53,6 +54,8 @@ pub struct KubeRs {
     clients: Mutex<HashMap<String, Client>>,
     kinds: Mutex<HashMap<KindKey, (ApiResource, ApiCapabilities)>>,
     caches: tokio::sync::Mutex<HashMap<String, Arc<state::Cache>>>,
+    /// What every cache notices, for whoever listens (the UI's event stream).
+    events: tokio::sync::broadcast::Sender<crate::cloud::ClusterChange>,
 }
 
 fn k8s_err(operation: &str, e: kube::Error) -> CloudError {
@@ -90,6 +93,9 @@ impl KubeRs {
             clients: Mutex::new(HashMap::new()),
             kinds: Mutex::new(HashMap::new()),
             caches: tokio::sync::Mutex::new(HashMap::new()),
+            // Room for a burst (a relist that finds many nodes changed); a listener that falls
+            // further behind is told how many it missed.
+            events: tokio::sync::broadcast::channel(1024).0,
         }
     }
 
@@ -492,19 +498,35 @@ impl Kube for KubeRs {
     }
 
     async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<Arc<ClusterState>> {
-        let cache = {
-            let mut caches = self.caches.lock().await;
-            match caches.get(&target.cluster) {
-                Some(c) if !c.stopped() => c.clone(),
-                _ => {
-                    let client = self.client(target).await?;
-                    let c = Arc::new(state::Cache::start(client));
-                    caches.insert(target.cluster.clone(), c.clone());
-                    c
-                }
+        self.cache(target).await?.snapshot().await
+    }
+
+    fn events(&self) -> tokio::sync::broadcast::Receiver<crate::cloud::ClusterChange> {
+        self.events.subscribe()
+    }
+
+    async fn warm(&self, target: &KubeTarget) -> CloudResult<()> {
+        self.cache(target).await.map(drop)
+    }
+}
+
+impl KubeRs {
+    /// The cluster's cache, started (not waited for) if there is none or it stopped.
+    async fn cache(&self, target: &KubeTarget) -> CloudResult<Arc<state::Cache>> {
+        let mut caches = self.caches.lock().await;
+        match caches.get(&target.cluster) {
+            Some(c) if !c.stopped() => Ok(c.clone()),
+            _ => {
+                let client = self.client(target).await?;
+                let tell = state::Tell {
+                    cluster: target.cluster.clone(),
+                    events: self.events.clone(),
+                };
+                let c = Arc::new(state::Cache::start(client, tell));
+                caches.insert(target.cluster.clone(), c.clone());
+                Ok(c)
             }
-        };
-        cache.snapshot().await
+        }
     }
 }
 

@@ -1,13 +1,15 @@
 //! What the watch caches read of a pod: a `Pod` holding only the fields the summary uses
 //! (name, namespace, resource version, the labels naming its workload, node, the containers'
-//! GPU requests and limits, phase).
+//! GPU requests and limits, phase, and a `PodScheduled` condition that is not `True`).
 //! Everything else in the JSON (env, volumes, statuses, managed fields …) is skipped while
 //! parsing, never allocated, so a 3 KB pod costs a few small strings on the way to its brief.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, ResourceRequirements};
+use k8s_openapi::api::core::v1::{
+    Container, Pod, PodCondition, PodSpec, PodStatus, ResourceRequirements,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
@@ -71,6 +73,37 @@ struct ResourcesShadow {
 #[derive(Deserialize)]
 struct StatusShadow {
     phase: Option<String>,
+    #[serde(default, deserialize_with = "not_scheduled")]
+    conditions: Option<Vec<PodCondition>>,
+}
+
+/// Only a `PodScheduled` condition that is not `True` (what says a pod cannot be placed).
+fn not_scheduled<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<PodCondition>>, D::Error> {
+    #[derive(Deserialize)]
+    struct Condition<'a> {
+        #[serde(rename = "type", borrow)]
+        type_: Cow<'a, str>,
+        #[serde(borrow)]
+        status: Cow<'a, str>,
+        reason: Option<String>,
+        message: Option<String>,
+    }
+    let all: Option<Vec<Condition<'de>>> = Option::deserialize(d)?;
+    let kept: Vec<PodCondition> = all
+        .into_iter()
+        .flatten()
+        .filter(|c| c.type_ == "PodScheduled" && c.status != "True")
+        .map(|c| PodCondition {
+            type_: c.type_.into_owned(),
+            status: c.status.into_owned(),
+            reason: c.reason,
+            message: c.message,
+            ..Default::default()
+        })
+        .collect();
+    Ok((!kept.is_empty()).then_some(kept))
 }
 
 impl From<ContainerShadow> for Container {
@@ -107,6 +140,7 @@ impl<'de> Deserialize<'de> for SlimPod {
             }),
             status: s.status.map(|st| PodStatus {
                 phase: st.phase,
+                conditions: st.conditions,
                 ..Default::default()
             }),
         }))
@@ -154,7 +188,9 @@ mod tests {
                                                    "limits": {"nvidia.com/gpu": "4"}}}],
                      "initContainers": [{"name": "init", "resources": {"limits": {"nvidia.com/gpu": "8"}}}],
                      "volumes": [{"name": "v", "emptyDir": {}}], "tolerations": [{"operator": "Exists"}]},
-            "status": {"phase": "Running", "containerStatuses": [{"name": "main", "ready": true}]}
+            "status": {"phase": "Running", "containerStatuses": [{"name": "main", "ready": true}],
+                       "conditions": [{"type": "Ready", "status": "False"},
+                                      {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/4 nodes"}]}
         });
         let SlimPod(pod) = serde_json::from_value(json).unwrap();
         assert_eq!(pod.metadata.name.as_deref(), Some("w-0"));
@@ -181,6 +217,17 @@ mod tests {
         let status = pod.status.as_ref().unwrap();
         assert_eq!(status.phase.as_deref(), Some("Running"));
         assert!(status.container_statuses.is_none());
+        // Of the conditions, only a PodScheduled that is not True.
+        let conditions = status.conditions.as_ref().unwrap();
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(
+            (
+                conditions[0].type_.as_str(),
+                conditions[0].reason.as_deref(),
+                conditions[0].message.as_deref()
+            ),
+            ("PodScheduled", Some("Unschedulable"), Some("0/4 nodes"))
+        );
     }
 
     #[test]

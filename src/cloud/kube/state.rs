@@ -1,7 +1,8 @@
 //! Watch-backed state of one cluster: kube-runtime watchers over nodes and pods feed the
 //! maintained [`Summary`] event by event (the objects are read and dropped, never kept), and a
 //! read serves the summary's current view, built once per change. Pods are parsed slim
-//! ([`SlimPod`]): only the fields the summary reads are ever allocated.
+//! ([`SlimPod`]): only the fields the summary reads are ever allocated. Changes a person should
+//! know at once (see [`Noticed`]) are told on the adapter's channel as the watch delivers them.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,9 +13,12 @@ use k8s_openapi::api::core::v1::Node;
 use kube::runtime::{watcher, WatchStreamExt as _};
 use kube::{Api, Client};
 
+use super::noticed::{self, Change, Noticed};
 use super::slim::SlimPod;
 use super::summary::Summary;
-use crate::cloud::{CacheInfo, CloudError, CloudResult, ClusterState, WatchCacheStats};
+use crate::cloud::{
+    CacheInfo, CloudError, CloudResult, ClusterChange, ClusterState, WatchCacheStats,
+};
 
 /// How long the first request waits for the initial lists before answering with an error.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(15);
@@ -27,6 +31,7 @@ static EPOCH: AtomicU64 = AtomicU64::new(1);
 
 struct Shared {
     summary: Summary,
+    noticed: Noticed,
     /// When the last watch event (or completed relist) arrived: the cache's age.
     last_event: Option<std::time::Instant>,
     /// The view of `built.0`'s revision, made at most once per change.
@@ -51,14 +56,15 @@ impl Drop for Cache {
 }
 
 /// One kind's watch: relists replace that kind wholesale (from briefs taken as each page
-/// arrives, so no object outlives its page), events apply one object.
+/// arrives, so no object outlives its page), events apply one object. Each says what changed
+/// that a person should know (see [`Noticed`]).
 trait Watched: Clone + Send + Sync + 'static {
     const SYNCED: u8;
     type Brief: Send;
     fn brief(o: &Self) -> Self::Brief;
-    fn apply(s: &mut Summary, o: &Self);
-    fn delete(s: &mut Summary, o: &Self);
-    fn replace(s: &mut Summary, all: Vec<Self::Brief>);
+    fn apply(s: &mut Shared, o: &Self) -> Option<Change>;
+    fn delete(s: &mut Shared, o: &Self);
+    fn replace(s: &mut Shared, all: Vec<Self::Brief>) -> Vec<Change>;
 }
 
 impl Watched for Node {
@@ -67,31 +73,80 @@ impl Watched for Node {
     fn brief(o: &Self) -> Self::Brief {
         super::summary::node_brief(o)
     }
-    fn apply(s: &mut Summary, o: &Self) {
-        s.apply_node(o);
+    fn apply(s: &mut Shared, o: &Self) -> Option<Change> {
+        let view = super::summary::node_brief(o);
+        let change = s.noticed.node(&view);
+        s.summary.apply_node_view(view);
+        change
     }
-    fn delete(s: &mut Summary, o: &Self) {
-        s.delete_node(o.metadata.name.as_deref().unwrap_or_default());
+    fn delete(s: &mut Shared, o: &Self) {
+        let name = o.metadata.name.as_deref().unwrap_or_default();
+        s.noticed.node_gone(name);
+        s.summary.delete_node(name);
     }
-    fn replace(s: &mut Summary, all: Vec<Self::Brief>) {
-        s.replace_node_views(all);
+    fn replace(s: &mut Shared, all: Vec<Self::Brief>) -> Vec<Change> {
+        let changes = s.noticed.nodes(&all);
+        s.summary.replace_node_views(all);
+        changes
     }
 }
 
 impl Watched for SlimPod {
     const SYNCED: u8 = PODS_SYNCED;
-    type Brief = super::summary::PodBrief;
+    /// The summary's brief, and the scheduler's message when the pod cannot be placed.
+    type Brief = (super::summary::PodBrief, Option<String>);
     fn brief(o: &Self) -> Self::Brief {
-        super::summary::pod_brief(&o.0)
+        let brief = super::summary::pod_brief(&o.0);
+        let blocked = noticed::blocked(&o.0, brief.1);
+        (brief, blocked)
     }
-    fn apply(s: &mut Summary, o: &Self) {
-        s.apply_pod(&o.0);
+    fn apply(s: &mut Shared, o: &Self) -> Option<Change> {
+        let (brief, blocked) = Self::brief(o);
+        let change = s.noticed.pod(&brief.0, blocked);
+        s.summary.apply_pod_brief(brief);
+        change
     }
-    fn delete(s: &mut Summary, o: &Self) {
-        s.delete_pod(&o.0);
+    fn delete(s: &mut Shared, o: &Self) {
+        s.noticed.pod_gone(&super::summary::pod_key(&o.0));
+        s.summary.delete_pod(&o.0);
     }
-    fn replace(s: &mut Summary, all: Vec<Self::Brief>) {
-        s.replace_pod_briefs(all);
+    fn replace(s: &mut Shared, all: Vec<Self::Brief>) -> Vec<Change> {
+        let mut blocked = Vec::new();
+        let briefs = all
+            .into_iter()
+            .map(|(brief, why)| {
+                if let Some(why) = why {
+                    blocked.push((brief.0.clone(), why));
+                }
+                brief
+            })
+            .collect();
+        let changes = s.noticed.pods(blocked);
+        s.summary.replace_pod_briefs(briefs);
+        changes
+    }
+}
+
+/// Where one cache's changes go: the adapter's one channel, each change named with its cluster.
+#[derive(Clone)]
+pub struct Tell {
+    pub cluster: String,
+    pub events: tokio::sync::broadcast::Sender<ClusterChange>,
+}
+
+impl Tell {
+    fn send(&self, (kind, object, detail): Change) {
+        let seen_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        // No receiver (no browser open) is not an error: the change is simply not told.
+        let _ = self.events.send(ClusterChange {
+            cluster: self.cluster.clone(),
+            kind,
+            object,
+            detail,
+            seen_ms,
+        });
     }
 }
 
@@ -100,6 +155,7 @@ async fn follow<K>(
     shared: Arc<Mutex<Shared>>,
     synced: Arc<tokio::sync::watch::Sender<u8>>,
     stopped: Arc<AtomicBool>,
+    tell: Tell,
 ) where
     K: Watched + kube::Resource + serde::de::DeserializeOwned + std::fmt::Debug,
     K::DynamicType: Default,
@@ -115,25 +171,42 @@ async fn follow<K>(
             s.last_event = Some(std::time::Instant::now());
             s
         };
-        match ev {
-            Ok(watcher::Event::Init) => relist.clear(),
-            Ok(watcher::Event::InitApply(o)) => relist.push(K::brief(&o)),
-            Ok(watcher::Event::InitDone) => {
-                K::replace(&mut lock().summary, std::mem::take(&mut relist));
-                synced.send_modify(|s| *s |= K::SYNCED);
+        let changes = match ev {
+            Ok(watcher::Event::Init) => {
+                relist.clear();
+                Vec::new()
             }
-            Ok(watcher::Event::Apply(o)) => K::apply(&mut lock().summary, &o),
-            Ok(watcher::Event::Delete(o)) => K::delete(&mut lock().summary, &o),
-            Err(e) => tracing::debug!(error = %e, "watch error (retrying with backoff)"),
+            Ok(watcher::Event::InitApply(o)) => {
+                relist.push(K::brief(&o));
+                Vec::new()
+            }
+            Ok(watcher::Event::InitDone) => {
+                let changes = K::replace(&mut lock(), std::mem::take(&mut relist));
+                synced.send_modify(|s| *s |= K::SYNCED);
+                changes
+            }
+            Ok(watcher::Event::Apply(o)) => K::apply(&mut lock(), &o).into_iter().collect(),
+            Ok(watcher::Event::Delete(o)) => {
+                K::delete(&mut lock(), &o);
+                Vec::new()
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "watch error (retrying with backoff)");
+                Vec::new()
+            }
+        };
+        for change in changes {
+            tell.send(change);
         }
     }
     stopped.store(true, Ordering::Relaxed);
 }
 
 impl Cache {
-    pub fn start(client: Client) -> Self {
+    pub fn start(client: Client, tell: Tell) -> Self {
         let shared = Arc::new(Mutex::new(Shared {
             summary: Summary::default(),
+            noticed: Noticed::default(),
             last_event: None,
             built: None,
         }));
@@ -146,12 +219,14 @@ impl Cache {
                 shared.clone(),
                 tx.clone(),
                 stopped.clone(),
+                tell.clone(),
             )),
             tokio::spawn(follow(
                 Api::<SlimPod>::all(client),
                 shared.clone(),
                 tx,
                 stopped.clone(),
+                tell,
             )),
         ];
         Self {

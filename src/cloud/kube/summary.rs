@@ -200,7 +200,7 @@ pub fn node_brief(n: &Node) -> NodeState {
     node_view(n)
 }
 
-fn pod_key(p: &Pod) -> String {
+pub fn pod_key(p: &Pod) -> String {
     format!(
         "{}/{}",
         p.metadata.namespace.as_deref().unwrap_or(""),
@@ -218,11 +218,6 @@ impl Summary {
         let i = self.node_names.len() - 1;
         self.node_index.insert(node.to_string(), i);
         i
-    }
-
-    fn slim(&mut self, p: &Pod) -> PodSlim {
-        let (_, gpus, node, holder) = pod_brief(p);
-        self.slim_of(gpus, node.as_deref(), holder)
     }
 
     fn slim_of(&mut self, gpus: u32, node: Option<&str>, holder: Holder) -> PodSlim {
@@ -295,8 +290,12 @@ impl Summary {
         (self.nodes.len(), self.pods.len())
     }
 
+    #[cfg(test)]
     pub fn apply_node(&mut self, n: &Node) {
-        let view = node_view(n);
+        self.apply_node_view(node_view(n));
+    }
+
+    pub fn apply_node_view(&mut self, view: NodeState) {
         if self.nodes.get(&view.name) != Some(&view) {
             self.nodes.insert(view.name.clone(), view);
             self.revision += 1;
@@ -309,9 +308,13 @@ impl Summary {
         }
     }
 
+    #[cfg(test)]
     pub fn apply_pod(&mut self, p: &Pod) {
-        let key = pod_key(p);
-        let new = self.slim(p);
+        self.apply_pod_brief(pod_brief(p));
+    }
+
+    pub fn apply_pod_brief(&mut self, (key, gpus, node, holder): PodBrief) {
+        let new = self.slim_of(gpus, node.as_deref(), holder);
         let old = self.pods.insert(key, new);
         if let Some(old) = old {
             self.release(old);

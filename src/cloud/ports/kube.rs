@@ -13,6 +13,34 @@ pub trait PodIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> PodIo for T {}
 pub type PodStream = Box<dyn PodIo>;
 
+/// A change a cluster's watch saw that a person should know at once, pushed to the UI's event
+/// stream as the watch delivers it.
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterChange {
+    /// The cluster whose watch saw it.
+    pub cluster: String,
+    pub kind: ClusterChangeKind,
+    /// The node's name, or `namespace/pod`.
+    pub object: String,
+    /// Why: the node's Ready condition (reason: message), or the scheduler's message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// When the watch delivered it, in milliseconds since the Unix epoch.
+    pub seen_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClusterChangeKind {
+    /// A node's `Ready` condition stopped being `True`.
+    NodeNotReady,
+    /// A node that was not ready is again.
+    NodeReady,
+    /// A pod asking for GPUs was found unschedulable (`PodScheduled=False`, `Unschedulable`).
+    PodPendingForGpus,
+}
+
 /// How to reach one cluster's API server.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -310,6 +338,16 @@ pub trait Kube: Send + Sync {
             "Unsupported",
             "no port-forward here",
         ))
+    }
+    /// The changes the watch-backed caches see, as they see them (a receiver that never
+    /// yields where views are not watch-backed).
+    fn events(&self) -> tokio::sync::broadcast::Receiver<ClusterChange> {
+        tokio::sync::broadcast::channel(1).1
+    }
+    /// Starts the watch-backed cache of a cluster, if there is none, without waiting for it to
+    /// fill (a server with many clusters serves at once; each cache says when it is synced).
+    async fn warm(&self, _target: &KubeTarget) -> CloudResult<()> {
+        Ok(())
     }
     /// The watch-backed caches held, one per cluster (none where views are not watch-backed).
     async fn cache_stats(&self) -> Vec<WatchCacheStats> {

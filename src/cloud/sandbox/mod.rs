@@ -145,7 +145,10 @@ pub(crate) enum Life {
 /// same account (a space's pod keeps one to read and write its volumes).
 #[derive(Clone)]
 pub struct Sandbox {
+    /// The store's read-only connections.
     pool: SqlitePool,
+    /// The store's one writing connection (see `Store::writer`).
+    writer: SqlitePool,
     time_scale: f64,
     faults: Arc<Mutex<Faults>>,
 }
@@ -161,9 +164,14 @@ pub struct CallCounts {
 }
 
 impl Sandbox {
-    pub async fn new(pool: SqlitePool, config: SandboxConfig) -> anyhow::Result<Arc<Self>> {
+    pub async fn new(
+        pool: SqlitePool,
+        writer: SqlitePool,
+        config: SandboxConfig,
+    ) -> anyhow::Result<Arc<Self>> {
         let sandbox = Arc::new(Self {
             pool,
+            writer,
             time_scale: config.time_scale.max(0.001),
             faults: Arc::new(Mutex::new(config.faults)),
         });
@@ -209,7 +217,7 @@ impl Sandbox {
             )
             .bind(data.to_string())
             .bind(now_ms())
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         }
         Ok(())
@@ -276,7 +284,7 @@ impl Sandbox {
         );
         sqlx::query(&sql)
             .bind(api)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await
             .map_err(|e| internal(api, e))?;
         Ok(())
@@ -292,7 +300,7 @@ impl Sandbox {
         name: Option<&str>,
         data: &Value,
     ) -> CloudResult<()> {
-        let mut tx = self.pool.begin().await.map_err(|e| internal(api, e))?;
+        let mut tx = self.writer.begin().await.map_err(|e| internal(api, e))?;
         let inserted = sqlx::query(
             "INSERT INTO sandbox_resources (kind, id, name, data_json, created_ms)
              VALUES (?, ?, ?, ?, ?)",
@@ -349,7 +357,7 @@ impl Sandbox {
         kind: &str,
         id: &str,
     ) -> CloudResult<()> {
-        let mut tx = self.pool.begin().await.map_err(|e| internal(api, e))?;
+        let mut tx = self.writer.begin().await.map_err(|e| internal(api, e))?;
         sqlx::query(sql)
             .bind(value)
             .bind(kind)

@@ -278,7 +278,7 @@ impl Sandbox {
         .bind(format!("{volume}{path}"))
         .bind(json!({"body": text}).to_string())
         .bind(now_ms())
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await
         .map_err(|e| internal(FILE, e))?;
         Ok(())
@@ -337,7 +337,7 @@ impl Sandbox {
             .bind(format!("{bucket}/{key}"))
             .bind(data.to_string())
             .bind(now_ms())
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await
             .map_err(|e| internal("s3-object", e))?;
         }
@@ -356,7 +356,7 @@ impl Sandbox {
         )
         .bind(FILE)
         .bind(home_volume(target, namespace, name))
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await
         .map_err(|e| internal(FILE, e))?;
         Ok(())
