@@ -9,6 +9,7 @@ generator's limit, not the server's.
 
   --json FILE      also write the figures as JSON
   --compare FILE   print each figure's ratio to the same figure of an earlier run's JSON
+  --only A,B       run only these sections: edge (always), submissions, lists, status, fleet
 """
 
 import argparse
@@ -25,6 +26,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+
+# The fleet section (bench_fleet.py) imports this module by name: make it this same one.
+sys.modules.setdefault("bench", sys.modules[__name__])
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = os.path.join(ROOT, ".venv", "bin", "python")
@@ -413,23 +417,34 @@ def submissions_under_load(clusters=50, per_cluster=4):
             len(ids ^ pipelines) + (len(accepted) - len(ids)), "operations", target="0")
         stop(p)
 
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", help="write the figures to this file as JSON")
     parser.add_argument("--compare", help="an earlier run's JSON to compare each figure with")
+    parser.add_argument("--only", help="comma-separated sections to run (edge always runs): "
+                                       "edge, submissions, lists, status, fleet")
     args = parser.parse_args()
     previous = json.load(open(args.compare)) if args.compare else None
     if not shutil.which("wrk"):
         raise SystemExit("wrk is missing: run scripts/bench, which installs it")
     started = time.strftime('%Y-%m-%d %H:%M')
     print(f"InstantStart benchmark · {started} · {os.cpu_count()} cores · {BIN}")
+    import bench_fleet  # after this module's names exist: it imports them
+    sections = {
+        "edge": ceiling_and_edge,
+        "submissions": submissions_under_load,
+        "lists": startup_and_lists,
+        "status": lambda: [status_at(n, p) for n, p in ((10, 100), (200, 2000), (200, 5000))],
+        "fleet": lambda: bench_fleet.fleet(int(os.environ.get("BENCH_FLEET", "20")), pods=int(os.environ.get("BENCH_FLEET_PODS", "10000"))),
+    }
+    only = args.only.split(",") if args.only else list(sections)
+    unknown = set(only) - set(sections)
+    if unknown:
+        raise SystemExit(f"--only: no section {', '.join(sorted(unknown))} (there are {', '.join(sections)})")
     row("release binary size", os.path.getsize(BIN) / 1024 / 1024, "MiB", target="≤ 30 MiB")
-    ceiling_and_edge()
-    submissions_under_load()
-    startup_and_lists()
-    for nodes, pods in ((10, 100), (200, 2000), (200, 5000)):
-        status_at(nodes, pods)
+    # The generator's ceiling comes first, so every later req/s figure can say its share.
+    for name in ["edge"] + [n for n in only if n != "edge"]:
+        sections[name]()
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"started": started, "cores": os.cpu_count(), "seconds": SECONDS, "rows": ROWS}, f, indent=1)

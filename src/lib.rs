@@ -75,7 +75,15 @@ impl App {
 
     /// Serves until the process is stopped (SIGINT/SIGTERM end it gracefully).
     pub async fn run(self) -> anyhow::Result<()> {
-        axum::serve(self.listener, self.router)
+        use axum::serve::ListenerExt as _;
+        // No Nagle: a pushed WebSocket message (an event, a log line) leaves at once instead of
+        // waiting up to the peer's delayed ACK (40 ms) behind the previous one.
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "setting TCP_NODELAY");
+            }
+        });
+        axum::serve(listener, self.router)
             .with_graceful_shutdown(shutdown_signal())
             .await
             .context("serving")

@@ -65,24 +65,28 @@ pub async fn hyperpod_of(engine: &Engine, name: &str) -> ApiResult<String> {
 
 /// Starts the watch of every recorded cluster that has an API server, without waiting for any:
 /// the server answers at once, each cache fills in the background (its `cache.synced` says when),
-/// and what the watches notice reaches the event stream from the start.
+/// and what the watches notice reaches the event stream from the start. A cluster made or
+/// imported later is watched from its first read (the cost sampler reads every cluster each
+/// minute).
 pub fn warm_caches(engine: Engine) {
-    tokio::spawn(async move {
-        let clusters = match engine.store().list_clusters().await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "warming the watch caches: listing clusters");
-                return;
-            }
-        };
-        for c in clusters {
-            // A cluster without an EKS stage yet has nothing to watch.
-            let Ok(target) = kube_target(&engine, &c.name).await else {
-                continue;
-            };
-            if let Err(e) = engine.cloud().kube.warm(&target).await {
-                tracing::warn!(cluster = %c.name, error = %e, "starting the watch cache");
-            }
+    tokio::spawn(async move { warm_all(&engine).await });
+}
+
+async fn warm_all(engine: &Engine) {
+    let clusters = match engine.store().list_clusters().await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "warming the watch caches: listing clusters");
+            return;
         }
-    });
+    };
+    for c in clusters {
+        // A cluster without an EKS stage yet has nothing to watch.
+        let Ok(target) = kube_target(engine, &c.name).await else {
+            continue;
+        };
+        if let Err(e) = engine.cloud().kube.warm(&target).await {
+            tracing::warn!(cluster = %c.name, error = %e, "starting the watch cache");
+        }
+    }
 }

@@ -13,7 +13,8 @@ Gaps filled (see the project's test-peer notes for how plain kmock behaves):
   * server-side apply on a missing object creates it;
   * PUT replaces an object; DELETE on a collection deletes what matches;
   * lists are paged by `limit` with `metadata.continue`, as the API server pages them.
-Extra: `GET /_emulator/stats` returns counts of requests by method (`requests`, watches apart)
+Extra: `POST /_emulator/expire-watch` ends the next open pod watch with `410 Expired` (its client
+relists, as after a long disconnection). `GET /_emulator/stats` returns counts of requests by method (`requests`, watches apart)
 and of mutating requests, so a test can prove that a
 second reconciliation changes nothing, and of pod log streams (`logs`: open, opened, closed), so a
 test can prove that a follow closed upstream. `POST /_emulator/logs/<namespace>/<pod>` with
@@ -155,6 +156,8 @@ class Emulator(kmock.KubernetesEmulator):
         self.log_tick = asyncio.Event()
         self.log_streams = {"open": 0, "opened": 0, "closed": 0}
         self.connections = []
+        # Watches still to be ended with 410 Expired (see `/_emulator/expire-watch`).
+        self.to_expire = 0
 
     def stamp(self, data, namespace, name):
         meta = data.setdefault("metadata", {})
@@ -175,6 +178,12 @@ class Emulator(kmock.KubernetesEmulator):
             return aiohttp.web.json_response({"mutations": self.mutations, "logs": self.log_streams,
                                               "requests": self.requests, "connections": self.connections})
         method = str(request.method.value if hasattr(request.method, "value") else request.method).upper()
+        if request.url.path == "/_emulator/expire-watch" and method == "POST":
+            # The next open pod watch to see this ends with `410 Expired`, as the API server ends
+            # a watch whose resourceVersion is too old: its client must list everything again.
+            self.to_expire += 1
+            await self._buses[kmock.resource("", "v1", "pods")].put({"type": "EXPIRE", "object": {"metadata": {}}})
+            return aiohttp.web.json_response({"expiring": self.to_expire})
         if request.url.path.startswith("/_emulator/logs/") and method == "POST":
             _, _, _, namespace, pod = request.url.path.split("/")
             self.logs.setdefault((namespace, pod), []).extend(request.data["lines"])
@@ -330,7 +339,24 @@ class Emulator(kmock.KubernetesEmulator):
         return listing
 
     async def _serve_watch(self, request):
+        since = request.params.get("resourceVersion") or ""
+        after = int(since) if since.isdigit() and since != "0" else None
         async for event in super()._serve_watch(request):
+            if isinstance(event, dict) and event.get("type") == "EXPIRE":
+                if self.to_expire > 0:
+                    self.to_expire -= 1
+                    yield {"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                                       "reason": "Expired", "code": 410,
+                                                       "message": "too old resource version"}}
+                    return
+                continue
+            # A watch from a resourceVersion gets only what changed after it, as from the API
+            # server (kmock replays every object as ADDED: with thousands of pods per watcher,
+            # that replay was most of the emulator's work and of its clients').
+            if isinstance(event, dict) and event.get("type") == "ADDED" and after is not None:
+                version = event.get("object", {}).get("metadata", {}).get("resourceVersion")
+                if version and version.isdigit() and int(version) <= after:
+                    continue
             if not isinstance(event, dict) or selected(event.get("object", {}), request.params):
                 yield event
 
@@ -415,6 +441,7 @@ async def main():
     args.add_argument("--seed-nodes", type=int, default=0)
     args.add_argument("--seed-pods", type=int, default=0)
     args.add_argument("--pod-shape", choices=["small", "real"], default="small")
+    args.add_argument("--port", type=int, default=None)
     opts = args.parse_args()
     async with Emulator() as emulator:
         for path, (kind, namespaced, subresources) in RESOURCES.items():
@@ -424,7 +451,7 @@ async def main():
                 verbs={"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"},
                 subresources=set(subresources))
         seed(emulator, opts.seed_nodes, opts.seed_pods, opts.pod_shape)
-        async with kmock.Server(emulator, host="127.0.0.1", port=None) as server:
+        async with kmock.Server(emulator, host="127.0.0.1", port=opts.port) as server:
             print(f"READY http://{server.host}:{server.port}", flush=True)
             await asyncio.Event().wait()
 
