@@ -273,30 +273,37 @@ def calls_per_read(base, moto_url, emu_url):
     return figures
 
 
-def status_at(nodes, pods):
+def aws_peers(nodes, pods, role_name):
+    """moto and the Kubernetes emulator (seeded with `nodes` and `pods` shaped like real ones)
+    on loopback, and an EKS role in moto: (moto, emulator, emulator URL, server env, boto3
+    session, role ARN)."""
+    import boto3
     moto_port = free_port()
     moto = start_peer("moto_server.py", "-H", "127.0.0.1", "-p", str(moto_port))
     wait_http(f"http://127.0.0.1:{moto_port}/moto-api/", 60)
     emu = start_peer("kube_emulator.py", "--seed-nodes", str(nodes), "--seed-pods", str(pods), "--pod-shape", "real")
-    line = emu.stdout.readline().strip()
-    emu_url = line.removeprefix("READY ")
+    emu_url = emu.stdout.readline().strip().removeprefix("READY ")
     drain(moto)
     drain(emu)
     env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{moto_port}", "AWS_REGION": "us-west-2",
            "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "INSTANTSTART_KUBE_URL": emu_url}
-    import boto3
     session = boto3.Session(aws_access_key_id="test", aws_secret_access_key="test", region_name="us-west-2")
-    iam = session.client("iam", endpoint_url=env["AWS_ENDPOINT_URL"])
-    role = iam.create_role(RoleName="bench-eks", AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [
-        {"Effect": "Allow", "Principal": {"Service": "eks.amazonaws.com"}, "Action": "sts:AssumeRole"}]}))
+    role = session.client("iam", endpoint_url=env["AWS_ENDPOINT_URL"]).create_role(
+        RoleName=role_name, AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Principal": {"Service": "eks.amazonaws.com"}, "Action": "sts:AssumeRole"}]}))
+    return moto, emu, emu_url, env, session, role["Role"]["Arn"]
+
+
+def status_at(nodes, pods):
+    moto, emu, emu_url, env, session, role = aws_peers(nodes, pods, "bench-eks")
     session.client("eks", endpoint_url=env["AWS_ENDPOINT_URL"]).create_cluster(
-        name="bench", roleArn=role["Role"]["Arn"], resourcesVpcConfig={"subnetIds": ["subnet-1", "subnet-2"]})
+        name="bench", roleArn=role, resourcesVpcConfig={"subnetIds": ["subnet-1", "subnet-2"]})
     # The HyperPod cluster behind it, with as many instances as the emulator has nodes.
     session.client("sagemaker", endpoint_url=env["AWS_ENDPOINT_URL"]).create_cluster(
         ClusterName="bench-hp", Orchestrator={"Eks": {"ClusterArn": "arn:aws:eks:us-west-2:123456789012:cluster/bench"}},
         InstanceGroups=[{"InstanceGroupName": "workers", "InstanceType": "ml.g5.8xlarge", "InstanceCount": nodes, "ThreadsPerCore": 1,
                          "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-bench/lifecycle", "OnCreate": "on_create.sh"},
-                         "ExecutionRole": role["Role"]["Arn"]}])
+                         "ExecutionRole": role}])
     with tempfile.TemporaryDirectory() as d:
         port = free_port()
         p, _ = server(d, port, ("--cloud", "aws"), env)

@@ -35,20 +35,22 @@ pub async fn live_cluster(engine: &Engine, name: &str) -> ApiResult<crate::store
 /// Where the cluster's API server is, from what the `cluster` stage recorded.
 pub async fn kube_target(engine: &Engine, name: &str) -> ApiResult<KubeTarget> {
     let record = live_cluster(engine, name).await?;
+    target_of(&record).ok_or_else(|| ApiError::Conflict {
+        slug: "stage-not-ready",
+        detail: format!("`{name}` has no EKS cluster yet: run the cluster stage first"),
+        field: None,
+        operation_id: None,
+    })
+}
+
+/// The record's API server, once its EKS stage has recorded one.
+pub fn target_of(record: &crate::store::ClusterRecord) -> Option<KubeTarget> {
     let r = ClusterResources::of(&record.resources);
-    match (r.eks_endpoint, r.eks_certificate_authority) {
-        (Some(endpoint), Some(ca)) => Ok(KubeTarget {
-            cluster: name.to_string(),
-            endpoint,
-            certificate_authority: ca,
-        }),
-        _ => Err(ApiError::Conflict {
-            slug: "stage-not-ready",
-            detail: format!("`{name}` has no EKS cluster yet: run the cluster stage first"),
-            field: None,
-            operation_id: None,
-        }),
-    }
+    Some(KubeTarget {
+        cluster: record.name.clone(),
+        endpoint: r.eks_endpoint?,
+        certificate_authority: r.eks_certificate_authority?,
+    })
 }
 
 pub async fn hyperpod_of(engine: &Engine, name: &str) -> ApiResult<String> {
@@ -80,13 +82,10 @@ async fn warm_all(engine: &Engine) {
             return;
         }
     };
-    for c in clusters {
-        // A cluster without an EKS stage yet has nothing to watch.
-        let Ok(target) = kube_target(engine, &c.name).await else {
-            continue;
-        };
+    // A cluster without an EKS stage yet has nothing to watch.
+    for target in clusters.iter().filter_map(target_of) {
         if let Err(e) = engine.cloud().kube.warm(&target).await {
-            tracing::warn!(cluster = %c.name, error = %e, "starting the watch cache");
+            tracing::warn!(cluster = %target.cluster, error = %e, "starting the watch cache");
         }
     }
 }

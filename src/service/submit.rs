@@ -51,23 +51,12 @@ pub fn request_hash(kind: &str, cluster: &str, body: &Value) -> String {
 
 /// Starts an operation: idempotency key first, then conflict rules, then one transaction that
 /// inserts the operation (and the cluster record) — all under the store's write lock, so two
-/// concurrent identical submissions can never both insert. (A first pass of the same checks
-/// outside the lock refuses early what would be refused under it.)
+/// concurrent identical submissions can never both insert.
 pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
     let store = engine.store();
     let phases = engine
         .phase_names(sub.kind.as_str(), &sub.params)
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("unknown kind {}", sub.kind)))?;
-    // What is refused anyway is refused before queueing for the write lock: in a burst, the
-    // conflicts answer side by side (reads), and the lock is held only by submissions that may
-    // be accepted. Under the lock every check runs again, so nothing is accepted on a stale read.
-    let replay = match &sub.idempotency_key {
-        Some(key) => store.find_by_key(key).await?.is_some(),
-        None => false,
-    };
-    if !replay {
-        check_conflicts(store, &sub).await?;
-    }
     let guard = store.write_lock.lock().await;
     if let Some(key) = &sub.idempotency_key {
         if let Some((id, hash)) = store.find_by_key(key).await? {

@@ -139,13 +139,8 @@ pub async fn sample_record(engine: &Engine, record: &crate::store::ClusterRecord
         .collect();
     let seen: Vec<SeenNode> = listed.values().cloned().collect();
     engine.store().record_nodes(cluster, now, &seen).await?;
-    let (Some(endpoint), Some(ca)) = (r.eks_endpoint, r.eks_certificate_authority) else {
+    let Some(target) = crate::service::target_of(record) else {
         return Ok(());
-    };
-    let target = crate::cloud::KubeTarget {
-        cluster: cluster.to_string(),
-        endpoint,
-        certificate_authority: ca,
     };
     let state = engine.cloud().kube.cluster_state(&target).await?;
     let held = held_now(&state, &listed);
