@@ -140,6 +140,10 @@ impl Engine {
     pub fn spawn(&self, id: String) {
         let engine = self.clone();
         tokio::spawn(async move {
+            // The write lock is fair: waiting for it once puts the new runner's first writes
+            // behind the submissions already queued, so a burst is answered before its
+            // operations start writing phases on the one connection that writes.
+            drop(engine.inner.store.write_lock.lock().await);
             if let Err(e) = engine.run(&id).await {
                 tracing::error!(operation_id = %id, error = %format!("{e:#}"), "operation runner stopped");
             }

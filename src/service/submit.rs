@@ -89,6 +89,9 @@ pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
     if let Some((region, spec)) = &sub.new_cluster {
         Store::forget_cluster(&mut tx, &sub.cluster).await?;
         Store::insert_cluster(&mut tx, &sub.cluster, region, spec).await?;
+        // A new cluster becomes the active one (what the user works on next), in the same
+        // transaction: a replayed submission (same key) returned above changes nothing.
+        Store::put_setting(&mut tx, super::ACTIVE_CLUSTER, &sub.cluster).await?;
     }
     Store::insert_operation(&mut tx, &new).await?;
     tx.commit().await?;
@@ -145,6 +148,15 @@ pub(super) async fn active_operations(store: &Store, cluster: &str) -> ApiResult
 
 pub(super) async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResult<()> {
     let existing = store.get_cluster(&sub.cluster).await?;
+    // A new name needs no operation read: under a burst of creations, every query held under
+    // the write lock is one more wait for the submissions queued behind it.
+    if sub.new_cluster.is_some()
+        && existing
+            .as_ref()
+            .is_none_or(|c| c.status == crate::store::Lifecycle::Deleted)
+    {
+        return Ok(());
+    }
     let latest = store.latest_per_kind(&sub.cluster).await?;
     let running = |kind: OpKind| {
         latest

@@ -514,6 +514,20 @@ impl Store {
             .await
     }
 
+    /// A setting written inside a caller's transaction (the store's revision moves when the
+    /// caller, having committed, calls [`Store::changed`]).
+    pub async fn put_setting(tx: &mut Tx<'_>, key: &str, value: &str) -> sqlx::Result<()> {
+        sqlx::query(
+            "INSERT INTO settings (key, value) VALUES (?, ?)
+             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        )
+        .bind(key)
+        .bind(value)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
     pub async fn set_setting(&self, key: &str, value: Option<&str>) -> sqlx::Result<()> {
         match value {
             Some(v) => {

@@ -2,6 +2,7 @@
 //! refreshed in the background, or a fixed URL for imported and test clusters), server-side apply
 //! with field manager `instantstart`, and watch-backed node/pod caches for the status routes.
 
+mod brief;
 mod noticed;
 mod slim;
 mod state;

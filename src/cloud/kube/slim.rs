@@ -36,16 +36,21 @@ struct MetaShadow {
     labels: Option<BTreeMap<String, String>>,
 }
 
+/// A string read in place from the page's JSON when it has no escapes (a plain `Cow` in a
+/// map is always copied): what is read past then costs no allocation at all.
+#[derive(Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+
 /// Only the labels of [`HOLDER_LABELS`](crate::cloud::HOLDER_LABELS): the rest are read past.
 fn holder_labels<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<Option<BTreeMap<String, String>>, D::Error> {
-    let all: Option<BTreeMap<Cow<'de, str>, Cow<'de, str>>> = Option::deserialize(d)?;
+    let all: Option<BTreeMap<Text<'de>, Text<'de>>> = Option::deserialize(d)?;
     let kept: BTreeMap<String, String> = all
         .into_iter()
         .flatten()
-        .filter(|(k, _)| crate::cloud::HOLDER_LABELS.contains(&k.as_ref()))
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .filter(|(k, _)| crate::cloud::HOLDER_LABELS.contains(&k.0.as_ref()))
+        .map(|(k, v)| (k.0.into_owned(), v.0.into_owned()))
         .collect();
     Ok((!kept.is_empty()).then_some(kept))
 }
@@ -66,8 +71,26 @@ struct ContainerShadow {
 
 #[derive(Deserialize)]
 struct ResourcesShadow {
+    #[serde(default, deserialize_with = "gpus_only")]
     requests: Option<BTreeMap<String, Quantity>>,
+    #[serde(default, deserialize_with = "gpus_only")]
     limits: Option<BTreeMap<String, Quantity>>,
+}
+
+/// Only the GPU quantity: CPU, memory and the other resources are read past (each kept one
+/// cost two short-lived strings per pod, and a relist of 10,000 pods left them as holes in the
+/// heap between the summary's long-lived records).
+fn gpus_only<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<BTreeMap<String, Quantity>>, D::Error> {
+    let all: Option<BTreeMap<Text<'de>, Text<'de>>> = Option::deserialize(d)?;
+    let kept: BTreeMap<String, Quantity> = all
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.0 == super::brief::GPU)
+        .map(|(k, v)| (k.0.into_owned(), Quantity(v.0.into_owned())))
+        .collect();
+    Ok((!kept.is_empty()).then_some(kept))
 }
 
 #[derive(Deserialize)]
@@ -209,6 +232,11 @@ mod tests {
         assert!(main.env.is_none() && main.image.is_none());
         let requests = main.resources.as_ref().unwrap().requests.as_ref().unwrap();
         assert_eq!(requests["nvidia.com/gpu"].0, "4");
+        assert_eq!(
+            requests.len(),
+            1,
+            "only the GPU request is kept: {requests:?}"
+        );
         let init = &spec.init_containers.as_ref().unwrap()[0];
         assert_eq!(
             init.resources.as_ref().unwrap().limits.as_ref().unwrap()["nvidia.com/gpu"].0,

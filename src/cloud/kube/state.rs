@@ -71,10 +71,10 @@ impl Watched for Node {
     const SYNCED: u8 = NODES_SYNCED;
     type Brief = crate::cloud::NodeState;
     fn brief(o: &Self) -> Self::Brief {
-        super::summary::node_brief(o)
+        super::brief::node_brief(o)
     }
     fn apply(s: &mut Shared, o: &Self) -> Option<Change> {
-        let view = super::summary::node_brief(o);
+        let view = super::brief::node_brief(o);
         let change = s.noticed.node(&view);
         s.summary.apply_node_view(view);
         change
@@ -94,9 +94,9 @@ impl Watched for Node {
 impl Watched for SlimPod {
     const SYNCED: u8 = PODS_SYNCED;
     /// The summary's brief, and the scheduler's message when the pod cannot be placed.
-    type Brief = (super::summary::PodBrief, Option<String>);
+    type Brief = (super::brief::PodBrief, Option<String>);
     fn brief(o: &Self) -> Self::Brief {
-        let brief = super::summary::pod_brief(&o.0);
+        let brief = super::brief::pod_brief(&o.0);
         let blocked = noticed::blocked(&o.0, brief.1);
         (brief, blocked)
     }
@@ -107,7 +107,7 @@ impl Watched for SlimPod {
         change
     }
     fn delete(s: &mut Shared, o: &Self) {
-        s.noticed.pod_gone(&super::summary::pod_key(&o.0));
+        s.noticed.pod_gone(&super::brief::pod_key(&o.0));
         s.summary.delete_pod(&o.0);
     }
     fn replace(s: &mut Shared, all: Vec<Self::Brief>) -> Vec<Change> {
@@ -148,6 +148,32 @@ impl Tell {
             seen_ms,
         });
     }
+}
+
+/// The thread every watch runs on. A relist parses megabytes of JSON a page at a time; on the
+/// request workers each page held up the reads queued behind it on that worker (status p99
+/// while one of 20 clusters relisted its 10,000 pods: see `docs/benchmarks.md`). The requests
+/// themselves still go out through each cluster's client, whichever runtime made it.
+fn watch_thread() -> tokio::runtime::Handle {
+    static HANDLE: std::sync::OnceLock<Option<tokio::runtime::Handle>> = std::sync::OnceLock::new();
+    let own = HANDLE.get_or_init(|| {
+        let built = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .and_then(|rt| {
+                let handle = rt.handle().clone();
+                std::thread::Builder::new()
+                    .name("watches".into())
+                    .spawn(move || rt.block_on(std::future::pending::<()>()))?;
+                Ok(handle)
+            });
+        built
+            .inspect_err(|e| tracing::warn!(error = %e, "no thread for the watches: they share the request workers"))
+            .ok()
+    });
+    // Without a thread of their own (the system refused one), the watches run where the
+    // cache is started, as they did before.
+    own.clone().unwrap_or_else(tokio::runtime::Handle::current)
 }
 
 async fn follow<K>(
@@ -214,14 +240,14 @@ impl Cache {
         let tx = Arc::new(tx);
         let stopped = Arc::new(AtomicBool::new(false));
         let tasks = vec![
-            tokio::spawn(follow(
+            watch_thread().spawn(follow(
                 Api::<Node>::all(client.clone()),
                 shared.clone(),
                 tx.clone(),
                 stopped.clone(),
                 tell.clone(),
             )),
-            tokio::spawn(follow(
+            watch_thread().spawn(follow(
                 Api::<SlimPod>::all(client),
                 shared.clone(),
                 tx,

@@ -5,20 +5,12 @@
 //! watched objects themselves are never kept.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::ResourceExt as _;
 
-use crate::cloud::{CacheInfo, ClusterState, GpuClaim, GpuUsage, NodeState};
-
-const GPU: &str = "nvidia.com/gpu";
-
-/// Labels that carry a node's HyperPod health.
-const HEALTH_LABELS: [&str; 2] = [
-    "sagemaker.amazonaws.com/node-health-status",
-    "sagemaker.amazonaws.com/deep-health-check-status",
-];
+use super::brief::{node_view, pod_brief, pod_key, Holder, PodBrief};
+use crate::cloud::{CacheInfo, ClusterState, GpuClaim, NodeState};
 
 /// What the summary keeps of one pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,8 +23,8 @@ struct PodSlim {
     holder: Option<usize>,
 }
 
-/// Whose pods they are: a namespace and the pods' labels of `HOLDER_LABELS`.
-pub type Holder = (String, BTreeMap<String, String>);
+/// An interned holder, shared by every claim of the view that names it.
+type SharedHolder = (Arc<str>, Arc<BTreeMap<String, String>>);
 
 /// The maintained summary of one cluster.
 #[derive(Debug, Default)]
@@ -41,13 +33,13 @@ pub struct Summary {
     nodes: BTreeMap<String, NodeState>,
     pods: HashMap<String, PodSlim>,
     /// Node names pods are bound to, interned (pods name their node; the node may come later).
-    node_names: Vec<String>,
+    node_names: Vec<Arc<str>>,
     node_index: HashMap<String, usize>,
     /// GPUs requested on each interned node name.
     requested: Vec<u32>,
     /// Holders of GPU-requesting pods, interned (a workload's pods share one) and counted, so
     /// a finished workload's slot is freed and reused: the summary never grows with history.
-    holders: Vec<(Holder, u32)>,
+    holders: Vec<(SharedHolder, u32)>,
     holder_index: HashMap<Holder, usize>,
     free_holders: Vec<usize>,
     /// GPUs requested on each (node, holder), where more than none.
@@ -58,154 +50,8 @@ pub struct Summary {
     pub revision: u64,
 }
 
-fn gpus(q: Option<&Quantity>) -> u32 {
-    q.and_then(|q| q.0.parse::<u32>().ok()).unwrap_or(0)
-}
-
-/// GPUs a pod asks for: its containers' requests (or limits, which imply requests for extended
-/// resources), or the largest init container's if that is larger.
-fn pod_gpus(pod: &Pod) -> u32 {
-    let Some(spec) = &pod.spec else { return 0 };
-    let one = |c: &k8s_openapi::api::core::v1::Container| {
-        let r = c.resources.as_ref();
-        let req = r.and_then(|r| r.requests.as_ref()).and_then(|m| m.get(GPU));
-        let lim = r.and_then(|r| r.limits.as_ref()).and_then(|m| m.get(GPU));
-        gpus(req.or(lim))
-    };
-    let main: u32 = spec.containers.iter().map(one).sum();
-    let init = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .map(one)
-        .max()
-        .unwrap_or(0);
-    main.max(init)
-}
-
-fn finished(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
-}
-
-fn label(labels: &BTreeMap<String, String>, keys: &[&str]) -> Option<String> {
-    keys.iter().find_map(|k| labels.get(*k).cloned())
-}
-
-/// Normalises the capacity labels of HyperPod, EKS node groups and Karpenter.
-fn capacity_type(labels: &BTreeMap<String, String>) -> Option<String> {
-    let raw = label(
-        labels,
-        &[
-            "sagemaker.amazonaws.com/capacity-type",
-            "karpenter.sh/capacity-type",
-            "eks.amazonaws.com/capacityType",
-        ],
-    )?;
-    Some(match raw.to_ascii_lowercase().as_str() {
-        "spot" => "spot".into(),
-        "on_demand" | "on-demand" | "ondemand" => "on-demand".into(),
-        "training-plan" | "training_plan" | "capacity_block" | "reserved" => "training-plan".into(),
-        other => other.to_string(),
-    })
-}
-
-/// A node's view (GPUs requested 0: the summary adds them).
-fn node_view(n: &Node) -> NodeState {
-    let name = n.name_any();
-    let labels = n.labels();
-    let status = n.status.as_ref();
-    let total = gpus(status.and_then(|s| s.capacity.as_ref()?.get(GPU)));
-    let allocatable = gpus(status.and_then(|s| s.allocatable.as_ref()?.get(GPU)));
-    let ready_condition = status
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .find(|c| c.type_ == "Ready");
-    let ready = ready_condition.is_some_and(|c| c.status == "True");
-    let not_ready_reason = (!ready).then(|| match ready_condition {
-        None => "the node has not reported a Ready condition".to_string(),
-        Some(c) => [c.reason.as_deref(), c.message.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join(": "),
-    });
-    let instance_id = name
-        .strip_prefix("hyperpod-")
-        .map(str::to_string)
-        .or_else(|| {
-            n.spec
-                .as_ref()?
-                .provider_id
-                .as_deref()?
-                .rsplit('/')
-                .next()
-                .filter(|s| s.starts_with("i-"))
-                .map(str::to_string)
-        });
-    NodeState {
-        instance_id,
-        instance_type: label(
-            labels,
-            &[
-                "node.kubernetes.io/instance-type",
-                "beta.kubernetes.io/instance-type",
-            ],
-        ),
-        instance_group: label(labels, &["sagemaker.amazonaws.com/instance-group-name"]),
-        capacity_type: capacity_type(labels),
-        ready,
-        not_ready_reason,
-        unschedulable: n
-            .spec
-            .as_ref()
-            .and_then(|s| s.unschedulable)
-            .unwrap_or(false),
-        gpus: GpuUsage {
-            total,
-            allocatable,
-            requested: 0,
-            free: allocatable,
-        },
-        health: HEALTH_LABELS
-            .iter()
-            .filter_map(|k| labels.get(*k).map(|v| (k.to_string(), v.clone())))
-            .collect(),
-        name,
-    }
-}
-
-/// What a relist keeps of a pod until it completes: its key, GPUs (0 once finished), node,
-/// holder.
-pub type PodBrief = (String, u32, Option<String>, Holder);
-
-pub fn pod_brief(p: &Pod) -> PodBrief {
-    let gpus = if finished(p) { 0 } else { pod_gpus(p) };
-    let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
-    let holder = (
-        p.metadata.namespace.clone().unwrap_or_default(),
-        p.labels()
-            .iter()
-            .filter(|(k, _)| crate::cloud::HOLDER_LABELS.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-    );
-    (pod_key(p), gpus, node, holder)
-}
-
-pub fn node_brief(n: &Node) -> NodeState {
-    node_view(n)
-}
-
-pub fn pod_key(p: &Pod) -> String {
-    format!(
-        "{}/{}",
-        p.metadata.namespace.as_deref().unwrap_or(""),
-        p.name_any()
-    )
+fn shared((namespace, labels): &Holder) -> SharedHolder {
+    (namespace.as_str().into(), Arc::new(labels.clone()))
 }
 
 impl Summary {
@@ -213,7 +59,7 @@ impl Summary {
         if let Some(i) = self.node_index.get(node) {
             return *i;
         }
-        self.node_names.push(node.to_string());
+        self.node_names.push(node.into());
         self.requested.push(0);
         let i = self.node_names.len() - 1;
         self.node_index.insert(node.to_string(), i);
@@ -237,11 +83,11 @@ impl Summary {
         }
         let i = match self.free_holders.pop() {
             Some(i) => {
-                self.holders[i] = (holder.clone(), 1);
+                self.holders[i] = (shared(&holder), 1);
                 i
             }
             None => {
-                self.holders.push((holder.clone(), 1));
+                self.holders.push((shared(&holder), 1));
                 self.holders.len() - 1
             }
         };
@@ -252,10 +98,11 @@ impl Summary {
     /// A pod no longer refers to its holder; the last one frees its slot.
     fn release(&mut self, p: PodSlim) {
         let Some(i) = p.holder else { return };
-        let (holder, refs) = &mut self.holders[i];
+        let ((namespace, labels), refs) = &mut self.holders[i];
         *refs -= 1;
         if *refs == 0 {
-            self.holder_index.remove(holder);
+            let key = (namespace.to_string(), BTreeMap::clone(labels));
+            self.holder_index.remove(&key);
             self.free_holders.push(i);
         }
     }
@@ -360,6 +207,9 @@ impl Summary {
     /// The same from briefs (key, GPUs, node, holder) made while the relist arrived.
     pub fn replace_pod_briefs(&mut self, briefs: Vec<PodBrief>) {
         self.pods.clear();
+        // Sized once: grown by doubling, a first list of 10,000 pods left its smaller tables
+        // behind as holes in the heap.
+        self.pods.reserve(briefs.len());
         self.requested.iter_mut().for_each(|r| *r = 0);
         self.held.clear();
         self.holders.clear();
@@ -429,6 +279,7 @@ pub fn summarize(nodes: &[Node], pods: &[Pod], cache: CacheInfo) -> ClusterState
 
 #[cfg(test)]
 mod tests {
+    use super::super::brief::{finished, pod_gpus, GPU};
     use super::*;
     use rand::{Rng, SeedableRng};
     use serde_json::json;

@@ -154,7 +154,7 @@ impl Metrics for Sandbox {
             for node in &schedule.nodes {
                 // The node's GPUs in order: each claim's, then the idle ones.
                 let mut gpus: Vec<Option<(&GpuClaim, String)>> = Vec::new();
-                for c in schedule.claims.iter().filter(|c| c.node == node.name) {
+                for c in schedule.claims.iter().filter(|c| *c.node == *node.name) {
                     gpus.extend((0..c.gpus).map(|k| Some((c, pod_name(&schedule.claims, c, k)))));
                 }
                 while (gpus.len() as u32) < node.gpus.allocatable {
@@ -173,7 +173,7 @@ impl Metrics for Sandbox {
                         ("modelName".to_string(), "NVIDIA A10G".to_string()),
                     ]);
                     if let Some((c, pod)) = held {
-                        labels.insert("namespace".into(), c.namespace.clone());
+                        labels.insert("namespace".into(), c.namespace.to_string());
                         labels.insert("pod".into(), pod.clone());
                         labels.insert("container".into(), "main".into());
                     }

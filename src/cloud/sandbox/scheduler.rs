@@ -225,9 +225,9 @@ impl Sandbox {
         let claims = holding
             .into_iter()
             .map(|((node, (namespace, labels)), gpus)| GpuClaim {
-                node,
-                namespace,
-                labels,
+                node: node.into(),
+                namespace: namespace.into(),
+                labels: labels.into(),
                 gpus,
             })
             .collect();
@@ -285,9 +285,9 @@ impl Sandbox {
                 n.gpus.free -= g;
                 s.pods += 1;
                 s.claims.push(GpuClaim {
-                    node: n.name.clone(),
-                    namespace: namespace.clone(),
-                    labels: labels.clone(),
+                    node: n.name.as_str().into(),
+                    namespace: namespace.as_str().into(),
+                    labels: labels.clone().into(),
                     gpus: g,
                 });
             }

@@ -76,7 +76,7 @@ pub fn held_now(
 ) -> Vec<HeldGpus> {
     let mut by_node: HashMap<&str, Vec<&GpuClaim>> = HashMap::new();
     for c in &state.claims {
-        by_node.entry(c.node.as_str()).or_default().push(c);
+        by_node.entry(&*c.node).or_default().push(c);
     }
     let mut out = Vec::new();
     for node in &state.nodes {
@@ -93,7 +93,7 @@ pub fn held_now(
             requested += c.gpus;
             out.push(HeldGpus {
                 instance_id: id.to_string(),
-                namespace: c.namespace.clone(),
+                namespace: c.namespace.to_string(),
                 workload: workload_of(&c.labels),
                 gpus: f64::from(c.gpus),
             });

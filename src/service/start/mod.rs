@@ -118,19 +118,7 @@ pub async fn create_cluster(
         record,
         caller,
     );
-    made_active(engine, submit(engine, sub).await?).await
-}
-
-/// A new cluster becomes the active one: it is what the user works on next. A replayed
-/// submission (same idempotency key) changes nothing.
-async fn made_active(engine: &Engine, accepted: Accepted) -> ApiResult<Accepted> {
-    if accepted.created {
-        engine
-            .store()
-            .set_setting(super::ACTIVE_CLUSTER, Some(&accepted.cluster))
-            .await?;
-    }
-    Ok(accepted)
+    submit(engine, sub).await
 }
 
 pub async fn create_pipeline(
@@ -148,7 +136,7 @@ pub async fn create_pipeline(
         record,
         caller,
     );
-    made_active(engine, submit(engine, sub).await?).await
+    submit(engine, sub).await
 }
 
 pub async fn import_cluster(
@@ -166,7 +154,7 @@ pub async fn import_cluster(
         (region, params.clone()),
         caller,
     );
-    made_active(engine, submit(engine, sub).await?).await
+    submit(engine, sub).await
 }
 
 pub async fn delete_cluster(engine: &Engine, name: &str, caller: &Caller) -> ApiResult<Accepted> {
