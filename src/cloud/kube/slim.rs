@@ -41,18 +41,28 @@ struct MetaShadow {
 #[derive(Deserialize, PartialEq, Eq, PartialOrd, Ord)]
 struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
 
-/// Only the labels of [`HOLDER_LABELS`](crate::cloud::HOLDER_LABELS): the rest are read past.
+/// The entries of a string map whose key `keep` accepts (`None` when none is): the others are
+/// read past without a copy.
+fn kept<'de, D: serde::Deserializer<'de>, V>(
+    d: D,
+    keep: impl Fn(&str) -> bool,
+    value: impl Fn(String) -> V,
+) -> Result<Option<BTreeMap<String, V>>, D::Error> {
+    let all: Option<BTreeMap<Text<'de>, Text<'de>>> = Option::deserialize(d)?;
+    let kept: BTreeMap<String, V> = all
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| keep(&k.0))
+        .map(|(k, v)| (k.0.into_owned(), value(v.0.into_owned())))
+        .collect();
+    Ok((!kept.is_empty()).then_some(kept))
+}
+
+/// Only the labels of [`HOLDER_LABELS`](crate::cloud::HOLDER_LABELS).
 fn holder_labels<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<Option<BTreeMap<String, String>>, D::Error> {
-    let all: Option<BTreeMap<Text<'de>, Text<'de>>> = Option::deserialize(d)?;
-    let kept: BTreeMap<String, String> = all
-        .into_iter()
-        .flatten()
-        .filter(|(k, _)| crate::cloud::HOLDER_LABELS.contains(&k.0.as_ref()))
-        .map(|(k, v)| (k.0.into_owned(), v.0.into_owned()))
-        .collect();
-    Ok((!kept.is_empty()).then_some(kept))
+    kept(d, |k| crate::cloud::HOLDER_LABELS.contains(&k), |v| v)
 }
 
 #[derive(Deserialize)]
@@ -83,14 +93,7 @@ struct ResourcesShadow {
 fn gpus_only<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<Option<BTreeMap<String, Quantity>>, D::Error> {
-    let all: Option<BTreeMap<Text<'de>, Text<'de>>> = Option::deserialize(d)?;
-    let kept: BTreeMap<String, Quantity> = all
-        .into_iter()
-        .flatten()
-        .filter(|(k, _)| k.0 == super::brief::GPU)
-        .map(|(k, v)| (k.0.into_owned(), Quantity(v.0.into_owned())))
-        .collect();
-    Ok((!kept.is_empty()).then_some(kept))
+    kept(d, |k| k == super::brief::GPU, Quantity)
 }
 
 #[derive(Deserialize)]
