@@ -268,14 +268,7 @@ async fn an_endpoint_is_applied_followed_scaled_and_deleted_on_the_kubernetes_em
     let op = get(&client, format!("{base}/api/operations/{id}")).await;
     assert_eq!(applied["spec"], op["params"]["manifests"][0]["spec"]);
     let status_path = format!("{path}/status");
-    let status = |s: Value| {
-        emu.send(
-            reqwest::Method::PATCH,
-            &status_path,
-            json!({"status": s}),
-            "application/merge-patch+json",
-        )
-    };
+    let status = |s: Value| emu.merge_patch(&status_path, json!({"status": s}));
     status(json!({"state": "DeploymentInProgress", "replicas": 0})).await;
     let pending = get(&client, format!("{base}{ENDPOINTS}/emu-ep")).await;
     assert_eq!(pending["state"], "DeploymentInProgress");

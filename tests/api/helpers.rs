@@ -539,3 +539,47 @@ pub fn phase_names(op: &Value) -> Vec<&str> {
         .map(|p| p["name"].as_str().unwrap())
         .collect()
 }
+
+/// A WebSocket to the server, as the tests open them.
+pub type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Opens the WebSocket at `path` with the subprotocol the UI names (`instantstart.events`,
+/// `instantstart.logs`); a refusal comes back as its status and JSON body.
+pub async fn ws_open(base: &str, path: &str, protocol: &str) -> Result<Ws, (u16, Value)> {
+    use tokio_tungstenite::tungstenite::{client::IntoClientRequest as _, Error};
+    let mut request = format!("{}{path}", base.replacen("http", "ws", 1))
+        .into_client_request()
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("sec-websocket-protocol", protocol.parse().unwrap());
+    match tokio_tungstenite::connect_async(request).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(Error::Http(r)) => {
+            let body = r.body().clone().unwrap_or_default();
+            Err((
+                r.status().as_u16(),
+                serde_json::from_slice(&body).unwrap_or(Value::Null),
+            ))
+        }
+        Err(e) => panic!("websocket: {e}"),
+    }
+}
+
+/// The next JSON message, or `None` when the server closed the socket.
+pub async fn ws_next(ws: &mut Ws) -> Option<Value> {
+    use futures::StreamExt as _;
+    use tokio_tungstenite::tungstenite::Message;
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(30), ws.next())
+            .await
+            .expect("a message in time")?
+            .expect("a frame");
+        match m {
+            Message::Text(t) => return Some(serde_json::from_str(&t).unwrap()),
+            Message::Close(_) => return None,
+            _ => {}
+        }
+    }
+}

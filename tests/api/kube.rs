@@ -83,6 +83,18 @@ impl KubeEmulator {
         r.json().await.unwrap()
     }
 
+    /// A JSON merge patch (`PATCH`, `application/merge-patch+json`), as a controller or the
+    /// kubelet changes an object's status.
+    pub async fn merge_patch(&self, path: &str, body: Value) -> Value {
+        self.send(
+            reqwest::Method::PATCH,
+            path,
+            body,
+            "application/merge-patch+json",
+        )
+        .await
+    }
+
     /// Waits (bounded) until an object exists, as its controller would first see it.
     pub async fn appeared(&self, path: &str) -> Value {
         for _ in 0..400 {
@@ -126,11 +138,9 @@ impl KubeEmulator {
                     o["metadata"]["name"].as_str().unwrap(),
                 );
                 let plural = list.rsplit('/').next().unwrap();
-                self.send(
-                    reqwest::Method::PATCH,
+                self.merge_patch(
                     &format!("/apis/apps/v1/namespaces/{ns}/{plural}/{name}/status"),
                     json!({"status": status}),
-                    "application/merge-patch+json",
                 )
                 .await;
             }
@@ -443,11 +453,9 @@ async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emul
     assert_eq!(report["ready"], true, "{report}");
 
     // Drift: only the changed object is re-applied.
-    emu.send(
-        reqwest::Method::PATCH,
+    emu.merge_patch(
         "/apis/apps/v1/namespaces/kube-system/daemonsets/nvidia-device-plugin",
         json!({"metadata": {"labels": {"app.kubernetes.io/managed-by": "someone-else"}}}),
-        "application/merge-patch+json",
     )
     .await;
     let report = get(&client, format!("{base}/api/clusters/demo/dependencies")).await;
@@ -606,11 +614,9 @@ async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emul
         &job["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"];
     assert_eq!(claim, "s3-claim");
     // Play the Job controller: the download completes.
-    emu.send(
-        reqwest::Method::PATCH,
+    emu.merge_patch(
         &format!("/apis/batch/v1/namespaces/default/jobs/{job_name}/status"),
         json!({"status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}}),
-        "application/merge-patch+json",
     )
     .await;
     let op = wait_terminal(&client, &base, body["operationId"].as_str().unwrap()).await;
@@ -648,13 +654,9 @@ async fn dependencies_and_storage_reconcile_against_moto_and_the_kubernetes_emul
         }
         tokio::task::yield_now().await;
     };
-    emu.send(
-        reqwest::Method::PATCH,
-        &format!("/apis/batch/v1/namespaces/default/jobs/{failing}/status"),
+    emu.merge_patch(&format!("/apis/batch/v1/namespaces/default/jobs/{failing}/status"),
         json!({"status": {"failed": 3, "conditions": [{"type": "Failed", "status": "True",
-            "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]}}),
-        "application/merge-patch+json",
-    )
+            "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]}}))
     .await;
     let op = wait_terminal(&client, &base, body["operationId"].as_str().unwrap()).await;
     assert_eq!(op["state"], "failed", "{op}");
@@ -789,19 +791,13 @@ async fn the_node_and_pod_cache_follows_creates_updates_and_deletes() {
     assert!(s.since_event.is_some_and(|d| d.as_secs() < 60), "{s:?}");
 
     // A finished pod frees its GPUs; a health label change shows.
-    emu.send(
-        reqwest::Method::PATCH,
+    emu.merge_patch(
         "/api/v1/namespaces/default/pods/a/status",
         json!({"status": {"phase": "Succeeded"}}),
-        "application/merge-patch+json",
     )
     .await;
-    emu.send(
-        reqwest::Method::PATCH,
-        "/api/v1/nodes/hyperpod-i-0123456789abcdef0",
-        json!({"metadata": {"labels": {"sagemaker.amazonaws.com/node-health-status": "UnschedulablePendingReboot"}}}),
-        "application/merge-patch+json",
-    )
+    emu.merge_patch("/api/v1/nodes/hyperpod-i-0123456789abcdef0",
+        json!({"metadata": {"labels": {"sagemaker.amazonaws.com/node-health-status": "UnschedulablePendingReboot"}}}))
     .await;
     until(&kube, &target, "updates", |s| {
         s.nodes[0].gpus.requested == 0
@@ -1076,13 +1072,9 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
         .as_str()
         .unwrap()
         .to_string();
-    emu.send(
-        reqwest::Method::PATCH,
-        &format!("/api/v1/nodes/{node_name}"),
+    emu.merge_patch(&format!("/api/v1/nodes/{node_name}"),
         json!({"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
-                                          "message": "PLEG is not healthy"}]}}),
-        "application/merge-patch+json",
-    )
+                                          "message": "PLEG is not healthy"}]}}))
     .await;
     let told = next_change(&mut events).await;
     assert_eq!(
@@ -1095,13 +1087,9 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
         "{told}"
     );
     assert_eq!(told["detail"], "KubeletNotReady: PLEG is not healthy");
-    emu.send(
-        reqwest::Method::PATCH,
-        "/api/v1/namespaces/default/pods/one-more/status",
+    emu.merge_patch("/api/v1/namespaces/default/pods/one-more/status",
         json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                          "message": "0/200 nodes are available: 200 Insufficient nvidia.com/gpu."}]}}),
-        "application/merge-patch+json",
-    )
+                                          "message": "0/200 nodes are available: 200 Insufficient nvidia.com/gpu."}]}}))
     .await;
     let told = next_change(&mut events).await;
     assert_eq!(
@@ -1114,11 +1102,9 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
         .unwrap()
         .contains("Insufficient nvidia.com/gpu"));
     // And the node's return.
-    emu.send(
-        reqwest::Method::PATCH,
+    emu.merge_patch(
         &format!("/api/v1/nodes/{node_name}"),
         json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
-        "application/merge-patch+json",
     )
     .await;
     assert_eq!(next_change(&mut events).await["kind"], "node-ready");
@@ -1220,43 +1206,22 @@ async fn feature_objects_are_applied_read_back_and_removed() {
         .is_none());
 }
 
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
 /// The UI's event stream, opened as the UI opens it.
 async fn events_socket(base: &str) -> Ws {
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
-    let mut request = format!("{}/api/events", base.replacen("http", "ws", 1))
-        .into_client_request()
-        .unwrap();
-    request.headers_mut().insert(
-        "sec-websocket-protocol",
-        "instantstart.events".parse().unwrap(),
-    );
-    tokio_tungstenite::connect_async(request)
+    ws_open(base, "/api/events", "instantstart.events")
         .await
         .expect("events socket")
-        .0
 }
 
 /// The next cluster change pushed on the event stream (operation messages are passed over).
 async fn next_change(ws: &mut Ws) -> Value {
-    use futures::StreamExt as _;
-    use tokio_tungstenite::tungstenite::Message;
     loop {
-        let m = tokio::time::timeout(Duration::from_secs(30), ws.next())
-            .await
-            .expect("a change in time")
-            .expect("the socket stays open")
-            .expect("a frame");
-        if let Message::Text(t) = m {
-            let msg: Value = serde_json::from_str(&t).unwrap();
-            if msg["type"] == "cluster" {
-                assert_eq!(msg["missed"], 0, "{msg}");
-                let events = msg["events"].as_array().unwrap();
-                assert_eq!(events.len(), 1, "one change at a time here: {msg}");
-                return events[0].clone();
-            }
+        let msg = ws_next(ws).await.expect("the socket stays open");
+        if msg["type"] == "cluster" {
+            assert_eq!(msg["missed"], 0, "{msg}");
+            let events = msg["events"].as_array().unwrap();
+            assert_eq!(events.len(), 1, "one change at a time here: {msg}");
+            return events[0].clone();
         }
     }
 }

@@ -6,58 +6,23 @@
 
 use std::time::Duration;
 
-use futures::{SinkExt as _, StreamExt as _};
+use futures::SinkExt as _;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use tokio_tungstenite::tungstenite::{client::IntoClientRequest as _, Message};
+use tokio_tungstenite::tungstenite::Message;
 
 use crate::helpers::*;
 use crate::training::{enable_training_operator, sft, submit, training_cluster};
 
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
 /// Opens the follow WebSocket of `path` (`/api/clusters/…/logs/follow?…`) as the UI does.
 async fn follow(base: &str, path: &str) -> Result<Ws, (u16, Value)> {
-    let mut request = format!("{}{path}", base.replacen("http", "ws", 1))
-        .into_client_request()
-        .unwrap();
-    request.headers_mut().insert(
-        "sec-websocket-protocol",
-        "instantstart.logs".parse().unwrap(),
-    );
-    match tokio_tungstenite::connect_async(request).await {
-        Ok((ws, _)) => Ok(ws),
-        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
-            let body = r.body().clone().unwrap_or_default();
-            Err((
-                r.status().as_u16(),
-                serde_json::from_slice(&body).unwrap_or(Value::Null),
-            ))
-        }
-        Err(e) => panic!("websocket: {e}"),
-    }
-}
-
-/// The next JSON message, or `None` when the server closed the socket.
-async fn next(ws: &mut Ws) -> Option<Value> {
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(30), ws.next())
-            .await
-            .expect("a message in time")?
-            .expect("a frame");
-        match m {
-            Message::Text(t) => return Some(serde_json::from_str(&t).unwrap()),
-            Message::Close(_) => return None,
-            _ => {}
-        }
-    }
+    ws_open(base, path, "instantstart.logs").await
 }
 
 /// Messages until one satisfies `until` (returned last).
 async fn until(ws: &mut Ws, until: impl Fn(&Value) -> bool) -> Vec<Value> {
     let mut seen = Vec::new();
-    while let Some(m) = next(ws).await {
+    while let Some(m) = ws_next(ws).await {
         let done = until(&m);
         seen.push(m);
         if done {
@@ -197,7 +162,7 @@ async fn a_jobs_logs_carry_its_ranks_and_the_injected_nccl_timeout_and_follow_to
         .await
         .unwrap();
     // Once it has sent something, the follow is counted as an open stream.
-    let first = next(&mut ws).await.expect("a first message");
+    let first = ws_next(&mut ws).await.expect("a first message");
     let metrics = app.get("/metrics").await.text().await.unwrap();
     let open: f64 = metrics
         .lines()
@@ -221,7 +186,7 @@ async fn a_jobs_logs_carry_its_ranks_and_the_injected_nccl_timeout_and_follow_to
     );
     assert_eq!(texts(&seen).len(), 4, "{seen:?}");
     assert_eq!(seen.last().unwrap()["reason"], "the job succeeded");
-    assert!(next(&mut ws).await.is_none(), "closed after the end");
+    assert!(ws_next(&mut ws).await.is_none(), "closed after the end");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -509,11 +509,9 @@ async fn routers_scalers_and_a_relabelled_pool_pod_on_the_kubernetes_emulator() 
                    "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}),
             "application/json").await;
     }
-    emu.send(
-        reqwest::Method::PATCH,
+    emu.merge_patch(
         "/apis/apps/v1/namespaces/default/deployments/warm/status",
         json!({"status": {"replicas": 2, "readyReplicas": 2}}),
-        "application/merge-patch+json",
     )
     .await;
     assert_eq!(

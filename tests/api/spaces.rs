@@ -284,12 +284,7 @@ async fn a_space_is_applied_followed_and_stopped_by_its_desired_status_on_the_ku
     );
     let status_path = format!("{path}/status");
     let status = |conditions: Value| {
-        emu.send(
-            reqwest::Method::PATCH,
-            &status_path,
-            json!({"status": {"conditions": conditions}}),
-            "application/merge-patch+json",
-        )
+        emu.merge_patch(&status_path, json!({"status": {"conditions": conditions}}))
     };
     let c = |t: &str, s: &str| json!({"type": t, "status": s, "reason": "R", "message": ""});
     status(json!([c("Available", "False"), c("Progressing", "True")])).await;

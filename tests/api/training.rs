@@ -415,14 +415,7 @@ async fn a_training_job_is_applied_followed_and_deleted_on_the_kubernetes_emulat
 
     // The operator's status, played on the emulator: a restart, then completion.
     let status_path = format!("{path}/status");
-    let status = |s: Value| {
-        emu.send(
-            reqwest::Method::PATCH,
-            &status_path,
-            json!({"status": s}),
-            "application/merge-patch+json",
-        )
-    };
+    let status = |s: Value| emu.merge_patch(&status_path, json!({"status": s}));
     status(
         json!({"restartCount": 1, "conditions": [{"type": "Created", "status": "True"},
         {"type": "Running", "status": "True"}]}),
