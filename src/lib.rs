@@ -59,6 +59,8 @@ pub struct AppState {
     pub list_memo: Arc<api::memo::Memo>,
     /// Tickets and sessions that open spaces through the control plane.
     pub space_sessions: Arc<api::space_proxy::Sessions>,
+    /// Each region's AWS Price List as last read (the cost reports' prices).
+    pub price_book: Arc<service::costs::PriceBook>,
 }
 
 /// A bound, ready-to-serve application.
@@ -314,6 +316,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         status_memo: Arc::default(),
         list_memo: Arc::default(),
         space_sessions: Arc::default(),
+        price_book: Arc::default(),
     };
     let mcp = mcp::McpContext::new(
         format!("localhost:{port}"),

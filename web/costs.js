@@ -1,6 +1,7 @@
 // Page: what the active cluster costs and whom — a bar per day stacked by group, team, job or
 // endpoint (idle GPUs, time not observed and nodes without GPUs in their own colours), the
-// totals, the prices used (estimates, dated) and a CSV download of the same rows.
+// totals, the prices used (the AWS Price List's, or dated estimates and why) and a CSV download of
+// the same rows.
 
 import { api, h, scoped, session, errorBox, table, needsActive } from './kit.js';
 import { dayBars } from './chart.js';
@@ -42,11 +43,14 @@ export async function costs(query) {
     'Nothing counted yet: the cluster has no HyperPod nodes, or has not been sampled.');
   const priced = report.prices.filter((p) => p.hourlyUsd != null);
   const listed = (ps) => ps.map((p) => `${p.instanceType} ${usd(p.hourlyUsd)}/h`).join(', ');
+  const listed_ = priced.filter((p) => p.source === 'price-list');
   const table_ = priced.filter((p) => p.source === 'estimate');
   const plans = priced.filter((p) => p.source === 'training-plan');
   const estimate = priced.length
     ? h('p', { class: 'muted', id: 'costs-estimate' },
-      table_.length ? `Estimates: ${listed(table_)} (on-demand list prices, ${table_[0].region}, as of ${table_[0].asOf}). Not a bill.` : '',
+      listed_.length ? `On-demand prices from the AWS Price List (${listed_[0].region}): ${listed(listed_)}.` : '',
+      table_.length ? ` Estimates: ${listed(table_)} (on-demand list prices, ${table_[0].region}, as of ${table_[0].asOf}). Not a bill.` : '',
+      report.priceListUnavailable ? ` Why estimates: ${report.priceListUnavailable}.` : '',
       plans.length ? ` Training plans: ${listed(plans)} (each plan's up-front fee over its instance-hours).` : '')
     : null;
   return show(h('h1', {}, 'Costs'),

@@ -47,7 +47,9 @@ struct CostsQuery {
 /// (kept as nodes come and go, so history survives restarts and removed nodes) × the hourly
 /// price of their type, split by the GPUs each holder requested — a group's, team's, job's or
 /// endpoint's share — plus idle GPUs (allocatable, not requested), time not observed, and
-/// nodes without GPUs. Prices from a dated table are marked `estimate`.
+/// nodes without GPUs. Prices come from the account's AWS Price List for the cluster's region
+/// (`source: price-list`); when it cannot be read, from a dated table marked `estimate`, with
+/// the reason in `priceListUnavailable`.
 #[utoipa::path(get, path = "/api/costs", operation_id = "cluster_costs",
     params(CostsQuery),
     responses((status = 200, description = "The report, as JSON or (`format=csv`) CSV",
@@ -61,6 +63,7 @@ async fn cluster_costs(
     crate::service::validate::cluster_name("cluster", &q.cluster)?;
     let report = costs::costs(
         &state.engine,
+        &state.price_book,
         &CostQuery {
             cluster: q.cluster.clone(),
             by: q.by.unwrap_or(CostBy::Group),

@@ -14,6 +14,7 @@ pub mod aws;
 pub mod images;
 pub mod instances;
 pub mod kube;
+pub mod list_prices;
 pub mod policy;
 mod ports;
 pub mod retry;
@@ -105,6 +106,8 @@ pub struct Cloud {
     pub logs: Arc<dyn Logs>,
     /// Prometheus range queries (Amazon Managed Service for Prometheus), read only.
     pub metrics: Arc<dyn Metrics>,
+    /// The AWS Price List, read only (HyperPod's on-demand prices).
+    pub prices: Arc<dyn PriceList>,
     /// Upstream release files (operator CRDs).
     pub releases: Arc<dyn Releases>,
     /// The bucket this deployment was given (the CloudFormation stack's), when it was: every

@@ -6,11 +6,11 @@ use crate::cloud::{
     Addon, AmpWorkspace, CallerIdentity, CloudError, CloudResult, ClusterEvent, ClusterState,
     ComputeQuota, CreateAddon, CreateEksCluster, CreateHyperPodCluster, CreateMlflowApp,
     CreateRouteTable, CreateSecurityGroup, CreateSubnet, Eks, EksCluster, Governance,
-    GrafanaWorkspace, HyperPod, HyperPodCluster, Iam, InstanceGroupSpec, Kube, KubeTarget, LogLine,
-    LogStream, Logs, Metrics, Mlflow, MlflowApp, NetKind, Network, NodeAction, NodeActionResult,
-    NodeDetail, NodePage, ObjectRef, ObjectStore, Quotas, RangeQuery, ResourceState, Role,
-    SchedulerConfig, SchedulerPolicy, Series, ServiceCall, Subnet, Tags, TeamQuota, TieredStorage,
-    TrackingCall, TrainingPlan, Vpc, Workspace, Zone,
+    GrafanaWorkspace, HyperPod, HyperPodCluster, Iam, InstanceGroupSpec, Kube, KubeTarget,
+    ListedPrice, LogLine, LogStream, Logs, Metrics, Mlflow, MlflowApp, NetKind, Network,
+    NodeAction, NodeActionResult, NodeDetail, NodePage, ObjectRef, ObjectStore, PriceList, Quotas,
+    RangeQuery, ResourceState, Role, SchedulerConfig, SchedulerPolicy, Series, ServiceCall, Subnet,
+    Tags, TeamQuota, TieredStorage, TrackingCall, TrainingPlan, Vpc, Workspace, Zone,
 };
 use crate::{Cloud, CloudMode};
 use async_trait::async_trait;
@@ -42,6 +42,7 @@ impl Unavailable {
             governance: self.clone(),
             logs: self.clone(),
             metrics: self.clone(),
+            prices: self.clone(),
             kube: self,
             releases: std::sync::Arc::new(super::web::HttpReleases::new(None)),
             shared_bucket: None,
@@ -328,6 +329,13 @@ impl Logs for Unavailable {
     }
     async fn tail(&self, _group: &str, _stream: &str, _limit: usize) -> CloudResult<Vec<LogLine>> {
         Err(self.refuse("tail"))
+    }
+}
+
+#[async_trait]
+impl PriceList for Unavailable {
+    async fn hyperpod_prices(&self, _region: &str) -> CloudResult<Vec<ListedPrice>> {
+        Err(self.refuse("GetProducts"))
     }
 }
 

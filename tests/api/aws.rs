@@ -1104,6 +1104,125 @@ mod mocked {
             "a-123"
         );
     }
+
+    /// A Price List product as `GetProducts` answers it (a JSON document in a string).
+    fn product(usage_type: &str, usd: &str) -> String {
+        json!({"product": {"sku": "S", "attributes": {"regionCode": "us-west-2", "usagetype": usage_type}},
+               "serviceCode": "AmazonSageMaker",
+               "terms": {"OnDemand": {"S.T": {"effectiveDate": "2026-11-01T00:00:00Z",
+                   "priceDimensions": {"S.T.D": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}}})
+        .to_string()
+    }
+
+    /// The Price List is read at its own endpoint with the offer's attributes confirmed first,
+    /// filtered on the region and HyperPod's usage type, across pages; an offer that no longer
+    /// has an attribute filtered on is a clear error, and nothing is filtered on it.
+    #[tokio::test]
+    async fn hyperpod_prices_are_read_with_pinned_filters_across_pages() {
+        use aws_sdk_pricing::operation::describe_services::DescribeServicesOutput;
+        use aws_sdk_pricing::operation::get_products::GetProductsOutput;
+        use aws_sdk_pricing::types::{FilterType, Service};
+        use instantstart::cloud::PriceList as _;
+        let describe = |names: &'static [&'static str]| {
+            mock!(aws_sdk_pricing::Client::describe_services)
+                .match_requests(|r| {
+                    r.service_code() == Some("AmazonSageMaker")
+                        && r.format_version() == Some("aws_v1")
+                })
+                .then_output(move || {
+                    DescribeServicesOutput::builder()
+                        .services(
+                            Service::builder()
+                                .service_code("AmazonSageMaker")
+                                .set_attribute_names(Some(
+                                    names.iter().map(|n| n.to_string()).collect(),
+                                ))
+                                .build()
+                                .unwrap(),
+                        )
+                        .build()
+                })
+        };
+        let pinned = |r: &aws_sdk_pricing::operation::get_products::GetProductsInput| {
+            let filters: Vec<(FilterType, &str, &str)> = r
+                .filters()
+                .iter()
+                .map(|f| (f.r#type().clone(), f.field(), f.value()))
+                .collect();
+            r.service_code() == Some("AmazonSageMaker")
+                && r.format_version() == Some("aws_v1")
+                && filters
+                    == [
+                        (FilterType::TermMatch, "regionCode", "us-west-2"),
+                        (FilterType::Contains, "usagetype", "Cluster:ml."),
+                    ]
+        };
+        let first = mock!(aws_sdk_pricing::Client::get_products)
+            .match_requests(move |r| pinned(r) && r.next_token().is_none())
+            .then_output(|| {
+                GetProductsOutput::builder()
+                    .price_list(product("USW2-Cluster:ml.g5.8xlarge", "3.4"))
+                    .price_list(product("USW2-ReservedCluster:ml.g5.8xlarge", "1.0"))
+                    .next_token("page-2")
+                    .build()
+            });
+        let second = mock!(aws_sdk_pricing::Client::get_products)
+            .match_requests(move |r| pinned(r) && r.next_token() == Some("page-2"))
+            .then_output(|| {
+                GetProductsOutput::builder()
+                    .price_list(product("USW2-Cluster:ml.p5.48xlarge", "98.32"))
+                    .build()
+            });
+        let complete = describe(&["regionCode", "usagetype", "instanceType"]);
+        let mut aws = base_aws().await;
+        aws.pricing = mock_client!(
+            aws_sdk_pricing,
+            RuleMode::MatchAny,
+            [&complete, &first, &second]
+        );
+        let prices = aws.hyperpod_prices("us-west-2").await.unwrap();
+        let got: Vec<(&str, f64, &str)> = prices
+            .iter()
+            .map(|p| {
+                (
+                    p.instance_type.as_str(),
+                    p.hourly_usd,
+                    p.usage_type.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("ml.g5.8xlarge", 3.4, "USW2-Cluster:ml.g5.8xlarge"),
+                ("ml.p5.48xlarge", 98.32, "USW2-Cluster:ml.p5.48xlarge")
+            ]
+        );
+        assert_eq!((first.num_calls(), second.num_calls()), (1, 1));
+        // The endpoint is the Price List's, whatever the clusters' region.
+        assert_eq!(
+            base_aws()
+                .await
+                .pricing
+                .config()
+                .region()
+                .map(|r| r.as_ref()),
+            Some("us-east-1")
+        );
+
+        let renamed = describe(&["regionCode", "usageType"]);
+        let products = mock!(aws_sdk_pricing::Client::get_products)
+            .then_output(|| GetProductsOutput::builder().build());
+        aws.pricing = mock_client!(aws_sdk_pricing, RuleMode::MatchAny, [&renamed, &products]);
+        let err = aws.hyperpod_prices("us-west-2").await.unwrap_err();
+        assert_eq!(err.code, "AttributeNotFound", "{err}");
+        assert!(err.message.contains("`usagetype`"), "{err}");
+        assert_eq!(
+            products.num_calls(),
+            0,
+            "nothing filtered on a missing attribute"
+        );
+    }
 }
 
 #[tokio::test]

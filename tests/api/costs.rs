@@ -66,7 +66,8 @@ async fn a_teams_deployment_is_billed_to_its_team_and_the_other_gpu_is_idle() {
     // One GPU held, one idle, for the same sampled time.
     assert!((team_a - idle).abs() < 1e-9, "{r}");
     assert_eq!(share(&r, "team-b", "used"), (0.0, 0.0), "{r}");
-    // Priced per GPU at the node's hourly price (an estimate, and said so).
+    // Priced per GPU at the node's hourly price, from the account's Price List (the simulated
+    // one answers the dated table's figures under the usage type AWS bills them on).
     let price = r["prices"]
         .as_array()
         .unwrap()
@@ -77,8 +78,12 @@ async fn a_teams_deployment_is_billed_to_its_team_and_the_other_gpu_is_idle() {
     let hourly = price["hourlyUsd"].as_f64().unwrap();
     assert_eq!(
         (price["source"].as_str(), r["estimate"].as_bool()),
-        (Some("estimate"), Some(true))
+        (Some("price-list"), Some(false)),
+        "{r}"
     );
+    assert_eq!(price["usageType"], "USW2-Cluster:ml.g5.8xlarge", "{r}");
+    assert_eq!(price["region"], "us-west-2", "{r}");
+    assert!(r.get("priceListUnavailable").is_none(), "{r}");
     assert!((team_a_usd - team_a * hourly).abs() < 1e-9, "{r}");
     assert!(
         (r["idleUsd"].as_f64().unwrap() - idle_usd).abs() < 1e-9,
@@ -227,7 +232,7 @@ async fn cost_history_survives_a_kill_9() {
 
 /// A group on a training plan is priced at the plan's up-front fee over its instance-hours
 /// (the sandbox's plan: $10,570.56 for two ml.p5.48xlarge for a week), the others from the
-/// table, side by side.
+/// Price List, side by side.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_training_plans_group_is_priced_at_the_plan() {
     let app = spawn_app().await;
@@ -254,7 +259,7 @@ async fn a_training_plans_group_is_priced_at_the_plan() {
     assert!(
         prices
             .iter()
-            .any(|p| p["instanceType"] == "ml.g5.8xlarge" && p["source"] == "estimate"),
+            .any(|p| p["instanceType"] == "ml.g5.8xlarge" && p["source"] == "price-list"),
         "{r}"
     );
     let reserved: f64 = r["totals"]
@@ -265,4 +270,38 @@ async fn a_training_plans_group_is_priced_at_the_plan() {
         .map(|t| t["usd"].as_f64().unwrap())
         .sum();
     assert!(reserved > 0.0, "{r}");
+}
+
+/// When the Price List cannot be read, the report still answers: every on-demand price from the
+/// dated table, marked an estimate, with the reason — and the failure is remembered for a few
+/// minutes instead of being waited on by every report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_price_list_the_report_says_its_prices_are_estimates_and_why() {
+    let app = spawn_app_with(Opts {
+        faults: Some("pricing:GetProducts=1"),
+        ..Default::default()
+    })
+    .await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    // One refusal only: a second report that asked again would get the Price List's prices.
+    for _ in 0..2 {
+        let r = app.json("/api/costs?cluster=demo").await;
+        assert_eq!(r["estimate"], true, "{r}");
+        let why = r["priceListUnavailable"].as_str().unwrap_or_default();
+        assert!(
+            why.contains("could not be read") && why.contains("Injected"),
+            "{r}"
+        );
+        let prices = r["prices"].as_array().unwrap();
+        assert!(!prices.is_empty(), "{r}");
+        for p in prices {
+            assert_eq!(
+                (p["source"].as_str(), p["asOf"].as_str()),
+                (Some("estimate"), Some("2025-06-01")),
+                "{r}"
+            );
+            assert!(p["hourlyUsd"].as_f64().is_some_and(|usd| usd > 0.0), "{r}");
+        }
+    }
 }

@@ -235,8 +235,8 @@ async fn the_create_cluster_skill_rehearsed_over_mcp_recovers_from_a_failed_stag
     assert_eq!(steps[10][1], false, "{}", steps[10]);
     assert_eq!(steps[11], json!(["operation_get", "succeeded"]));
     assert_eq!(steps[12], json!(["deployment_invoke", "(sandbox) hi"]));
-    // The deployment's GPU is billed to it (at estimated prices, and the tool says so).
-    assert_eq!(steps[13], json!(["cluster_costs", true, true]));
+    // The deployment's GPU is billed to it, at the (simulated) Price List's prices: no estimate.
+    assert_eq!(steps[13], json!(["cluster_costs", true, false]));
     let calls = app.calls().await;
     assert_eq!(accepted_count(&calls, "eks:CreateCluster"), 1);
     assert_eq!(accepted_count(&calls, "sagemaker:CreateCluster"), 1);

@@ -263,11 +263,27 @@ async fn the_charts_link_to_the_dashboards_in_the_accounts_grafana() {
     );
 }
 
+/// A product of the Price List, as `GetProducts` answers it.
+fn price_list_product(region: &str, usage_type: &str, usd: &str) -> Value {
+    let sku = format!("SKU{}", usage_type.len() + usd.len());
+    json!({"product": {"productFamily": "ML Instance", "sku": sku,
+                       "attributes": {"regionCode": region, "usagetype": usage_type,
+                                      "servicecode": "AmazonSageMaker", "component": "Cluster"}},
+           "serviceCode": "AmazonSageMaker",
+           "terms": {"OnDemand": {format!("{sku}.JRTCKXETXF"): {
+               "sku": sku, "effectiveDate": "2026-11-01T00:00:00Z", "offerTermCode": "JRTCKXETXF",
+               "priceDimensions": {format!("{sku}.JRTCKXETXF.6YS6EN2CT7"): {
+                   "unit": "Hrs", "beginRange": "0", "endRange": "Inf",
+                   "pricePerUnit": {"USD": usd}}}}}},
+           "version": "20261101000000", "publicationDate": "2026-11-01T00:00:00Z"})
+}
+
 /// The same two questions on the real adapters: HyperPod's nodes from moto, who holds their
-/// GPUs from the Kubernetes emulator through the watch, and the exporter's series from the
-/// workspace through AMP's query API (moto's gap-filler answers it, checking the signature's
-/// scope). A team's job holds one node's GPU: it is billed to the team and the job, the other
-/// GPU is idle, and utilization per team and per rank reads back what the exporter wrote.
+/// GPUs from the Kubernetes emulator through the watch, the prices from the Price List API and
+/// the exporter's series from the workspace through AMP's query API (moto's gap-fillers answer
+/// both, checking the signature's scope). A team's job holds one node's GPU: it is billed to the
+/// team and the job at the region's HyperPod price (not a lookalike product's), the other GPU is
+/// idle, and utilization per team and per rank reads back what the exporter wrote.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn costs_and_utilization_are_read_through_the_real_adapters() {
     use crate::costs::share;
@@ -316,6 +332,24 @@ async fn costs_and_utilization_are_read_through_the_real_adapters() {
         "status": {"phase": "Running"}}))
     .await;
 
+    // The account's Price List: HyperPod's price in the cluster's region, and lookalikes.
+    let products = json!([
+        price_list_product("us-west-2", "USW2-Cluster:ml.g5.8xlarge", "3.4000000000"),
+        price_list_product(
+            "us-west-2",
+            "USW2-ReservedCluster:ml.g5.8xlarge",
+            "1.0000000000"
+        ),
+        price_list_product("us-west-2", "USW2-Studio:ml.g5.8xlarge", "2.0000000000"),
+        price_list_product("us-east-1", "USE1-Cluster:ml.g5.8xlarge", "3.0600000000"),
+    ]);
+    client
+        .post(format!("{}/_gapfiller/pricing", p.moto.url))
+        .json(&products)
+        .send()
+        .await
+        .unwrap();
+
     // Each read samples first: read until the watch has the pod and a sample credited it.
     let costs = format!("{base}/api/costs?cluster=demo&by=job");
     let mut report = get(&client, costs.clone()).await;
@@ -331,6 +365,54 @@ async fn costs_and_utilization_are_read_through_the_real_adapters() {
     assert!(share(&report, "", "idle").0 > 0.0, "{report}");
     let by_team = get(&client, format!("{base}/api/costs?cluster=demo&by=team")).await;
     assert!(share(&by_team, "team-a", "used").0 >= job, "{by_team}");
+    let price = by_team["prices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["instanceType"] == "ml.g5.8xlarge")
+        .unwrap_or_else(|| panic!("{by_team}"));
+    assert_eq!(
+        (
+            price["instanceType"].as_str(),
+            price["source"].as_str(),
+            price["hourlyUsd"].as_f64(),
+            price["usageType"].as_str(),
+            price["region"].as_str(),
+        ),
+        (
+            Some("ml.g5.8xlarge"),
+            Some("price-list"),
+            Some(3.4),
+            Some("USW2-Cluster:ml.g5.8xlarge"),
+            Some("us-west-2")
+        ),
+        "{by_team}"
+    );
+    assert_eq!(by_team["estimate"], false, "{by_team}");
+    // The offer's attributes confirmed, then one filtered read at the Price List's endpoint
+    // (us-east-1 serves us-west-2), kept for every report after it.
+    let seen = get(&client, format!("{}/_gapfiller/pricing", p.moto.url)).await;
+    let requests = seen["requests"].as_array().unwrap();
+    assert_eq!(requests.len(), 2, "{seen}");
+    assert_eq!(requests[0]["operation"], "DescribeServices", "{seen}");
+    assert_eq!(
+        requests[0]["body"]["ServiceCode"], "AmazonSageMaker",
+        "{seen}"
+    );
+    assert_eq!(requests[1]["operation"], "GetProducts", "{seen}");
+    assert_eq!(
+        requests[1]["body"],
+        json!({"ServiceCode": "AmazonSageMaker", "FormatVersion": "aws_v1", "MaxResults": 100,
+               "Filters": [{"Type": "TERM_MATCH", "Field": "regionCode", "Value": "us-west-2"},
+                           {"Type": "CONTAINS", "Field": "usagetype", "Value": "Cluster:ml."}]}),
+        "{seen}"
+    );
+    assert!(
+        requests
+            .iter()
+            .all(|r| r["scope"] == json!(["us-east-1", "pricing"])),
+        "{seen}"
+    );
 
     // What the observability add-on's exporter wrote to the workspace.
     let now = time::OffsetDateTime::now_utc().unix_timestamp();

@@ -1,5 +1,5 @@
-"""moto's server plus the EKS add-on and access-entry APIs and SageMaker's MLflow App APIs, which
-moto does not emulate.
+"""moto's server plus the EKS add-on and access-entry APIs, SageMaker's MLflow App APIs and the
+Price List API, which moto does not emulate.
 Test infrastructure.
 
 Run: python moto_server.py -H 127.0.0.1 -p PORT   (same flags as `moto_server`)
@@ -38,6 +38,14 @@ Amazon Managed Grafana's `DescribeWorkspace` (moto has no Grafana) is answered h
 seeded (`{"id", "name", "status"}`), in AMG's REST-JSON shape with its endpoint
 `<id>.grafana-workspace.<region>.amazonaws.com`, or ResourceNotFoundException (404). A request
 to that path signed for another service goes on (it is AMP's, to moto).
+
+The AWS Price List API (which moto lacks) is answered here: `DescribeServices` and `GetProducts`
+(JSON 1.1, `X-Amz-Target: AWSPriceListService.<Op>`) over the products `POST /_gapfiller/pricing`
+seeded (Price List documents: `product.attributes`, `terms`), with the API's filter types
+(`TERM_MATCH` and `EQUALS` exact, `CONTAINS` a substring, `ANY_OF`/`NONE_OF` comma-separated
+values; field `ServiceCode` or an attribute), `MaxResults` and `NextToken`. As AWS, it answers only
+a request signed for `pricing` in a region with a Price List endpoint (us-east-1, eu-central-1,
+ap-south-1). `GET /_gapfiller/pricing` shows the requests as received (operation, body, scope).
 
 moto names a cluster's nodes `<group>-<n>`; SageMaker names them by EC2 instance id
 (`i-` and 17 hex digits). `ListClusterNodes` answers each under an instance id derived from
@@ -456,6 +464,64 @@ def amp_query(environ, start_response, workspace):
                  {"status": "success", "data": {"resultType": "matrix", "result": result}})
 
 
+PRICING = {"products": [], "requests": []}
+PRICE_LIST_REGIONS = ("us-east-1", "eu-central-1", "ap-south-1", "cn-northwest-1")
+
+
+def price_list(environ, start_response, operation):
+    """The Price List API's DescribeServices and GetProducts over the seeded products."""
+    auth = environ.get("HTTP_AUTHORIZATION", "")
+    scope = re.search(r"Credential=[^/]+/\d{8}/([^/]+)/([^/]+)/aws4_request", auth)
+    body = read_json(environ)
+    with LOCK:
+        PRICING["requests"].append({"operation": operation, "body": body,
+                                    "scope": list(scope.groups()) if scope else None})
+        products = list(PRICING["products"])
+
+    def error(code, message):
+        return reply(start_response, "400 Bad Request", {"__type": code, "Message": message}, code)
+    if not scope or scope.group(2) != "pricing" or scope.group(1) not in PRICE_LIST_REGIONS:
+        return error("UnrecognizedClientException", "The Price List API has no endpoint in this region")
+    if body.get("FormatVersion", "aws_v1") != "aws_v1":
+        return error("InvalidParameterException", "FormatVersion must be aws_v1")
+    code = body.get("ServiceCode")
+    mine = [p for p in products if p.get("serviceCode") == code]
+    if operation == "DescribeServices":
+        names = sorted({a for p in mine for a in p["product"]["attributes"]})
+        services = [{"ServiceCode": code, "AttributeNames": names}] if mine else []
+        return reply(start_response, "200 OK", {"Services": services, "FormatVersion": "aws_v1"})
+    if operation != "GetProducts":
+        return error("InvalidParameterException", f"{operation} is not emulated")
+    if not code:
+        return error("InvalidParameterException", "ServiceCode is required")
+
+    def passes(p, f):
+        field, value = f.get("Field"), f.get("Value", "")
+        actual = code if field == "ServiceCode" else p["product"]["attributes"].get(field)
+        kind = f.get("Type")
+        if kind in ("TERM_MATCH", "EQUALS"):
+            return actual == value
+        if kind == "CONTAINS":
+            return actual is not None and value in actual
+        if kind == "ANY_OF":
+            return actual in [v.strip() for v in value.split(",")]
+        if kind == "NONE_OF":
+            return actual not in [v.strip() for v in value.split(",")]
+        raise ValueError(kind)
+    try:
+        matched = [p for p in mine if all(passes(p, f) for f in body.get("Filters", []))]
+    except ValueError as e:
+        return error("InvalidParameterException", f"Unknown filter type {e}")
+    size = int(body.get("MaxResults", 100))
+    if not 1 <= size <= 100:
+        return error("InvalidParameterException", "MaxResults must be between 1 and 100")
+    start = int(body.get("NextToken") or 0)
+    out = {"FormatVersion": "aws_v1", "PriceList": [json.dumps(p) for p in matched[start:start + size]]}
+    if start + size < len(matched):
+        out["NextToken"] = str(start + size)
+    return reply(start_response, "200 OK", out)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("-H", "--host", default="127.0.0.1")
@@ -504,6 +570,14 @@ def main():
         amp = AMP_QUERY.match(environ.get("PATH_INFO", ""))
         if amp:
             return amp_query(environ, start_response, amp.group(1))
+        if environ.get("PATH_INFO") == "/_gapfiller/pricing":
+            with LOCK:
+                if environ.get("REQUEST_METHOD") == "POST":
+                    PRICING["products"] = read_json(environ, b"[]")
+                return reply(start_response, "200 OK", {"requests": PRICING["requests"],
+                                                        "products": len(PRICING["products"])})
+        if environ.get("HTTP_X_AMZ_TARGET", "").startswith("AWSPriceListService."):
+            return price_list(environ, start_response, environ["HTTP_X_AMZ_TARGET"].split(".", 1)[1])
         if environ.get("PATH_INFO") == "/_gapfiller/governance":
             with LOCK:
                 return reply(start_response, "200 OK", GOVERNANCE)

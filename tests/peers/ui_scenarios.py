@@ -561,14 +561,15 @@ def spaces(page, base, out):
 
 def costs(page, base, out):
     """The costs page of the cluster the scenarios before ran: a bar per day stacked by group,
-    then by team, the idle GPUs in their own colour, prices marked as estimates, and the CSV."""
+    then by team, the idle GPUs in their own colour, the prices from the (simulated) AWS Price List,
+    and the CSV."""
     page.goto(f"{base}/#/costs")
     chart = page.locator("#costs-chart")
     # A week by default, today included: every day has its slot.
     expect(chart.locator("svg")).to_have_attribute("data-days", "7")
     expect(chart.locator("g.day-bar rect[data-part]").first).to_be_visible()
     expect(page.locator("#costs-total")).to_contain_text("$")
-    expect(page.locator("#costs-estimate")).to_contain_text("Not a bill")
+    expect(page.locator("#costs-estimate")).to_contain_text("AWS Price List (us-west-2)")
     expect(page.locator("#costs-estimate")).to_contain_text("ml.g5.8xlarge")
     # By team: the page reads again (and samples again), so idle GPUs have been counted.
     page.locator("#costs-by").get_by_role("link", name="team").click()

@@ -1,6 +1,6 @@
 //! The real AWS adapter: every port implemented with aws-sdk-rust (EC2, EKS, SageMaker, IAM, STS,
-//! S3, Service Quotas). Credentials and region come from the standard chain; `AWS_ENDPOINT_URL`
-//! (and the per-service variants) are honoured, which is how tests point it at moto.
+//! S3, Service Quotas, the Price List). Credentials and region come from the standard chain;
+//! `AWS_ENDPOINT_URL` (and the per-service variants) are honoured, which is how tests point it at moto.
 //!
 //! SDK-level retries are off: [`errors::idempotent`] retries reads, deletes and "ensure" calls,
 //! while creates run once and, on a transient failure, the engine looks the resource up before
@@ -15,6 +15,7 @@ mod iam;
 mod logs;
 mod metrics;
 pub mod mlflow;
+pub mod pricing;
 mod s3;
 mod sagemaker;
 mod signed;
@@ -40,6 +41,8 @@ pub struct Aws {
     pub sts: aws_sdk_sts::Client,
     pub s3: aws_sdk_s3::Client,
     pub quotas: aws_sdk_servicequotas::Client,
+    /// The Price List, on the endpoint nearest the region (it answers in three regions only).
+    pub pricing: aws_sdk_pricing::Client,
     pub config: aws_config::SdkConfig,
     /// Managed policy set as the permissions boundary of every role this adapter creates, so
     /// the control plane can never mint a role more powerful than the boundary allows.
@@ -72,6 +75,7 @@ impl Aws {
         let s3_conf = aws_sdk_s3::config::Builder::from(&config)
             .force_path_style(config.endpoint_url().is_some())
             .build();
+        let pricing_region = pricing::price_list_region(&region);
         Some(Self {
             region,
             ec2: aws_sdk_ec2::Client::new(&config),
@@ -84,6 +88,11 @@ impl Aws {
             sts: aws_sdk_sts::Client::new(&config),
             s3: aws_sdk_s3::Client::from_conf(s3_conf),
             quotas: aws_sdk_servicequotas::Client::new(&config),
+            pricing: aws_sdk_pricing::Client::from_conf(
+                aws_sdk_pricing::config::Builder::from(&config)
+                    .region(aws_config::Region::new(pricing_region))
+                    .build(),
+            ),
             config,
             permissions_boundary: None,
             mlflow_endpoint: None,
@@ -123,6 +132,7 @@ impl Aws {
             governance: self.clone(),
             logs: self.clone(),
             metrics: self.clone(),
+            prices: self.clone(),
             kube,
             releases: Arc::new(super::web::HttpReleases::new(None)),
             shared_bucket: None,

@@ -11,6 +11,7 @@ mod metrics;
 mod mlflow;
 mod network;
 mod objects;
+mod prices;
 mod releases;
 
 pub use eks::*;
@@ -23,4 +24,5 @@ pub use metrics::*;
 pub use mlflow::*;
 pub use network::*;
 pub use objects::*;
+pub use prices::*;
 pub use releases::*;

@@ -23,6 +23,7 @@ mod mlflow;
 mod network;
 mod objects;
 mod pods;
+mod prices;
 mod queues;
 mod releases;
 pub mod rules;
@@ -193,6 +194,7 @@ impl Sandbox {
             governance: self.clone(),
             logs: self.clone(),
             metrics: self.clone(),
+            prices: self.clone(),
             kube: self.clone(),
             releases: Arc::new(releases::StandIns),
             shared_bucket: None,

@@ -16,7 +16,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::labels::TEAM_NAMESPACE_PREFIX;
 use crate::store::{GpuSeconds, NodeLifetime};
-pub use prices::{Price, PriceSource};
+pub use prices::{Price, PriceBook, PriceSource, RegionPrices};
 use sample::{day_of, now_ms, IDLE};
 
 const DAY_MS: i64 = 86_400_000;
@@ -86,9 +86,13 @@ pub struct CostReport {
     /// The moment the report was made (RFC 3339).
     pub until: String,
     pub currency: &'static str,
-    /// True while any price used is an estimate (see `prices`): the figures are then not a bill.
-    /// A training plan's instances are priced at the plan's fee over its instance-hours.
+    /// True while any price used is an estimate (the dated table, used when the AWS Price List
+    /// cannot be read or lacks the type): the figures are then not a bill. A training plan's
+    /// instances are priced at the plan's fee over its instance-hours.
     pub estimate: bool,
+    /// Why the AWS Price List was not used, when it was not (the prices are then the table's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price_list_unavailable: Option<String>,
     pub total_usd: f64,
     /// Of the total, allocatable GPUs nobody requested.
     pub idle_usd: f64,
@@ -182,7 +186,7 @@ fn seconds_by_day(from: i64, to: i64) -> Vec<(String, f64)> {
 }
 
 /// The report, from stored history only (pure: the tests feed it). `group_prices` prices the
-/// instances of the groups that run on a training plan.
+/// instances of the groups that run on a training plan, `region_prices` every other.
 pub fn report(
     q: &CostQuery,
     first: time::Date,
@@ -190,6 +194,7 @@ pub fn report(
     lifetimes: &[NodeLifetime],
     seconds: &[GpuSeconds],
     group_prices: &HashMap<String, Price>,
+    region_prices: &RegionPrices,
 ) -> CostReport {
     let since_ms = day_start_ms(first);
     let mut held: HashMap<(&str, &str), Vec<&GpuSeconds>> = HashMap::new();
@@ -212,7 +217,7 @@ pub fn report(
         let price = group_prices
             .get(&n.instance_group)
             .cloned()
-            .unwrap_or_else(|| prices::price(&n.instance_type));
+            .unwrap_or_else(|| region_prices.price(&n.instance_type));
         prices
             .entry((price.instance_type.clone(), price.training_plan.clone()))
             .or_insert_with(|| price.clone());
@@ -301,6 +306,7 @@ pub fn report(
         until: crate::store::rfc3339_ms(now),
         currency: "USD",
         estimate: prices.values().any(|p| p.source == PriceSource::Estimate),
+        price_list_unavailable: region_prices.unavailable.clone(),
         // Sums start at +0 (an empty `sum` of floats is -0).
         total_usd: rows.iter().map(|r| r.usd).fold(0.0, |a, b| a + b),
         idle_usd: rows
@@ -317,7 +323,7 @@ pub fn report(
 }
 
 /// The prices of the cluster's groups that run on a training plan the account can read (its
-/// fee over its instance-hours); the others are priced from the table.
+/// fee over its instance-hours); the others are priced from the region's prices.
 async fn plan_prices(
     engine: &Engine,
     record: &crate::store::ClusterRecord,
@@ -352,8 +358,8 @@ async fn plan_prices(
 }
 
 /// The report of a cluster now: the cluster is sampled first (when it can be read), so what
-/// runs this moment is counted.
-pub async fn costs(engine: &Engine, q: &CostQuery) -> ApiResult<CostReport> {
+/// runs this moment is counted; its region's prices come from `book`.
+pub async fn costs(engine: &Engine, book: &PriceBook, q: &CostQuery) -> ApiResult<CostReport> {
     let now = now_ms();
     let first = first_day(q.since.as_deref(), now)?;
     // History outlives the cluster: a deleted cluster's costs can still be read.
@@ -370,7 +376,18 @@ pub async fn costs(engine: &Engine, q: &CostQuery) -> ApiResult<CostReport> {
         .await?;
     let seconds = store.gpu_seconds(&q.cluster, &first.to_string()).await?;
     let group_prices = plan_prices(engine, &record).await;
-    Ok(report(q, first, now, &lifetimes, &seconds, &group_prices))
+    let region_prices = book
+        .region(engine.cloud().prices.as_ref(), &record.region)
+        .await;
+    Ok(report(
+        q,
+        first,
+        now,
+        &lifetimes,
+        &seconds,
+        &group_prices,
+        &region_prices,
+    ))
 }
 
 /// The report as CSV: one line per row, `day,key,kind,usd,gpu_hours`.

@@ -1,66 +1,24 @@
-//! Hourly prices of HyperPod instances: a dated table of on-demand list prices, every figure of
-//! it an *estimate* and said to be one wherever it is shown.
-//!
-//! Why a table: the AWS Price List (`pricing:GetProducts`, service `AmazonSageMaker`) is where
-//! the account's real rates live, but its HyperPod filters are not yet pinned by a test here; until
-//! they are, a report built on this table says so (`estimate: true`, the date below) rather than
-//! pass a guess off as a bill.
+//! Hourly prices of HyperPod instances: the account's AWS Price List for the cluster's region
+//! (read at most twice a day, kept in memory), a training plan's fee over its instance-hours, or,
+//! when the Price List cannot be read, a dated table whose every figure is an *estimate* and said
+//! to be one — with the reason the Price List was not used.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use utoipa::ToSchema;
 
-/// The date the table's figures were taken.
-pub const AS_OF: &str = "2025-06-01";
-/// The region they are for.
-pub const REGION: &str = "us-east-1";
+use crate::cloud::list_prices::{self, list_price};
+use crate::cloud::{ListedPrice, PriceList};
 
-/// `(instance type, USD per instance-hour)`: SageMaker on-demand list prices, us-east-1.
-const TABLE: &[(&str, f64)] = &[
-    ("ml.p4d.24xlarge", 37.688),
-    ("ml.p4de.24xlarge", 47.11),
-    ("ml.p5.48xlarge", 113.068),
-    ("ml.p5e.48xlarge", 124.37),
-    ("ml.p5en.48xlarge", 124.37),
-    ("ml.p6-b200.48xlarge", 137.0),
-    ("ml.g5.xlarge", 1.408),
-    ("ml.g5.2xlarge", 1.515),
-    ("ml.g5.4xlarge", 2.03),
-    ("ml.g5.8xlarge", 3.06),
-    ("ml.g5.12xlarge", 7.09),
-    ("ml.g5.16xlarge", 5.12),
-    ("ml.g5.24xlarge", 10.18),
-    ("ml.g5.48xlarge", 20.36),
-    ("ml.g6.xlarge", 1.01),
-    ("ml.g6.2xlarge", 1.222),
-    ("ml.g6.4xlarge", 1.646),
-    ("ml.g6.8xlarge", 2.492),
-    ("ml.g6.12xlarge", 5.752),
-    ("ml.g6.16xlarge", 4.184),
-    ("ml.g6.24xlarge", 8.326),
-    ("ml.g6.48xlarge", 16.653),
-    ("ml.g6e.xlarge", 2.336),
-    ("ml.g6e.2xlarge", 2.810),
-    ("ml.g6e.4xlarge", 3.758),
-    ("ml.g6e.8xlarge", 5.655),
-    ("ml.g6e.12xlarge", 12.242),
-    ("ml.g6e.16xlarge", 9.449),
-    ("ml.g6e.24xlarge", 15.066),
-    ("ml.g6e.48xlarge", 30.131),
-    ("ml.trn1.32xlarge", 28.497),
-    ("ml.trn1n.32xlarge", 32.77),
-    ("ml.trn2.48xlarge", 55.0),
-    ("ml.m5.large", 0.115),
-    ("ml.m5.xlarge", 0.23),
-    ("ml.m5.2xlarge", 0.461),
-    ("ml.m5.4xlarge", 0.922),
-    ("ml.m5.12xlarge", 2.765),
-    ("ml.c5.xlarge", 0.204),
-    ("ml.c5.2xlarge", 0.408),
-    ("ml.c5.4xlarge", 0.816),
-    ("ml.t3.medium", 0.05),
-    ("ml.t3.large", 0.1),
-    ("ml.t3.xlarge", 0.2),
-];
+/// How long a region's Price List is kept: AWS publishes a new one a few times a month.
+const KEEP: Duration = Duration::from_secs(12 * 3600);
+/// How long a failure to read it is remembered before the next report tries again.
+const KEEP_FAILURE: Duration = Duration::from_secs(300);
+/// The longest a report waits on the Price List before it uses the table.
+const WAIT: Duration = Duration::from_secs(5);
 
 /// The price one report used for one instance type.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
@@ -68,18 +26,21 @@ const TABLE: &[(&str, f64)] = &[
 pub struct Price {
     /// `ml.…`.
     pub instance_type: String,
-    /// USD per instance-hour; `None` when the table has no figure for the type (its hours are
+    /// USD per instance-hour; `None` when no source has a figure for the type (its hours are
     /// then counted and listed under `unpriced`, never guessed).
     pub hourly_usd: Option<f64>,
-    /// `estimate` (the dated table) or `training-plan` (the plan's up-front fee over its
-    /// instance-hours).
+    /// `price-list` (the account's AWS Price List), `estimate` (the dated table) or
+    /// `training-plan` (the plan's up-front fee over its instance-hours).
     pub source: PriceSource,
-    /// When the table's figure was taken.
+    /// When the figure took effect (the Price List's on-demand term) or was taken (the table).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub as_of: Option<&'static str>,
-    /// Where the table's figure is the price of.
+    pub as_of: Option<String>,
+    /// The region the figure is the price in.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub region: Option<&'static str>,
+    pub region: Option<String>,
+    /// The Price List's usage type (`USW2-Cluster:ml.…`): the line a bill carries the hours on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage_type: Option<String>,
     /// The training plan whose price it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub training_plan: Option<String>,
@@ -88,19 +49,37 @@ pub struct Price {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum PriceSource {
+    PriceList,
     Estimate,
     TrainingPlan,
 }
 
-/// The price of one instance type (`ml.` prefix optional).
-pub fn price(instance_type: &str) -> Price {
-    let name = format!("ml.{}", instance_type.trim_start_matches("ml."));
+fn ml(instance_type: &str) -> String {
+    format!("ml.{}", instance_type.trim_start_matches("ml."))
+}
+
+/// The table's price of one instance type (`ml.` prefix optional): an estimate.
+pub fn estimate(instance_type: &str) -> Price {
     Price {
-        hourly_usd: TABLE.iter().find(|(t, _)| *t == name).map(|(_, p)| *p),
-        instance_type: name,
+        hourly_usd: list_price(instance_type),
+        instance_type: ml(instance_type),
         source: PriceSource::Estimate,
-        as_of: Some(AS_OF),
-        region: Some(REGION),
+        as_of: Some(list_prices::AS_OF.into()),
+        region: Some(list_prices::REGION.into()),
+        usage_type: None,
+        training_plan: None,
+    }
+}
+
+/// A Price List figure, for `region`.
+fn listed(p: &ListedPrice, region: &str) -> Price {
+    Price {
+        instance_type: ml(&p.instance_type),
+        hourly_usd: Some(p.hourly_usd),
+        source: PriceSource::PriceList,
+        as_of: Some(p.effective.clone()),
+        region: Some(region.into()),
+        usage_type: Some(p.usage_type.clone()),
         training_plan: None,
     }
 }
@@ -108,13 +87,107 @@ pub fn price(instance_type: &str) -> Price {
 /// The price of a group's instances from the training plan they run on.
 pub fn plan_price(instance_type: &str, plan: &crate::cloud::TrainingPlan) -> Option<Price> {
     Some(Price {
-        instance_type: format!("ml.{}", instance_type.trim_start_matches("ml.")),
+        instance_type: ml(instance_type),
         hourly_usd: Some(plan.hourly_usd()?),
         source: PriceSource::TrainingPlan,
         as_of: None,
         region: None,
+        usage_type: None,
         training_plan: Some(plan.arn.clone()),
     })
+}
+
+/// The on-demand prices of one region a report uses.
+#[derive(Debug, Clone, Default)]
+pub struct RegionPrices {
+    region: String,
+    /// By `ml.…` type.
+    listed: Arc<HashMap<String, ListedPrice>>,
+    /// Why the Price List was not used, when it was not.
+    pub unavailable: Option<String>,
+}
+
+impl RegionPrices {
+    /// Prices from the table alone, for `reason`.
+    pub fn table_only(region: &str, reason: impl Into<String>) -> Self {
+        Self {
+            region: region.into(),
+            listed: Arc::default(),
+            unavailable: Some(reason.into()),
+        }
+    }
+
+    /// Prices from a Price List (the table for a type it does not have).
+    pub fn from_list(region: &str, list: &[ListedPrice]) -> Self {
+        Self {
+            region: region.into(),
+            listed: Arc::new(
+                list.iter()
+                    .map(|p| (ml(&p.instance_type), p.clone()))
+                    .collect(),
+            ),
+            unavailable: None,
+        }
+    }
+
+    /// The price of one instance type: the Price List's, else the table's estimate.
+    pub fn price(&self, instance_type: &str) -> Price {
+        match self.listed.get(&ml(instance_type)) {
+            Some(p) => listed(p, &self.region),
+            None => estimate(instance_type),
+        }
+    }
+}
+
+/// Each region's Price List as last read, shared by every report of this process.
+#[derive(Default)]
+pub struct PriceBook {
+    regions: tokio::sync::Mutex<HashMap<String, (Instant, RegionPrices)>>,
+}
+
+impl PriceBook {
+    /// The prices of `region`: from memory while fresh, else read from `list` (one reader at a
+    /// time; a failure or a silence of [`WAIT`] falls back on the table, and is remembered
+    /// for a few minutes so every report does not wait on it again).
+    pub async fn region(&self, list: &dyn PriceList, region: &str) -> RegionPrices {
+        let mut regions = self.regions.lock().await;
+        if let Some((at, prices)) = regions.get(region) {
+            let keep = if prices.unavailable.is_some() {
+                KEEP_FAILURE
+            } else {
+                KEEP
+            };
+            if at.elapsed() < keep {
+                return prices.clone();
+            }
+        }
+        let prices = match tokio::time::timeout(WAIT, list.hyperpod_prices(region)).await {
+            Ok(Ok(list)) if !list.is_empty() => RegionPrices::from_list(region, &list),
+            Ok(Ok(_)) => RegionPrices::table_only(
+                region,
+                format!("the AWS Price List has no HyperPod prices for {region}"),
+            ),
+            Ok(Err(e)) => {
+                tracing::info!(region, error = %e, "the AWS Price List could not be read; prices are estimates");
+                RegionPrices::table_only(
+                    region,
+                    format!(
+                        "the AWS Price List could not be read: {}: {}",
+                        e.code, e.message
+                    ),
+                )
+            }
+            Err(_) => RegionPrices::table_only(
+                region,
+                format!(
+                    "the AWS Price List did not answer within {} s",
+                    WAIT.as_secs()
+                ),
+            ),
+        };
+        regions.insert(region.to_string(), (Instant::now(), prices.clone()));
+        prices
+    }
 }
 
 #[cfg(test)]
@@ -122,9 +195,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_accelerated_type_the_control_plane_offers_has_a_price() {
+    fn every_accelerated_type_the_control_plane_offers_has_a_table_price() {
         for t in crate::cloud::instances::INSTANCE_TYPES {
-            let p = price(t.name);
+            let p = estimate(t.name);
             assert!(
                 p.hourly_usd.is_some_and(|usd| usd > 0.0),
                 "{} has no price",
@@ -132,14 +205,35 @@ mod tests {
             );
             assert_eq!(p.instance_type, format!("ml.{}", t.name));
         }
-        assert_eq!(price("ml.x9.huge").hourly_usd, None);
+        assert_eq!(estimate("ml.x9.huge").hourly_usd, None);
     }
 
     #[test]
     fn a_type_of_more_gpus_in_a_family_costs_more() {
-        let usd = |t: &str| price(t).hourly_usd.unwrap();
+        let usd = |t: &str| estimate(t).hourly_usd.unwrap();
         assert!(usd("ml.g5.48xlarge") > usd("ml.g5.12xlarge"));
         assert!(usd("ml.g5.12xlarge") > usd("ml.g5.xlarge"));
         assert!(usd("ml.p5.48xlarge") > usd("ml.p4d.24xlarge"));
+    }
+
+    #[test]
+    fn a_type_the_price_list_lacks_is_priced_from_the_table() {
+        let list = [ListedPrice {
+            instance_type: "ml.g5.8xlarge".into(),
+            hourly_usd: 3.5,
+            usage_type: "USW2-Cluster:ml.g5.8xlarge".into(),
+            sku: "SKU".into(),
+            effective: "2026-11-01T00:00:00Z".into(),
+        }];
+        let prices = RegionPrices::from_list("us-west-2", &list);
+        let g5 = prices.price("g5.8xlarge");
+        assert_eq!(
+            (g5.source, g5.hourly_usd, g5.region.as_deref()),
+            (PriceSource::PriceList, Some(3.5), Some("us-west-2"))
+        );
+        assert_eq!(g5.usage_type.as_deref(), Some("USW2-Cluster:ml.g5.8xlarge"));
+        let p5 = prices.price("ml.p5.48xlarge");
+        assert_eq!(p5.source, PriceSource::Estimate);
+        assert_eq!(p5.hourly_usd, list_price("ml.p5.48xlarge"));
     }
 }

@@ -56,6 +56,7 @@ fn on_table(
         lifetimes,
         seconds,
         &HashMap::new(),
+        &RegionPrices::table_only("us-east-1", "not read in this test"),
     )
 }
 
@@ -228,6 +229,7 @@ fn a_training_plans_instances_are_priced_at_the_plans_fee_per_instance_hour() {
         &lifetimes,
         &[],
         &by_group,
+        &RegionPrices::table_only("us-east-1", "not read in this test"),
     );
     let group = |g: &str| {
         r.totals
@@ -244,6 +246,10 @@ fn a_training_plans_instances_are_priced_at_the_plans_fee_per_instance_hour() {
         "the plan's and the table's, side by side"
     );
     assert!(r.estimate, "the on-demand group is still an estimate");
+    assert_eq!(
+        r.price_list_unavailable.as_deref(),
+        Some("not read in this test")
+    );
     // A plan in another currency, or without a fee, is not priced from the plan.
     let euros = crate::cloud::TrainingPlan {
         currency_code: Some("EUR".into()),

@@ -318,6 +318,24 @@ fn the_control_plane_queries_prometheus_workspaces_and_makes_only_tagged_ones() 
     )));
 }
 
+/// Cost reports read HyperPod's prices from the Price List, which grants its reads on `*` only;
+/// nothing else of the billing services comes with it.
+#[test]
+fn the_control_plane_reads_the_price_list_and_no_bill() {
+    let cp = control_plane_policy();
+    let may = |r: Request| policy::decide(&cp, &r) == Decision::Allow;
+    for action in ["pricing:GetProducts", "pricing:DescribeServices"] {
+        assert!(may(req(action, "*")), "{action}");
+    }
+    for action in [
+        "pricing:GetPriceListFileUrl",
+        "ce:GetCostAndUsage",
+        "cur:DescribeReportDefinitions",
+    ] {
+        assert!(!may(req(action, "*")), "{action}");
+    }
+}
+
 #[test]
 fn the_control_plane_may_make_and_manage_every_role_only_within_the_boundary() {
     let cp = control_plane_policy();
