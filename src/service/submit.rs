@@ -57,20 +57,23 @@ pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
     let phases = engine
         .phase_names(sub.kind.as_str(), &sub.params)
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("unknown kind {}", sub.kind)))?;
+    // Read first, outside the lock: a replayed key or a conflict already committed is answered
+    // from what every reader sees, so a burst of refused submissions (a name taken, a cluster
+    // busy) never queues behind the accepted ones. What passes is checked again under the lock.
+    if let Some(replayed) = replay(store, &sub).await? {
+        return Ok(replayed);
+    }
+    if let Err(conflict) = check_conflicts(store, &sub).await {
+        // The conflict may be this request's twin, committed since the key was read: then it
+        // is a replay (read after the conflict was seen, the key is there).
+        return match replay(store, &sub).await? {
+            Some(replayed) => Ok(replayed),
+            None => Err(conflict),
+        };
+    }
     let guard = store.write_lock.lock().await;
-    if let Some(key) = &sub.idempotency_key {
-        if let Some((id, hash)) = store.find_by_key(key).await? {
-            if sub.request_hash.is_some() && hash != sub.request_hash {
-                return Err(ApiError::Conflict {
-                    slug: "idempotency-key-reused",
-                    detail: "this Idempotency-Key was used with a different request".into(),
-                    field: Some("Idempotency-Key".into()),
-                    operation_id: Some(id),
-                });
-            }
-            let op = load(store, &id).await?;
-            return Ok(accepted(op, false));
-        }
+    if let Some(replayed) = replay(store, &sub).await? {
+        return Ok(replayed);
     }
     check_conflicts(store, &sub).await?;
     let id = uuid::Uuid::now_v7().to_string();
@@ -101,6 +104,26 @@ pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
     engine.changed();
     engine.spawn(id.clone());
     Ok(accepted(load(store, &id).await?, true))
+}
+
+/// The operation an earlier submission with the same `Idempotency-Key` started, if one did
+/// (409 when that key came with another request).
+async fn replay(store: &Store, sub: &Submission) -> ApiResult<Option<Accepted>> {
+    let Some(key) = &sub.idempotency_key else {
+        return Ok(None);
+    };
+    let Some((id, hash)) = store.find_by_key(key).await? else {
+        return Ok(None);
+    };
+    if sub.request_hash.is_some() && hash != sub.request_hash {
+        return Err(ApiError::Conflict {
+            slug: "idempotency-key-reused",
+            detail: "this Idempotency-Key was used with a different request".into(),
+            field: Some("Idempotency-Key".into()),
+            operation_id: Some(id),
+        });
+    }
+    Ok(Some(accepted(load(store, &id).await?, false)))
 }
 
 pub(super) async fn load(store: &Store, id: &str) -> ApiResult<Operation> {
