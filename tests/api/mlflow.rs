@@ -11,7 +11,8 @@ use serde_json::{json, Value};
 use crate::helpers::*;
 use crate::training::{enable_training_operator, sft, submit, training_cluster};
 
-/// A real MLflow tracking server on loopback (PyPI `mlflow`), killed on drop.
+/// A real MLflow tracking server on loopback (PyPI `mlflow`), killed on drop with the uvicorn
+/// process it starts (its own process group: killing `mlflow` alone left uvicorn running).
 pub struct MlflowServer {
     child: std::process::Child,
     pub url: String,
@@ -20,16 +21,28 @@ pub struct MlflowServer {
 
 impl Drop for MlflowServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop_group(&mut self.child);
     }
+}
+
+/// Kills a child started as the leader of its own process group, and everything in the group.
+fn stop_group(child: &mut std::process::Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let _ = child.wait();
 }
 
 impl MlflowServer {
     pub async fn start() -> Self {
         let (dir, path) = temp_dir();
         let port = free_port();
+        use std::os::unix::process::CommandExt as _;
         let mut child = std::process::Command::new(venv_python())
+            .process_group(0)
             .args([
                 "-m",
                 "mlflow",
@@ -62,8 +75,7 @@ impl MlflowServer {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        let _ = child.kill();
-        let _ = child.wait();
+        stop_group(&mut child);
         panic!("mlflow server did not start");
     }
 
