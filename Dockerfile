@@ -3,7 +3,7 @@
 # embedded); the runtime image is distroless and runs as a non-root user with its data on a volume.
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
 COPY migrations ./migrations
 COPY web ./web

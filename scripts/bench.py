@@ -349,6 +349,33 @@ def status_at(nodes, pods):
     moto.kill()
 
 
+# What the Dockerfile's runtime image (gcr.io/distroless/cc-debian12) is made of: these Debian
+# bookworm packages, of which distroless keeps the files a program needs (so their installed
+# size is an upper bound of the base).
+DISTROLESS_CC = ["base-files", "netbase", "tzdata", "media-types", "ca-certificates", "libc6",
+                 "libssl3", "libgcc-s1", "libgomp1", "libstdc++6"]
+
+
+def image_weight():
+    """The container image: the binary's layer (and what it weighs gzip-compressed, as a registry
+    stores and sends it) plus the distroless base, weighed from its packages' metadata (apt)."""
+    import gzip
+    with open(BIN, "rb") as f:
+        layer = len(gzip.compress(f.read(), compresslevel=6))
+    row("container image: the binary's layer, gzip-compressed", layer / 1024 / 1024, "MiB")
+    installed = packed = 0
+    for pkg in DISTROLESS_CC:
+        out = subprocess.run(["apt-cache", "show", "--no-all-versions", pkg], capture_output=True, text=True).stdout
+        fields = dict(re.findall(r"^(Installed-Size|Size): (\d+)$", out, re.M))
+        if len(fields) < 2:
+            return print(f"(the base image's packages are not known to apt here: {pkg})")
+        installed += int(fields["Installed-Size"]) * 1024
+        packed += int(fields["Size"])
+    row("container image: distroless cc-debian12 base, installed (at most)", installed / 1024 / 1024, "MiB")
+    row("container image: the whole, uncompressed (at most)", (installed + os.path.getsize(BIN)) / 1024 / 1024, "MiB")
+    row("container image: the whole, compressed (about)", (packed + layer) / 1024 / 1024, "MiB")
+
+
 def ceiling_and_edge():
     """The generator's ceiling (wrk on /healthz, the server's cheapest route: no store, no
     cloud) and the edge's cost: that route at the default log level, and the log an idle
@@ -449,6 +476,7 @@ def main():
     if unknown:
         raise SystemExit(f"--only: no section {', '.join(sorted(unknown))} (there are {', '.join(sections)})")
     row("release binary size", os.path.getsize(BIN) / 1024 / 1024, "MiB", target="≤ 30 MiB")
+    image_weight()
     # The generator's ceiling comes first, so every later req/s figure can say its share.
     for name in ["edge"] + [n for n in only if n != "edge"]:
         sections[name]()

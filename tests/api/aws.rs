@@ -73,7 +73,7 @@ impl Moto {
     }
 
     async fn adapter(&self) -> Aws {
-        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        let config = instantstart::cloud::aws::config_loader()
             .region(aws_config::Region::new("us-west-2"))
             .credentials_provider(aws_credential_types::Credentials::new(
                 "test", "test", None, None, "static",
@@ -578,7 +578,7 @@ mod mocked {
     /// An adapter whose clients point at a closed loopback port, for one to be replaced by a mock.
     async fn base_aws() -> Aws {
         // The other clients point at a closed loopback port; these tests never reach them.
-        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        let config = instantstart::cloud::aws::config_loader()
             .region(aws_config::Region::new("us-west-2"))
             .credentials_provider(aws_credential_types::Credentials::new(
                 "test", "test", None, None, "static",

@@ -268,7 +268,7 @@ async fn a_nodes_evidence_is_read_through_the_real_adapters() {
         )
         .await;
     // And what its lifecycle script wrote to CloudWatch Logs.
-    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+    let config = instantstart::cloud::aws::config_loader()
         .region(aws_config::Region::new("us-west-2"))
         .credentials_provider(aws_credential_types::Credentials::new(
             "test", "test", None, None, "static",

@@ -328,7 +328,7 @@ mod shapes {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
     async fn aws() -> Aws {
-        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        let config = instantstart::cloud::aws::config_loader()
             .region(aws_config::Region::new("us-west-2"))
             .credentials_provider(aws_credential_types::Credentials::new(
                 "AKIDTEST", "secret", None, None, "static",

@@ -28,6 +28,18 @@ use aws_config::BehaviorVersion;
 
 use super::{Cloud, CloudMode, Tags, CLUSTER_TAG};
 
+/// The SDK's configuration loader (standard credential and region chains) with its HTTPS client
+/// on rustls and `ring`, the TLS stack kube and reqwest use too: the SDK's default client would
+/// bring a second crypto library (aws-lc, ~2.5 MiB of the binary) for the same job.
+pub fn config_loader() -> aws_config::ConfigLoader {
+    let https = aws_smithy_http_client::Builder::new()
+        .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
+            aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https();
+    aws_config::defaults(BehaviorVersion::latest()).http_client(https)
+}
+
 /// One client per service, built from one SDK configuration.
 pub struct Aws {
     pub region: String,
@@ -59,7 +71,7 @@ impl Aws {
         permissions_boundary: Option<String>,
         mlflow_endpoint: Option<String>,
     ) -> Option<Arc<Self>> {
-        let config = aws_config::defaults(BehaviorVersion::latest())
+        let config = config_loader()
             .retry_config(RetryConfig::disabled())
             .load()
             .await;

@@ -32,10 +32,10 @@ pub use summary::{summarize, Summary};
 /// Field manager for every server-side apply.
 pub const FIELD_MANAGER: &str = "instantstart";
 
-/// Installs the process-level rustls provider once. kube and the AWS SDK pull in both `ring` and
-/// `aws-lc-rs`, and rustls refuses to guess between them when the first kube client is built.
+/// Installs the process-level rustls provider once: `ring`, the one provider kube, reqwest and the
+/// AWS SDK's client share here (one TLS library in the binary, not two).
 pub fn install_crypto_provider() {
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// How clients authenticate.

@@ -142,16 +142,25 @@ impl RegionPrices {
 /// Each region's Price List as last read, shared by every report of this process.
 #[derive(Default)]
 pub struct PriceBook {
-    regions: tokio::sync::Mutex<HashMap<String, (Instant, RegionPrices)>>,
+    /// One slot per region, each with a lock of its own: a region being read (up to [`WAIT`])
+    /// holds up the reports of that region only.
+    regions: std::sync::Mutex<HashMap<String, Slot>>,
 }
 
+/// A region's prices and when they were read (`None` until the first read ends).
+type Slot = Arc<tokio::sync::Mutex<Option<(Instant, RegionPrices)>>>;
+
 impl PriceBook {
-    /// The prices of `region`: from memory while fresh, else read from `list` (one reader at a
-    /// time; a failure or a silence of [`WAIT`] falls back on the table, and is remembered
-    /// for a few minutes so every report does not wait on it again).
+    /// The prices of `region`: from memory while fresh, else read from `list` (one reader per
+    /// region at a time; a failure or a silence of [`WAIT`] falls back on the table, and is
+    /// remembered for a few minutes so every report does not wait on it again).
     pub async fn region(&self, list: &dyn PriceList, region: &str) -> RegionPrices {
-        let mut regions = self.regions.lock().await;
-        if let Some((at, prices)) = regions.get(region) {
+        let slot = {
+            let mut regions = self.regions.lock().unwrap_or_else(|e| e.into_inner());
+            regions.entry(region.to_string()).or_default().clone()
+        };
+        let mut slot = slot.lock().await;
+        if let Some((at, prices)) = slot.as_ref() {
             let keep = if prices.unavailable.is_some() {
                 KEEP_FAILURE
             } else {
@@ -161,38 +170,98 @@ impl PriceBook {
                 return prices.clone();
             }
         }
-        let prices = match tokio::time::timeout(WAIT, list.hyperpod_prices(region)).await {
-            Ok(Ok(list)) if !list.is_empty() => RegionPrices::from_list(region, &list),
-            Ok(Ok(_)) => RegionPrices::table_only(
-                region,
-                format!("the AWS Price List has no HyperPod prices for {region}"),
-            ),
-            Ok(Err(e)) => {
-                tracing::info!(region, error = %e, "the AWS Price List could not be read; prices are estimates");
-                RegionPrices::table_only(
-                    region,
-                    format!(
-                        "the AWS Price List could not be read: {}: {}",
-                        e.code, e.message
-                    ),
-                )
-            }
-            Err(_) => RegionPrices::table_only(
+        let prices = read(list, region).await;
+        *slot = Some((Instant::now(), prices.clone()));
+        prices
+    }
+}
+
+/// One region's prices from the Price List, or the table and why.
+async fn read(list: &dyn PriceList, region: &str) -> RegionPrices {
+    match tokio::time::timeout(WAIT, list.hyperpod_prices(region)).await {
+        Ok(Ok(list)) if !list.is_empty() => RegionPrices::from_list(region, &list),
+        Ok(Ok(_)) => RegionPrices::table_only(
+            region,
+            format!("the AWS Price List has no HyperPod prices for {region}"),
+        ),
+        Ok(Err(e)) => {
+            tracing::info!(region, error = %e, "the AWS Price List could not be read; prices are estimates");
+            RegionPrices::table_only(
                 region,
                 format!(
-                    "the AWS Price List did not answer within {} s",
-                    WAIT.as_secs()
+                    "the AWS Price List could not be read: {}: {}",
+                    e.code, e.message
                 ),
+            )
+        }
+        Err(_) => RegionPrices::table_only(
+            region,
+            format!(
+                "the AWS Price List did not answer within {} s",
+                WAIT.as_secs()
             ),
-        };
-        regions.insert(region.to_string(), (Instant::now(), prices.clone()));
-        prices
+        ),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Price List whose `us-east-1` says it was asked, then answers only when told to; every
+    /// other region answers at once.
+    #[derive(Default)]
+    struct OneSlowRegion {
+        asked: tokio::sync::Notify,
+        answer: tokio::sync::Notify,
+    }
+
+    #[async_trait::async_trait]
+    impl PriceList for OneSlowRegion {
+        async fn hyperpod_prices(
+            &self,
+            region: &str,
+        ) -> crate::cloud::CloudResult<Vec<ListedPrice>> {
+            if region == "us-east-1" {
+                self.asked.notify_one();
+                self.answer.notified().await;
+            }
+            Ok(vec![ListedPrice {
+                instance_type: "ml.g5.8xlarge".into(),
+                hourly_usd: 2.0,
+                usage_type: "Cluster:ml.g5.8xlarge".into(),
+                sku: "S".into(),
+                effective: "2026-11-01T00:00:00Z".into(),
+            }])
+        }
+    }
+
+    #[tokio::test]
+    async fn a_region_being_read_holds_up_no_other_region() {
+        let list = Arc::new(OneSlowRegion::default());
+        let book = Arc::new(PriceBook::default());
+        let slow = tokio::spawn({
+            let (book, list) = (book.clone(), list.clone());
+            async move { book.region(list.as_ref(), "us-east-1").await }
+        });
+        list.asked.notified().await;
+        // Had this waited on us-east-1's read, that read would have ended first (at its
+        // deadline, as a fallback).
+        let other = book.region(list.as_ref(), "us-west-2").await;
+        assert_eq!(other.price("ml.g5.8xlarge").source, PriceSource::PriceList);
+        assert!(!slow.is_finished(), "us-west-2 waited for us-east-1's read");
+        list.answer.notify_one();
+        let slow = slow.await.unwrap();
+        assert_eq!(slow.price("ml.g5.8xlarge").source, PriceSource::PriceList);
+        // Read once, then kept.
+        assert_eq!(
+            book.region(list.as_ref(), "us-east-1")
+                .await
+                .price("ml.g5.8xlarge")
+                .source,
+            PriceSource::PriceList
+        );
+    }
 
     #[test]
     fn every_accelerated_type_the_control_plane_offers_has_a_table_price() {
