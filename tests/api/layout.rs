@@ -77,11 +77,15 @@ fn no_file_globs_its_parent() {
     }
 }
 
+/// The image's build file.
+fn dockerfile() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Dockerfile")).unwrap()
+}
+
 #[test]
 fn the_image_runs_as_a_numeric_non_root_user() {
     // A runtime enforcing non-root (Kubernetes `runAsNonRoot`) can only check a number.
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
+    let dockerfile = dockerfile();
     let user = dockerfile
         .lines()
         .rev()
@@ -104,7 +108,7 @@ fn the_image_builds_from_everything_the_build_reads() {
     // builds another binary (no packed relocations, no folding), an embedded directory left
     // out builds none.
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
+    let dockerfile = dockerfile();
     let copied: Vec<&str> = dockerfile
         .lines()
         .filter_map(|l| l.strip_prefix("COPY "))
