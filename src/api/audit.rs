@@ -46,6 +46,8 @@ where
         .and_then(|v| v.to_str().ok())
         .map(|v| v.chars().take(16).collect::<String>())
         .unwrap_or_else(|| "api".into());
+    // Operations this request starts wait for it (and the others in flight) to be answered.
+    let _in_flight = state.engine.foreground();
     let principal = if state.edge.token.is_some() {
         "token"
     } else {

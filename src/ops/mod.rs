@@ -25,8 +25,10 @@ use crate::store::{OpState, Operation, PhaseState, PhaseUpdate, Store};
 
 pub mod deadline;
 mod step;
+mod wake;
 pub use deadline::Deadlines;
 pub use step::*;
+pub use wake::InFlight;
 
 /// Tuning of the engine's waits.
 #[derive(Debug, Clone)]
@@ -63,8 +65,12 @@ struct Inner {
     cloud: Cloud,
     stages: Arc<dyn Stages>,
     config: EngineConfig,
-    /// Bumped on every persisted change, so long-polls and watchers wake without polling.
+    /// Bumped on every persisted change, so long-polls and event streams wake without polling.
     changes: watch::Sender<u64>,
+    /// The phases being watched, by the operations whose changes wake them.
+    wakes: wake::Wakes,
+    /// Requests in flight, which new runners let go first.
+    foreground: wake::Foreground,
     /// Operations with a live runner in this process.
     running: Mutex<HashSet<String>>,
 }
@@ -98,6 +104,8 @@ impl Engine {
                 stages,
                 config,
                 changes,
+                wakes: Default::default(),
+                foreground: Default::default(),
                 running: Mutex::new(HashSet::new()),
             }),
         }
@@ -126,6 +134,13 @@ impl Engine {
         self.inner.changes.send_modify(|v| *v = v.wrapping_add(1));
     }
 
+    /// Signals that operation `id` changed: everyone watching anything, and the phases that
+    /// wait on `id` itself.
+    pub fn changed_op(&self, id: &str) {
+        self.changed();
+        self.inner.wakes.changed(id);
+    }
+
     /// Starts a runner for every operation that has not reached a terminal state.
     pub async fn resume_all(&self) -> anyhow::Result<usize> {
         let ids = self.inner.store.unfinished().await?;
@@ -136,14 +151,20 @@ impl Engine {
         Ok(ids.len())
     }
 
+    /// Counts a request that may change something as in flight until the result is dropped.
+    pub fn foreground(&self) -> InFlight {
+        wake::Foreground::enter(&self.inner)
+    }
+
     /// Runs an operation in the background unless it already has a runner.
     pub fn spawn(&self, id: String) {
         let engine = self.clone();
         tokio::spawn(async move {
-            // The write lock is fair: waiting for it once puts the new runner's first writes
-            // behind the submissions already queued, so a burst is answered before its
-            // operations start writing phases on the one connection that writes.
-            drop(engine.inner.store.write_lock.lock().await);
+            engine
+                .inner
+                .foreground
+                .yield_to_requests(wake::YIELD_AT_MOST)
+                .await;
             if let Err(e) = engine.run(&id).await {
                 tracing::error!(operation_id = %id, error = %format!("{e:#}"), "operation runner stopped");
             }
@@ -174,11 +195,11 @@ impl Engine {
                 .store
                 .set_state(id, OpState::Failed, Some(&err))
                 .await?;
-            self.changed();
+            self.changed_op(id);
             return Ok(());
         };
         inner.store.set_state(id, OpState::Running, None).await?;
-        self.changed();
+        self.changed_op(id);
         let outcome = self.run_steps(id, &steps).await?;
         match outcome {
             Outcome::Done => {
@@ -199,7 +220,7 @@ impl Engine {
                 tracing::warn!(phase = %phase, error = %err.message, "operation failed");
             }
         }
-        self.changed();
+        self.changed_op(id);
         Ok(())
     }
 
@@ -257,7 +278,7 @@ impl Engine {
 
     async fn update_phase(&self, id: &str, seq: i64, u: PhaseUpdate) -> sqlx::Result<()> {
         self.inner.store.update_phase(id, seq, u).await?;
-        self.changed();
+        self.changed_op(id);
         Ok(())
     }
 
@@ -370,7 +391,13 @@ impl Engine {
         watch: Watch,
     ) -> StepResult<PhaseEnd> {
         let seq = watch.seq;
-        let mut changes = self.subscribe();
+        // Woken early by a change to this operation (a cancel) or to the one the step waits on.
+        let interest = self.inner.wakes.interest(
+            [Some(op.id.clone()), step.waits_on(&outputs)]
+                .into_iter()
+                .flatten()
+                .collect(),
+        );
         let mut last_progress: Option<String> = None;
         let mut transient = 0;
         loop {
@@ -434,19 +461,14 @@ impl Engine {
             if self.cancel_requested(&op.id).await? {
                 return Ok(PhaseEnd::Cancelled);
             }
-            // Wake on the next poll tick, or earlier when something this phase may be waiting
-            // for (a child operation) was persisted.
-            let _ = tokio::time::timeout(self.inner.config.poll_interval, changes.changed()).await;
+            let _ =
+                tokio::time::timeout(self.inner.config.poll_interval, interest.notify.notified())
+                    .await;
         }
     }
 
     async fn cancel_requested(&self, id: &str) -> StepResult<bool> {
-        Ok(self
-            .inner
-            .store
-            .get_operation(id)
-            .await?
-            .is_some_and(|op| op.cancel_requested))
+        Ok(self.inner.store.cancel_requested(id).await?)
     }
 
     /// Makes a failed or cancelled operation runnable again: failed phases go back to
@@ -468,7 +490,7 @@ impl Engine {
         }
         store.set_cancel_requested(&op.id, false).await?;
         store.set_state(&op.id, OpState::Pending, None).await?;
-        self.changed();
+        self.changed_op(&op.id);
         Ok(())
     }
 

@@ -104,6 +104,11 @@ pub trait Step: Send + Sync {
     async fn poll(&self, _cx: &StepCx<'_>, outputs: &Value) -> StepResult<Poll> {
         Ok(Poll::Ready(outputs.clone()))
     }
+    /// The operation this phase waits for, named in its outputs: a change to it wakes the
+    /// watch at once instead of at the next poll tick.
+    fn waits_on(&self, _outputs: &Value) -> Option<String> {
+        None
+    }
     /// Whether the outputs are merged into the cluster's recorded resources.
     fn records_resources(&self) -> bool {
         true

@@ -1,5 +1,5 @@
 //! Submission: the idempotency key, the conflict rules and the one transaction that inserts an
-//! operation (and its cluster record), all under the store's write lock.
+//! operation (and its cluster record), all under the cluster's lock.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::kind::OpKind;
-use crate::store::{NewOperation, Operation, Store};
+use crate::store::{is_unique_violation, NewOperation, Operation, Store};
 
 /// A request to start an operation.
 pub struct Submission {
@@ -40,8 +40,6 @@ pub struct Accepted {
     /// What the caller should know before relying on the result (e.g. data lost by a replace).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
-    #[serde(skip)]
-    pub operation: Operation,
 }
 
 pub fn request_hash(kind: &str, cluster: &str, body: &Value) -> String {
@@ -50,8 +48,9 @@ pub fn request_hash(kind: &str, cluster: &str, body: &Value) -> String {
 }
 
 /// Starts an operation: idempotency key first, then conflict rules, then one transaction that
-/// inserts the operation (and the cluster record) — all under the store's write lock, so two
-/// concurrent identical submissions can never both insert.
+/// inserts the operation (and the cluster record) — all under the cluster's lock, so two
+/// concurrent submissions on one cluster can never both insert, and submissions on other
+/// clusters do not wait for them.
 pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
     let store = engine.store();
     let phases = engine
@@ -71,7 +70,7 @@ pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
             None => Err(conflict),
         };
     }
-    let guard = store.write_lock.lock().await;
+    let guard = store.cluster_locks.lock(&sub.cluster).await;
     if let Some(replayed) = replay(store, &sub).await? {
         return Ok(replayed);
     }
@@ -88,22 +87,43 @@ pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
         parent_id: sub.parent_id.clone(),
         phases,
     };
-    let mut tx = store.writer.begin().await?;
-    if let Some((region, spec)) = &sub.new_cluster {
-        Store::forget_cluster(&mut tx, &sub.cluster).await?;
-        Store::insert_cluster(&mut tx, &sub.cluster, region, spec).await?;
-        // A new cluster becomes the active one (what the user works on next), in the same
-        // transaction: a replayed submission (same key) returned above changes nothing.
-        Store::put_setting(&mut tx, super::ACTIVE_CLUSTER, &sub.cluster).await?;
+    if let Err(e) = insert(store, &sub, &new).await {
+        // The key's twin on another cluster (whose lock this one did not take) won the race:
+        // answered as if it had been read before.
+        if is_unique_violation(&e) {
+            if let Some(replayed) = replay(store, &sub).await? {
+                return Ok(replayed);
+            }
+        }
+        return Err(e.into());
     }
-    Store::insert_operation(&mut tx, &new).await?;
-    tx.commit().await?;
     store.changed();
     drop(guard);
     tracing::info!(operation_id = %id, kind = %sub.kind, cluster = %sub.cluster, actor = %sub.actor, "operation submitted");
     engine.changed();
     engine.spawn(id.clone());
-    Ok(accepted(load(store, &id).await?, true))
+    // Answered from what was inserted: reading it back would be two more queries per accept.
+    Ok(Accepted {
+        status_url: crate::store::status_url(&id),
+        operation_id: id,
+        cluster: sub.cluster,
+        kind: sub.kind.to_string(),
+        created: true,
+        warning: None,
+    })
+}
+
+/// The one transaction of an accepted submission.
+async fn insert(store: &Store, sub: &Submission, new: &NewOperation) -> sqlx::Result<()> {
+    let mut tx = store.writer.begin().await?;
+    if let Some((region, spec)) = &sub.new_cluster {
+        Store::create_cluster(&mut tx, &sub.cluster, region, spec).await?;
+        // A new cluster becomes the active one (what the user works on next), in the same
+        // transaction: a replayed submission (same key) returned above changes nothing.
+        Store::put_setting(&mut tx, super::ACTIVE_CLUSTER, &sub.cluster).await?;
+    }
+    Store::insert_operation(&mut tx, new).await?;
+    tx.commit().await
 }
 
 /// The operation an earlier submission with the same `Idempotency-Key` started, if one did
@@ -135,13 +155,12 @@ pub(super) async fn load(store: &Store, id: &str) -> ApiResult<Operation> {
 
 pub(super) fn accepted(op: Operation, created: bool) -> Accepted {
     Accepted {
-        operation_id: op.id.clone(),
-        status_url: op.status_url.clone(),
-        cluster: op.cluster.clone(),
-        kind: op.kind.clone(),
+        operation_id: op.id,
+        status_url: op.status_url,
+        cluster: op.cluster,
+        kind: op.kind,
         created,
         warning: None,
-        operation: op,
     }
 }
 
@@ -323,7 +342,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).await.unwrap();
         let mut tx = store.writer.begin().await.unwrap();
-        Store::insert_cluster(&mut tx, cluster, "us-west-2", &json!({}))
+        Store::create_cluster(&mut tx, cluster, "us-west-2", &json!({}))
             .await
             .unwrap();
         for (i, (kind, params)) in running.iter().enumerate() {

@@ -255,7 +255,9 @@ pub async fn instance_types(engine: &Engine, zone: &str) -> ApiResult<(String, V
 /// Retries a failed or cancelled operation (for a pipeline: its failed stage first).
 pub async fn retry(engine: &Engine, id: &str) -> ApiResult<Operation> {
     let store = engine.store();
-    let _guard = store.write_lock.lock().await;
+    // Under its cluster's lock, so no submission on that cluster decides on a stale state.
+    let cluster = load(store, id).await?.cluster;
+    let _guard = store.cluster_locks.lock(&cluster).await;
     let op = load(store, id).await?;
     if !matches!(
         op.state,
@@ -304,8 +306,9 @@ pub async fn cancel(engine: &Engine, id: &str) -> ApiResult<Operation> {
     for child in store.children(id).await? {
         if !child.state.is_terminal() {
             store.set_cancel_requested(&child.id, true).await?;
+            engine.changed_op(&child.id);
         }
     }
-    engine.changed();
+    engine.changed_op(id);
     load(store, id).await
 }

@@ -2,9 +2,9 @@
 //! audit trail and cost history.
 //!
 //! One file in the data directory, WAL mode, foreign keys on, migrations embedded and applied at
-//! start-up. Writes that read before they write (submission with conflict checks) take
-//! [`Store::write_lock`] so concurrent requests serialise in the process instead of racing for
-//! SQLite's lock upgrade.
+//! start-up. Writes that read before they write take a lock in the process instead of racing for
+//! SQLite's lock upgrade: a submission its cluster's ([`Store::cluster_locks`]), the rest
+//! [`Store::write_lock`].
 
 use std::path::Path;
 use std::time::Duration;
@@ -29,6 +29,16 @@ fn format_utc(t: OffsetDateTime) -> String {
         "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
     );
     t.format(FORMAT).unwrap_or_default()
+}
+
+/// Where an operation is watched.
+pub fn status_url(id: &str) -> String {
+    format!("/api/operations/{id}")
+}
+
+/// Whether a write failed on a UNIQUE constraint (a twin committed first).
+pub fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
 
 /// Milliseconds since the epoch as RFC 3339.
@@ -134,7 +144,7 @@ pub struct Store {
     /// busy handler waits by sleeping (1, 2, 5, … 100 ms): under a burst of submissions those
     /// sleeps were most of the time to accept.
     pub writer: SqlitePool,
-    /// Serialises read-then-write transactions (see module docs).
+    /// Serialises the read-then-write transactions that are not a cluster's (see module docs).
     pub write_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// Read queries of the paths that must cost the same whatever the data (see `pages`).
     reads: std::sync::Arc<std::sync::atomic::AtomicU64>,
@@ -143,6 +153,10 @@ pub struct Store {
     revision: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// Cluster records by name, each with the revision it was read at.
     records: std::sync::Arc<std::sync::Mutex<ClusterMemo>>,
+    /// Audit rows waiting for their group commit.
+    audit: std::sync::Arc<audit::AuditQueue>,
+    /// Serialise the read-then-write of submissions on the same cluster (see [`ClusterLocks`]).
+    pub cluster_locks: std::sync::Arc<ClusterLocks>,
 }
 
 type ClusterMemo = std::collections::HashMap<String, (u64, Option<ClusterRecord>)>;
@@ -182,6 +196,8 @@ impl Store {
             reads: Default::default(),
             revision: Default::default(),
             records: Default::default(),
+            audit: Default::default(),
+            cluster_locks: Default::default(),
         })
     }
 
@@ -206,16 +222,16 @@ impl Store {
         .bind(&now)
         .execute(&mut **tx)
         .await?;
-        for (seq, name) in op.phases.iter().enumerate() {
-            sqlx::query(
-                "INSERT INTO phases (operation_id, seq, name, state) VALUES (?, ?, ?, 'pending')",
-            )
-            .bind(&op.id)
-            .bind(seq as i64)
-            .bind(name)
-            .execute(&mut **tx)
-            .await?;
-        }
+        // One statement for all phases (each statement is a wait on the one connection that
+        // writes): the names as a JSON array, numbered by their position.
+        sqlx::query(
+            "INSERT INTO phases (operation_id, seq, name, state)
+             SELECT ?, CAST(key AS INTEGER), value, 'pending' FROM json_each(?)",
+        )
+        .bind(&op.id)
+        .bind(serde_json::to_string(&op.phases).unwrap_or_else(|_| "[]".into()))
+        .execute(&mut **tx)
+        .await?;
         Ok(())
     }
 
@@ -237,6 +253,16 @@ impl Store {
         let mut op = operation_of(&row)?;
         op.phases = self.phases(id).await?;
         Ok(Some(op))
+    }
+
+    /// Whether a cancel was asked for (one column: a watch reads it every tick).
+    pub async fn cancel_requested(&self, id: &str) -> sqlx::Result<bool> {
+        let on: Option<bool> =
+            sqlx::query_scalar("SELECT cancel_requested FROM operations WHERE id = ?")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(on.unwrap_or(false))
     }
 
     pub async fn phases(&self, id: &str) -> anyhow::Result<Vec<Phase>> {
@@ -407,24 +433,37 @@ impl Store {
 
     // --- clusters -----------------------------------------------------------------------------
 
-    pub async fn insert_cluster(
+    /// The record of a cluster being created, in one statement: a new name, or one whose
+    /// earlier cluster was deleted (its record is replaced). A record that is not `deleted` is
+    /// never overwritten: that is a unique violation, as for a plain insert.
+    pub async fn create_cluster(
         tx: &mut Tx<'_>,
         name: &str,
         region: &str,
         spec: &Value,
     ) -> sqlx::Result<()> {
         let now = now();
-        sqlx::query(
+        // Every column is set (to its default where the insert leaves it), so the replaced
+        // record keeps nothing of the deleted one.
+        let done = sqlx::query(
             "INSERT INTO clusters (name, region, spec_json, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?)",
+             VALUES (?1, ?2, ?3, ?4, ?4)
+             ON CONFLICT(name) DO UPDATE SET region = excluded.region,
+                 spec_json = excluded.spec_json, resources_json = '{}', status = 'active',
+                 created_at = excluded.created_at, updated_at = excluded.updated_at
+             WHERE clusters.status = 'deleted'",
         )
         .bind(name)
         .bind(region)
         .bind(spec.to_string())
         .bind(&now)
-        .bind(&now)
         .execute(&mut **tx)
         .await?;
+        if done.rows_affected() == 0 {
+            return Err(sqlx::Error::Protocol(format!(
+                "cluster `{name}` exists and is not deleted"
+            )));
+        }
         Ok(())
     }
 
@@ -494,16 +533,6 @@ impl Store {
         Ok(())
     }
 
-    /// Removes a deleted cluster's record so the name can be used again; its operations stay
-    /// as the audit trail.
-    pub async fn forget_cluster(tx: &mut Tx<'_>, name: &str) -> sqlx::Result<()> {
-        sqlx::query("DELETE FROM clusters WHERE name = ? AND status = 'deleted'")
-            .bind(name)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
     // --- settings -----------------------------------------------------------------------------
 
     pub async fn setting(&self, key: &str) -> sqlx::Result<Option<String>> {
@@ -554,11 +583,13 @@ impl Store {
 
 mod audit;
 mod costs;
+mod locks;
 mod pages;
 mod rows;
 mod states;
 pub use audit::{AuditEntry, AuditFilter, NewAudit};
 pub use costs::{GpuSeconds, HeldGpus, NodeLifetime, SeenNode};
+pub use locks::ClusterLocks;
 pub use pages::StageRow;
 use rows::{cluster_of, operation_of, phase_of};
 pub use states::{Lifecycle, OpState, PhaseState};

@@ -16,7 +16,7 @@ pub(super) fn operation_of(row: &sqlx::sqlite::SqliteRow) -> anyhow::Result<Oper
     let id: String = row.try_get("id")?;
     let state: String = row.try_get("state")?;
     Ok(Operation {
-        status_url: format!("/api/operations/{id}"),
+        status_url: super::status_url(&id),
         kind: row.try_get("kind")?,
         cluster: row.try_get("cluster")?,
         state: state.parse().map_err(anyhow::Error::msg)?,

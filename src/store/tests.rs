@@ -39,8 +39,8 @@ async fn an_operation_is_stored_with_its_phases_pending_in_order() {
     let op = s.get_operation("op-1").await.unwrap().unwrap();
     assert_eq!(op.state, OpState::Pending);
     assert_eq!(op.params, json!({"a": 1}));
-    let names: Vec<&str> = op.phases.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(names, ["vpc", "subnets"]);
+    let names: Vec<(i64, &str)> = op.phases.iter().map(|p| (p.seq, p.name.as_str())).collect();
+    assert_eq!(names, [(0, "vpc"), (1, "subnets")]);
     assert!(op
         .phases
         .iter()
@@ -102,6 +102,47 @@ async fn phase_updates_change_only_what_they_name() {
 }
 
 #[tokio::test]
+async fn a_cluster_record_replaces_a_deleted_one_and_never_a_live_one() {
+    let (_d, s) = store().await;
+    let create = |spec: serde_json::Value| {
+        let s = s.clone();
+        async move {
+            let s: Store = s;
+            let mut tx = s.writer.begin().await?;
+            Store::create_cluster(&mut tx, "demo", "us-west-2", &spec).await?;
+            tx.commit().await?;
+            s.changed();
+            Ok::<(), sqlx::Error>(())
+        }
+    };
+    create(json!({"v": 1})).await.unwrap();
+    s.merge_resources("demo", &json!({"vpcId": "vpc-1"}))
+        .await
+        .unwrap();
+    assert!(
+        create(json!({"v": 2})).await.is_err(),
+        "a live record stays"
+    );
+    let kept = s.get_cluster("demo").await.unwrap().unwrap();
+    assert_eq!(
+        (kept.spec["v"].as_i64(), kept.resources["vpcId"].as_str()),
+        (Some(1), Some("vpc-1"))
+    );
+    s.set_cluster_status("demo", Lifecycle::Deleted)
+        .await
+        .unwrap();
+    create(json!({"v": 3})).await.unwrap();
+    let fresh = s.get_cluster("demo").await.unwrap().unwrap();
+    assert_eq!(fresh.spec, json!({"v": 3}));
+    assert_eq!(
+        fresh.resources,
+        json!({}),
+        "nothing of the deleted cluster is kept"
+    );
+    assert_eq!(fresh.status, Lifecycle::Active);
+}
+
+#[tokio::test]
 async fn terminal_operations_are_not_resumed() {
     let (_d, s) = store().await;
     insert(&s, &new_op("op-1", None)).await.unwrap();
@@ -117,7 +158,7 @@ async fn recorded_resources_merge_key_by_key_and_survive_a_reopen() {
     {
         let s = Store::open(dir.path()).await.unwrap();
         let mut tx = s.writer.begin().await.unwrap();
-        Store::insert_cluster(&mut tx, "demo", "us-west-2", &json!({}))
+        Store::create_cluster(&mut tx, "demo", "us-west-2", &json!({}))
             .await
             .unwrap();
         tx.commit().await.unwrap();
@@ -142,7 +183,7 @@ async fn recorded_resources_merge_key_by_key_and_survive_a_reopen() {
 async fn a_cluster_record_is_read_once_per_revision_and_never_kept_past_a_write() {
     let (_d, s) = store().await;
     let mut tx = s.writer.begin().await.unwrap();
-    Store::insert_cluster(&mut tx, "demo", "us-west-2", &json!({}))
+    Store::create_cluster(&mut tx, "demo", "us-west-2", &json!({}))
         .await
         .unwrap();
     tx.commit().await.unwrap();

@@ -58,6 +58,45 @@ async fn concurrent_submissions_with_one_idempotency_key_yield_one_operation() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_idempotency_key_sent_for_two_clusters_at_once_starts_one_and_refuses_the_other() {
+    // Submissions on different clusters do not wait for each other: the key is what they share.
+    let app = spawn_app().await;
+    let send = |name: &'static str| {
+        let mut body = pipeline_body();
+        body["name"] = json!(name);
+        app.client
+            .post(app.url("/api/pipelines"))
+            .header("Idempotency-Key", "shared-key")
+            .json(&body)
+            .send()
+    };
+    let (a, b) = tokio::join!(send("first"), send("second"));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let (winner, loser) = if a.status() == StatusCode::ACCEPTED {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert_eq!(winner.status(), StatusCode::ACCEPTED);
+    let winner: Value = winner.json().await.unwrap();
+    let refused = problem(loser, StatusCode::CONFLICT).await;
+    assert_eq!(
+        refused["type"],
+        "urn:instantstart:problem:idempotency-key-reused"
+    );
+    assert_eq!(refused["operationId"], winner["operationId"]);
+    let ops = app.json("/api/operations").await;
+    let pipelines: Vec<&Value> = ops
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["kind"] == "pipeline")
+        .collect();
+    assert_eq!(pipelines.len(), 1, "{ops}");
+    assert_eq!(pipelines[0]["id"], winner["operationId"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_submission_for_the_same_cluster_without_a_key_gets_409_naming_the_first() {
     let app = spawn_app().await;
     let body = json!({"name": "twin"});

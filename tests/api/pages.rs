@@ -19,7 +19,7 @@ async fn seeded(n: usize) -> (tempfile::TempDir, String, Store) {
     let mut tx = store.writer.begin().await.unwrap();
     for i in 0..n {
         let name = format!("c{i:03}");
-        Store::insert_cluster(&mut tx, &name, "us-west-2", &json!({}))
+        Store::create_cluster(&mut tx, &name, "us-west-2", &json!({}))
             .await
             .unwrap();
         for (k, kind) in ["cluster", "dependencies", "hyperpod"].iter().enumerate() {

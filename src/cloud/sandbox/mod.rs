@@ -49,6 +49,7 @@ use sqlx::{Row, SqlitePool};
 
 use super::retry::IDEMPOTENT_ATTEMPTS;
 use super::{Cloud, CloudError, CloudMode, CloudResult};
+use crate::store::is_unique_violation;
 
 /// Simulated durations at time scale 1, in seconds, taken from what the real services report.
 pub mod durations {
@@ -469,10 +470,6 @@ fn res_of(row: sqlx::sqlite::SqliteRow) -> CloudResult<Res> {
         created_ms: row.get("created_ms"),
         deleted_ms: row.get("deleted_ms"),
     })
-}
-
-fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
 }
 
 fn already_exists_code(service: &str) -> &'static str {

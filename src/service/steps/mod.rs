@@ -201,7 +201,7 @@ impl Step for StageStep {
             cx.op,
         );
         match crate::service::submit(cx.engine, sub).await {
-            Ok(accepted) => Ok(json!({"operationId": accepted.operation.id})),
+            Ok(accepted) => Ok(json!({"operationId": accepted.operation_id})),
             Err(e) => Err(StepError::fatal(
                 "stage-refused",
                 format!("{} stage refused: {e}", self.stage),
@@ -245,6 +245,9 @@ impl Step for StageStep {
                 Ok(Poll::Pending(format!("{} stage: {current}", self.stage)))
             }
         }
+    }
+    fn waits_on(&self, out: &Value) -> Option<String> {
+        out["operationId"].as_str().map(str::to_string)
     }
     fn records_resources(&self) -> bool {
         false
