@@ -87,7 +87,7 @@ pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
         parent_id: sub.parent_id.clone(),
         phases,
     };
-    if let Err(e) = insert(store, &sub, &new).await {
+    if let Err(e) = insert(store, &sub.cluster, sub.new_cluster.as_ref(), &new).await {
         // The key's twin on another cluster (whose lock this one did not take) won the race:
         // answered as if it had been read before.
         if is_unique_violation(&e) {
@@ -96,6 +96,9 @@ pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
             }
         }
         return Err(e.into());
+    }
+    if sub.new_cluster.is_some() {
+        store.record_written(&sub.cluster);
     }
     store.changed();
     drop(guard);
@@ -114,13 +117,18 @@ pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
 }
 
 /// The one transaction of an accepted submission.
-async fn insert(store: &Store, sub: &Submission, new: &NewOperation) -> sqlx::Result<()> {
+async fn insert(
+    store: &Store,
+    cluster: &str,
+    new_cluster: Option<&(String, Value)>,
+    new: &NewOperation,
+) -> sqlx::Result<()> {
     let mut tx = store.writer.begin().await?;
-    if let Some((region, spec)) = &sub.new_cluster {
-        Store::create_cluster(&mut tx, &sub.cluster, region, spec).await?;
+    if let Some((region, spec)) = new_cluster {
+        Store::create_cluster(&mut tx, cluster, region, spec).await?;
         // A new cluster becomes the active one (what the user works on next), in the same
         // transaction: a replayed submission (same key) returned above changes nothing.
-        Store::put_setting(&mut tx, super::ACTIVE_CLUSTER, &sub.cluster).await?;
+        Store::put_setting(&mut tx, super::ACTIVE_CLUSTER, cluster).await?;
     }
     Store::insert_operation(&mut tx, new).await?;
     tx.commit().await
@@ -199,7 +207,7 @@ pub(super) async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResul
     {
         return Ok(());
     }
-    let latest = store.latest_per_kind(&sub.cluster).await?;
+    let latest = store.latest_heads(&sub.cluster).await?;
     let running = |kind: OpKind| {
         latest
             .iter()

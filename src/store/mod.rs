@@ -151,15 +151,13 @@ pub struct Store {
     /// Bumped after every committed write (see `pages`): what was read at an older revision
     /// may be stale, what was read at the current one is not.
     revision: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    /// Cluster records by name, each with the revision it was read at.
-    records: std::sync::Arc<std::sync::Mutex<ClusterMemo>>,
+    /// Cluster records by name, kept until that name is written (see `records`).
+    records: std::sync::Arc<std::sync::Mutex<records::Memo>>,
     /// Audit rows waiting for their group commit.
     audit: std::sync::Arc<audit::AuditQueue>,
     /// Serialise the read-then-write of submissions on the same cluster (see [`ClusterLocks`]).
     pub cluster_locks: std::sync::Arc<ClusterLocks>,
 }
-
-type ClusterMemo = std::collections::HashMap<String, (u64, Option<ClusterRecord>)>;
 
 impl Store {
     /// Opens (creating if needed) `instantstart.db` in `data_dir` and applies migrations.
@@ -295,8 +293,22 @@ impl Store {
 
     /// The newest operation of each kind for a cluster.
     pub async fn latest_per_kind(&self, cluster: &str) -> anyhow::Result<Vec<Operation>> {
+        let rows = self.latest_rows(cluster).await?;
+        self.with_phases(&rows).await
+    }
+
+    /// The same without their phases (left empty), in one query: what conflict rules read.
+    pub async fn latest_heads(&self, cluster: &str) -> anyhow::Result<Vec<Operation>> {
+        self.latest_rows(cluster)
+            .await?
+            .iter()
+            .map(operation_of)
+            .collect()
+    }
+
+    async fn latest_rows(&self, cluster: &str) -> sqlx::Result<Vec<sqlx::sqlite::SqliteRow>> {
         self.count_read();
-        let rows = sqlx::query(
+        sqlx::query(
             "SELECT * FROM operations o WHERE cluster = ? AND id = (
                  SELECT id FROM operations i WHERE i.cluster = o.cluster AND i.kind = o.kind
                  ORDER BY id DESC LIMIT 1)
@@ -304,8 +316,7 @@ impl Store {
         )
         .bind(cluster)
         .fetch_all(&self.pool)
-        .await?;
-        self.with_phases(&rows).await
+        .await
     }
 
     pub(super) async fn with_phases(
@@ -435,7 +446,8 @@ impl Store {
 
     /// The record of a cluster being created, in one statement: a new name, or one whose
     /// earlier cluster was deleted (its record is replaced). A record that is not `deleted` is
-    /// never overwritten: that is a unique violation, as for a plain insert.
+    /// never overwritten: that is refused, as a plain insert would be. The caller, having
+    /// committed, calls [`Store::record_written`] and [`Store::changed`].
     pub async fn create_cluster(
         tx: &mut Tx<'_>,
         name: &str,
@@ -467,35 +479,6 @@ impl Store {
         Ok(())
     }
 
-    /// One cluster's record, read again only when something was written since the last read.
-    pub async fn get_cluster(&self, name: &str) -> anyhow::Result<Option<ClusterRecord>> {
-        // Read before the query: a write committed meanwhile bumps past it, so the answer
-        // is never kept for longer than it is current.
-        let revision = self.revision();
-        if let Some((at, record)) = self.memo().get(name) {
-            if *at == revision {
-                return Ok(record.clone());
-            }
-        }
-        self.count_read();
-        let row = sqlx::query("SELECT * FROM clusters WHERE name = ?")
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await?;
-        let record = row.as_ref().map(cluster_of).transpose()?;
-        let mut memo = self.memo();
-        // Names come from requests: a flood of unknown ones must not grow the memo forever.
-        if memo.len() >= 1024 {
-            memo.clear();
-        }
-        memo.insert(name.to_string(), (revision, record.clone()));
-        Ok(record)
-    }
-
-    fn memo(&self) -> std::sync::MutexGuard<'_, ClusterMemo> {
-        self.records.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     pub async fn list_clusters(&self) -> anyhow::Result<Vec<ClusterRecord>> {
         let rows =
             sqlx::query("SELECT * FROM clusters WHERE status != 'deleted' ORDER BY created_at")
@@ -518,6 +501,7 @@ impl Store {
         .bind(name)
         .execute(&self.writer)
         .await?;
+        self.record_written(name);
         self.changed();
         Ok(())
     }
@@ -529,6 +513,7 @@ impl Store {
             .bind(name)
             .execute(&self.writer)
             .await?;
+        self.record_written(name);
         self.changed();
         Ok(())
     }
@@ -585,6 +570,7 @@ mod audit;
 mod costs;
 mod locks;
 mod pages;
+mod records;
 mod rows;
 mod states;
 pub use audit::{AuditEntry, AuditFilter, NewAudit};

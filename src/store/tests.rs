@@ -218,3 +218,38 @@ async fn a_cluster_record_is_read_once_per_revision_and_never_kept_past_a_write(
     assert!(s.get_cluster("other").await.unwrap().is_none());
     assert_eq!(s.reads() - before, 4);
 }
+
+#[tokio::test]
+async fn a_cluster_record_is_kept_across_writes_to_other_clusters() {
+    let (_d, s) = store().await;
+    for name in ["demo", "other"] {
+        assert!(s.get_cluster(name).await.unwrap().is_none());
+        let mut tx = s.writer.begin().await.unwrap();
+        Store::create_cluster(&mut tx, name, "us-west-2", &json!({}))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        s.record_written(name);
+        s.changed();
+    }
+    let before = s.reads();
+    assert!(
+        s.get_cluster("demo").await.unwrap().is_some(),
+        "read again once written"
+    );
+    s.merge_resources("other", &json!({"vpcId": "vpc-2"}))
+        .await
+        .unwrap();
+    assert!(s.get_cluster("demo").await.unwrap().is_some());
+    assert_eq!(
+        s.reads() - before,
+        1,
+        "another cluster's write keeps this record"
+    );
+    s.merge_resources("demo", &json!({"vpcId": "vpc-1"}))
+        .await
+        .unwrap();
+    let record = s.get_cluster("demo").await.unwrap().unwrap();
+    assert_eq!(record.resources["vpcId"], "vpc-1");
+    assert_eq!(s.reads() - before, 2);
+}

@@ -32,7 +32,7 @@ impl Step for PrerequisitesStep {
                 continue;
             }
             // Its own operation ended without making it: this one cannot go on.
-            let latest = cx.engine.store().latest_per_kind(&cx.op.cluster).await?;
+            let latest = cx.engine.store().latest_heads(&cx.op.cluster).await?;
             if let Some(op) = latest
                 .iter()
                 .find(|o| o.kind == f.kind() && o.state.is_terminal())
