@@ -57,6 +57,18 @@ async fn concurrent_submissions_with_one_idempotency_key_yield_one_operation() {
     assert_eq!(body["operationId"], a["operationId"]);
 }
 
+/// Of two racing answers, the accepted one's body and the other's 409 problem.
+async fn accepted_and_refused(a: reqwest::Response, b: reqwest::Response) -> (Value, Value) {
+    let (winner, loser) = if a.status() == StatusCode::ACCEPTED {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert_eq!(winner.status(), StatusCode::ACCEPTED);
+    let winner = winner.json().await.unwrap();
+    (winner, problem(loser, StatusCode::CONFLICT).await)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_idempotency_key_sent_for_two_clusters_at_once_starts_one_and_refuses_the_other() {
     // Submissions on different clusters do not wait for each other: the key is what they share.
@@ -71,15 +83,7 @@ async fn one_idempotency_key_sent_for_two_clusters_at_once_starts_one_and_refuse
             .send()
     };
     let (a, b) = tokio::join!(send("first"), send("second"));
-    let (a, b) = (a.unwrap(), b.unwrap());
-    let (winner, loser) = if a.status() == StatusCode::ACCEPTED {
-        (a, b)
-    } else {
-        (b, a)
-    };
-    assert_eq!(winner.status(), StatusCode::ACCEPTED);
-    let winner: Value = winner.json().await.unwrap();
-    let refused = problem(loser, StatusCode::CONFLICT).await;
+    let (winner, refused) = accepted_and_refused(a.unwrap(), b.unwrap()).await;
     assert_eq!(
         refused["type"],
         "urn:instantstart:problem:idempotency-key-reused"
@@ -104,14 +108,7 @@ async fn a_second_submission_for_the_same_cluster_without_a_key_gets_409_naming_
         app.post("/api/clusters", &body),
         app.post("/api/clusters", &body)
     );
-    let (winner, loser) = if a.status() == StatusCode::ACCEPTED {
-        (a, b)
-    } else {
-        (b, a)
-    };
-    assert_eq!(winner.status(), StatusCode::ACCEPTED);
-    let winner: Value = winner.json().await.unwrap();
-    let problem = problem(loser, StatusCode::CONFLICT).await;
+    let (winner, problem) = accepted_and_refused(a, b).await;
     assert_eq!(problem["type"], "urn:instantstart:problem:cluster-exists");
     assert_eq!(problem["field"], "name");
     assert_eq!(problem["operationId"], winner["operationId"]);
