@@ -263,7 +263,14 @@ async fn a_large_fleet_gets_a_secondary_block_and_a_wider_compute_subnet() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_are_listed_and_rebooted_replaced_and_deleted_as_watched_operations() {
-    let app = spawn_app().await;
+    // 600×: a reboot keeps a node out of service for 200 ms, so the watch sees it rebooting
+    // however busy the machine (at the default 6,000× it was 20 ms, less than a loaded
+    // machine may take between the call and the first look).
+    let app = spawn_app_with(Opts {
+        time_scale: Some(600.0),
+        ..Default::default()
+    })
+    .await;
     let r = app.get("/api/clusters/demo/nodes").await;
     problem(r, StatusCode::NOT_FOUND).await;
     let id = app.start("/api/pipelines", &pipeline_body()).await;
