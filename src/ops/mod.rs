@@ -138,7 +138,13 @@ impl Engine {
     /// wait on `id` itself.
     pub fn changed_op(&self, id: &str) {
         self.changed();
-        self.inner.wakes.changed(id);
+        self.inner.wakes.happened(wake::Event::Changed, id);
+    }
+
+    /// Signals that a cancel of operation `id` was persisted: its watch looks at once.
+    pub fn cancel_asked(&self, id: &str) {
+        self.changed_op(id);
+        self.inner.wakes.happened(wake::Event::CancelAsked, id);
     }
 
     /// Starts a runner for every operation that has not reached a terminal state.
@@ -391,13 +397,11 @@ impl Engine {
         watch: Watch,
     ) -> StepResult<PhaseEnd> {
         let seq = watch.seq;
-        // Woken early by a change to this operation (a cancel) or to the one the step waits on.
-        let interest = self.inner.wakes.interest(
-            [Some(op.id.clone()), step.waits_on(&outputs)]
-                .into_iter()
-                .flatten()
-                .collect(),
-        );
+        // Woken early by a cancel of this operation or a change to the one the step waits on
+        // (not by this operation's own writes, which would only make it look again at once).
+        let mut wakes = vec![(wake::Event::CancelAsked, op.id.clone())];
+        wakes.extend(step.waits_on(&outputs).map(|id| (wake::Event::Changed, id)));
+        let interest = self.inner.wakes.interest(wakes);
         let mut last_progress: Option<String> = None;
         let mut transient = 0;
         loop {

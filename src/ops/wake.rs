@@ -1,7 +1,7 @@
-//! When runners wake and start. A phase being watched waits for its poll tick, or for a change
-//! to the operations it cares about (its own, for a cancel; the stage it waits for) — never for
+//! When runners wake and start. A phase being watched waits for its poll tick, or for what it
+//! cares about (a cancel of its own operation; a change to the stage it waits for) — never for
 //! every change in the process, which with many operations running made each change wake them
-//! all. A new runner lets the requests being answered go first (see [`Foreground`]).
+//! all, nor for its own writes. A new runner lets the requests being answered go first (see [`Foreground`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,23 +10,34 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-/// Who waits on which operation.
+/// What happened to an operation.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Event {
+    /// Its state or a phase was persisted.
+    Changed,
+    /// A cancel was asked for.
+    CancelAsked,
+}
+
+type Key = (Event, String);
+
+/// Who waits for what on which operation.
 #[derive(Default)]
 pub(super) struct Wakes {
-    by_op: Mutex<HashMap<String, Vec<Arc<Notify>>>>,
+    by_op: Mutex<HashMap<Key, Vec<Arc<Notify>>>>,
 }
 
 /// One watcher's interest, withdrawn when dropped.
 pub(super) struct Interest<'a> {
     wakes: &'a Wakes,
-    ids: Vec<String>,
+    ids: Vec<Key>,
     pub notify: Arc<Notify>,
 }
 
 impl Wakes {
-    /// Registers a watcher of `ids`; its `notify` holds a permit once any of them changes, so a
-    /// change made while the watcher was busy is not missed.
-    pub fn interest(&self, ids: Vec<String>) -> Interest<'_> {
+    /// Registers a watcher of `ids`; its `notify` holds a permit once any of them happens, so
+    /// what happened while the watcher was busy is not missed.
+    pub fn interest(&self, ids: Vec<Key>) -> Interest<'_> {
         let notify = Arc::new(Notify::new());
         let mut by_op = self.by_op.lock().unwrap_or_else(|e| e.into_inner());
         for id in &ids {
@@ -39,10 +50,10 @@ impl Wakes {
         }
     }
 
-    /// Wakes the watchers of operation `id`.
-    pub fn changed(&self, id: &str) {
+    /// Wakes the watchers of `event` on operation `id`.
+    pub fn happened(&self, event: Event, id: &str) {
         let by_op = self.by_op.lock().unwrap_or_else(|e| e.into_inner());
-        for n in by_op.get(id).into_iter().flatten() {
+        for n in by_op.get(&(event, id.to_string())).into_iter().flatten() {
             n.notify_one();
         }
     }
@@ -142,13 +153,18 @@ mod tests {
     async fn a_watcher_hears_of_its_operations_only_and_leaves_nothing_behind() {
         let wakes = Wakes::default();
         {
-            let interest = wakes.interest(vec!["parent".into(), "child".into()]);
-            wakes.changed("another");
+            let interest = wakes.interest(vec![
+                (Event::CancelAsked, "parent".into()),
+                (Event::Changed, "child".into()),
+            ]);
+            wakes.happened(Event::Changed, "another");
+            // Its own operation's writes do not wake it; a cancel of it would.
+            wakes.happened(Event::Changed, "parent");
             let woken = interest.notify.notified();
             tokio::pin!(woken);
             assert!(futures::poll!(&mut woken).is_pending());
             // A change made before the watcher waits is kept for it.
-            wakes.changed("child");
+            wakes.happened(Event::Changed, "child");
             assert!(futures::poll!(&mut woken).is_ready());
         }
         assert!(wakes.by_op.lock().unwrap().is_empty());

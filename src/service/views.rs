@@ -306,9 +306,9 @@ pub async fn cancel(engine: &Engine, id: &str) -> ApiResult<Operation> {
     for child in store.children(id).await? {
         if !child.state.is_terminal() {
             store.set_cancel_requested(&child.id, true).await?;
-            engine.changed_op(&child.id);
+            engine.cancel_asked(&child.id);
         }
     }
-    engine.changed_op(id);
+    engine.cancel_asked(id);
     load(store, id).await
 }

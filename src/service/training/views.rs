@@ -230,7 +230,7 @@ pub async fn end_following(engine: &Engine, cluster: &str, job: &str) -> ApiResu
         return Ok(());
     };
     store.set_cancel_requested(&op.id, true).await?;
-    engine.changed_op(&op.id);
+    engine.cancel_asked(&op.id);
     // The engine stops it at its next poll; bounded, so a stuck follower gives the conflict.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while let Some(left) = deadline.checked_duration_since(tokio::time::Instant::now()) {
