@@ -99,20 +99,19 @@ impl EdgePolicy {
         let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
             return false;
         };
-        let host = host.to_ascii_lowercase();
         // A browser's default port is implicit in Host; the allow-list may name it either way.
-        self.hosts
-            .iter()
-            .any(|h| *h == host || h.strip_suffix(":80") == Some(host.as_str()))
+        // (Compared without a lowercased copy: this runs on every request.)
+        self.hosts.iter().any(|h| {
+            h.eq_ignore_ascii_case(host)
+                || h.strip_suffix(":80")
+                    .is_some_and(|h| h.eq_ignore_ascii_case(host))
+        })
     }
 
     fn origin_ok(&self, headers: &HeaderMap) -> bool {
         match headers.get(header::ORIGIN).map(|o| o.to_str()) {
             None => true,
-            Some(Ok(origin)) => {
-                let origin = origin.to_ascii_lowercase();
-                self.origins.contains(&origin)
-            }
+            Some(Ok(origin)) => self.origins.iter().any(|o| o.eq_ignore_ascii_case(origin)),
             Some(Err(_)) => false,
         }
     }
@@ -498,4 +497,31 @@ where
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT));
     api.layer(axum::middleware::from_fn_with_state(shared, edge))
         .with_state(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_and_origin_are_compared_without_regard_to_case() {
+        let p = EdgePolicy::new(3099, "127.0.0.1".parse().unwrap(), &[], None);
+        let headers = |host: &'static str, origin: Option<&'static str>| {
+            let mut h = HeaderMap::new();
+            h.insert(header::HOST, HeaderValue::from_static(host));
+            if let Some(o) = origin {
+                h.insert(header::ORIGIN, HeaderValue::from_static(o));
+            }
+            h
+        };
+        assert!(p.host_ok(&headers("LocalHost:3099", None)));
+        assert!(p.host_ok(&headers("127.0.0.1:3099", None)));
+        assert!(!p.host_ok(&headers("localhost:3098", None)));
+        assert!(!p.host_ok(&headers("evil.example:3099", None)));
+        assert!(p.origin_ok(&headers("localhost:3099", Some("HTTP://LOCALHOST:3099"))));
+        assert!(!p.origin_ok(&headers("localhost:3099", Some("http://evil.example"))));
+        // A browser's default port is implicit in Host.
+        let port80 = EdgePolicy::new(80, "127.0.0.1".parse().unwrap(), &[], None);
+        assert!(port80.host_ok(&headers("LOCALHOST", None)));
+    }
 }

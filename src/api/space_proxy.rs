@@ -128,6 +128,15 @@ fn label(s: &str) -> bool {
 
 /// The `(cluster, space)` a space host names (`<space>.<cluster>.spaces.<allowed host>`).
 pub fn space_host(policy: &EdgePolicy, host: &str) -> Option<(String, String)> {
+    // Every request's Host passes here first: most name no space, and cost no copy.
+    const MARK: &[u8] = b".spaces.";
+    if !host
+        .as_bytes()
+        .windows(MARK.len())
+        .any(|w| w.eq_ignore_ascii_case(MARK))
+    {
+        return None;
+    }
     let host = host.to_ascii_lowercase();
     let (names, rest) = host.split_once(".spaces.")?;
     let (space, cluster) = names.split_once('.')?;
@@ -287,4 +296,26 @@ async fn forward(
     }
     let (parts, body) = response.into_parts();
     Ok(Response::from_parts(parts, Body::new(body)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> EdgePolicy {
+        EdgePolicy::new(3099, "127.0.0.1".parse().unwrap(), &[], None)
+    }
+
+    #[test]
+    fn a_space_host_is_read_in_any_case_and_other_hosts_name_no_space() {
+        let p = policy();
+        let want = Some(("demo".to_string(), "a1".to_string()));
+        assert_eq!(space_host(&p, "a1.demo.spaces.localhost:3099"), want);
+        assert_eq!(space_host(&p, "A1.Demo.SPACES.LocalHost:3099"), want);
+        assert_eq!(space_host(&p, "localhost:3099"), None);
+        assert_eq!(space_host(&p, "127.0.0.1:3099"), None);
+        // The rest must be a host this server answers to.
+        assert_eq!(space_host(&p, "a1.demo.spaces.evil.example:3099"), None);
+        assert_eq!(space_host(&p, "a1.-demo.spaces.localhost:3099"), None);
+    }
 }

@@ -212,7 +212,7 @@ impl McpServer {
         let Some(engine) = self.cx.audit.get() else {
             return;
         };
-        let request_id = uuid::Uuid::now_v7().to_string();
+        let request_id = crate::api::trace::new_request_id();
         let principal = if self.cx.token.is_some() {
             "token"
         } else {
