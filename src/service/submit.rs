@@ -1,5 +1,6 @@
 //! Submission: the idempotency key, the conflict rules and the one transaction that inserts an
-//! operation (and its cluster record), all under the cluster's lock.
+//! operation (and its cluster record), all under the cluster's lock; the transaction is shared
+//! with the submissions accepted at the same time on other clusters (group commit).
 
 use serde::Serialize;
 use serde_json::Value;
@@ -9,7 +10,7 @@ use utoipa::ToSchema;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::kind::OpKind;
-use crate::store::{is_unique_violation, NewOperation, Operation, Store};
+use crate::store::{is_unique_violation, NewOperation, NewSubmission, Operation, Store};
 
 /// A request to start an operation.
 pub struct Submission {
@@ -87,7 +88,20 @@ pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
         parent_id: sub.parent_id.clone(),
         phases,
     };
-    if let Err(e) = insert(store, &sub.cluster, sub.new_cluster.as_ref(), &new).await {
+    // Written with the other submissions accepted meanwhile (one transaction for them all).
+    let written = store
+        .insert_submission(NewSubmission {
+            operation: new,
+            // A new cluster becomes the active one (what the user works on next), in the same
+            // transaction: a replayed submission (same key) returned above changes nothing.
+            setting: sub
+                .new_cluster
+                .as_ref()
+                .map(|_| (super::ACTIVE_CLUSTER, sub.cluster.clone())),
+            creates: sub.new_cluster.clone(),
+        })
+        .await;
+    if let Err(e) = written {
         // The key's twin on another cluster (whose lock this one did not take) won the race:
         // answered as if it had been read before.
         if is_unique_violation(&e) {
@@ -114,24 +128,6 @@ pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
         created: true,
         warning: None,
     })
-}
-
-/// The one transaction of an accepted submission.
-async fn insert(
-    store: &Store,
-    cluster: &str,
-    new_cluster: Option<&(String, Value)>,
-    new: &NewOperation,
-) -> sqlx::Result<()> {
-    let mut tx = store.writer.begin().await?;
-    if let Some((region, spec)) = new_cluster {
-        Store::create_cluster(&mut tx, cluster, region, spec).await?;
-        // A new cluster becomes the active one (what the user works on next), in the same
-        // transaction: a replayed submission (same key) returned above changes nothing.
-        Store::put_setting(&mut tx, super::ACTIVE_CLUSTER, cluster).await?;
-    }
-    Store::insert_operation(&mut tx, new).await?;
-    tx.commit().await
 }
 
 /// The operation an earlier submission with the same `Idempotency-Key` started, if one did

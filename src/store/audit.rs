@@ -57,20 +57,12 @@ pub fn outcome_of(status: u16) -> &'static str {
     }
 }
 
-/// A row waiting for the next group commit, with who to tell once it is written.
-type Pending = (OwnedAudit, tokio::sync::oneshot::Sender<Result<(), String>>);
-
 /// Audit rows queued for one multi-row `INSERT`: a burst of changes costs the one writing
 /// connection a statement per batch instead of one per request.
-#[derive(Default)]
-pub struct AuditQueue {
-    pending: std::sync::Mutex<Vec<Pending>>,
-    /// Held by the request whose turn it is to write what is queued.
-    flushing: tokio::sync::Mutex<()>,
-}
+pub(super) type AuditQueue = super::group::GroupQueue<OwnedAudit, Result<(), String>>;
 
 /// A row as queued (owned: it outlives the request that made it).
-struct OwnedAudit {
+pub(super) struct OwnedAudit {
     at: String,
     actor: String,
     principal: String,
@@ -82,6 +74,8 @@ struct OwnedAudit {
     operation_id: Option<String>,
 }
 
+type Waiting = super::group::Waiting<OwnedAudit, Result<(), String>>;
+
 /// Rows per statement: 10 parameters each, well under SQLite's 32,766.
 const BATCH: usize = 500;
 
@@ -89,7 +83,6 @@ impl Store {
     /// Appends one entry, answering once it is committed. Entries queued meanwhile are written
     /// together (group commit): whoever takes the turn writes every row waiting, in order.
     pub async fn insert_audit(&self, a: &NewAudit<'_>) -> anyhow::Result<()> {
-        let (done, written) = tokio::sync::oneshot::channel();
         let row = OwnedAudit {
             at: now(),
             actor: a.actor.into(),
@@ -101,26 +94,14 @@ impl Store {
             request_id: a.request_id.into(),
             operation_id: a.operation_id.map(str::to_string),
         };
-        self.audit
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((row, done));
+        let writer = self.writer.clone();
+        match self
+            .audit
+            .join(row, |group| write_batch(writer, group))
+            .await
         {
-            let _turn = self.audit.flushing.lock().await;
-            let batch =
-                std::mem::take(&mut *self.audit.pending.lock().unwrap_or_else(|e| e.into_inner()));
-            if !batch.is_empty() {
-                // In a task of its own: a request dropped mid-write (its client gone) still
-                // lets the batch finish and every waiter hear of it.
-                let writer = self.writer.clone();
-                let flushed = tokio::spawn(write_batch(writer, batch));
-                let _ = flushed.await;
-            }
-        }
-        match written.await {
-            Ok(result) => result.map_err(anyhow::Error::msg),
-            Err(_) => anyhow::bail!("the audit batch holding this entry was dropped"),
+            Some(result) => result.map_err(anyhow::Error::msg),
+            None => anyhow::bail!("the audit batch holding this entry was dropped"),
         }
     }
 
@@ -166,10 +147,10 @@ impl Store {
 }
 
 /// Writes queued rows, [`BATCH`] to a statement, and tells each waiter how its row fared.
-async fn write_batch(writer: sqlx::SqlitePool, batch: Vec<Pending>) {
+async fn write_batch(writer: sqlx::SqlitePool, batch: Vec<Waiting>) {
     let mut batch = batch.into_iter().peekable();
     while batch.peek().is_some() {
-        let chunk: Vec<Pending> = batch.by_ref().take(BATCH).collect();
+        let chunk: Vec<Waiting> = batch.by_ref().take(BATCH).collect();
         let values = vec!["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"; chunk.len()].join(", ");
         let sql = format!(
             "INSERT INTO audit (at, actor, principal, method, route, path, status, outcome, request_id, operation_id)

@@ -155,6 +155,8 @@ pub struct Store {
     records: std::sync::Arc<std::sync::Mutex<records::Memo>>,
     /// Audit rows waiting for their group commit.
     audit: std::sync::Arc<audit::AuditQueue>,
+    /// Accepted submissions waiting for their group commit.
+    submissions: std::sync::Arc<submissions::SubmissionQueue>,
     /// Serialise the read-then-write of submissions on the same cluster (see [`ClusterLocks`]).
     pub cluster_locks: std::sync::Arc<ClusterLocks>,
 }
@@ -195,6 +197,7 @@ impl Store {
             revision: Default::default(),
             records: Default::default(),
             audit: Default::default(),
+            submissions: Default::default(),
             cluster_locks: Default::default(),
         })
     }
@@ -568,17 +571,20 @@ impl Store {
 
 mod audit;
 mod costs;
+mod group;
 mod locks;
 mod pages;
 mod records;
 mod rows;
 mod states;
+mod submissions;
 pub use audit::{AuditEntry, AuditFilter, NewAudit};
 pub use costs::{GpuSeconds, HeldGpus, NodeLifetime, SeenNode};
 pub use locks::ClusterLocks;
 pub use pages::StageRow;
 use rows::{cluster_of, operation_of, phase_of};
 pub use states::{Lifecycle, OpState, PhaseState};
+pub use submissions::NewSubmission;
 
 #[cfg(test)]
 mod tests;

@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::*;
 
-async fn store() -> (tempfile::TempDir, Store) {
+pub(super) async fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(dir.path()).await.unwrap();
     (dir, s)
