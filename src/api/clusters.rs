@@ -171,8 +171,15 @@ async fn cluster_status(
         serde_json::to_vec(&service::incluster::status_of(&name, &live))
             .map_err(anyhow::Error::from)
     })?;
+    let etag = axum::http::HeaderValue::try_from(etag).map_err(anyhow::Error::from)?;
     Ok((
-        [(CONTENT_TYPE, "application/json".to_string()), (ETAG, etag)],
+        [
+            (
+                CONTENT_TYPE,
+                axum::http::HeaderValue::from_static("application/json"),
+            ),
+            (ETAG, etag),
+        ],
         body,
     )
         .into_response())

@@ -6,6 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use axum::body::Bytes;
 use axum::http::header::{CONTENT_TYPE, LINK};
+use axum::http::HeaderValue;
 use axum::response::{IntoResponse as _, Response};
 use serde::Serialize;
 
@@ -18,7 +19,6 @@ const MAX_ENTRIES: usize = 256;
 #[derive(Default)]
 pub struct Memo(Mutex<HashMap<String, Entry>>);
 
-#[derive(Clone)]
 struct Entry {
     version: String,
     body: Bytes,
@@ -30,11 +30,13 @@ impl Memo {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn get(&self, key: &str, version: &str) -> Option<Entry> {
+    /// The body (and next page) of `key` at `version`: not the version string, which the
+    /// caller has (a hit on every poll costs no copy of it).
+    fn get(&self, key: &str, version: &str) -> Option<(Bytes, Option<String>)> {
         self.lock()
             .get(key)
             .filter(|e| e.version == version)
-            .cloned()
+            .map(|e| (e.body.clone(), e.next.clone()))
     }
 
     fn put(&self, key: &str, entry: Entry) {
@@ -52,8 +54,8 @@ impl Memo {
         version: &str,
         make: impl FnOnce() -> anyhow::Result<Vec<u8>>,
     ) -> anyhow::Result<Bytes> {
-        if let Some(e) = self.get(key, version) {
-            return Ok(e.body);
+        if let Some((body, _)) = self.get(key, version) {
+            return Ok(body);
         }
         let body = Bytes::from(make()?);
         self.put(
@@ -76,28 +78,34 @@ impl Memo {
         make: impl std::future::Future<Output = ApiResult<(T, Option<String>)>>,
     ) -> ApiResult<Response> {
         let version = revision.to_string();
-        let entry = match self.get(key, &version) {
-            Some(e) => e,
+        let (body, next) = match self.get(key, &version) {
+            Some(hit) => hit,
             None => {
                 let (list, next) = make.await?;
-                let entry = Entry {
-                    version,
-                    body: Bytes::from(serde_json::to_vec(&list).map_err(anyhow::Error::from)?),
-                    next,
-                };
-                self.put(key, entry.clone());
-                entry
+                let body = Bytes::from(serde_json::to_vec(&list).map_err(anyhow::Error::from)?);
+                self.put(
+                    key,
+                    Entry {
+                        version,
+                        body: body.clone(),
+                        next: next.clone(),
+                    },
+                );
+                (body, next)
             }
         };
-        Ok(paged(entry.body, entry.next))
+        Ok(paged(body, next))
     }
 }
 
 /// A JSON list answer, with `Link: <…>; rel="next"` when more follow.
 fn paged(body: Bytes, next: Option<String>) -> Response {
-    let json = (CONTENT_TYPE, "application/json".to_string());
+    let json = (CONTENT_TYPE, HeaderValue::from_static("application/json"));
     match next {
-        Some(url) => ([json, (LINK, format!("<{url}>; rel=\"next\""))], body).into_response(),
+        Some(url) => match HeaderValue::try_from(format!("<{url}>; rel=\"next\"")) {
+            Ok(link) => ([json, (LINK, link)], body).into_response(),
+            Err(_) => ([json], body).into_response(),
+        },
         None => ([json], body).into_response(),
     }
 }

@@ -34,7 +34,13 @@ pub async fn live_cluster(engine: &Engine, name: &str) -> ApiResult<crate::store
 
 /// Where the cluster's API server is, from what the `cluster` stage recorded.
 pub async fn kube_target(engine: &Engine, name: &str) -> ApiResult<KubeTarget> {
-    let record = live_cluster(engine, name).await?;
+    // Every status poll passes here: the memoized record is read, not copied.
+    let record = engine
+        .store()
+        .cluster_shared(name)
+        .await?
+        .filter(|c| c.status != crate::store::Lifecycle::Deleted)
+        .ok_or_else(|| cluster_not_found(name))?;
     target_of(&record).ok_or_else(|| ApiError::Conflict {
         slug: "stage-not-ready",
         detail: format!("`{name}` has no EKS cluster yet: run the cluster stage first"),

@@ -81,7 +81,8 @@ impl ClusterResources {
 
     /// Reads a record's `resources`; what does not parse counts as not recorded.
     pub fn of(resources: &Value) -> Self {
-        serde_json::from_value(resources.clone()).unwrap_or_default()
+        // Read from the borrowed tree: no copy of it first.
+        Self::deserialize(resources).unwrap_or_default()
     }
 }
 

@@ -3,6 +3,7 @@
 //! invalidated was read again by every request.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::rows::cluster_of;
 use super::{ClusterRecord, Store};
@@ -11,7 +12,7 @@ use super::{ClusterRecord, Store};
 #[derive(Default)]
 pub(super) struct Memo {
     /// Record (or its absence) by name, with the name's write count it was read at.
-    read: HashMap<String, (u64, Option<ClusterRecord>)>,
+    read: HashMap<String, (u64, Option<Arc<ClusterRecord>>)>,
     /// Writes per name. Never cleared: a count that went back to zero would make an old
     /// reading look current. It holds names written, so clusters, not request input.
     written: HashMap<String, u64>,
@@ -38,6 +39,15 @@ impl Store {
 
     /// One cluster's record, read again only when that name was written since the last read.
     pub async fn get_cluster(&self, name: &str) -> anyhow::Result<Option<ClusterRecord>> {
+        Ok(self
+            .cluster_shared(name)
+            .await?
+            .map(|r| ClusterRecord::clone(&r)))
+    }
+
+    /// [`Store::get_cluster`] without the copy: the record as memoized (every status poll
+    /// reads its cluster's record, and a deep copy of its JSON was most of the poll's cost).
+    pub async fn cluster_shared(&self, name: &str) -> anyhow::Result<Option<Arc<ClusterRecord>>> {
         // The count is taken before the query: a write committed meanwhile moves it on, so
         // what this query read is never kept as current.
         let writes = {
@@ -55,7 +65,7 @@ impl Store {
             .bind(name)
             .fetch_optional(&self.pool)
             .await?;
-        let record = row.as_ref().map(cluster_of).transpose()?;
+        let record = row.as_ref().map(cluster_of).transpose()?.map(Arc::new);
         let mut memo = self.memo();
         // Names come from requests: a flood of unknown ones must not grow the memo forever.
         if memo.read.len() >= 1024 {
