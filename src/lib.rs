@@ -32,9 +32,21 @@ use config::ServeConfig;
 use ops::{Engine, EngineConfig};
 use store::Store;
 
-/// Everything a request handler can reach.
+/// Everything a request handler can reach, behind one pointer: every request's extractor
+/// clones the state, and one shared count is one atomic step where a dozen fields were a dozen
+/// (each a cache line the two workers pass back and forth).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<AppParts>);
+
+impl std::ops::Deref for AppState {
+    type Target = AppParts;
+    fn deref(&self) -> &AppParts {
+        &self.0
+    }
+}
+
+/// The parts of [`AppState`].
+pub struct AppParts {
     /// Durable operations, the store and the cloud ports.
     pub engine: Engine,
     /// Host/Origin allow-list and token.
@@ -303,7 +315,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
             .map_err(|e| anyhow::anyhow!("INSTANTSTART_GRAFANA_WORKSPACE: {e}"))?;
     }
     let pod_packages = service::training::PodPackages::parse(config.pod_package_index.as_deref())?;
-    let state = AppState {
+    let state = AppState(Arc::new(AppParts {
         engine: engine.clone(),
         edge,
         sandbox,
@@ -317,7 +329,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         list_memo: Arc::default(),
         space_sessions: Arc::default(),
         price_book: Arc::default(),
-    };
+    }));
     let mcp = mcp::McpContext::new(
         format!("localhost:{port}"),
         config.token.as_ref().map(|t| t.0.clone()),

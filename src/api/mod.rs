@@ -155,11 +155,7 @@ fn is_public(path: &str) -> bool {
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// DNS-rebinding guard, token check and the sandbox header, for every route (REST, MCP, UI).
-pub async fn edge(
-    State(state): State<std::sync::Arc<AppState>>,
-    request: Request,
-    next: Next,
-) -> Response {
+pub async fn edge(State(state): State<AppState>, request: Request, next: Next) -> Response {
     use axum::response::IntoResponse;
     let policy = &state.edge;
     let headers = request.headers();
@@ -345,11 +341,7 @@ async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Api
 /// boxed service and future): the audit trail of a change, outside the request's span and
 /// access line (so the answer it records already carries its request id), then the body read
 /// first.
-async fn per_route(
-    State(state): State<std::sync::Arc<AppState>>,
-    request: Request,
-    next: Next,
-) -> Response {
+async fn per_route(State(state): State<AppState>, request: Request, next: Next) -> Response {
     audit::record(&state, request, |request| {
         trace::trace(request, |request| body_first(request, next))
     })
@@ -477,8 +469,6 @@ where
 {
     let (rest, doc) = rest().split_for_parts();
     openapi::keep(doc);
-    // The edge layers take the state behind one Arc: a request clones a pointer, not the state.
-    let shared = std::sync::Arc::new(state.clone());
     let api = rest
         .merge(ui::router())
         .route("/api/events", axum::routing::get(events::events))
@@ -489,13 +479,13 @@ where
         .route("/api/openapi.json", axum::routing::get(openapi::serve))
         .route("/metrics", axum::routing::get(metrics))
         .route_layer(axum::middleware::from_fn_with_state(
-            shared.clone(),
+            state.clone(),
             per_route,
         ))
         .nest_service("/mcp", mcp)
         .fallback(|| async { ApiError::not_found("route") })
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT));
-    api.layer(axum::middleware::from_fn_with_state(shared, edge))
+    api.layer(axum::middleware::from_fn_with_state(state.clone(), edge))
         .with_state(state)
 }
 
