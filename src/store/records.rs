@@ -1,6 +1,8 @@
 //! Cluster records read once and kept until their name is written: every request on a
 //! cluster reads its record, and during a burst of creations a memo that any write anywhere
-//! invalidated was read again by every request.
+//! invalidated was read again by every request. Requests that ask for the same record while
+//! it is being read wait for that one read: each query is a hand-off to a SQLite thread and
+//! back, and four submissions arriving together for one new name made four.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,7 +18,12 @@ pub(super) struct Memo {
     /// Writes per name. Never cleared: a count that went back to zero would make an old
     /// reading look current. It holds names written, so clusters, not request input.
     written: HashMap<String, u64>,
+    /// Reads under way, by name, with the write count each started at.
+    reading: HashMap<String, (u64, Reading)>,
 }
+
+/// One read of a record, shared by every caller asking for it meanwhile.
+type Reading = Arc<tokio::sync::OnceCell<Option<Arc<ClusterRecord>>>>;
 
 impl Memo {
     fn writes(&self, name: &str) -> u64 {
@@ -50,23 +57,51 @@ impl Store {
     pub async fn cluster_shared(&self, name: &str) -> anyhow::Result<Option<Arc<ClusterRecord>>> {
         // The count is taken before the query: a write committed meanwhile moves it on, so
         // what this query read is never kept as current.
-        let writes = {
-            let memo = self.memo();
+        let (writes, reading) = {
+            let mut memo = self.memo();
             let writes = memo.writes(name);
             if let Some((at, record)) = memo.read.get(name) {
                 if *at == writes {
                     return Ok(record.clone());
                 }
             }
-            writes
+            let reading = match memo.reading.get(name) {
+                Some((at, reading)) if *at == writes => reading.clone(),
+                _ => {
+                    // Abandoned reads (their callers gone) must not pile up: names come from
+                    // requests. Forgetting one only costs a read more.
+                    if memo.reading.len() >= 1024 {
+                        memo.reading.clear();
+                    }
+                    let reading = Reading::default();
+                    memo.reading
+                        .insert(name.to_string(), (writes, reading.clone()));
+                    reading
+                }
+            };
+            (writes, reading)
         };
-        self.count_read();
-        let row = sqlx::query("SELECT * FROM clusters WHERE name = ?")
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await?;
-        let record = row.as_ref().map(cluster_of).transpose()?.map(Arc::new);
+        // The first caller queries; the others wait for its answer (or, if it fails, the
+        // next one tries).
+        let record = reading
+            .get_or_try_init(|| async {
+                self.count_read();
+                let row = sqlx::query("SELECT * FROM clusters WHERE name = ?")
+                    .bind(name)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                anyhow::Ok(row.as_ref().map(cluster_of).transpose()?.map(Arc::new))
+            })
+            .await?
+            .clone();
         let mut memo = self.memo();
+        if memo
+            .reading
+            .get(name)
+            .is_some_and(|(_, r)| Arc::ptr_eq(r, &reading))
+        {
+            memo.reading.remove(name);
+        }
         // Names come from requests: a flood of unknown ones must not grow the memo forever.
         if memo.read.len() >= 1024 {
             memo.read.clear();
@@ -75,5 +110,32 @@ impl Store {
             memo.read.insert(name.to_string(), (writes, record.clone()));
         }
         Ok(record)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test]
+    async fn callers_asking_for_one_record_at_once_share_one_query() {
+        let (_d, s) = crate::store::tests::store().await;
+        let before = s.reads();
+        // Sixteen callers at once for one name (absent), then for another: one query each.
+        let absent = futures::future::join_all((0..16).map(|_| s.get_cluster("new"))).await;
+        assert!(absent.iter().all(|r| matches!(r, Ok(None))));
+        assert_eq!(s.reads() - before, 1);
+        let mut tx = s.writer.begin().await.unwrap();
+        crate::store::Store::create_cluster(&mut tx, "new", "us-west-2", &serde_json::json!({}))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        s.record_written("new");
+        // Written since: read again, once, and every caller sees the record.
+        let read = futures::future::join_all((0..16).map(|_| s.get_cluster("new"))).await;
+        assert!(read.iter().all(|r| r
+            .as_ref()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|c| c.name == "new")));
+        assert_eq!(s.reads() - before, 2);
     }
 }
