@@ -204,38 +204,6 @@ impl Store {
 
     // --- operations ---------------------------------------------------------------------------
 
-    pub async fn insert_operation(tx: &mut Tx<'_>, op: &NewOperation) -> sqlx::Result<()> {
-        let now = now();
-        sqlx::query(
-            "INSERT INTO operations (id, kind, cluster, params_json, idempotency_key, request_hash,
-                                     state, actor, parent_id, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
-        )
-        .bind(&op.id)
-        .bind(&op.kind)
-        .bind(&op.cluster)
-        .bind(op.params.to_string())
-        .bind(&op.idempotency_key)
-        .bind(&op.request_hash)
-        .bind(&op.actor)
-        .bind(&op.parent_id)
-        .bind(&now)
-        .bind(&now)
-        .execute(&mut **tx)
-        .await?;
-        // One statement for all phases (each statement is a wait on the one connection that
-        // writes): the names as a JSON array, numbered by their position.
-        sqlx::query(
-            "INSERT INTO phases (operation_id, seq, name, state)
-             SELECT ?, CAST(key AS INTEGER), value, 'pending' FROM json_each(?)",
-        )
-        .bind(&op.id)
-        .bind(serde_json::to_string(&op.phases).unwrap_or_else(|_| "[]".into()))
-        .execute(&mut **tx)
-        .await?;
-        Ok(())
-    }
-
     /// The id and request hash of the operation holding an idempotency key.
     pub async fn find_by_key(&self, key: &str) -> sqlx::Result<Option<(String, Option<String>)>> {
         let row = sqlx::query("SELECT id, request_hash FROM operations WHERE idempotency_key = ?")
@@ -446,41 +414,6 @@ impl Store {
     }
 
     // --- clusters -----------------------------------------------------------------------------
-
-    /// The record of a cluster being created, in one statement: a new name, or one whose
-    /// earlier cluster was deleted (its record is replaced). A record that is not `deleted` is
-    /// never overwritten: that is refused, as a plain insert would be. The caller, having
-    /// committed, calls [`Store::record_written`] and [`Store::changed`].
-    pub async fn create_cluster(
-        tx: &mut Tx<'_>,
-        name: &str,
-        region: &str,
-        spec: &Value,
-    ) -> sqlx::Result<()> {
-        let now = now();
-        // Every column is set (to its default where the insert leaves it), so the replaced
-        // record keeps nothing of the deleted one.
-        let done = sqlx::query(
-            "INSERT INTO clusters (name, region, spec_json, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?4)
-             ON CONFLICT(name) DO UPDATE SET region = excluded.region,
-                 spec_json = excluded.spec_json, resources_json = '{}', status = 'active',
-                 created_at = excluded.created_at, updated_at = excluded.updated_at
-             WHERE clusters.status = 'deleted'",
-        )
-        .bind(name)
-        .bind(region)
-        .bind(spec.to_string())
-        .bind(&now)
-        .execute(&mut **tx)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Err(sqlx::Error::Protocol(format!(
-                "cluster `{name}` exists and is not deleted"
-            )));
-        }
-        Ok(())
-    }
 
     pub async fn list_clusters(&self) -> anyhow::Result<Vec<ClusterRecord>> {
         let rows =

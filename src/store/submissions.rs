@@ -1,5 +1,5 @@
-//! Accepted submissions written in groups: each waits for one transaction holding every
-//! submission queued meanwhile. Every statement is a wait on the one writing connection, so a
+//! New operations and cluster records, and accepted submissions written in groups: each
+//! waits for one transaction holding every submission queued meanwhile. Every statement is a wait on the one writing connection, so a
 //! burst of 50 creations cost 50 transactions of five statements each, one after another,
 //! and the last one accepted waited for all of them; a group costs the same six statements
 //! whatever its size.
@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 
 use super::group::{GroupQueue, Waiting};
-use super::{now, NewOperation, Store};
+use super::{now, NewOperation, Store, Tx};
 
 /// An accepted submission, as written.
 pub struct NewSubmission {
@@ -39,6 +39,104 @@ impl Store {
                     "the group holding this submission was dropped".into(),
                 ))
             })
+    }
+}
+
+impl Store {
+    /// One operation and its phases (all pending).
+    pub async fn insert_operation(tx: &mut Tx<'_>, op: &NewOperation) -> sqlx::Result<()> {
+        Self::insert_operations(tx, &[op]).await
+    }
+
+    /// Operations and their phases (all pending): one statement for each table, however many
+    /// (each statement is a wait on the one connection that writes).
+    pub async fn insert_operations(tx: &mut Tx<'_>, ops: &[&NewOperation]) -> sqlx::Result<()> {
+        let now = now();
+        let sql = format!(
+            "INSERT INTO operations (id, kind, cluster, params_json, idempotency_key, request_hash,
+                                     state, actor, parent_id, created_at, updated_at)
+             VALUES {}",
+            vec!["(?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)"; ops.len()].join(", ")
+        );
+        let mut query = sqlx::query(&sql);
+        for op in ops {
+            query = query
+                .bind(&op.id)
+                .bind(&op.kind)
+                .bind(&op.cluster)
+                .bind(op.params.to_string())
+                .bind(&op.idempotency_key)
+                .bind(&op.request_hash)
+                .bind(&op.actor)
+                .bind(&op.parent_id)
+                .bind(&now)
+                .bind(&now);
+        }
+        query.execute(&mut **tx).await?;
+        // Every operation's phases: `[[id, [names…]], …]`, numbered by their position.
+        let phases = json!(ops
+            .iter()
+            .map(|op| json!([op.id, op.phases]))
+            .collect::<Vec<_>>());
+        sqlx::query(
+            "INSERT INTO phases (operation_id, seq, name, state)
+             SELECT json_extract(o.value, '$[0]'), CAST(p.key AS INTEGER), p.value, 'pending'
+             FROM json_each(?) AS o, json_each(o.value, '$[1]') AS p",
+        )
+        .bind(phases.to_string())
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// The record of a cluster being created, in one statement: a new name, or one whose
+    /// earlier cluster was deleted (its record is replaced). A record that is not `deleted` is
+    /// never overwritten: that is refused, as a plain insert would be. The caller, having
+    /// committed, calls [`Store::record_written`] and [`Store::changed`].
+    pub async fn create_cluster(
+        tx: &mut Tx<'_>,
+        name: &str,
+        region: &str,
+        spec: &Value,
+    ) -> sqlx::Result<()> {
+        Self::create_clusters(tx, &[(name, region, spec)]).await
+    }
+
+    /// [`Store::create_cluster`] for several (name, region, spec), in one statement; refused
+    /// as a whole if any of them has a record that is not deleted.
+    pub async fn create_clusters(
+        tx: &mut Tx<'_>,
+        new: &[(&str, &str, &Value)],
+    ) -> sqlx::Result<()> {
+        let now = now();
+        // Every column is set (to its default where the insert leaves it), so the replaced
+        // record keeps nothing of the deleted one.
+        let sql = format!(
+            "INSERT INTO clusters (name, region, spec_json, created_at, updated_at) VALUES {}
+             ON CONFLICT(name) DO UPDATE SET region = excluded.region,
+                 spec_json = excluded.spec_json, resources_json = '{{}}', status = 'active',
+                 created_at = excluded.created_at, updated_at = excluded.updated_at
+             WHERE clusters.status = 'deleted'",
+            vec!["(?, ?, ?, ?, ?)"; new.len()].join(", ")
+        );
+        let mut query = sqlx::query(&sql);
+        for (name, region, spec) in new {
+            query = query
+                .bind(*name)
+                .bind(*region)
+                .bind(spec.to_string())
+                .bind(&now)
+                .bind(&now);
+        }
+        let done = query.execute(&mut **tx).await?;
+        if done.rows_affected() != new.len() as u64 {
+            let names: Vec<_> = new.iter().map(|(n, _, _)| format!("`{n}`")).collect();
+            return Err(sqlx::Error::Protocol(format!(
+                "cluster {} exists and is not deleted",
+                names.join(" or ")
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -78,37 +176,17 @@ async fn write_alone(writer: &sqlx::SqlitePool, sub: &NewSubmission) -> sqlx::Re
 /// Every submission of the group in one transaction, a statement per table; any failure
 /// rolls it all back (the caller then writes each alone).
 async fn write_together(writer: &sqlx::SqlitePool, subs: &[&NewSubmission]) -> sqlx::Result<()> {
-    let now = now();
     let mut tx = writer.begin().await?;
     let creating: Vec<_> = subs
         .iter()
-        .filter_map(|s| s.creates.as_ref().map(|c| (&s.operation.cluster, c)))
+        .filter_map(|s| {
+            s.creates
+                .as_ref()
+                .map(|(region, spec)| (s.operation.cluster.as_str(), region.as_str(), spec))
+        })
         .collect();
     if !creating.is_empty() {
-        // As `Store::create_cluster`, for many: a record is replaced only when deleted.
-        let sql = format!(
-            "INSERT INTO clusters (name, region, spec_json, created_at, updated_at) VALUES {}
-             ON CONFLICT(name) DO UPDATE SET region = excluded.region,
-                 spec_json = excluded.spec_json, resources_json = '{{}}', status = 'active',
-                 created_at = excluded.created_at, updated_at = excluded.updated_at
-             WHERE clusters.status = 'deleted'",
-            vec!["(?, ?, ?, ?, ?)"; creating.len()].join(", ")
-        );
-        let mut query = sqlx::query(&sql);
-        for (name, (region, spec)) in &creating {
-            query = query
-                .bind(name.as_str())
-                .bind(region)
-                .bind(spec.to_string())
-                .bind(&now)
-                .bind(&now);
-        }
-        let done = query.execute(&mut *tx).await?;
-        if done.rows_affected() != creating.len() as u64 {
-            return Err(sqlx::Error::Protocol(
-                "a cluster of the group exists".into(),
-            ));
-        }
+        Store::create_clusters(&mut tx, &creating).await?;
     }
     // The last value of each setting wins, as if written one after another.
     let mut settings: Vec<(&str, &str)> = Vec::new();
@@ -119,40 +197,8 @@ async fn write_together(writer: &sqlx::SqlitePool, subs: &[&NewSubmission]) -> s
     for (key, value) in settings {
         Store::put_setting(&mut tx, key, value).await?;
     }
-    let sql = format!(
-        "INSERT INTO operations (id, kind, cluster, params_json, idempotency_key, request_hash,
-                                 state, actor, parent_id, created_at, updated_at)
-         VALUES {}",
-        vec!["(?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)"; subs.len()].join(", ")
-    );
-    let mut query = sqlx::query(&sql);
-    for op in subs.iter().map(|s| &s.operation) {
-        query = query
-            .bind(&op.id)
-            .bind(&op.kind)
-            .bind(&op.cluster)
-            .bind(op.params.to_string())
-            .bind(&op.idempotency_key)
-            .bind(&op.request_hash)
-            .bind(&op.actor)
-            .bind(&op.parent_id)
-            .bind(&now)
-            .bind(&now);
-    }
-    query.execute(&mut *tx).await?;
-    // Every operation's phases in one statement: `[[id, [names…]], …]`, numbered by position.
-    let phases = json!(subs
-        .iter()
-        .map(|s| json!([s.operation.id, s.operation.phases]))
-        .collect::<Vec<_>>());
-    sqlx::query(
-        "INSERT INTO phases (operation_id, seq, name, state)
-         SELECT json_extract(o.value, '$[0]'), CAST(p.key AS INTEGER), p.value, 'pending'
-         FROM json_each(?) AS o, json_each(o.value, '$[1]') AS p",
-    )
-    .bind(phases.to_string())
-    .execute(&mut *tx)
-    .await?;
+    let ops: Vec<_> = subs.iter().map(|s| &s.operation).collect();
+    Store::insert_operations(&mut tx, &ops).await?;
     tx.commit().await
 }
 
