@@ -430,9 +430,10 @@ pub async fn node_evidence(engine: &Engine, cluster: &str, id: &str) -> ApiResul
 pub async fn cluster_evidence(engine: &Engine, cluster: &str) -> ApiResult<ClusterEvidence> {
     let record = live_cluster(engine, cluster).await?;
     let resources = ClusterResources::of(&record.resources);
+    // Kind, state, id and error are read; phases are not.
     let failed_stages: Vec<FailedStage> = engine
         .store()
-        .latest_per_kind(cluster)
+        .latest_heads(cluster)
         .await?
         .into_iter()
         .filter(|op| op.state == crate::store::OpState::Failed)

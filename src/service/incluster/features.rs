@@ -21,7 +21,8 @@ pub struct FeaturesView {
 
 pub async fn features(engine: &Engine, name: &str, allowed: &[String]) -> ApiResult<FeaturesView> {
     let target = kube_target(engine, name).await?;
-    let latest = engine.store().latest_per_kind(name).await?;
+    // Kind, state, id and params are read; phases are not (one query, not one more per operation).
+    let latest = engine.store().latest_heads(name).await?;
     let hyperpod = crate::service::records::hyperpod_name_of(engine, name).await?;
     let mut out = Vec::new();
     for f in crate::service::steps::features::FEATURES {
