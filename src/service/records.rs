@@ -24,9 +24,18 @@ pub async fn hyperpod_name_of(engine: &Engine, name: &str) -> ApiResult<String> 
 
 /// The cluster's record, unless it does not exist or was deleted (404).
 pub async fn live_cluster(engine: &Engine, name: &str) -> ApiResult<crate::store::ClusterRecord> {
+    let record = live_shared(engine, name).await?;
+    Ok(crate::store::ClusterRecord::clone(&record))
+}
+
+/// [`live_cluster`] as memoized, without a copy: what a hot path reads.
+async fn live_shared(
+    engine: &Engine,
+    name: &str,
+) -> ApiResult<std::sync::Arc<crate::store::ClusterRecord>> {
     engine
         .store()
-        .get_cluster(name)
+        .cluster_shared(name)
         .await?
         .filter(|c| c.status != crate::store::Lifecycle::Deleted)
         .ok_or_else(|| cluster_not_found(name))
@@ -35,12 +44,7 @@ pub async fn live_cluster(engine: &Engine, name: &str) -> ApiResult<crate::store
 /// Where the cluster's API server is, from what the `cluster` stage recorded.
 pub async fn kube_target(engine: &Engine, name: &str) -> ApiResult<KubeTarget> {
     // Every status poll passes here: the memoized record is read, not copied.
-    let record = engine
-        .store()
-        .cluster_shared(name)
-        .await?
-        .filter(|c| c.status != crate::store::Lifecycle::Deleted)
-        .ok_or_else(|| cluster_not_found(name))?;
+    let record = live_shared(engine, name).await?;
     target_of(&record).ok_or_else(|| ApiError::Conflict {
         slug: "stage-not-ready",
         detail: format!("`{name}` has no EKS cluster yet: run the cluster stage first"),

@@ -111,9 +111,6 @@ pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
         }
         return Err(e.into());
     }
-    if sub.new_cluster.is_some() {
-        store.record_written(&sub.cluster);
-    }
     store.changed();
     drop(guard);
     tracing::info!(operation_id = %id, kind = %sub.kind, cluster = %sub.cluster, actor = %sub.actor, "operation submitted");

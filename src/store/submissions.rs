@@ -29,8 +29,11 @@ impl Store {
     /// it brings) in one transaction, answering once that is committed. A submission that
     /// cannot be written with its group (an idempotency key or a cluster name taken meanwhile)
     /// is written alone, so its error is its own and the others are not held back by it.
+    /// A cluster record it creates is marked written ([`Store::record_written`]).
     pub async fn insert_submission(&self, sub: NewSubmission) -> sqlx::Result<()> {
         let writer = self.writer.clone();
+        // A record written is marked so here, as every write to the clusters table is.
+        let creates = sub.creates.is_some().then(|| sub.operation.cluster.clone());
         self.submissions
             .join(sub, |group| write_groups(writer, group))
             .await
@@ -38,7 +41,11 @@ impl Store {
                 Err(sqlx::Error::Protocol(
                     "the group holding this submission was dropped".into(),
                 ))
-            })
+            })?;
+        if let Some(name) = creates {
+            self.record_written(&name);
+        }
+        Ok(())
     }
 }
 
