@@ -6,6 +6,9 @@
 //! `burst <host:port> <path> <file>`: one POST per line of `file` (a JSON body), each on its own
 //! connection, all connected first and then sent at once; prints one `status ms answer` line per
 //! request (the answer's body on one line), so a burst is timed without the client's queueing.
+//! `floor <port>`: serves `200 ok` to every request on 127.0.0.1:`port` with two worker threads
+//! (as the server has here) and does nothing else, so wrk against it shows what this machine's
+//! scheduler and loopback cost before any server does any work: the floor of every latency.
 
 use std::time::{Duration, Instant};
 
@@ -58,11 +61,44 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1000.0
 }
 
-#[tokio::main]
+/// The `floor` mode: a keep-alive HTTP/1.1 responder that answers each request (a read that
+/// ends a head; wrk does not pipeline) with the same two bytes.
+async fn floor(port: u16) {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .expect("bind");
+    println!("READY");
+    loop {
+        let Ok((mut s, _)) = listener.accept().await else {
+            continue;
+        };
+        tokio::spawn(async move {
+            s.set_nodelay(true).ok();
+            let mut buf = [0u8; 8192];
+            let mut head = Vec::new();
+            while let Ok(n @ 1..) = s.read(&mut buf).await {
+                head.extend_from_slice(&buf[..n]);
+                if head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    head.clear();
+                    let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                    if s.write_all(ok).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+    }
+}
+
+#[tokio::main(worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.len() == 3 && args[1] == "floor" {
+        return floor(args[2].parse().expect("port")).await;
+    }
     let usage =
-        "usage: loadgen seq <host:port> <path> <count> [header] | burst <host:port> <path> <file>";
+        "usage: loadgen seq <host:port> <path> <count> [header] | burst <host:port> <path> <file> \
+         | floor <port>";
     if args.len() < 5 {
         eprintln!("{usage}");
         std::process::exit(2);

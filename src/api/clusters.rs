@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::extract::{ClusterName, Started};
+use super::memo::AcceptsGzip;
 use super::ApiJson;
 use crate::error::{ApiResult, Problem};
 use crate::service::start::{self, Caller};
@@ -41,11 +42,14 @@ pub struct ClustersQuery {
 /// full record is cluster_get), by name. Call first: never create what already exists.
 #[utoipa::path(get, path = "/api/clusters", operation_id = "cluster_list", params(ClustersQuery),
     responses((status = 200, body = [service::ClusterSummary],
-               headers(("Link" = String, description = "`<…?cursor=…>; rel=\"next\"` when more follow"))),
+               headers(("Link" = String, description = "`<…?cursor=…>; rel=\"next\"` when more follow"),
+                       ("Content-Encoding" = String, description = "`gzip` when the request's Accept-Encoding takes it (answers of 1 KiB or more)"),
+                       ("Vary" = String, description = "`accept-encoding`"))),
               (status = 422, body = Problem)))]
 async fn list_clusters(
     State(state): State<AppState>,
     uri: axum::http::Uri,
+    gzip: AcceptsGzip,
     query: Result<axum::extract::Query<ClustersQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<axum::response::Response> {
     let axum::extract::Query(q) =
@@ -58,7 +62,10 @@ async fn list_clusters(
             next.map(|c| format!("/api/clusters?limit={}&cursor={c}", q.limit.unwrap_or(100)));
         Ok((list, next))
     };
-    state.list_memo.page(&uri.to_string(), revision, page).await
+    state
+        .list_memo
+        .page(&uri.to_string(), revision, gzip, page)
+        .await
 }
 
 /// Create the network (VPC, subnets, NAT, security groups, S3 endpoint) and the EKS control plane.
@@ -147,15 +154,18 @@ async fn forget_cluster(
 #[utoipa::path(get, path = "/api/clusters/{name}/status", operation_id = "cluster_status",
     extensions(("x-mcp" = json!({"openWorld": true}))),
     params(("name" = String, Path), ("If-None-Match" = Option<String>, Header, pattern = r"^[\x21-\x7e]+( *, *[\x21-\x7e]+)*$", description = "an ETag of an earlier answer")),
-    responses((status = 200, body = service::incluster::ClusterStatus, headers(("ETag" = String, description = "weak; changes with the view"))),
+    responses((status = 200, body = service::incluster::ClusterStatus, headers(("ETag" = String, description = "weak; changes with the view"),
+                       ("Content-Encoding" = String, description = "`gzip` when the request's Accept-Encoding takes it (answers of 1 KiB or more)"),
+                       ("Vary" = String, description = "`accept-encoding`"))),
                (status = 304, description = "unchanged since the ETag given"),
                (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn cluster_status(
     State(state): State<AppState>,
     ClusterName(name): ClusterName,
+    gzip: AcceptsGzip,
     headers: axum::http::HeaderMap,
 ) -> ApiResult<axum::response::Response> {
-    use axum::http::header::{CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+    use axum::http::header::{ETAG, IF_NONE_MATCH};
     use axum::response::IntoResponse as _;
     let live = service::incluster::live_state(&state.engine, &name).await?;
     let etag = format!("W/\"{}\"", live.cache.revision);
@@ -164,25 +174,21 @@ async fn cluster_status(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
     if unchanged {
-        return Ok((axum::http::StatusCode::NOT_MODIFIED, [(ETAG, etag)]).into_response());
+        // With the headers a 200 would carry that describe it (RFC 9110 §15.4.5).
+        let vary = axum::http::HeaderValue::from_static("accept-encoding");
+        let etag = axum::http::HeaderValue::try_from(etag).map_err(anyhow::Error::from)?;
+        let headers = [(ETAG, etag), (axum::http::header::VARY, vary)];
+        return Ok((axum::http::StatusCode::NOT_MODIFIED, headers).into_response());
     }
     // Serialized once per change of the view, then the same bytes for every reader.
-    let body = state.status_memo.bytes(&name, &etag, || {
+    let body = state.status_memo.body(&name, &etag, || {
         serde_json::to_vec(&service::incluster::status_of(&name, &live))
             .map_err(anyhow::Error::from)
     })?;
     let etag = axum::http::HeaderValue::try_from(etag).map_err(anyhow::Error::from)?;
-    Ok((
-        [
-            (
-                CONTENT_TYPE,
-                axum::http::HeaderValue::from_static("application/json"),
-            ),
-            (ETAG, etag),
-        ],
-        body,
-    )
-        .into_response())
+    let mut response = body.response(gzip);
+    response.headers_mut().insert(ETAG, etag);
+    Ok(response)
 }
 
 #[derive(Serialize, ToSchema)]

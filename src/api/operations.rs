@@ -12,6 +12,7 @@ use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::extract::OperationId;
+use super::memo::AcceptsGzip;
 use crate::error::{ApiError, ApiResult, Problem};
 use crate::service;
 use crate::store::Operation;
@@ -44,11 +45,14 @@ struct OperationsQuery {
 /// Operations, newest first, optionally for one cluster or in one state.
 #[utoipa::path(get, path = "/api/operations", operation_id = "operation_list", params(OperationsQuery),
     responses((status = 200, body = [Operation],
-               headers(("Link" = String, description = "`<…?cursor=…>; rel=\"next\"` when more follow"))),
+               headers(("Link" = String, description = "`<…?cursor=…>; rel=\"next\"` when more follow"),
+                       ("Content-Encoding" = String, description = "`gzip` when the request's Accept-Encoding takes it (answers of 1 KiB or more)"),
+                       ("Vary" = String, description = "`accept-encoding`"))),
               (status = 422, body = Problem)))]
 async fn list_operations(
     State(state): State<AppState>,
     uri: axum::http::Uri,
+    gzip: AcceptsGzip,
     query: Result<Query<OperationsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(q) = query.map_err(|e| ApiError::validation("query", e.body_text()))?;
@@ -76,7 +80,10 @@ async fn list_operations(
         });
         Ok((ops, next))
     };
-    state.list_memo.page(&uri.to_string(), revision, page).await
+    state
+        .list_memo
+        .page(&uri.to_string(), revision, gzip, page)
+        .await
 }
 
 /// Percent-encodes what a query value must not carry raw.

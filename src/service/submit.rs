@@ -200,28 +200,38 @@ pub(super) async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResul
     {
         return Ok(());
     }
+    if sub.new_cluster.is_some() {
+        if let Some(c) = existing.filter(|c| c.status != crate::store::Lifecycle::Deleted) {
+            // The operation that created it: remembered when this process wrote the record
+            // (a burst of creations refuses three of every four without reading the
+            // operations), else the latest that could have.
+            let creator = match store.creator_of(&c.name) {
+                Some(id) => Some(id),
+                None => {
+                    let latest = store.latest_heads(&sub.cluster).await?;
+                    latest
+                        .iter()
+                        .find(|o| o.kind == OpKind::Pipeline)
+                        .or_else(|| latest.iter().find(|o| o.kind == OpKind::Cluster))
+                        .or(latest.first())
+                        .map(|o| o.id.clone())
+                }
+            };
+            return Err(ApiError::Conflict {
+                slug: "cluster-exists",
+                detail: format!("cluster `{}` already exists", c.name),
+                field: Some("name".into()),
+                operation_id: creator,
+            });
+        }
+        return Ok(());
+    }
     let latest = store.latest_heads(&sub.cluster).await?;
     let running = |kind: OpKind| {
         latest
             .iter()
             .find(|o| o.kind == kind && !o.state.is_terminal())
     };
-    if sub.new_cluster.is_some() {
-        if let Some(c) = existing.filter(|c| c.status != crate::store::Lifecycle::Deleted) {
-            let op = latest
-                .iter()
-                .find(|o| o.kind == OpKind::Pipeline)
-                .or_else(|| latest.iter().find(|o| o.kind == OpKind::Cluster))
-                .or(latest.first());
-            return Err(ApiError::Conflict {
-                slug: "cluster-exists",
-                detail: format!("cluster `{}` already exists", c.name),
-                field: Some("name".into()),
-                operation_id: op.map(|o| o.id.clone()),
-            });
-        }
-        return Ok(());
-    }
     let Some(cluster) = existing.filter(|c| c.status != crate::store::Lifecycle::Deleted) else {
         return Err(ApiError::not_found(format!("cluster `{}`", sub.cluster)));
     };
@@ -419,5 +429,62 @@ mod tests {
             conflicting_op(check_conflicts(&store, &same).await).as_deref(),
             Some("op-0")
         );
+    }
+
+    #[tokio::test]
+    async fn a_taken_name_is_refused_naming_its_creator_without_reading_the_operations() {
+        // A record written before this process (no creator remembered): found by the query.
+        let (_d, store) = store_with("demo", &[("pipeline", json!({}))]).await;
+        let mut again = sub("pipeline", json!({}));
+        again.new_cluster = Some(("us-west-2".into(), json!({})));
+        let r = check_conflicts(&store, &again).await;
+        assert_eq!(conflicting_op(r).as_deref(), Some("op-0"));
+
+        // A record this process created: its creator is named, and only the record is read.
+        let op = |id: &str, cluster: &str| NewOperation {
+            id: id.into(),
+            kind: "pipeline".into(),
+            cluster: cluster.into(),
+            params: json!({}),
+            idempotency_key: None,
+            request_hash: None,
+            actor: "api".into(),
+            parent_id: None,
+            phases: vec!["x".into()],
+        };
+        let create = |id: &str| NewSubmission {
+            operation: op(id, "fresh"),
+            creates: Some(("us-west-2".into(), json!({}))),
+            setting: None,
+        };
+        store.insert_submission(create("op-fresh")).await.unwrap();
+        // A later operation of another kind on it does not change who created it.
+        let mut tx = store.writer.begin().await.unwrap();
+        let mut later = op("op-later", "fresh");
+        later.kind = "features".into();
+        Store::insert_operation(&mut tx, &later).await.unwrap();
+        tx.commit().await.unwrap();
+        let mut taken = sub("pipeline", json!({}));
+        taken.cluster = "fresh".into();
+        taken.new_cluster = Some(("us-west-2".into(), json!({})));
+        store.get_cluster("fresh").await.unwrap();
+        let before = store.reads();
+        let r = check_conflicts(&store, &taken).await;
+        assert_eq!(conflicting_op(r).as_deref(), Some("op-fresh"));
+        assert_eq!(
+            store.reads(),
+            before,
+            "the record was memoized; nothing else is read"
+        );
+
+        // Deleted and created again by another operation: that one is named.
+        store
+            .set_cluster_status("fresh", crate::store::Lifecycle::Deleted)
+            .await
+            .unwrap();
+        assert!(check_conflicts(&store, &taken).await.is_ok());
+        store.insert_submission(create("op-again")).await.unwrap();
+        let r = check_conflicts(&store, &taken).await;
+        assert_eq!(conflicting_op(r).as_deref(), Some("op-again"));
     }
 }

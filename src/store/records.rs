@@ -20,6 +20,9 @@ pub(super) struct Memo {
     written: HashMap<String, u64>,
     /// Reads under way, by name, with the write count each started at.
     reading: HashMap<String, (u64, Reading)>,
+    /// The operation that created each record this process wrote (names of clusters, like
+    /// `written`): a refused creation names it without a query of the operations.
+    creators: HashMap<String, String>,
 }
 
 /// One read of a record, shared by every caller asking for it meanwhile.
@@ -42,6 +45,20 @@ impl Store {
         let mut memo = self.memo();
         *memo.written.entry(name.to_string()).or_default() += 1;
         memo.read.remove(name);
+    }
+
+    /// Records that `operation` created `name`'s record (after the commit that did).
+    pub fn record_created(&self, name: &str, operation: &str) {
+        self.memo()
+            .creators
+            .insert(name.to_string(), operation.to_string());
+    }
+
+    /// The operation that created `name`'s current record, when this process wrote it: a
+    /// creation refused because the name is taken points at it. A record this process has not
+    /// created (written before it started) has none here, and the caller asks the operations.
+    pub fn creator_of(&self, name: &str) -> Option<String> {
+        self.memo().creators.get(name).cloned()
     }
 
     /// One cluster's record, read again only when that name was written since the last read.

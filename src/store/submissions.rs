@@ -29,11 +29,16 @@ impl Store {
     /// it brings) in one transaction, answering once that is committed. A submission that
     /// cannot be written with its group (an idempotency key or a cluster name taken meanwhile)
     /// is written alone, so its error is its own and the others are not held back by it.
-    /// A cluster record it creates is marked written ([`Store::record_written`]).
+    /// A cluster record it creates is marked written ([`Store::record_written`]) and its
+    /// creator remembered ([`Store::creator_of`]).
     pub async fn insert_submission(&self, sub: NewSubmission) -> sqlx::Result<()> {
         let writer = self.writer.clone();
-        // A record written is marked so here, as every write to the clusters table is.
-        let creates = sub.creates.is_some().then(|| sub.operation.cluster.clone());
+        // A record written is marked so here, as every write to the clusters table is, with
+        // the operation that created it.
+        let creates = sub
+            .creates
+            .is_some()
+            .then(|| (sub.operation.cluster.clone(), sub.operation.id.clone()));
         self.submissions
             .join(sub, |group| write_groups(writer, group))
             .await
@@ -42,8 +47,9 @@ impl Store {
                     "the group holding this submission was dropped".into(),
                 ))
             })?;
-        if let Some(name) = creates {
+        if let Some((name, operation)) = creates {
             self.record_written(&name);
+            self.record_created(&name, &operation);
         }
         Ok(())
     }

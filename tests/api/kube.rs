@@ -1034,6 +1034,43 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
     assert_eq!(r.status(), StatusCode::NOT_MODIFIED);
     assert_eq!(r.headers()["etag"].to_str().unwrap(), etag);
     assert!(r.bytes().await.unwrap().is_empty());
+    // A client that takes gzip (every browser) gets the same answer encoded, a fraction of it.
+    let plain = client.get(&status_url).send().await.unwrap();
+    assert_eq!(plain.headers()["vary"], "accept-encoding");
+    assert!(plain.headers().get("content-encoding").is_none());
+    let plain_tag = plain.headers()["etag"].clone();
+    let plain = plain.bytes().await.unwrap();
+    let encoded = client
+        .get(&status_url)
+        .header("accept-encoding", "br, gzip;q=0.5")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(encoded.headers()["content-encoding"], "gzip");
+    assert_eq!(encoded.headers()["etag"], plain_tag);
+    let encoded = encoded.bytes().await.unwrap();
+    assert!(
+        encoded.len() * 10 < plain.len(),
+        "{} of {}",
+        encoded.len(),
+        plain.len()
+    );
+    let mut inflated = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(&encoded[..]),
+        &mut inflated,
+    )
+    .unwrap();
+    assert_eq!(inflated, plain);
+    // Refused by its weight: plain, even where `*` would take it.
+    let r = client
+        .get(&status_url)
+        .header("accept-encoding", "gzip;q=0, *")
+        .send()
+        .await
+        .unwrap();
+    assert!(r.headers().get("content-encoding").is_none());
+    assert_eq!(r.bytes().await.unwrap(), plain);
     // One more pending GPU pod: a new view, a new ETag, and the old one gets the body again.
     emu.send(
         reqwest::Method::POST,
