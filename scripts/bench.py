@@ -330,7 +330,7 @@ def status_at(nodes, pods):
             target="≤ 2 ms" if (nodes, pods) == (200, 5000) else None)
         # As the UI polls it: every browser asks for gzip, and the answer is encoded once per view.
         rps, _, p99c, size = load(f"127.0.0.1:{port}", path, header="Accept-Encoding: gzip, deflate, br")
-        row(f"status, {nodes}/{pods}, 20 connections, gzip as browsers ask ({size / 1024:.0f} KB)", rps, "req/s",
+        row(f"status, {nodes}/{pods}, 20 connections, gzip as browsers ask ({max(1, round(size / 1024))} KB)", rps, "req/s",
             target="≥ 25,000 req/s" if (nodes, pods) == (200, 5000) else None)
         row(f"status p99, {nodes}/{pods}, 20 connections, gzip", p99c, "ms",
             target="≤ 2 ms" if (nodes, pods) == (200, 5000) else None)

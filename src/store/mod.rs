@@ -175,8 +175,12 @@ impl Store {
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10));
+        // No ping before each use (sqlx's default): the connection is a file, not a socket that
+        // could have gone stale, and the ping was one more hand-off to SQLite's thread and back
+        // for every query.
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
+            .test_before_acquire(false)
             .connect_with(options.clone())
             .await
             .with_context(|| format!("opening {}", path.display()))?;
@@ -186,6 +190,7 @@ impl Store {
             .context("applying migrations")?;
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
+            .test_before_acquire(false)
             .connect_with(options.read_only(true))
             .await
             .with_context(|| format!("opening {} to read", path.display()))?;

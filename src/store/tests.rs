@@ -253,3 +253,12 @@ async fn a_cluster_record_is_kept_across_writes_to_other_clusters() {
     assert_eq!(record.resources["vpcId"], "vpc-1");
     assert_eq!(s.reads() - before, 2);
 }
+
+#[tokio::test]
+async fn queries_go_to_sqlite_without_a_ping_first() {
+    // Each ping is a hand-off to a connection's thread and back before the query's own: on a
+    // burst of submissions, one per query more of the wake-ups that bound it.
+    let (_d, s) = store().await;
+    assert!(!s.pool.options().get_test_before_acquire());
+    assert!(!s.writer.options().get_test_before_acquire());
+}
