@@ -9,6 +9,7 @@
 //! Tool input schemas are derived from the OpenAPI document (itself derived from the request
 //! types), so REST, UI and agent can never disagree on a field.
 
+mod answers;
 pub mod catalog;
 pub mod kiro;
 mod schema;
@@ -51,6 +52,8 @@ pub struct McpContext {
     /// Tool definitions with their input schemas, built from the OpenAPI document when an
     /// agent first asks (not at start-up).
     tools: OnceLock<Vec<Tool>>,
+    /// The last answers parsed into results, reused while the same bytes come back.
+    parsed: answers::Parsed,
 }
 
 impl McpContext {
@@ -62,6 +65,7 @@ impl McpContext {
             read_only,
             audit: OnceLock::new(),
             tools: OnceLock::new(),
+            parsed: answers::Parsed::default(),
         })
     }
 
@@ -416,8 +420,11 @@ impl ServerHandler for McpServer {
             }
         };
         count(if status.is_success() { "ok" } else { "problem" });
-        let value: Value = serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| json!({"text": String::from_utf8_lossy(&bytes)}));
+        let value: Value = self
+            .cx
+            .parsed
+            .json(&bytes)
+            .unwrap_or_else(|| json!({"text": String::from_utf8_lossy(&bytes)}));
         let result = if status.is_success() {
             let fields = value.as_object().map(Map::len);
             let value = with_status_contract(spec, status, value);
