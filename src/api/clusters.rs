@@ -175,9 +175,8 @@ async fn cluster_status(
         .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
     if unchanged {
         // With the headers a 200 would carry that describe it (RFC 9110 §15.4.5).
-        let vary = axum::http::HeaderValue::from_static("accept-encoding");
         let etag = axum::http::HeaderValue::try_from(etag).map_err(anyhow::Error::from)?;
-        let headers = [(ETAG, etag), (axum::http::header::VARY, vary)];
+        let headers = [(ETAG, etag), super::memo::VARY_ENCODING];
         return Ok((axum::http::StatusCode::NOT_MODIFIED, headers).into_response());
     }
     // Serialized once per change of the view, then the same bytes for every reader.

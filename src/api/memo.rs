@@ -24,6 +24,10 @@ const MAX_ENTRIES: usize = 256;
 /// here is the kernel copying its bytes, so the encoded one is cheaper to send as well.)
 const GZIP_FROM: usize = 1024;
 
+/// `Vary: accept-encoding`: on every memoized answer, and on a 304 standing for one.
+pub const VARY_ENCODING: (axum::http::HeaderName, HeaderValue) =
+    (VARY, HeaderValue::from_static("accept-encoding"));
+
 /// Whether the request's `Accept-Encoding` takes gzip: listed (or `*`) and not with `q=0`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AcceptsGzip(pub bool);
@@ -93,7 +97,8 @@ impl Body {
         )
             .into_response();
         let headers = response.headers_mut();
-        headers.insert(VARY, HeaderValue::from_static("accept-encoding"));
+        let (vary, encoding) = VARY_ENCODING;
+        headers.insert(vary, encoding);
         if encoded {
             headers.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
         }

@@ -47,10 +47,13 @@ impl Store {
         memo.read.remove(name);
     }
 
-    /// Records that `operation` created `name`'s record (after the commit that did).
+    /// [`Store::record_written`] for a record that `operation` created (after the commit that
+    /// did), remembering the operation with it.
     pub fn record_created(&self, name: &str, operation: &str) {
-        self.memo()
-            .creators
+        let mut memo = self.memo();
+        *memo.written.entry(name.to_string()).or_default() += 1;
+        memo.read.remove(name);
+        memo.creators
             .insert(name.to_string(), operation.to_string());
     }
 

@@ -29,8 +29,8 @@ impl Store {
     /// it brings) in one transaction, answering once that is committed. A submission that
     /// cannot be written with its group (an idempotency key or a cluster name taken meanwhile)
     /// is written alone, so its error is its own and the others are not held back by it.
-    /// A cluster record it creates is marked written ([`Store::record_written`]) and its
-    /// creator remembered ([`Store::creator_of`]).
+    /// A cluster record it creates is marked written with its creator
+    /// ([`Store::record_created`]).
     pub async fn insert_submission(&self, sub: NewSubmission) -> sqlx::Result<()> {
         let writer = self.writer.clone();
         // A record written is marked so here, as every write to the clusters table is, with
@@ -48,7 +48,6 @@ impl Store {
                 ))
             })?;
         if let Some((name, operation)) = creates {
-            self.record_written(&name);
             self.record_created(&name, &operation);
         }
         Ok(())
