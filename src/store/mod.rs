@@ -194,7 +194,7 @@ impl Store {
             .connect_with(options.read_only(true))
             .await
             .with_context(|| format!("opening {} to read", path.display()))?;
-        Ok(Self {
+        let store = Self {
             pool,
             writer,
             write_lock: Default::default(),
@@ -204,7 +204,12 @@ impl Store {
             audit: Default::default(),
             submissions: Default::default(),
             cluster_locks: Default::default(),
-        })
+        };
+        store
+            .know_names()
+            .await
+            .context("reading the names of the clusters recorded")?;
+        Ok(store)
     }
 
     // --- operations ---------------------------------------------------------------------------

@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 
 use super::group::{GroupQueue, Waiting};
-use super::{now, NewOperation, Store, Tx};
+use super::{now, ClusterRecord, Lifecycle, NewOperation, Store, Tx};
 
 /// An accepted submission, as written.
 pub struct NewSubmission {
@@ -29,28 +29,19 @@ impl Store {
     /// it brings) in one transaction, answering once that is committed. A submission that
     /// cannot be written with its group (an idempotency key or a cluster name taken meanwhile)
     /// is written alone, so its error is its own and the others are not held back by it.
-    /// A cluster record it creates is marked written with its creator
-    /// ([`Store::record_created`]).
+    /// A cluster record it creates is memoized as inserted, with its creator
+    /// ([`Store::record_created`]), by the group's write: before anyone is answered, and even
+    /// if this caller is gone by then.
     pub async fn insert_submission(&self, sub: NewSubmission) -> sqlx::Result<()> {
-        let writer = self.writer.clone();
-        // A record written is marked so here, as every write to the clusters table is, with
-        // the operation that created it.
-        let creates = sub
-            .creates
-            .is_some()
-            .then(|| (sub.operation.cluster.clone(), sub.operation.id.clone()));
+        let store = self.clone();
         self.submissions
-            .join(sub, |group| write_groups(writer, group))
+            .join(sub, |group| write_groups(store, group))
             .await
             .unwrap_or_else(|| {
                 Err(sqlx::Error::Protocol(
                     "the group holding this submission was dropped".into(),
                 ))
-            })?;
-        if let Some((name, operation)) = creates {
-            self.record_created(&name, &operation);
-        }
-        Ok(())
+            })
     }
 }
 
@@ -104,14 +95,16 @@ impl Store {
     /// The record of a cluster being created, in one statement: a new name, or one whose
     /// earlier cluster was deleted (its record is replaced). A record that is not `deleted` is
     /// never overwritten: that is refused, as a plain insert would be. The caller, having
-    /// committed, calls [`Store::record_written`] and [`Store::changed`].
+    /// committed, calls [`Store::record_created`] (or [`Store::record_written`]) and
+    /// [`Store::changed`]. Answers the record as inserted.
     pub async fn create_cluster(
         tx: &mut Tx<'_>,
         name: &str,
         region: &str,
         spec: &Value,
-    ) -> sqlx::Result<()> {
-        Self::create_clusters(tx, &[(name, region, spec)]).await
+    ) -> sqlx::Result<ClusterRecord> {
+        let mut created = Self::create_clusters(tx, &[(name, region, spec)]).await?;
+        Ok(created.remove(0))
     }
 
     /// [`Store::create_cluster`] for several (name, region, spec), in one statement; refused
@@ -119,7 +112,7 @@ impl Store {
     pub async fn create_clusters(
         tx: &mut Tx<'_>,
         new: &[(&str, &str, &Value)],
-    ) -> sqlx::Result<()> {
+    ) -> sqlx::Result<Vec<ClusterRecord>> {
         let now = now();
         // Every column is set (to its default where the insert leaves it), so the replaced
         // record keeps nothing of the deleted one.
@@ -148,48 +141,84 @@ impl Store {
                 names.join(" or ")
             )));
         }
-        Ok(())
+        // What a read would answer now: every column was set above.
+        Ok(new
+            .iter()
+            .map(|(name, region, spec)| ClusterRecord {
+                name: name.to_string(),
+                region: region.to_string(),
+                spec: (*spec).clone(),
+                resources: json!({}),
+                status: Lifecycle::Active,
+                created_at: now.clone(),
+                updated_at: now.clone(),
+            })
+            .collect())
     }
 }
 
-async fn write_groups(
-    writer: sqlx::SqlitePool,
-    waiting: Vec<Waiting<NewSubmission, sqlx::Result<()>>>,
-) {
+/// Writes the queued submissions, a group at a time, and answers each once its group is
+/// committed (or its own write failed); the records created are memoized before anyone hears.
+async fn write_groups(store: Store, waiting: Vec<Waiting<NewSubmission, sqlx::Result<()>>>) {
     let mut waiting = waiting.into_iter().peekable();
     while waiting.peek().is_some() {
         let chunk: Vec<_> = waiting.by_ref().take(GROUP).collect();
         let subs: Vec<&NewSubmission> = chunk.iter().map(|(s, _)| s).collect();
-        if subs.len() > 1 && write_together(&writer, &subs).await.is_ok() {
-            for (_, done) in chunk {
-                let _ = done.send(Ok(()));
+        if subs.len() > 1 {
+            if let Ok(created) = write_together(&store.writer, &subs).await {
+                for (record, sub) in created {
+                    store.record_created(record, &sub.operation.id);
+                }
+                for (_, done) in chunk {
+                    let _ = done.send(Ok(()));
+                }
+                continue;
             }
-            continue;
         }
         for (sub, done) in chunk {
-            let _ = done.send(write_alone(&writer, &sub).await);
+            let written = write_alone(&store.writer, &sub).await.map(|created| {
+                if let Some(record) = created {
+                    store.record_created(record, &sub.operation.id);
+                }
+            });
+            let _ = done.send(written);
         }
     }
 }
 
-/// One submission in a transaction of its own, with the error that is its own.
-async fn write_alone(writer: &sqlx::SqlitePool, sub: &NewSubmission) -> sqlx::Result<()> {
+/// One submission in a transaction of its own, with the error that is its own; the record it
+/// created, if it did.
+async fn write_alone(
+    writer: &sqlx::SqlitePool,
+    sub: &NewSubmission,
+) -> sqlx::Result<Option<ClusterRecord>> {
     let mut tx = writer.begin().await?;
+    let mut created = None;
     if let Some((region, spec)) = &sub.creates {
-        Store::create_cluster(&mut tx, &sub.operation.cluster, region, spec).await?;
+        created = Some(Store::create_cluster(&mut tx, &sub.operation.cluster, region, spec).await?);
     }
     if let Some((key, value)) = &sub.setting {
         Store::put_setting(&mut tx, key, value).await?;
     }
     Store::insert_operation(&mut tx, &sub.operation).await?;
-    tx.commit().await
+    tx.commit().await?;
+    Ok(created)
 }
 
 /// Every submission of the group in one transaction, a statement per table; any failure
-/// rolls it all back (the caller then writes each alone).
-async fn write_together(writer: &sqlx::SqlitePool, subs: &[&NewSubmission]) -> sqlx::Result<()> {
+/// rolls it all back (the caller then writes each alone). The records created, each with the
+/// submission that created it.
+async fn write_together<'s>(
+    writer: &sqlx::SqlitePool,
+    subs: &[&'s NewSubmission],
+) -> sqlx::Result<Vec<(ClusterRecord, &'s NewSubmission)>> {
     let mut tx = writer.begin().await?;
-    let creating: Vec<_> = subs
+    let creators: Vec<&NewSubmission> = subs
+        .iter()
+        .copied()
+        .filter(|s| s.creates.is_some())
+        .collect();
+    let creating: Vec<_> = creators
         .iter()
         .filter_map(|s| {
             s.creates
@@ -197,8 +226,9 @@ async fn write_together(writer: &sqlx::SqlitePool, subs: &[&NewSubmission]) -> s
                 .map(|(region, spec)| (s.operation.cluster.as_str(), region.as_str(), spec))
         })
         .collect();
+    let mut created = Vec::new();
     if !creating.is_empty() {
-        Store::create_clusters(&mut tx, &creating).await?;
+        created = Store::create_clusters(&mut tx, &creating).await?;
     }
     // The last value of each setting wins, as if written one after another.
     let mut settings: Vec<(&str, &str)> = Vec::new();
@@ -211,7 +241,8 @@ async fn write_together(writer: &sqlx::SqlitePool, subs: &[&NewSubmission]) -> s
     }
     let ops: Vec<_> = subs.iter().map(|s| &s.operation).collect();
     Store::insert_operations(&mut tx, &ops).await?;
-    tx.commit().await
+    tx.commit().await?;
+    Ok(created.into_iter().zip(creators).collect())
 }
 
 #[cfg(test)]
@@ -246,7 +277,7 @@ mod tests {
                 ((sub, tx), rx)
             })
             .unzip();
-        write_groups(s.writer.clone(), waiting).await;
+        write_groups(s.clone(), waiting).await;
         let mut out = Vec::new();
         for a in answers {
             out.push(a.await.expect("every submission is answered"));

@@ -111,6 +111,7 @@ async fn a_cluster_record_replaces_a_deleted_one_and_never_a_live_one() {
             let mut tx = s.writer.begin().await?;
             Store::create_cluster(&mut tx, "demo", "us-west-2", &spec).await?;
             tx.commit().await?;
+            s.record_written("demo");
             s.changed();
             Ok::<(), sqlx::Error>(())
         }
@@ -187,6 +188,7 @@ async fn a_cluster_record_is_read_once_per_revision_and_never_kept_past_a_write(
         .await
         .unwrap();
     tx.commit().await.unwrap();
+    s.record_written("demo");
     s.changed();
     let before = s.reads();
     for _ in 0..5 {
@@ -213,10 +215,67 @@ async fn a_cluster_record_is_read_once_per_revision_and_never_kept_past_a_write(
         Lifecycle::Deleted
     );
     assert_eq!(s.reads() - before, 3);
-    // A name that is not there is remembered as absent, until a write.
+    // A name that has no record is known to have none: no query.
     assert!(s.get_cluster("other").await.unwrap().is_none());
-    assert!(s.get_cluster("other").await.unwrap().is_none());
-    assert_eq!(s.reads() - before, 4);
+    assert_eq!(s.reads() - before, 3);
+}
+
+#[tokio::test]
+async fn names_recorded_before_a_start_are_known_and_others_cost_no_query() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = Store::open(dir.path()).await.unwrap();
+        let mut tx = s.writer.begin().await.unwrap();
+        Store::create_cluster(&mut tx, "before", "us-west-2", &json!({"v": 1}))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        s.record_written("before");
+    }
+    let s = Store::open(dir.path()).await.unwrap();
+    let before = s.reads();
+    assert!(s.get_cluster("never").await.unwrap().is_none());
+    assert_eq!(
+        s.reads() - before,
+        0,
+        "an unknown name is answered from memory"
+    );
+    let found = s
+        .get_cluster("before")
+        .await
+        .unwrap()
+        .expect("read at start");
+    assert_eq!(found.spec, json!({"v": 1}));
+    assert_eq!(s.reads() - before, 1);
+}
+
+#[tokio::test]
+async fn a_created_record_is_read_as_inserted_without_a_query() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path()).await.unwrap();
+    let spec = json!({"zone": "us-west-2a", "count": 2, "ratio": 0.1});
+    let mut tx = s.writer.begin().await.unwrap();
+    let created = Store::create_cluster(&mut tx, "demo", "us-west-2", &spec)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    s.record_created(created, "op-1");
+    let before = s.reads();
+    let memoized = s.get_cluster("demo").await.unwrap().unwrap();
+    assert_eq!(s.reads() - before, 0);
+    assert_eq!(s.creator_of("demo").as_deref(), Some("op-1"));
+    // Exactly what a query reads: another store on the same file has no memo.
+    let read = Store::open(dir.path())
+        .await
+        .unwrap()
+        .get_cluster("demo")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(&memoized).unwrap(),
+        serde_json::to_value(&read).unwrap()
+    );
 }
 
 #[tokio::test]
