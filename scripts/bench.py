@@ -166,6 +166,21 @@ def stop(p):
         p.kill()
 
 
+def per_connection_kib(pid, port, n=200):
+    """What each open keep-alive connection costs the server: `n` clients connect, each sends
+    one request and keeps its connection; the growth of the resident set, per connection."""
+    before = rss_mib(pid)
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+    for s in socks:
+        s.sendall(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+    for s in socks:
+        s.recv(4096)
+    grown = rss_mib(pid) - before
+    for s in socks:
+        s.close()
+    return grown * 1024 / n
+
+
 def startup_and_lists():
     with tempfile.TemporaryDirectory() as d:
         port = free_port()
@@ -176,6 +191,8 @@ def startup_and_lists():
         row("start-up to the first 200 (sandbox)", ms, "ms", target="≤ 50 ms")
         time.sleep(0.5)
         row("resident memory, idle", rss_mib(p.pid), "MiB", target="≤ 25 MiB")
+        row("resident memory per open connection (200 kept open, one request each)",
+            per_connection_kib(p.pid, port), "KiB")
         stop(p)
         db = sqlite3.connect(os.path.join(d, "instantstart.db"))
         have = 0
