@@ -6,7 +6,8 @@ Load runs use wrk (20 connections, 2 threads); sequential latency on new connect
 small client in bench/. The generator's own ceiling (wrk on /healthz) is printed first, and each
 load figure says what share of that ceiling it is, so a figure near the ceiling reads as the
 generator's limit, not the server's. Before it, wrk against a responder that does nothing
-(bench/'s `floor`) shows the machine's own latency floor under the same load.
+(bench/'s `floor`) shows the machine's own latency floor under the same load, and wrk against
+axum with one route and nothing else (`floor-axum`) the floor of the server's HTTP stack.
 
   --json FILE      also write the figures as JSON
   --compare FILE   print each figure's ratio to the same figure of an earlier run's JSON
@@ -403,17 +404,21 @@ def image_weight():
 def machine_floor():
     """What this machine costs before any server works: wrk against the bench/ client's `floor`
     responder (two worker threads, `200 ok` to every request, nothing else). Its p99 is the
-    scheduler's and loopback's share of every p99 below, which no server can go under here."""
-    port = free_port()
-    floor = subprocess.Popen([LOADGEN, "floor", str(port)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert floor.stdout.readline().strip() == "READY"
-        rps, _, p99, _ = load(f"127.0.0.1:{port}", "/")
-        row("machine floor: a do-nothing responder, 20 connections", rps, "req/s")
-        row("machine floor: its p99, 20 connections", p99, "ms")
-    finally:
-        floor.kill()
-        floor.wait()
+    scheduler's and loopback's share of every p99 below, which no server can go under here.
+    Then the same against `floor-axum`: the server's HTTP stack (axum over hyper) answering
+    `/healthz` with nothing behind it, the floor of the server's own `/healthz`."""
+    for mode, what, path in (("floor", "machine floor: a do-nothing responder", "/"),
+                             ("floor-axum", "HTTP stack floor: axum answering /healthz alone", "/healthz")):
+        port = free_port()
+        floor = subprocess.Popen([LOADGEN, mode, str(port)], stdout=subprocess.PIPE, text=True)
+        try:
+            assert floor.stdout.readline().strip() == "READY"
+            rps, _, p99, _ = load(f"127.0.0.1:{port}", path)
+            row(f"{what}, 20 connections", rps, "req/s")
+            row(f"{what.split(':')[0]}: its p99, 20 connections", p99, "ms")
+        finally:
+            floor.kill()
+            floor.wait()
 
 
 def ceiling_and_edge():

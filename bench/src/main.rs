@@ -9,6 +9,9 @@
 //! `floor <port>`: serves `200 ok` to every request on 127.0.0.1:`port` with two worker threads
 //! (as the server has here) and does nothing else, so wrk against it shows what this machine's
 //! scheduler and loopback cost before any server does any work: the floor of every latency.
+//! `floor-axum <port>`: `GET /healthz` answered `ok` by axum over hyper (HTTP/1.1), served as the
+//! server serves (`into_make_service`, two workers, no Nagle) with no layer and no state: the
+//! floor of any server built on that stack, so `/healthz` can be read against it.
 
 use std::time::{Duration, Instant};
 
@@ -90,15 +93,36 @@ async fn floor(port: u16) {
     }
 }
 
+/// The `floor-axum` mode.
+async fn floor_axum(port: u16) {
+    use axum::serve::ListenerExt as _;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .expect("bind")
+        .tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+    let app = axum::Router::new().route("/healthz", axum::routing::get(|| async { "ok" }));
+    println!("READY");
+    let serving = axum::serve(listener, app.into_make_service());
+    tokio::spawn(async move { serving.await })
+        .await
+        .expect("serve")
+        .expect("serve");
+}
+
 #[tokio::main(worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() == 3 && args[1] == "floor" {
         return floor(args[2].parse().expect("port")).await;
     }
+    if args.len() == 3 && args[1] == "floor-axum" {
+        return floor_axum(args[2].parse().expect("port")).await;
+    }
     let usage =
         "usage: loadgen seq <host:port> <path> <count> [header] | burst <host:port> <path> <file> \
-         | floor <port>";
+         | floor <port> | floor-axum <port>";
     if args.len() < 5 {
         eprintln!("{usage}");
         std::process::exit(2);
