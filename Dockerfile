@@ -12,10 +12,14 @@ RUN cargo build --release --locked
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/target/release/instantstart /usr/local/bin/instantstart
-# The data directory holds the SQLite file; mount a volume here.
+# The data directory holds the SQLite file; mount a volume here. glibc's allocator keeps up to
+# eight heaps per core by default, and the threads that fill the watch caches spread a fleet's
+# memory over them: with two heaps a fleet of 20 clusters (10,000 pods each) took 4–10 MiB
+# less, at no measurable cost per request (scripts/bench runs the binary with this setting).
 ENV INSTANTSTART_DATA_DIR=/data \
     INSTANTSTART_CLOUD=aws \
-    INSTANTSTART_BIND=127.0.0.1:3099
+    INSTANTSTART_BIND=127.0.0.1:3099 \
+    MALLOC_ARENA_MAX=2
 VOLUME ["/data"]
 EXPOSE 3099
 # The distroless `nonroot` user, by number: a runtime that enforces non-root (Kubernetes

@@ -146,8 +146,22 @@ def compare(previous, rows):
             print(f"  {r['what']:<58} {r['value'] / b['value']:>6.2f}×  ({b['value']:.3f} → {r['value']:.3f} {r['unit']})")
 
 
+def image_env():
+    """The process settings the container image gives the server (the Dockerfile's `ENV`, less
+    the server's own `INSTANTSTART_*` options, which each run sets): the figures are the
+    deployed binary's, allocator settings included."""
+    text = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Dockerfile")).read()
+    env = {}
+    for block in re.findall(r"^ENV ((?:.*\\\n)*.*)$", text, re.M):
+        for k, v in re.findall(r"([A-Z_][A-Z0-9_]*)=(\S+)", block):
+            if not k.startswith("INSTANTSTART_"):
+                env[k] = v
+    return env
+
+
 def server(data_dir, port, extra_args=("--cloud", "sandbox"), env=None):
     e = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "INSTANTSTART_"))}
+    e.update(image_env())
     e.update({"AWS_EC2_METADATA_DISABLED": "true", "RUST_LOG": "warn"})
     e.update(env or {})
     e = {k: v for k, v in e.items() if v is not None}
