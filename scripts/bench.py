@@ -159,9 +159,12 @@ def image_env():
     return env
 
 
+IMAGE_ENV = image_env()
+
+
 def server(data_dir, port, extra_args=("--cloud", "sandbox"), env=None):
     e = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "INSTANTSTART_"))}
-    e.update(image_env())
+    e.update(IMAGE_ENV)
     e.update({"AWS_EC2_METADATA_DISABLED": "true", "RUST_LOG": "warn"})
     e.update(env or {})
     e = {k: v for k, v in e.items() if v is not None}
@@ -421,15 +424,15 @@ def machine_floor():
     scheduler's and loopback's share of every p99 below, which no server can go under here.
     Then the same against `floor-axum`: the server's HTTP stack (axum over hyper) answering
     `/healthz` with nothing behind it, the floor of the server's own `/healthz`."""
-    for mode, what, path in (("floor", "machine floor: a do-nothing responder", "/"),
-                             ("floor-axum", "HTTP stack floor: axum answering /healthz alone", "/healthz")):
+    for mode, floor_of, what, path in (("floor", "machine floor", "a do-nothing responder", "/"),
+                                       ("floor-axum", "HTTP stack floor", "axum answering /healthz alone", "/healthz")):
         port = free_port()
         floor = subprocess.Popen([LOADGEN, mode, str(port)], stdout=subprocess.PIPE, text=True)
         try:
             assert floor.stdout.readline().strip() == "READY"
             rps, _, p99, _ = load(f"127.0.0.1:{port}", path)
-            row(f"{what}, 20 connections", rps, "req/s")
-            row(f"{what.split(':')[0]}: its p99, 20 connections", p99, "ms")
+            row(f"{floor_of}: {what}, 20 connections", rps, "req/s")
+            row(f"{floor_of}: its p99, 20 connections", p99, "ms")
         finally:
             floor.kill()
             floor.wait()

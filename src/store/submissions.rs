@@ -213,19 +213,14 @@ async fn write_together<'s>(
     subs: &[&'s NewSubmission],
 ) -> sqlx::Result<Vec<(ClusterRecord, &'s NewSubmission)>> {
     let mut tx = writer.begin().await?;
-    let creators: Vec<&NewSubmission> = subs
-        .iter()
-        .copied()
-        .filter(|s| s.creates.is_some())
-        .collect();
-    let creating: Vec<_> = creators
+    // Each submission that creates a record, with what it creates.
+    let (creators, creating): (Vec<&NewSubmission>, Vec<_>) = subs
         .iter()
         .filter_map(|s| {
-            s.creates
-                .as_ref()
-                .map(|(region, spec)| (s.operation.cluster.as_str(), region.as_str(), spec))
+            let (region, spec) = s.creates.as_ref()?;
+            Some((*s, (s.operation.cluster.as_str(), region.as_str(), spec)))
         })
-        .collect();
+        .unzip();
     let mut created = Vec::new();
     if !creating.is_empty() {
         created = Store::create_clusters(&mut tx, &creating).await?;
