@@ -73,12 +73,14 @@ pub struct AppParts {
     pub space_sessions: Arc<api::space_proxy::Sessions>,
     /// Each region's AWS Price List as last read (the cost reports' prices).
     pub price_book: Arc<service::costs::PriceBook>,
+    /// The `/healthz` answer, made once: nothing in it changes while the process lives.
+    pub health: std::sync::OnceLock<axum::body::Bytes>,
 }
 
 /// A bound, ready-to-serve application.
 pub struct App {
     listener: TcpListener,
-    router: axum::Router,
+    router: api::Http,
     pub state: AppState,
 }
 
@@ -101,11 +103,11 @@ impl App {
         // spawned from a worker goes to that worker's own queue, where one spawned from outside
         // goes through the shared queue and wakes a parked worker, a system call per
         // connection. 200 clients connecting at once cost the main thread 30–90 ms of CPU.
-        // `into_make_service` turns the routes into services once: a `Router` handed to
-        // `serve` as it is does that for every connection (axum's `Router::with_state` per
-        // accept), which rebuilt the route table — one 37 KB allocation and ~70 smaller ones —
-        // each time a client connected.
-        let serving = axum::serve(listener, self.router.into_make_service())
+        // Each connection gets a clone of the one edge and router: a `Router` handed to `serve`
+        // as it is turns its routes into services for every connection (axum's
+        // `Router::with_state` per accept), one 37 KB allocation and ~70 smaller ones each
+        // time a client connected.
+        let serving = axum::serve(listener, api::MakeEdge(self.router))
             .with_graceful_shutdown(shutdown_signal());
         tokio::spawn(async move { serving.await })
             .await
@@ -339,6 +341,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         list_memo: Arc::default(),
         space_sessions: Arc::default(),
         price_book: Arc::default(),
+        health: Default::default(),
     }));
     let mcp = mcp::McpContext::new(
         format!("localhost:{port}"),

@@ -20,6 +20,14 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list_audit))
 }
 
+/// Whether a request of this method is recorded: one that could change anything.
+pub fn records(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    )
+}
+
 /// Records the request if it could change anything (POST, PUT, PATCH, DELETE).
 pub async fn record<F, Fut>(state: &AppState, request: Request, inner: F) -> Response
 where
@@ -27,10 +35,7 @@ where
     Fut: std::future::Future<Output = Response>,
 {
     let method = request.method().clone();
-    if !matches!(
-        method,
-        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
-    ) {
+    if !records(&method) {
         return inner(request).await;
     }
     let route = request

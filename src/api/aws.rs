@@ -2,6 +2,8 @@
 //! sandbox's call counts.
 
 use axum::extract::{Query, State};
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse as _, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -65,15 +67,27 @@ pub struct Health {
 
 /// Server health: which cloud (aws or sandbox), region, and any reason the cloud cannot be used.
 #[utoipa::path(get, path = "/healthz", operation_id = "health_get", responses((status = 200, body = Health)))]
-async fn healthz(State(state): State<AppState>) -> Json<Health> {
-    let warning = state.cloud_warning.clone();
-    Json(Health {
-        status: if warning.is_some() { "degraded" } else { "ok" }.into(),
-        cloud: state.engine.cloud().mode.as_str().into(),
-        region: state.engine.cloud().network.region(),
-        warning,
-        version: env!("CARGO_PKG_VERSION").into(),
-    })
+async fn healthz(State(state): State<AppState>) -> Response {
+    // Probed every few seconds, and the same answer for the life of the process.
+    let body = state.health.get_or_init(|| {
+        let warning = state.cloud_warning.clone();
+        let health = Health {
+            status: if warning.is_some() { "degraded" } else { "ok" }.into(),
+            cloud: state.engine.cloud().mode.as_str().into(),
+            region: state.engine.cloud().network.region(),
+            warning,
+            version: env!("CARGO_PKG_VERSION").into(),
+        };
+        serde_json::to_vec(&health).unwrap_or_default().into()
+    });
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body.clone(),
+    )
+        .into_response()
 }
 
 /// Availability Zones of the region (name and zone id). Call before asking the user for a zone.

@@ -8,6 +8,7 @@ pub mod audit;
 pub mod aws;
 pub mod clusters;
 pub mod costs;
+pub mod edge;
 pub mod endpoints;
 pub mod events;
 pub mod evidence;
@@ -30,17 +31,22 @@ pub mod ui;
 pub mod utilization;
 pub mod workloads;
 
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request, State};
-use axum::http::{header, request::Parts, HeaderMap, HeaderValue};
-use axum::middleware::Next;
+use axum::http::{header, request::Parts};
 use axum::response::Response;
 use serde::de::DeserializeOwned;
 use serde_json::json;
-use subtle::ConstantTimeEq;
 
 use crate::error::{ApiError, ApiResult};
 use crate::AppState;
+
+pub use edge::{Edge, EdgePolicy, MakeEdge, BEARER_PROTOCOL, CSP};
 
 /// Largest accepted request body.
 pub const BODY_LIMIT: usize = 64 * 1024;
@@ -49,163 +55,6 @@ pub const ACTOR_HEADER: &str = "x-instantstart-actor";
 pub const ACTORS: &[&str] = &["browser", "agent", "api"];
 /// Header on every response of a sandbox server.
 pub const CLOUD_HEADER: &str = "x-instantstart-cloud";
-
-/// What the edge checks against, fixed once the listener is bound.
-#[derive(Debug, Clone)]
-pub struct EdgePolicy {
-    /// Accepted `Host` values (`host:port`), lowercase.
-    pub hosts: Vec<String>,
-    /// Accepted `Origin` values (`http://host:port`).
-    pub origins: Vec<String>,
-    pub token: Option<crate::config::Secret>,
-}
-
-impl EdgePolicy {
-    pub fn new(
-        port: u16,
-        bind_ip: std::net::IpAddr,
-        extra: &[String],
-        token: Option<crate::config::Secret>,
-    ) -> Self {
-        let mut hosts: Vec<String> = vec![
-            format!("localhost:{port}"),
-            format!("127.0.0.1:{port}"),
-            format!("[::1]:{port}"),
-        ];
-        if !bind_ip.is_unspecified() && !bind_ip.is_loopback() {
-            hosts.push(match bind_ip {
-                std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
-                v4 => format!("{v4}:{port}"),
-            });
-        }
-        hosts.extend(
-            extra
-                .iter()
-                .map(|h| h.trim().to_ascii_lowercase())
-                .filter(|h| !h.is_empty()),
-        );
-        let origins = hosts
-            .iter()
-            .flat_map(|h| [format!("http://{h}"), format!("https://{h}")])
-            .collect();
-        Self {
-            hosts,
-            origins,
-            token,
-        }
-    }
-
-    fn host_ok(&self, headers: &HeaderMap) -> bool {
-        let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
-            return false;
-        };
-        // A browser's default port is implicit in Host; the allow-list may name it either way.
-        // (Compared without a lowercased copy: this runs on every request.)
-        self.hosts.iter().any(|h| {
-            h.eq_ignore_ascii_case(host)
-                || h.strip_suffix(":80")
-                    .is_some_and(|h| h.eq_ignore_ascii_case(host))
-        })
-    }
-
-    fn origin_ok(&self, headers: &HeaderMap) -> bool {
-        match headers.get(header::ORIGIN).map(|o| o.to_str()) {
-            None => true,
-            Some(Ok(origin)) => self.origins.iter().any(|o| o.eq_ignore_ascii_case(origin)),
-            Some(Err(_)) => false,
-        }
-    }
-
-    fn token_ok(&self, headers: &HeaderMap) -> bool {
-        let Some(expected) = &self.token else {
-            return true;
-        };
-        // A browser cannot send Authorization on a WebSocket; it offers the token as a
-        // subprotocol instead (the server never echoes that one back).
-        let offered = || {
-            headers
-                .get(header::SEC_WEBSOCKET_PROTOCOL)
-                .and_then(|v| v.to_str().ok())?
-                .split(',')
-                .find_map(|p| p.trim().strip_prefix(BEARER_PROTOCOL))
-        };
-        let Some(given) = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .or_else(offered)
-        else {
-            return false;
-        };
-        given.as_bytes().ct_eq(expected.0.as_bytes()).into()
-    }
-}
-
-/// Prefix of the WebSocket subprotocol that carries the token (`instantstart.bearer.<token>`).
-pub const BEARER_PROTOCOL: &str = "instantstart.bearer.";
-
-/// Paths served without the token: the health probe and the UI's static files (they hold no
-/// data; the UI asks for the token and sends it on every API request).
-fn is_public(path: &str) -> bool {
-    path == "/healthz" || path == "/" || path.starts_with("/ui/")
-}
-
-/// The Content-Security-Policy on every response: only this origin's scripts, styles and
-/// connections (WebSocket included), no inline code, no framing.
-pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
-
-/// DNS-rebinding guard, token check and the sandbox header, for every route (REST, MCP, UI).
-pub async fn edge(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    use axum::response::IntoResponse;
-    let policy = &state.edge;
-    let headers = request.headers();
-    // A space's own host: its proxy checks origin and session itself.
-    if let Some((cluster, space)) = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .and_then(|h| space_proxy::space_host(policy, h))
-    {
-        return space_proxy::serve(AppState::clone(&state), cluster, space, request).await;
-    }
-    let refusal = if !policy.host_ok(headers) {
-        Some(ApiError::Forbidden {
-            slug: "forbidden-host",
-            detail: "the Host header does not name this server; add it with --allowed-host if it is a proxy or port-forward you trust".into(),
-        })
-    } else if !policy.origin_ok(headers) {
-        Some(ApiError::Forbidden {
-            slug: "forbidden-origin",
-            detail: "cross-origin requests are refused".into(),
-        })
-    } else if !is_public(request.uri().path()) && !policy.token_ok(headers) {
-        Some(ApiError::Unauthorized)
-    } else {
-        None
-    };
-    let mut response = match refusal {
-        Some(e) => e.into_response(),
-        None => next.run(request).await,
-    };
-    let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    if let Some(mode) = state.sandbox.as_ref().map(|_| "sandbox") {
-        response
-            .headers_mut()
-            .insert(CLOUD_HEADER, HeaderValue::from_static(mode));
-    }
-    response
-}
 
 /// The actor of a request (`X-InstantStart-Actor`), validated.
 pub struct Actor(pub String);
@@ -337,35 +186,118 @@ async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Api
     })
 }
 
-/// What every matched route runs through, as one layer (each layer costs a request its own
-/// boxed service and future): the audit trail of a change, outside the request's span and
-/// access line (so the answer it records already carries its request id), then the body read
-/// first.
-async fn per_route(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    audit::record(&state, request, |request| {
-        trace::trace(request, |request| body_first(request, next))
-    })
-    .await
+/// What every matched route runs through, as one layer: the audit trail of a change, outside
+/// the request's span and access line (so the answer it records already carries its request
+/// id), then the body read first. A read without a body — a probe, a status poll, a list —
+/// has nothing to record or read first: it is only traced, in a future of its own, with no
+/// allocation for the layer (an axum `from_fn` boxes the inner service and two futures).
+#[derive(Clone)]
+struct PerRoute<S> {
+    state: AppState,
+    inner: S,
+}
+
+#[derive(Clone)]
+struct PerRouteLayer(AppState);
+
+impl<S> tower::Layer<S> for PerRouteLayer {
+    type Service = PerRoute<S>;
+    fn layer(&self, inner: S) -> PerRoute<S> {
+        PerRoute {
+            state: self.0.clone(),
+            inner,
+        }
+    }
+}
+
+impl<S> tower::Service<Request> for PerRoute<S>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = PerRouteFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        use axum::body::HttpBody as _;
+        use tracing::Instrument as _;
+        if !audit::records(request.method()) && request.body().size_hint().exact() == Some(0) {
+            let trace = trace::Trace::begin(&request);
+            return PerRouteFuture::Read {
+                inner: self.inner.call(request).instrument(trace.span()),
+                trace: Some(trace),
+            };
+        }
+        // The service made ready is the one called; its clone waits for the next request.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let state = self.state.clone();
+        PerRouteFuture::Other {
+            inner: Box::pin(async move {
+                audit::record(&state, request, |request| {
+                    trace::trace(request, |request| body_first(request, inner))
+                })
+                .await
+            }),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = PerRouteProj]
+    enum PerRouteFuture<F> {
+        Read { #[pin] inner: tracing::instrument::Instrumented<F>, trace: Option<trace::Trace> },
+        Other { inner: futures::future::BoxFuture<'static, Response> },
+    }
+}
+
+impl<F> Future for PerRouteFuture<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            PerRouteProj::Read { inner, trace } => {
+                let Ok(mut response) = std::task::ready!(inner.poll(cx));
+                if let Some(trace) = trace.take() {
+                    trace.finish(&mut response);
+                }
+                Poll::Ready(Ok(response))
+            }
+            PerRouteProj::Other { inner } => inner.as_mut().poll(cx).map(Ok),
+        }
+    }
 }
 
 /// Reads a request's body before any extractor may refuse the request. Refused on its path or
 /// a header before its body had arrived, a request would otherwise be answered and its
 /// connection then closed by hyper without a `Connection: close`, so a keep-alive client's
 /// next request on that connection would get no answer at all.
-async fn body_first(req: Request, next: Next) -> Response {
+async fn body_first<S>(req: Request, inner: S) -> Response
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible>,
+{
     use axum::body::HttpBody as _;
-    if req.body().size_hint().exact() == Some(0) {
-        return next.run(req).await;
-    }
-    let (parts, body) = req.into_parts();
-    let probe = Request::from_parts(parts.clone(), body);
-    match read_body(probe, &()).await {
-        Ok(bytes) => {
-            next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
-                .await
+    use tower::ServiceExt as _;
+    let req = if req.body().size_hint().exact() == Some(0) {
+        req
+    } else {
+        let (parts, body) = req.into_parts();
+        let probe = Request::from_parts(parts.clone(), body);
+        match read_body(probe, &()).await {
+            Ok(bytes) => Request::from_parts(parts, axum::body::Body::from(bytes)),
+            Err(e) => return axum::response::IntoResponse::into_response(e),
         }
-        Err(e) => axum::response::IntoResponse::into_response(e),
-    }
+    };
+    let Ok(response) = inner.oneshot(req).await;
+    response
 }
 
 async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
@@ -460,8 +392,11 @@ pub fn rest() -> utoipa_axum::router::OpenApiRouter<AppState> {
         .merge(utilization::router())
 }
 
+/// The whole HTTP surface: REST, UI and the MCP endpoint, behind the edge.
+pub type Http = Edge<<axum::extract::DefaultBodyLimit as tower::Layer<axum::Router>>::Service>;
+
 /// The whole HTTP surface: REST, UI and the MCP endpoint, behind one edge layer.
-pub fn router<M>(state: AppState, mcp: M) -> axum::Router
+pub fn router<M>(state: AppState, mcp: M) -> Http
 where
     M: tower::Service<Request, Error = std::convert::Infallible> + Clone + Send + Sync + 'static,
     M::Response: axum::response::IntoResponse,
@@ -469,7 +404,7 @@ where
 {
     let (rest, doc) = rest().split_for_parts();
     openapi::keep(doc);
-    let api = rest
+    let routes = rest
         .merge(ui::router())
         .route("/api/events", axum::routing::get(events::events))
         .route(
@@ -478,40 +413,12 @@ where
         )
         .route("/api/openapi.json", axum::routing::get(openapi::serve))
         .route("/metrics", axum::routing::get(metrics))
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            per_route,
-        ))
+        .route_layer(PerRouteLayer(state.clone()))
         .nest_service("/mcp", mcp)
         .fallback(|| async { ApiError::not_found("route") })
-        .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT));
-    api.layer(axum::middleware::from_fn_with_state(state.clone(), edge))
-        .with_state(state)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn host_and_origin_are_compared_without_regard_to_case() {
-        let p = EdgePolicy::new(3099, "127.0.0.1".parse().unwrap(), &[], None);
-        let headers = |host: &'static str, origin: Option<&'static str>| {
-            let mut h = HeaderMap::new();
-            h.insert(header::HOST, HeaderValue::from_static(host));
-            if let Some(o) = origin {
-                h.insert(header::ORIGIN, HeaderValue::from_static(o));
-            }
-            h
-        };
-        assert!(p.host_ok(&headers("LocalHost:3099", None)));
-        assert!(p.host_ok(&headers("127.0.0.1:3099", None)));
-        assert!(!p.host_ok(&headers("localhost:3098", None)));
-        assert!(!p.host_ok(&headers("evil.example:3099", None)));
-        assert!(p.origin_ok(&headers("localhost:3099", Some("HTTP://LOCALHOST:3099"))));
-        assert!(!p.origin_ok(&headers("localhost:3099", Some("http://evil.example"))));
-        // A browser's default port is implicit in Host.
-        let port80 = EdgePolicy::new(80, "127.0.0.1".parse().unwrap(), &[], None);
-        assert!(port80.host_ok(&headers("LOCALHOST", None)));
-    }
+        .with_state(state.clone());
+    // Wrapped around the router, not layered onto it: `Router::layer` wraps every route
+    // again, a boxed service and future per request for each layer.
+    let limited = tower::Layer::layer(&axum::extract::DefaultBodyLimit::max(BODY_LIMIT), routes);
+    Edge::new(state, limited)
 }

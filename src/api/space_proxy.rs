@@ -18,7 +18,6 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use hyper_util::rt::TokioIo;
 
-use super::EdgePolicy;
 use crate::error::{ApiError, ApiResult};
 use crate::service::spaces::{SpaceConnection, SpacePod};
 use crate::AppState;
@@ -126,8 +125,9 @@ fn label(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
-/// The `(cluster, space)` a space host names (`<space>.<cluster>.spaces.<allowed host>`).
-pub fn space_host(policy: &EdgePolicy, host: &str) -> Option<(String, String)> {
+/// The `(cluster, space)` a space host names (`<space>.<cluster>.spaces.<allowed host>`), where
+/// `allowed` are the hosts the server answers to (`host:port`, lowercase).
+pub fn space_host(allowed: &[String], host: &str) -> Option<(String, String)> {
     // Every request's Host passes here first: most name no space, and cost no copy.
     const MARK: &[u8] = b".spaces.";
     if !host
@@ -140,8 +140,7 @@ pub fn space_host(policy: &EdgePolicy, host: &str) -> Option<(String, String)> {
     let host = host.to_ascii_lowercase();
     let (names, rest) = host.split_once(".spaces.")?;
     let (space, cluster) = names.split_once('.')?;
-    let allowed = policy
-        .hosts
+    let allowed = allowed
         .iter()
         .any(|h| *h == rest || h.strip_suffix(":80") == Some(rest));
     (allowed && label(space) && label(cluster)).then(|| (cluster.to_string(), space.to_string()))
@@ -302,8 +301,11 @@ async fn forward(
 mod tests {
     use super::*;
 
-    fn policy() -> EdgePolicy {
-        EdgePolicy::new(3099, "127.0.0.1".parse().unwrap(), &[], None)
+    /// The hosts a server on port 3099 of the loopback answers to.
+    fn policy() -> Vec<String> {
+        ["localhost:3099", "127.0.0.1:3099", "[::1]:3099"]
+            .map(String::from)
+            .to_vec()
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
-use axum::http::{HeaderValue, Method};
+use axum::http::{HeaderName, HeaderValue, Method};
 use axum::response::Response;
 use tracing::Instrument;
 
@@ -59,53 +59,101 @@ fn is_read(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
-/// Runs `inner` in the request's span and logs its access line. A read's span is at debug, so
-/// at the default level it is never made (a probe or a poll costs no span); when its answer is
-/// logged after all (refused, failed or slow), the line gets the same span then, so every
-/// access line has the same fields.
+/// A request being traced: begun when it is matched, finished with its answer. A read's span
+/// is at debug, so at the default level it is never made (a probe or a poll costs no span);
+/// when its answer is logged after all (refused, failed or slow), the line gets the same span
+/// then, so every access line has the same fields.
+pub struct Trace {
+    id: String,
+    route: Option<MatchedPath>,
+    method: Method,
+    started: Instant,
+    during: tracing::Span,
+}
+
+impl Trace {
+    pub fn begin(request: &Request) -> Self {
+        let id = caller_id(request).unwrap_or_else(new_request_id);
+        let route = request.extensions().get::<MatchedPath>().cloned();
+        let method = request.method().clone();
+        let level = if is_read(&method) {
+            tracing::Level::DEBUG
+        } else {
+            tracing::Level::INFO
+        };
+        let during = span(level, &id, &method, route.as_ref());
+        Self {
+            id,
+            route,
+            method,
+            started: Instant::now(),
+            during,
+        }
+    }
+
+    /// The span the request's work runs in.
+    pub fn span(&self) -> tracing::Span {
+        self.during.clone()
+    }
+
+    /// Logs the access line, counts the answer, and answers the request id.
+    pub fn finish(self, response: &mut Response) {
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let status = response.status().as_u16();
+        let latency_ms = elapsed * 1000.0;
+        let level = access_level(&self.method, status, elapsed);
+        if level != tracing::Level::DEBUG || !self.during.is_disabled() {
+            let line = if self.during.is_disabled() {
+                span(
+                    tracing::Level::INFO,
+                    &self.id,
+                    &self.method,
+                    self.route.as_ref(),
+                )
+            } else {
+                self.during
+            };
+            line.in_scope(|| match level {
+                tracing::Level::WARN => tracing::warn!(status, latency_ms, "request finished"),
+                tracing::Level::INFO => tracing::info!(status, latency_ms, "request finished"),
+                _ => tracing::debug!(status, latency_ms, "request finished"),
+            });
+        }
+        let route = self.route.as_ref().map_or("", |p| p.as_str());
+        crate::metrics::global().request(&self.method, route, status, elapsed);
+        // The id's own bytes become the header's (no copy), under a name that is not copied.
+        if let Ok(v) = HeaderValue::try_from(self.id) {
+            response
+                .headers_mut()
+                .insert(HeaderName::from_static(REQUEST_ID), v);
+        }
+    }
+}
+
+fn span(
+    level: tracing::Level,
+    id: &str,
+    method: &Method,
+    route: Option<&MatchedPath>,
+) -> tracing::Span {
+    let route = route.map_or("", |p| p.as_str());
+    match level {
+        tracing::Level::DEBUG => {
+            tracing::debug_span!("request", request_id = %id, method = %method, route = %route)
+        }
+        _ => tracing::info_span!("request", request_id = %id, method = %method, route = %route),
+    }
+}
+
+/// Runs `inner` in the request's span and logs its access line (see [`Trace`]).
 pub async fn trace<F, Fut>(request: Request, inner: F) -> Response
 where
     F: FnOnce(Request) -> Fut,
     Fut: std::future::Future<Output = Response>,
 {
-    let id = caller_id(&request).unwrap_or_else(new_request_id);
-    let matched = request.extensions().get::<MatchedPath>().cloned();
-    let route = matched.as_ref().map_or("", |p| p.as_str());
-    let method = request.method().clone();
-    let span = |level: tracing::Level| match level {
-        tracing::Level::DEBUG => {
-            tracing::debug_span!("request", request_id = %id, method = %method, route = %route)
-        }
-        _ => tracing::info_span!("request", request_id = %id, method = %method, route = %route),
-    };
-    let during = span(if is_read(&method) {
-        tracing::Level::DEBUG
-    } else {
-        tracing::Level::INFO
-    });
-    let started = Instant::now();
-    let mut response = inner(request).instrument(during.clone()).await;
-    let elapsed = started.elapsed().as_secs_f64();
-    let status = response.status().as_u16();
-    let latency_ms = elapsed * 1000.0;
-    let level = access_level(&method, status, elapsed);
-    if level != tracing::Level::DEBUG || !during.is_disabled() {
-        let line = if during.is_disabled() {
-            span(tracing::Level::INFO)
-        } else {
-            during
-        };
-        line.in_scope(|| match level {
-            tracing::Level::WARN => tracing::warn!(status, latency_ms, "request finished"),
-            tracing::Level::INFO => tracing::info!(status, latency_ms, "request finished"),
-            _ => tracing::debug!(status, latency_ms, "request finished"),
-        });
-    }
-    crate::metrics::global().request(&method, route, status, elapsed);
-    // The id's own bytes become the header's (no copy).
-    if let Ok(v) = HeaderValue::try_from(id) {
-        response.headers_mut().insert(REQUEST_ID, v);
-    }
+    let trace = Trace::begin(&request);
+    let mut response = inner(request).instrument(trace.span()).await;
+    trace.finish(&mut response);
     response
 }
 

@@ -38,7 +38,7 @@ use catalog::ToolSpec;
 /// What the MCP server needs to dispatch into the REST router.
 pub struct McpContext {
     /// Set once the router exists (the router contains this server, hence the late binding).
-    pub router: OnceLock<axum::Router>,
+    pub router: OnceLock<crate::api::Http>,
     /// The `Host` the inner requests carry, accepted by the edge guard.
     pub host: String,
     /// The bearer token, when the server requires one.

@@ -1,0 +1,301 @@
+//! The edge every request passes first, wrapped around the whole router (REST, MCP, UI): the
+//! DNS-rebinding guard (Host and Origin), the bearer token, a space's own host handed to its
+//! proxy, and the security headers on every answer. It is a tower service with its own future,
+//! not an axum middleware: `from_fn` under `Router::layer` cost each request about eight
+//! allocations (a boxed clone of the inner service, two boxed futures, a route wrapper) for what
+//! is a few header comparisons.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::extract::Request;
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
+use axum::response::{IntoResponse as _, Response};
+use futures::future::BoxFuture;
+use subtle::ConstantTimeEq;
+
+use super::{space_proxy, CLOUD_HEADER};
+use crate::error::ApiError;
+use crate::AppState;
+
+/// What the edge checks against, fixed once the listener is bound.
+#[derive(Debug, Clone)]
+pub struct EdgePolicy {
+    /// Accepted `Host` values (`host:port`), lowercase.
+    pub hosts: Vec<String>,
+    /// Accepted `Origin` values (`http://host:port`).
+    pub origins: Vec<String>,
+    pub token: Option<crate::config::Secret>,
+}
+
+impl EdgePolicy {
+    pub fn new(
+        port: u16,
+        bind_ip: std::net::IpAddr,
+        extra: &[String],
+        token: Option<crate::config::Secret>,
+    ) -> Self {
+        let mut hosts: Vec<String> = vec![
+            format!("localhost:{port}"),
+            format!("127.0.0.1:{port}"),
+            format!("[::1]:{port}"),
+        ];
+        if !bind_ip.is_unspecified() && !bind_ip.is_loopback() {
+            hosts.push(match bind_ip {
+                std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
+                v4 => format!("{v4}:{port}"),
+            });
+        }
+        hosts.extend(
+            extra
+                .iter()
+                .map(|h| h.trim().to_ascii_lowercase())
+                .filter(|h| !h.is_empty()),
+        );
+        let origins = hosts
+            .iter()
+            .flat_map(|h| [format!("http://{h}"), format!("https://{h}")])
+            .collect();
+        Self {
+            hosts,
+            origins,
+            token,
+        }
+    }
+
+    fn host_ok(&self, headers: &HeaderMap) -> bool {
+        let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+            return false;
+        };
+        // A browser's default port is implicit in Host; the allow-list may name it either way.
+        // (Compared without a lowercased copy: this runs on every request.)
+        self.hosts.iter().any(|h| {
+            h.eq_ignore_ascii_case(host)
+                || h.strip_suffix(":80")
+                    .is_some_and(|h| h.eq_ignore_ascii_case(host))
+        })
+    }
+
+    fn origin_ok(&self, headers: &HeaderMap) -> bool {
+        match headers.get(header::ORIGIN).map(|o| o.to_str()) {
+            None => true,
+            Some(Ok(origin)) => self.origins.iter().any(|o| o.eq_ignore_ascii_case(origin)),
+            Some(Err(_)) => false,
+        }
+    }
+
+    fn token_ok(&self, headers: &HeaderMap) -> bool {
+        let Some(expected) = &self.token else {
+            return true;
+        };
+        // A browser cannot send Authorization on a WebSocket; it offers the token as a
+        // subprotocol instead (the server never echoes that one back).
+        let offered = || {
+            headers
+                .get(header::SEC_WEBSOCKET_PROTOCOL)
+                .and_then(|v| v.to_str().ok())?
+                .split(',')
+                .find_map(|p| p.trim().strip_prefix(BEARER_PROTOCOL))
+        };
+        let Some(given) = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .or_else(offered)
+        else {
+            return false;
+        };
+        given.as_bytes().ct_eq(expected.0.as_bytes()).into()
+    }
+}
+
+/// Prefix of the WebSocket subprotocol that carries the token (`instantstart.bearer.<token>`).
+pub const BEARER_PROTOCOL: &str = "instantstart.bearer.";
+
+/// Paths served without the token: the health probe and the UI's static files (they hold no
+/// data; the UI asks for the token and sends it on every API request).
+fn is_public(path: &str) -> bool {
+    path == "/healthz" || path == "/" || path.starts_with("/ui/")
+}
+
+/// The Content-Security-Policy on every response: only this origin's scripts, styles and
+/// connections (WebSocket included), no inline code, no framing.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// The refusal of a request the edge does not let through, if any.
+fn refusal(policy: &EdgePolicy, request: &Request) -> Option<ApiError> {
+    let headers = request.headers();
+    if !policy.host_ok(headers) {
+        Some(ApiError::Forbidden {
+            slug: "forbidden-host",
+            detail: "the Host header does not name this server; add it with --allowed-host if it is a proxy or port-forward you trust".into(),
+        })
+    } else if !policy.origin_ok(headers) {
+        Some(ApiError::Forbidden {
+            slug: "forbidden-origin",
+            detail: "cross-origin requests are refused".into(),
+        })
+    } else if !is_public(request.uri().path()) && !policy.token_ok(headers) {
+        Some(ApiError::Unauthorized)
+    } else {
+        None
+    }
+}
+
+/// The headers every answer carries (a space's proxied answers excepted: they are its own).
+fn secure(mut response: Response, sandbox: bool) -> Response {
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    if sandbox {
+        // A static name is not copied, where a `&str` one would be on every answer.
+        h.insert(
+            HeaderName::from_static(CLOUD_HEADER),
+            HeaderValue::from_static("sandbox"),
+        );
+    }
+    response
+}
+
+/// The edge around a service (the router): see the module's doc.
+#[derive(Clone)]
+pub struct Edge<S> {
+    state: AppState,
+    inner: S,
+}
+
+impl<S> Edge<S> {
+    pub fn new(state: AppState, inner: S) -> Self {
+        Self { state, inner }
+    }
+}
+
+impl<S> tower::Service<Request> for Edge<S>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = EdgeFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let state = &self.state;
+        // A space's own host: its proxy checks origin and session itself.
+        if let Some((cluster, space)) = request
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| space_proxy::space_host(&state.edge.hosts, h))
+        {
+            return EdgeFuture::Proxy {
+                inner: Box::pin(space_proxy::serve(
+                    AppState::clone(state),
+                    cluster,
+                    space,
+                    request,
+                )),
+            };
+        }
+        let sandbox = state.sandbox.is_some();
+        match refusal(&state.edge, &request) {
+            Some(e) => EdgeFuture::Refused {
+                response: secure(e.into_response(), sandbox),
+            },
+            None => EdgeFuture::Passed {
+                inner: self.inner.call(request),
+                sandbox,
+            },
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// What the edge answers: the inner service's answer with the edge's headers, a refusal,
+    /// or a space's proxied answer.
+    #[project = EdgeProj]
+    pub enum EdgeFuture<F> {
+        Passed { #[pin] inner: F, sandbox: bool },
+        Refused { response: Response },
+        Proxy { inner: BoxFuture<'static, Response> },
+    }
+}
+
+impl<F> Future for EdgeFuture<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            EdgeProj::Passed { inner, sandbox } => {
+                let Ok(response) = std::task::ready!(inner.poll(cx));
+                Poll::Ready(Ok(secure(response, *sandbox)))
+            }
+            EdgeProj::Refused { response } => Poll::Ready(Ok(std::mem::take(response))),
+            EdgeProj::Proxy { inner } => inner.as_mut().poll(cx).map(Ok),
+        }
+    }
+}
+
+/// Serves the same edge to every accepted connection (what `into_make_service` is to a
+/// `Router`), so no connection rebuilds any of it.
+#[derive(Clone)]
+pub struct MakeEdge<S>(pub Edge<S>);
+
+impl<S: Clone, T> tower::Service<T> for MakeEdge<S> {
+    type Response = Edge<S>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Edge<S>, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: T) -> Self::Future {
+        std::future::ready(Ok(self.0.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_and_origin_are_compared_without_regard_to_case() {
+        let p = EdgePolicy::new(3099, "127.0.0.1".parse().unwrap(), &[], None);
+        let headers = |host: &'static str, origin: Option<&'static str>| {
+            let mut h = HeaderMap::new();
+            h.insert(header::HOST, HeaderValue::from_static(host));
+            if let Some(o) = origin {
+                h.insert(header::ORIGIN, HeaderValue::from_static(o));
+            }
+            h
+        };
+        assert!(p.host_ok(&headers("LocalHost:3099", None)));
+        assert!(p.host_ok(&headers("127.0.0.1:3099", None)));
+        assert!(!p.host_ok(&headers("localhost:3098", None)));
+        assert!(!p.host_ok(&headers("evil.example:3099", None)));
+        assert!(p.origin_ok(&headers("localhost:3099", Some("HTTP://LOCALHOST:3099"))));
+        assert!(!p.origin_ok(&headers("localhost:3099", Some("http://evil.example"))));
+        // A browser's default port is implicit in Host.
+        let port80 = EdgePolicy::new(80, "127.0.0.1".parse().unwrap(), &[], None);
+        assert!(port80.host_ok(&headers("LOCALHOST", None)));
+    }
+}
