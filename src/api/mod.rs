@@ -1,7 +1,8 @@
-//! The REST face (axum): the routers of each resource merged in one place, the edge middleware
-//! (Host/Origin guard, bearer token, actor, sandbox header, body limit) and the JSON extractor
-//! that turns every malformed body into the problem shape. A handler extracts, makes one
-//! `service/` call and responds.
+//! The REST face (axum): the routers of each resource merged in one place behind the edge
+//! ([`edge`]: Host/Origin guard, bearer token, security headers) and the body limit, the layer every
+//! matched route runs through (audit, trace, body read first), and the extractors (actor,
+//! idempotency key, JSON, query) that turn every malformed input into the problem shape. A
+//! handler extracts, makes one `service/` call and responds.
 
 pub mod agent;
 pub mod audit;
