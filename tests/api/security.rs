@@ -200,6 +200,61 @@ async fn every_request_carries_a_request_id_and_a_plain_one_is_kept() {
     assert!(r.headers().contains_key("x-request-id"));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_carries_the_security_headers_whatever_path_it_took() {
+    let app = spawn_app().await;
+    let check = |what: &str, r: &reqwest::Response, traced: bool| {
+        let h = r.headers();
+        assert!(
+            h.get("content-security-policy")
+                .is_some_and(|v| v.to_str().unwrap().contains("frame-ancestors 'none'")),
+            "{what}: {h:?}"
+        );
+        assert_eq!(
+            h.get("x-content-type-options").unwrap(),
+            "nosniff",
+            "{what}"
+        );
+        assert_eq!(h.get("referrer-policy").unwrap(), "no-referrer", "{what}");
+        assert_eq!(h.get("x-instantstart-cloud").unwrap(), "sandbox", "{what}");
+        assert_eq!(h.contains_key("x-request-id"), traced, "{what}: {h:?}");
+    };
+    // A read with no body (answered without the audit), the health probe.
+    let r = app.get("/api/clusters").await;
+    assert_eq!(r.status(), StatusCode::OK);
+    check("a read", &r, true);
+    let r = app.get("/healthz").await;
+    assert_eq!(r.status(), StatusCode::OK);
+    check("the probe", &r, true);
+    // A change with a body (read first, audited), refused by its handler.
+    let r = app
+        .client
+        .post(app.url("/api/pipelines"))
+        .json(&{
+            let mut body = pipeline_body();
+            body["name"] = "Bad_Name".into();
+            body
+        })
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    check("a refused change", &r, true);
+    // Refused at the edge, and a path no route matches: no route, no request id.
+    let r = app
+        .client
+        .get(app.url("/api/clusters"))
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    check("an edge refusal", &r, false);
+    let r = app.get("/api/no-such-thing").await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    check("an unknown route", &r, false);
+}
+
 /// The server's log once `ready` holds of it (its lines are written by a thread of their own),
 /// for at most ten seconds; then as it is, for the assertions to say what is missing.
 async fn logged(path: &std::path::Path, ready: impl Fn(&str) -> bool) -> String {
