@@ -99,6 +99,16 @@ impl TestApp {
             .expect("request")
     }
 
+    /// `GET path` with one header.
+    pub async fn get_with(&self, path: &str, name: &str, value: impl AsRef<str>) -> Response {
+        self.client
+            .get(self.url(path))
+            .header(name, value.as_ref())
+            .send()
+            .await
+            .expect("request")
+    }
+
     pub async fn post_raw(&self, path: &str, body: &str) -> Response {
         self.client
             .post(self.url(path))

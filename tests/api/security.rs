@@ -12,23 +12,15 @@ async fn foreign_hosts_and_origins_are_refused() {
     })
     .await;
     let r = app
-        .client
-        .get(app.url("/api/clusters"))
-        .header("host", "evil.example:80")
-        .send()
-        .await
-        .unwrap();
+        .get_with("/api/clusters", "host", "evil.example:80")
+        .await;
     assert_eq!(
         problem(r, StatusCode::FORBIDDEN).await["type"],
         "urn:instantstart:problem:forbidden-host"
     );
     let r = app
-        .client
-        .get(app.url("/api/clusters"))
-        .header("origin", "http://evil.example")
-        .send()
-        .await
-        .unwrap();
+        .get_with("/api/clusters", "origin", "http://evil.example")
+        .await;
     assert_eq!(
         problem(r, StatusCode::FORBIDDEN).await["type"],
         "urn:instantstart:problem:forbidden-origin"
@@ -49,21 +41,11 @@ async fn foreign_hosts_and_origins_are_refused() {
     );
 
     let own_origin = app.base.replace("127.0.0.1", "localhost");
-    let r = app
-        .client
-        .get(app.url("/api/clusters"))
-        .header("origin", own_origin)
-        .send()
-        .await
-        .unwrap();
+    let r = app.get_with("/api/clusters", "origin", own_origin).await;
     assert_eq!(r.status(), StatusCode::OK);
     let r = app
-        .client
-        .get(app.url("/api/clusters"))
-        .header("host", "ops.internal:8443")
-        .send()
-        .await
-        .unwrap();
+        .get_with("/api/clusters", "host", "ops.internal:8443")
+        .await;
     assert_eq!(r.status(), StatusCode::OK, "allow-listed host");
 }
 
@@ -178,21 +160,13 @@ async fn every_request_carries_a_request_id_and_a_plain_one_is_kept() {
     let id = r.headers()["x-request-id"].to_str().unwrap().to_string();
     assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
     let r = app
-        .client
-        .get(app.url("/api/clusters"))
-        .header("x-request-id", "trace-123")
-        .send()
-        .await
-        .unwrap();
+        .get_with("/api/clusters", "x-request-id", "trace-123")
+        .await;
     assert_eq!(r.headers()["x-request-id"], "trace-123");
     // Anything else (too long, or not plain) is replaced, so logs never carry it.
     let r = app
-        .client
-        .get(app.url("/api/clusters"))
-        .header("x-request-id", "a b\"c")
-        .send()
-        .await
-        .unwrap();
+        .get_with("/api/clusters", "x-request-id", "a b\"c")
+        .await;
     assert_ne!(r.headers()["x-request-id"], "a b\"c");
     // Problems carry one too.
     let r = app.get("/api/clusters/Bad_Name").await;
@@ -242,12 +216,8 @@ async fn every_answer_carries_the_security_headers_whatever_path_it_took() {
     check("a refused change", &r, true);
     // Refused at the edge, and a path no route matches: no route, no request id.
     let r = app
-        .client
-        .get(app.url("/api/clusters"))
-        .header("origin", "http://evil.example")
-        .send()
-        .await
-        .unwrap();
+        .get_with("/api/clusters", "origin", "http://evil.example")
+        .await;
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
     check("an edge refusal", &r, false);
     let r = app.get("/api/no-such-thing").await;
