@@ -46,21 +46,6 @@ fn interned(route: &str) -> &'static str {
     r
 }
 
-/// A method as a label: the standard ones by name, any other as `OTHER` (bounded).
-fn method_label(m: &axum::http::Method) -> &'static str {
-    use axum::http::Method;
-    match *m {
-        Method::GET => "GET",
-        Method::HEAD => "HEAD",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::PATCH => "PATCH",
-        Method::DELETE => "DELETE",
-        Method::OPTIONS => "OPTIONS",
-        _ => "OTHER",
-    }
-}
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ToolLabels {
     pub tool: String,
@@ -119,22 +104,86 @@ fn latency_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 18))
 }
 
-impl Metrics {
-    /// Counts one answered request and its latency, by method, route template and status.
-    pub fn request(&self, method: &axum::http::Method, route: &str, status: u16, secs: f64) {
-        let (method, route) = (method_label(method), interned(route));
-        self.request_seconds
-            .get_or_create(&RouteLabels { method, route })
-            .observe(secs);
-        self.requests
+/// What one route answered with one method counts into, found in the families once per thread.
+struct RouteMetrics {
+    seconds: Histogram,
+    /// By status: a route answers a handful.
+    requests: Vec<(u16, Counter)>,
+}
+
+/// A method's label: the standard ones by name, any other as `OTHER` (bounded).
+const METHODS: [&str; 8] = [
+    "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "OTHER",
+];
+
+/// Where a method's label is in [`METHODS`].
+fn method_index(m: &axum::http::Method) -> usize {
+    use axum::http::Method;
+    match *m {
+        Method::GET => 0,
+        Method::HEAD => 1,
+        Method::POST => 2,
+        Method::PUT => 3,
+        Method::PATCH => 4,
+        Method::DELETE => 5,
+        Method::OPTIONS => 6,
+        _ => 7,
+    }
+}
+
+thread_local! {
+    /// Each route's metrics by method, as this thread first counted them: a request then
+    /// costs one hash of its route template, with no lock and no label set hashed (looking
+    /// both families up took two locks and three hashes). Bounded like the labels: templates
+    /// come from the router, methods and statuses from fixed sets.
+    static ROUTE_METRICS: std::cell::RefCell<
+        std::collections::HashMap<Box<str>, [Option<RouteMetrics>; METHODS.len()]>,
+    > = Default::default();
+}
+
+/// Counts one answered request and its latency in the process's registry, by method, route
+/// template and status.
+pub fn request(method: &axum::http::Method, route: &str, status: u16, secs: f64) {
+    let m = method_index(method);
+    ROUTE_METRICS.with_borrow_mut(|routes| {
+        if !routes.contains_key(route) {
+            routes.insert(route.into(), Default::default());
+        }
+        let Some(by_method) = routes.get_mut(route) else {
+            return;
+        };
+        let metrics = global();
+        let labels = || (METHODS[m], interned(route));
+        let counted = by_method[m].get_or_insert_with(|| {
+            let (method, route) = labels();
+            RouteMetrics {
+                seconds: metrics
+                    .request_seconds
+                    .get_or_create(&RouteLabels { method, route })
+                    .clone(),
+                requests: Vec::new(),
+            }
+        });
+        counted.seconds.observe(secs);
+        if let Some((_, c)) = counted.requests.iter().find(|(s, _)| *s == status) {
+            c.inc();
+            return;
+        }
+        let (method, route) = labels();
+        let c = metrics
+            .requests
             .get_or_create(&RequestLabels {
                 method,
                 route,
                 status,
             })
-            .inc();
-    }
+            .clone();
+        c.inc();
+        counted.requests.push((status, c));
+    });
+}
 
+impl Metrics {
     fn new() -> Self {
         let mut registry = Registry::with_prefix("instantstart");
         let requests = Family::<RequestLabels, Counter>::default();
@@ -285,6 +334,48 @@ pub fn global() -> &'static Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_are_counted_by_method_route_and_status_from_every_thread() {
+        use axum::http::Method;
+        // A template of this test's own: the registry is the process's.
+        let route = "/test/counted/{id}";
+        for _ in 0..3 {
+            request(&Method::GET, route, 200, 0.001);
+        }
+        request(&Method::GET, route, 404, 0.001);
+        std::thread::spawn(move || request(&Method::GET, route, 200, 0.001))
+            .join()
+            .expect("counted on another thread");
+        request(&Method::POST, route, 202, 0.001);
+        request(
+            &Method::from_bytes(b"PROPFIND").expect("a method"),
+            route,
+            207,
+            0.001,
+        );
+        let text = global().render(&Registry::default());
+        let line = |family: &str, labels: &str| {
+            text.lines()
+                .find(|l| l.starts_with(&format!("{family}{{{labels}}} ")))
+                .map(|l| l.rsplit(' ').next().unwrap_or_default().to_string())
+        };
+        let counted = |method: &str, status: u16| {
+            line(
+                "instantstart_http_requests_total",
+                &format!(r#"method="{method}",route="{route}",status="{status}""#),
+            )
+        };
+        assert_eq!(counted("GET", 200).as_deref(), Some("4"), "{text}");
+        assert_eq!(counted("GET", 404).as_deref(), Some("1"));
+        assert_eq!(counted("POST", 202).as_deref(), Some("1"));
+        assert_eq!(counted("OTHER", 207).as_deref(), Some("1"));
+        let timed = line(
+            "instantstart_http_request_duration_seconds_count",
+            &format!(r#"method="GET",route="{route}""#),
+        );
+        assert_eq!(timed.as_deref(), Some("5"), "{text}");
+    }
 
     #[test]
     fn a_stream_is_counted_while_its_guard_lives() {
