@@ -146,41 +146,46 @@ thread_local! {
 pub fn request(method: &axum::http::Method, route: &str, status: u16, secs: f64) {
     let m = method_index(method);
     ROUTE_METRICS.with_borrow_mut(|routes| {
-        if !routes.contains_key(route) {
-            routes.insert(route.into(), Default::default());
+        // One hash of the route once it is known; a second only the first time.
+        if let Some(by_method) = routes.get_mut(route) {
+            return count(&mut by_method[m], m, route, status, secs);
         }
-        let Some(by_method) = routes.get_mut(route) else {
-            return;
-        };
-        let metrics = global();
-        let labels = || (METHODS[m], interned(route));
-        let counted = by_method[m].get_or_insert_with(|| {
-            let (method, route) = labels();
-            RouteMetrics {
-                seconds: metrics
-                    .request_seconds
-                    .get_or_create(&RouteLabels { method, route })
-                    .clone(),
-                requests: Vec::new(),
-            }
-        });
-        counted.seconds.observe(secs);
-        if let Some((_, c)) = counted.requests.iter().find(|(s, _)| *s == status) {
-            c.inc();
-            return;
-        }
-        let (method, route) = labels();
-        let c = metrics
-            .requests
-            .get_or_create(&RequestLabels {
-                method,
-                route,
-                status,
-            })
-            .clone();
-        c.inc();
-        counted.requests.push((status, c));
+        let by_method = routes.entry(route.into()).or_default();
+        count(&mut by_method[m], m, route, status, secs);
     });
+}
+
+/// Counts into one route's and method's metrics, looking them up in the families the first
+/// time (and a status the first time it is answered).
+fn count(slot: &mut Option<RouteMetrics>, m: usize, route: &str, status: u16, secs: f64) {
+    let metrics = global();
+    let labels = || (METHODS[m], interned(route));
+    let counted = slot.get_or_insert_with(|| {
+        let (method, route) = labels();
+        RouteMetrics {
+            seconds: metrics
+                .request_seconds
+                .get_or_create(&RouteLabels { method, route })
+                .clone(),
+            requests: Vec::new(),
+        }
+    });
+    counted.seconds.observe(secs);
+    if let Some((_, c)) = counted.requests.iter().find(|(s, _)| *s == status) {
+        c.inc();
+        return;
+    }
+    let (method, route) = labels();
+    let c = metrics
+        .requests
+        .get_or_create(&RequestLabels {
+            method,
+            route,
+            status,
+        })
+        .clone();
+    c.inc();
+    counted.requests.push((status, c));
 }
 
 impl Metrics {
