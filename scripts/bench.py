@@ -130,6 +130,25 @@ def load(addr, path, connections=20, seconds=None, header=None):
     return rps, p50, p99, size
 
 
+def meets(value, target):
+    """Whether a figure meets its printed target (`≤ 2 ms`, `≥ 60,000 req/s`, `= 50`, `0 bytes`:
+    a bare number means equal), or None for a target that names no number."""
+    m = re.match(r"(≤|≥|=)?\s*([0-9][0-9,]*(?:\.[0-9]+)?)", target or "")
+    if not m:
+        return None
+    bound = float(m.group(2).replace(",", ""))
+    return {"≤": value <= bound, "≥": value >= bound}.get(m.group(1), value == bound)
+
+
+def summary(rows):
+    """The targets met and, by name, the ones not: the run's verdict in one place."""
+    judged = [r for r in rows if meets(r["value"], r["target"]) is not None]
+    missed = [r for r in judged if not meets(r["value"], r["target"])]
+    print(f"\ntargets met: {len(judged) - len(missed)} of {len(judged)}")
+    for r in missed:
+        print(f"  not met: {r['what']} ({r['value']:.3f} {r['unit']}; target {r['target']})")
+
+
 def compare(previous, rows):
     """Each figure beside the same figure of an earlier run (matched by its name without the
     answer's size, which may change), as a ratio."""
@@ -548,6 +567,9 @@ def main():
     # The generator's ceiling comes first, so every later req/s figure can say its share.
     for name in ["edge"] + [n for n in only if n != "edge"]:
         sections[name]()
+    summary(ROWS)
+    for r in ROWS:
+        r["met"] = meets(r["value"], r["target"])
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"started": started, "cores": os.cpu_count(), "seconds": SECONDS, "rows": ROWS}, f, indent=1)
