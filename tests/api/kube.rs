@@ -780,6 +780,29 @@ async fn the_node_and_pod_cache_follows_creates_updates_and_deletes() {
             .free,
         1
     );
+    // A watch ended with 410 Expired lists every pod again: the relist's own summary takes
+    // the place of the pods' part, and the view says the same under a new revision.
+    let before = kube
+        .cluster_state(&target)
+        .await
+        .unwrap()
+        .cache
+        .revision
+        .clone();
+    emu.send(
+        reqwest::Method::POST,
+        "/_emulator/expire-watch",
+        json!({}),
+        "application/json",
+    )
+    .await;
+    until(&kube, &target, "the relist", |s| {
+        s.cache.revision != before
+            && (s.nodes[0].gpus.requested, s.nodes[0].gpus.free) == (3, 1)
+            && (s.pending_gpu_pods, s.pending_gpus) == (1, 2)
+            && s.cache.pods == 2
+    })
+    .await;
     // What the metrics report of the cache: what it holds, synced, and how fresh.
     let stats = kube.cache_stats().await;
     assert_eq!(stats.len(), 1, "{stats:?}");

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt as _;
 
-use crate::cloud::{GpuUsage, NodeState};
+use crate::cloud::{GpuUsage, Labels, NodeState};
 
 pub(super) const GPU: &str = "nvidia.com/gpu";
 
@@ -18,7 +18,7 @@ const HEALTH_LABELS: [&str; 2] = [
 ];
 
 /// Whose pods they are: a namespace and the pods' labels of `HOLDER_LABELS`.
-pub type Holder = (String, BTreeMap<String, String>);
+pub type Holder = (String, Labels);
 
 fn gpus(q: Option<&Quantity>) -> u32 {
     q.and_then(|q| q.0.parse::<u32>().ok()).unwrap_or(0)

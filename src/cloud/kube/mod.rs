@@ -3,16 +3,16 @@
 //! with field manager `instantstart`, and watch-backed node/pod caches for the status routes.
 
 mod brief;
+mod client;
 mod noticed;
 mod slim;
 mod state;
 mod summary;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock, Weak};
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use anyhow::Context as _;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -21,7 +21,7 @@ use kube::discovery::{ApiCapabilities, Scope};
 use kube::Client;
 use serde_json::Value;
 
-use super::aws::token::{EksTokens, REFRESH_AFTER};
+use super::aws::token::EksTokens;
 use super::{
     CloudError, CloudResult, ClusterState, Kube, KubeTarget, LogLines, LogQuery, ObjectRef,
     PodStream, ServiceCall,
@@ -111,8 +111,8 @@ impl KubeRs {
             return Ok(c.clone());
         }
         let client = match &self.auth {
-            KubeAuth::Url(url) => plain_client(url),
-            KubeAuth::Eks(tokens) => eks_client(target, tokens.clone()).await,
+            KubeAuth::Url(url) => client::plain(url),
+            KubeAuth::Eks(tokens) => client::eks(target, tokens.clone()).await,
         }
         .map_err(|e| setup_err("Connect", e))?;
         self.clients
@@ -197,63 +197,6 @@ fn log_params(query: &LogQuery, follow: bool) -> kube::api::LogParams {
         limit_bytes: query.limit_bytes,
         ..Default::default()
     }
-}
-
-fn plain_client(url: &str) -> anyhow::Result<Client> {
-    let uri = url.parse().context("Kubernetes API URL")?;
-    Client::try_from(kube::Config::new(uri)).context("building the Kubernetes client")
-}
-
-/// A client for an EKS API server: the CA from `DescribeCluster` and an IAM token that a
-/// background task replaces before EKS stops accepting it. The task ends with the client.
-async fn eks_client(target: &KubeTarget, tokens: Arc<EksTokens>) -> anyhow::Result<Client> {
-    use base64::Engine as _;
-    use rustls::pki_types::pem::PemObject as _;
-    use rustls::pki_types::CertificateDer;
-
-    let pem = base64::engine::general_purpose::STANDARD
-        .decode(target.certificate_authority.trim())
-        .context("cluster certificate authority is not base64")?;
-    let roots = CertificateDer::pem_slice_iter(&pem)
-        .map(|c| c.map(|c| c.to_vec()))
-        .collect::<Result<Vec<_>, _>>()
-        .context("cluster certificate authority is not PEM")?;
-    let mut config = kube::Config::new(target.endpoint.parse().context("EKS endpoint URL")?);
-    config.root_cert = Some(roots);
-    config.connect_timeout = Some(Duration::from_secs(10));
-    config.read_timeout = Some(Duration::from_secs(295));
-
-    let token = tokens.token_at(&target.cluster, SystemTime::now()).await?;
-    let current = Arc::new(RwLock::new(format!("Bearer {token}")));
-    spawn_refresher(Arc::downgrade(&current), tokens, target.cluster.clone());
-    let header = current.clone();
-    let layer =
-        tower::util::MapRequestLayer::new(move |mut req: http::Request<kube::client::Body>| {
-            let value = header.read().unwrap_or_else(|e| e.into_inner()).clone();
-            if let Ok(v) = http::HeaderValue::from_str(&value) {
-                req.headers_mut().insert(http::header::AUTHORIZATION, v);
-            }
-            req
-        });
-    Ok(kube::client::ClientBuilder::try_from(config)
-        .context("building the Kubernetes client")?
-        .with_layer(&layer)
-        .build())
-}
-
-fn spawn_refresher(slot: Weak<RwLock<String>>, tokens: Arc<EksTokens>, cluster: String) {
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(REFRESH_AFTER / 2).await;
-            let Some(slot) = slot.upgrade() else { return };
-            match tokens.token_at(&cluster, SystemTime::now()).await {
-                Ok(t) => *slot.write().unwrap_or_else(|e| e.into_inner()) = format!("Bearer {t}"),
-                Err(e) => {
-                    tracing::warn!(cluster, error = %format!("{e:#}"), "EKS token refresh failed")
-                }
-            }
-        }
-    });
 }
 
 #[async_trait]

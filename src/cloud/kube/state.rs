@@ -55,23 +55,29 @@ impl Drop for Cache {
     }
 }
 
-/// One kind's watch: relists replace that kind wholesale (from briefs taken as each page
-/// arrives, so no object outlives its page), events apply one object. Each says what changed
-/// that a person should know (see [`Noticed`]).
+/// One kind's watch: a relist gathers what it keeps of each object as each page arrives (so
+/// no object outlives its page) and then replaces that kind wholesale; events apply one
+/// object. Each says what changed that a person should know (see [`Noticed`]).
 trait Watched: Clone + Send + Sync + 'static {
     const SYNCED: u8;
-    type Brief: Send;
-    fn brief(o: &Self) -> Self::Brief;
+    /// What a relist has gathered so far.
+    type Relist: Default + Send;
+    /// An empty relist, sized for as many objects as the cache holds now.
+    fn begin(s: &Shared) -> Self::Relist;
+    fn gather(relist: &mut Self::Relist, o: &Self);
     fn apply(s: &mut Shared, o: &Self) -> Option<Change>;
     fn delete(s: &mut Shared, o: &Self);
-    fn replace(s: &mut Shared, all: Vec<Self::Brief>) -> Vec<Change>;
+    fn replace(s: &mut Shared, relist: Self::Relist) -> Vec<Change>;
 }
 
 impl Watched for Node {
     const SYNCED: u8 = NODES_SYNCED;
-    type Brief = crate::cloud::NodeState;
-    fn brief(o: &Self) -> Self::Brief {
-        super::brief::node_brief(o)
+    type Relist = Vec<crate::cloud::NodeState>;
+    fn begin(s: &Shared) -> Self::Relist {
+        Vec::with_capacity(s.summary.sizes().0)
+    }
+    fn gather(relist: &mut Self::Relist, o: &Self) {
+        relist.push(super::brief::node_brief(o));
     }
     fn apply(s: &mut Shared, o: &Self) -> Option<Change> {
         let view = super::brief::node_brief(o);
@@ -84,24 +90,51 @@ impl Watched for Node {
         s.noticed.node_gone(name);
         s.summary.delete_node(name);
     }
-    fn replace(s: &mut Shared, all: Vec<Self::Brief>) -> Vec<Change> {
+    fn replace(s: &mut Shared, all: Self::Relist) -> Vec<Change> {
         let changes = s.noticed.nodes(&all);
         s.summary.replace_node_views(all);
         changes
     }
 }
 
-impl Watched for SlimPod {
-    const SYNCED: u8 = PODS_SYNCED;
+/// A pod relist in progress: the pods' part of a summary of its own, filled page by page, and
+/// the pods found blocked. Briefs held until the list ended cost a fleet's relisting clusters
+/// about 3 MB each at once (key, node, namespace and labels of every pod, as strings).
+#[derive(Default)]
+struct PodRelist {
+    pods: Summary,
+    blocked: Vec<(String, String)>,
+}
+
+impl SlimPod {
     /// The summary's brief, and the scheduler's message when the pod cannot be placed.
-    type Brief = (super::brief::PodBrief, Option<String>);
-    fn brief(o: &Self) -> Self::Brief {
-        let brief = super::brief::pod_brief(&o.0);
-        let blocked = noticed::blocked(&o.0, brief.1);
+    fn brief(&self) -> (super::brief::PodBrief, Option<String>) {
+        let brief = super::brief::pod_brief(&self.0);
+        let blocked = noticed::blocked(&self.0, brief.1);
         (brief, blocked)
     }
+}
+
+impl Watched for SlimPod {
+    const SYNCED: u8 = PODS_SYNCED;
+    type Relist = PodRelist;
+    fn begin(s: &Shared) -> PodRelist {
+        // Sized once: grown by doubling, a list of 10,000 pods left its smaller tables behind
+        // as holes in the heap (a first list has no size to go by).
+        PodRelist {
+            pods: Summary::with_pods(s.summary.sizes().1),
+            blocked: Vec::new(),
+        }
+    }
+    fn gather(relist: &mut PodRelist, o: &Self) {
+        let (brief, why) = o.brief();
+        if let Some(why) = why {
+            relist.blocked.push((brief.0.clone(), why));
+        }
+        relist.pods.apply_pod_brief(brief);
+    }
     fn apply(s: &mut Shared, o: &Self) -> Option<Change> {
-        let (brief, blocked) = Self::brief(o);
+        let (brief, blocked) = o.brief();
         let change = s.noticed.pod(&brief.0, blocked);
         s.summary.apply_pod_brief(brief);
         change
@@ -110,19 +143,9 @@ impl Watched for SlimPod {
         s.noticed.pod_gone(&super::brief::pod_key(&o.0));
         s.summary.delete_pod(&o.0);
     }
-    fn replace(s: &mut Shared, all: Vec<Self::Brief>) -> Vec<Change> {
-        let mut blocked = Vec::new();
-        let briefs = all
-            .into_iter()
-            .map(|(brief, why)| {
-                if let Some(why) = why {
-                    blocked.push((brief.0.clone(), why));
-                }
-                brief
-            })
-            .collect();
-        let changes = s.noticed.pods(blocked);
-        s.summary.replace_pod_briefs(briefs);
+    fn replace(s: &mut Shared, relist: PodRelist) -> Vec<Change> {
+        let changes = s.noticed.pods(relist.blocked);
+        s.summary.replace_pods_with(relist.pods);
         changes
     }
 }
@@ -189,8 +212,8 @@ async fn follow<K>(
     // Pages of 100: a relist never holds more than 100 objects' JSON at a time.
     let stream = watcher(api, watcher::Config::default().page_size(100)).default_backoff();
     let mut stream = std::pin::pin!(stream);
-    // A relist's briefs, held only until it completes.
-    let mut relist: Vec<K::Brief> = Vec::new();
+    // What a relist has gathered, held only until it completes.
+    let mut relist = K::Relist::default();
     while let Some(ev) = stream.next().await {
         let lock = || {
             let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
@@ -199,11 +222,11 @@ async fn follow<K>(
         };
         let changes = match ev {
             Ok(watcher::Event::Init) => {
-                relist.clear();
+                relist = K::begin(&shared.lock().unwrap_or_else(|e| e.into_inner()));
                 Vec::new()
             }
             Ok(watcher::Event::InitApply(o)) => {
-                relist.push(K::brief(&o));
+                K::gather(&mut relist, &o);
                 Vec::new()
             }
             Ok(watcher::Event::InitDone) => {

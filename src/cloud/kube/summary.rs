@@ -4,34 +4,117 @@
 //! and the pending demand adjusted by each event's difference — so a read costs the number of nodes, never the number of pods, and the
 //! watched objects themselves are never kept.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::brief::{node_view, pod_brief, pod_key, Holder, PodBrief};
-use crate::cloud::{CacheInfo, ClusterState, GpuClaim, NodeState};
+use crate::cloud::{CacheInfo, ClusterState, GpuClaim, Labels, NodeState};
+
+/// An index into `node_names` or `holders`, kept one up so that an `Option` of it costs no
+/// more: a fleet holds hundreds of thousands of pod records, and three words made each 40
+/// bytes where it is now 12.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Slot(NonZeroU32);
+
+impl Slot {
+    fn new(i: usize) -> Self {
+        // Never more than a u32 of nodes or holders (each is a pod at least).
+        let up = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        Slot(NonZeroU32::new(up).unwrap_or(NonZeroU32::MIN))
+    }
+
+    fn get(self) -> usize {
+        self.0.get() as usize - 1
+    }
+}
 
 /// What the summary keeps of one pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct PodSlim {
     /// GPUs it holds or waits for (0 once it finished, or when it asks for none).
     gpus: u32,
-    /// Index of its node in `node_names`, when bound; `None` while pending.
-    node: Option<usize>,
-    /// Index of its holder (namespace and workload labels) in `holders`, when it asks for GPUs.
-    holder: Option<usize>,
+    /// Its node in `node_names`, when bound; `None` while pending.
+    node: Option<Slot>,
+    /// Its holder (namespace and workload labels) in `holders`, when it asks for GPUs.
+    holder: Option<Slot>,
 }
 
+// A fleet keeps one of these per pod watched: a wider record is a regression of megabytes.
+const _: () = assert!(std::mem::size_of::<PodSlim>() == 12);
+
 /// An interned holder, shared by every claim of the view that names it.
-type SharedHolder = (Arc<str>, Arc<BTreeMap<String, String>>);
+type SharedHolder = (Arc<str>, Arc<Labels>);
+
+/// A holder as the index compares it, however its parts are held: a pod's brief looks up the
+/// interned holder that the index keys by its shared parts, so no holder is kept twice (a
+/// second copy of each workload's labels cost a fleet about 0.7 MB a cluster).
+trait HolderKey {
+    fn parts(&self) -> (&str, &Labels);
+}
+
+impl HolderKey for Holder {
+    fn parts(&self) -> (&str, &Labels) {
+        (&self.0, &self.1)
+    }
+}
+
+/// The index's key: the holder's shared parts (two `Arc`s more, not a copy).
+#[derive(Clone, Debug)]
+struct Interned(SharedHolder);
+
+impl HolderKey for Interned {
+    fn parts(&self) -> (&str, &Labels) {
+        (&self.0 .0, &self.0 .1)
+    }
+}
+
+impl Hash for dyn HolderKey + '_ {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.parts().hash(h)
+    }
+}
+
+impl PartialEq for dyn HolderKey + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn HolderKey + '_ {}
+
+// Hashed and compared as the `dyn HolderKey` it borrows as, as `Borrow` requires.
+impl Hash for Interned {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        (self as &dyn HolderKey).hash(h)
+    }
+}
+
+impl PartialEq for Interned {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for Interned {}
+
+impl<'a> Borrow<dyn HolderKey + 'a> for Interned {
+    fn borrow(&self) -> &(dyn HolderKey + 'a) {
+        self
+    }
+}
 
 /// The maintained summary of one cluster.
 #[derive(Debug, Default)]
 pub struct Summary {
     /// A node's view without its requested/free GPUs (those come from `requested`).
     nodes: BTreeMap<String, NodeState>,
-    pods: HashMap<String, PodSlim>,
+    /// By `namespace/name` (a boxed key: a `String`'s capacity word less, 10,000 times).
+    pods: HashMap<Box<str>, PodSlim>,
     /// Node names pods are bound to, interned (pods name their node; the node may come later).
     node_names: Vec<Arc<str>>,
     node_index: HashMap<String, usize>,
@@ -40,18 +123,18 @@ pub struct Summary {
     /// Holders of GPU-requesting pods, interned (a workload's pods share one) and counted, so
     /// a finished workload's slot is freed and reused: the summary never grows with history.
     holders: Vec<(SharedHolder, u32)>,
-    holder_index: HashMap<Holder, usize>,
+    holder_index: HashMap<Interned, usize>,
     free_holders: Vec<usize>,
     /// GPUs requested on each (node, holder), where more than none.
-    held: HashMap<(usize, usize), u32>,
+    held: HashMap<(Slot, Option<Slot>), u32>,
     pending_pods: u32,
     pending_gpus: u32,
     /// Bumped by every change that alters the view.
     pub revision: u64,
 }
 
-fn shared((namespace, labels): &Holder) -> SharedHolder {
-    (namespace.as_str().into(), Arc::new(labels.clone()))
+fn shared((namespace, labels): Holder) -> SharedHolder {
+    (namespace.into(), Arc::new(labels))
 }
 
 impl Summary {
@@ -68,40 +151,43 @@ impl Summary {
 
     fn slim_of(&mut self, gpus: u32, node: Option<&str>, holder: Holder) -> PodSlim {
         let node = match node {
-            Some(n) if gpus > 0 => Some(self.intern(n)),
+            Some(n) if gpus > 0 => Some(Slot::new(self.intern(n))),
             _ => None,
         };
-        let holder = (gpus > 0).then(|| self.hold(holder));
+        let holder = (gpus > 0).then(|| Slot::new(self.hold(holder)));
         PodSlim { gpus, node, holder }
     }
 
     /// Interns a holder for one more pod.
     fn hold(&mut self, holder: Holder) -> usize {
-        if let Some(i) = self.holder_index.get(&holder) {
+        if let Some(i) = self.holder_index.get(&holder as &dyn HolderKey) {
             self.holders[*i].1 += 1;
             return *i;
         }
+        let held = shared(holder);
         let i = match self.free_holders.pop() {
             Some(i) => {
-                self.holders[i] = (shared(&holder), 1);
+                self.holders[i] = (held.clone(), 1);
                 i
             }
             None => {
-                self.holders.push((shared(&holder), 1));
+                self.holders.push((held.clone(), 1));
                 self.holders.len() - 1
             }
         };
-        self.holder_index.insert(holder, i);
+        self.holder_index.insert(Interned(held), i);
         i
     }
 
     /// A pod no longer refers to its holder; the last one frees its slot.
     fn release(&mut self, p: PodSlim) {
-        let Some(i) = p.holder else { return };
-        let ((namespace, labels), refs) = &mut self.holders[i];
+        let Some(i) = p.holder.map(Slot::get) else {
+            return;
+        };
+        let (held, refs) = &mut self.holders[i];
         *refs -= 1;
         if *refs == 0 {
-            let key = (namespace.to_string(), BTreeMap::clone(labels));
+            let key = Interned(held.clone());
             self.holder_index.remove(&key);
             self.free_holders.push(i);
         }
@@ -117,8 +203,8 @@ impl Summary {
         };
         match p.node {
             Some(i) => {
-                change(&mut self.requested[i], p.gpus);
-                let key = (i, p.holder.unwrap_or(usize::MAX));
+                change(&mut self.requested[i.get()], p.gpus);
+                let key = (i, p.holder);
                 let held = self.held.entry(key).or_default();
                 change(held, p.gpus);
                 if *held == 0 {
@@ -162,7 +248,7 @@ impl Summary {
 
     pub fn apply_pod_brief(&mut self, (key, gpus, node, holder): PodBrief) {
         let new = self.slim_of(gpus, node.as_deref(), holder);
-        let old = self.pods.insert(key, new);
+        let old = self.pods.insert(key.into(), new);
         if let Some(old) = old {
             self.release(old);
         }
@@ -181,7 +267,7 @@ impl Summary {
     }
 
     pub fn delete_pod(&mut self, p: &Pod) {
-        if let Some(old) = self.pods.remove(&pod_key(p)) {
+        if let Some(old) = self.pods.remove(pod_key(p).as_str()) {
             self.release(old);
             self.count(old, false);
             self.revision += 1;
@@ -204,24 +290,50 @@ impl Summary {
         self.replace_pod_briefs(pods.iter().map(pod_brief).collect());
     }
 
-    /// The same from briefs (key, GPUs, node, holder) made while the relist arrived.
+    /// An empty summary with room for `pods` pods.
+    pub fn with_pods(pods: usize) -> Self {
+        let mut s = Summary::default();
+        s.pods.reserve(pods);
+        s
+    }
+
+    /// The same from briefs (key, GPUs, node, holder).
     pub fn replace_pod_briefs(&mut self, briefs: Vec<PodBrief>) {
-        self.pods.clear();
-        // Sized once: grown by doubling, a first list of 10,000 pods left its smaller tables
-        // behind as holes in the heap.
-        self.pods.reserve(briefs.len());
-        self.requested.iter_mut().for_each(|r| *r = 0);
-        self.held.clear();
-        self.holders.clear();
-        self.holder_index.clear();
-        self.free_holders.clear();
-        self.pending_pods = 0;
-        self.pending_gpus = 0;
-        for (key, gpus, node, holder) in briefs {
-            let s = self.slim_of(gpus, node.as_deref(), holder);
-            self.count(s, true);
-            self.pods.insert(key, s);
+        let mut relisted = Summary::with_pods(briefs.len());
+        for brief in briefs {
+            relisted.apply_pod_brief(brief);
         }
+        self.replace_pods_with(relisted);
+    }
+
+    /// Replaces every pod with those of `relisted` (a summary a relist filled with its pods
+    /// only): the pods, what they request of each node, their holders and the pending demand.
+    /// The nodes stay; a node's requested GPUs are found by name, so the relist's own
+    /// numbering of node names comes along.
+    pub fn replace_pods_with(&mut self, relisted: Summary) {
+        let Summary {
+            pods,
+            node_names,
+            node_index,
+            requested,
+            holders,
+            holder_index,
+            free_holders,
+            held,
+            pending_pods,
+            pending_gpus,
+            ..
+        } = relisted;
+        self.pods = pods;
+        self.node_names = node_names;
+        self.node_index = node_index;
+        self.requested = requested;
+        self.holders = holders;
+        self.holder_index = holder_index;
+        self.free_holders = free_holders;
+        self.held = held;
+        self.pending_pods = pending_pods;
+        self.pending_gpus = pending_gpus;
         self.revision += 1;
     }
 
@@ -245,9 +357,9 @@ impl Summary {
             .held
             .iter()
             .filter_map(|((node, holder), gpus)| {
-                let ((namespace, labels), _) = self.holders.get(*holder)?.clone();
+                let ((namespace, labels), _) = self.holders.get(holder.as_ref()?.get())?.clone();
                 Some(GpuClaim {
-                    node: self.node_names[*node].clone(),
+                    node: self.node_names[node.get()].clone(),
                     namespace,
                     labels,
                     gpus: *gpus,
@@ -384,6 +496,11 @@ mod tests {
                 let holding = s.pods.values().filter(|p| p.holder.is_some()).count();
                 let interned = s.holders.len() - s.free_holders.len();
                 assert_eq!(interned, s.holder_index.len(), "seed {seed} step {step}");
+                // The index keys each holder by the parts its claims share, not by a copy.
+                for (key, i) in &s.holder_index {
+                    let (held, _) = &s.holders[*i];
+                    assert!(Arc::ptr_eq(&key.0 .1, &held.1) && Arc::ptr_eq(&key.0 .0, &held.0));
+                }
                 assert!(interned <= holding, "seed {seed} step {step}");
                 assert_eq!(
                     s.holders

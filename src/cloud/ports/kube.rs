@@ -205,8 +205,48 @@ pub struct GpuClaim {
     /// The pods' namespace (`hyperpod-ns-<team>` for a team's).
     pub namespace: Arc<str>,
     /// The pods' labels of [`HOLDER_LABELS`].
-    pub labels: Arc<BTreeMap<String, String>>,
+    pub labels: Arc<Labels>,
     pub gpus: u32,
+}
+
+/// A holder's labels (a few of [`HOLDER_LABELS`]), sorted by key. A `BTreeMap` would do, but
+/// it allocates a node with room for eleven entries to hold the one or two a pod carries: half
+/// a kilobyte for each workload of each cluster watched.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Labels(Box<[(String, String)]>);
+
+impl Labels {
+    pub fn get(&self, key: &str) -> Option<&String> {
+        let i = self.0.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok()?;
+        Some(&self.0[i].1)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+/// As a map is made from pairs: sorted by key, the last of a key kept.
+impl FromIterator<(String, String)> for Labels {
+    fn from_iter<I: IntoIterator<Item = (String, String)>>(pairs: I) -> Self {
+        let mut v: Vec<(String, String)> = pairs.into_iter().collect();
+        // Stable, so among equal keys the last given stays last: keep that one.
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut kept: Vec<(String, String)> = Vec::with_capacity(v.len());
+        for (k, val) in v {
+            match kept.last_mut() {
+                Some(last) if last.0 == k => last.1 = val,
+                _ => kept.push((k, val)),
+            }
+        }
+        Labels(kept.into_boxed_slice())
+    }
+}
+
+impl From<BTreeMap<String, String>> for Labels {
+    fn from(map: BTreeMap<String, String>) -> Self {
+        Labels(map.into_iter().collect())
+    }
 }
 
 /// Nodes and GPU demand of one cluster.
@@ -419,5 +459,29 @@ mod field_tests {
             matches_fields(&event, "involvedObject.namespace="),
             "missing is empty"
         );
+    }
+}
+
+#[cfg(test)]
+mod labels_tests {
+    use super::*;
+
+    #[test]
+    fn labels_read_as_the_map_they_are_made_from() {
+        let pairs = [
+            ("app", "b"),
+            ("HPJob", "llama"),
+            ("job-name", "x"),
+            ("app", "c"),
+        ];
+        let pairs = pairs.map(|(k, v)| (k.to_string(), v.to_string()));
+        let labels: Labels = pairs.iter().cloned().collect();
+        let map: BTreeMap<String, String> = pairs.into_iter().collect();
+        assert_eq!(labels, Labels::from(map.clone()));
+        for key in ["app", "HPJob", "job-name", "ray.io/cluster", ""] {
+            assert_eq!(labels.get(key), map.get(key), "{key}");
+        }
+        let read: Vec<(&str, &str)> = labels.iter().collect();
+        assert_eq!(read, [("HPJob", "llama"), ("app", "c"), ("job-name", "x")]);
     }
 }

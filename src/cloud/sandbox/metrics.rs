@@ -57,7 +57,7 @@ fn pod_name(claims: &[GpuClaim], c: &GpuClaim, k: u32) -> String {
         "instantstart.io/pool",
     ]
     .iter()
-    .find_map(|l| c.labels.get(*l))
+    .find_map(|l| c.labels.get(l))
     .map_or("pod", String::as_str);
     format!("{workload}-sbx-{k}")
 }

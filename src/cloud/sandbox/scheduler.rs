@@ -227,7 +227,7 @@ impl Sandbox {
             .map(|((node, (namespace, labels)), gpus)| GpuClaim {
                 node: node.into(),
                 namespace: namespace.into(),
-                labels: labels.into(),
+                labels: Arc::new(labels.into()),
                 gpus,
             })
             .collect();
@@ -287,7 +287,7 @@ impl Sandbox {
                 s.claims.push(GpuClaim {
                     node: n.name.as_str().into(),
                     namespace: namespace.as_str().into(),
-                    labels: labels.clone().into(),
+                    labels: Arc::new(labels.clone().into()),
                     gpus: g,
                 });
             }

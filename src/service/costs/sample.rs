@@ -2,10 +2,10 @@
 //! store as it happens — on a timer, and before every cost report so a report is never older
 //! than its request.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::cloud::GpuClaim;
+use crate::cloud::{GpuClaim, Labels};
 use crate::error::ApiResult;
 use crate::ops::Engine;
 use crate::service::labels::WORKLOAD_LABEL;
@@ -26,7 +26,7 @@ pub const IDLE: &str = "idle";
 /// The workload a holder's pods are of, by the labels their controller (or this control plane)
 /// put on them: `training/<job>`, `pool/<pool>`, `space/<space>`, `ray/<cluster>`, `job/<job>`,
 /// `deployment/<name>`, or `unlabelled`.
-pub fn workload_of(labels: &BTreeMap<String, String>) -> String {
+pub fn workload_of(labels: &Labels) -> String {
     let get = |k: &str| labels.get(k).map(String::as_str);
     if let Some(job) = get("HPJob").or(get(JOB_LABEL)) {
         return format!("training/{job}");
@@ -183,7 +183,7 @@ pub fn spawn(engine: Engine) {
 mod tests {
     use super::*;
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
