@@ -114,7 +114,8 @@ pub struct NodeState {
     pub unschedulable: bool,
     pub gpus: GpuUsage,
     /// HyperPod health labels (`…/node-health-status`, `…/deep-health-check-status`).
-    pub health: BTreeMap<String, String>,
+    #[schema(value_type = BTreeMap<String, String>)]
+    pub health: Labels,
 }
 
 /// GPU accounting for one node, from `nvidia.com/gpu` capacity, allocatable and pod requests.
@@ -209,9 +210,9 @@ pub struct GpuClaim {
     pub gpus: u32,
 }
 
-/// A holder's labels (a few of [`HOLDER_LABELS`]), sorted by key. A `BTreeMap` would do, but
-/// it allocates a node with room for eleven entries to hold the one or two a pod carries: half
-/// a kilobyte for each workload of each cluster watched.
+/// A few labels (a holder's of [`HOLDER_LABELS`], a node's health), sorted by key. A `BTreeMap`
+/// would do, but it allocates a node with room for eleven entries to hold the one or two kept:
+/// half a kilobyte for each workload and each node of each cluster watched.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Labels(Box<[(String, String)]>);
 
@@ -240,6 +241,19 @@ impl FromIterator<(String, String)> for Labels {
             }
         }
         Labels(kept.into_boxed_slice())
+    }
+}
+
+/// Written and read as the JSON object of a map.
+impl Serialize for Labels {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Labels {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        BTreeMap::<String, String>::deserialize(d).map(Labels::from)
     }
 }
 
@@ -483,5 +497,10 @@ mod labels_tests {
         }
         let read: Vec<(&str, &str)> = labels.iter().collect();
         assert_eq!(read, [("HPJob", "llama"), ("app", "c"), ("job-name", "x")]);
+        // On the wire, the JSON object a map makes (a node's health labels in a status).
+        let json = serde_json::to_value(&labels).unwrap();
+        assert_eq!(json, serde_json::to_value(&map).unwrap());
+        assert_eq!(serde_json::from_value::<Labels>(json).unwrap(), labels);
+        assert!(serde_json::from_value::<Labels>(serde_json::json!(["app"])).is_err());
     }
 }
