@@ -71,7 +71,7 @@ export async function spaces() {
   const app = h('select', { id: 'space-app' }, [['jupyterlab', 'JupyterLab'], ['code-editor', 'Code Editor']].map(([v, t]) => h('option', { value: v }, t)));
   const type = h('select', { id: 'space-type' }, (groups.ok ? groups.body : []).map((g) => h('option', { value: g.instanceType }, `${g.instanceType} (${g.name})`)));
   const gpus = h('input', { type: 'number', id: 'space-gpus', min: 0, max: 8, value: 0 });
-  const storage = h('input', { type: 'number', id: 'space-storage', min: 5, max: 500, value: 20 });
+  const storage = h('input', { type: 'number', id: 'space-storage', min: 1, max: 100, value: 20 });
   const idle = h('input', { type: 'number', id: 'space-idle', min: 0, max: 1440, value: 60 });
   await render();
   show(h('h1', {}, `Spaces · ${session.active}`),

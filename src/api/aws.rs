@@ -22,6 +22,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(zones))
         .routes(routes!(instance_types))
         .routes(routes!(preflight))
+        .routes(routes!(doctor))
         .routes(routes!(sandbox_calls))
 }
 
@@ -50,6 +51,18 @@ async fn identity(State(state): State<AppState>) -> ApiResult<Json<Identity>> {
         region: cloud.network.region(),
         cloud: cloud.mode.as_str().into(),
     }))
+}
+
+/// First contact with a real account: asks IAM (`iam:SimulatePrincipalPolicy`, the role's
+/// permissions boundary included) whether the role the server runs as may make every call the
+/// product makes, on the resources and with the tags its calls carry; each refused call is named
+/// with the template statement that grants it. Read-only. The sandbox answers from its own IAM
+/// evaluation of the template's role.
+#[utoipa::path(get, path = "/api/aws/doctor", operation_id = "aws_doctor",
+    extensions(("x-mcp" = json!({"openWorld": true}))),
+    responses((status = 200, body = service::doctor::Doctor), (status = 502, body = Problem)))]
+async fn doctor(State(state): State<AppState>) -> ApiResult<Json<service::doctor::Doctor>> {
+    Ok(Json(service::doctor::run(&state.engine).await?))
 }
 
 #[derive(Serialize, ToSchema)]

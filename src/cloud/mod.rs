@@ -11,6 +11,7 @@
 //! API) so that each SDK adapter is a thin translation; no SDK type crosses this boundary.
 
 pub mod aws;
+pub mod calls;
 pub mod images;
 pub mod instances;
 pub mod kube;
@@ -21,6 +22,7 @@ pub mod retry;
 pub mod sandbox;
 pub mod unavailable;
 pub mod web;
+pub mod workspace_templates;
 
 pub use instances::*;
 pub use ports::*;

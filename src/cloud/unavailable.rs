@@ -283,6 +283,16 @@ impl Iam for Unavailable {
     async fn create_oidc_provider(&self, _issuer_url: &str, _tags: &Tags) -> CloudResult<String> {
         Err(self.refuse("create_oidc_provider"))
     }
+    fn permissions_boundary(&self) -> Option<String> {
+        None
+    }
+    async fn simulate(
+        &self,
+        _principal: &str,
+        _probes: &[crate::cloud::calls::Probe],
+    ) -> CloudResult<Vec<String>> {
+        Err(self.refuse("simulate"))
+    }
 }
 
 #[async_trait]

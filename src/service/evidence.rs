@@ -96,6 +96,8 @@ pub struct NodeEvidence {
     pub events: Vec<KubeEvent>,
     /// HyperPod's events for the node, newest first.
     pub cluster_events: Vec<ClusterEvent>,
+    /// Why there are no HyperPod events to read, when SageMaker keeps none for the cluster.
+    pub cluster_events_note: Option<String>,
     pub log_group: Option<String>,
     /// Its lifecycle-script, health-agent and deep-health-check streams.
     pub logs: Vec<StreamTail>,
@@ -126,12 +128,42 @@ pub struct ClusterEvidence {
     pub hyperpod_status: Option<String>,
     pub failure_message: Option<String>,
     pub cluster_events: Vec<ClusterEvent>,
+    /// Why there are no HyperPod events to read, when SageMaker keeps none for the cluster.
+    pub cluster_events_note: Option<String>,
     pub log_group: Option<String>,
     /// Lifecycle-script streams, the ones the failure names first.
     pub logs: Vec<StreamTail>,
     pub findings: Vec<String>,
     pub unread: Vec<Unread>,
     pub hint: String,
+}
+
+/// What is said instead of HyperPod's events for a cluster SageMaker keeps none for.
+const NO_EVENTS: &str = "HyperPod keeps events only for clusters whose NodeProvisioningMode is Continuous (ListClusterEvents refuses the others); this cluster's is not, so none were asked for: read its lifecycle-script logs and Kubernetes events instead";
+
+/// HyperPod's events (for one node, or the whole cluster), asked for only where SageMaker
+/// keeps them; otherwise none, and why.
+async fn hyperpod_events(
+    cloud: &crate::cloud::Cloud,
+    hyperpod: &str,
+    node: Option<&str>,
+    continuous: bool,
+    unread_parts: &mut Vec<Unread>,
+) -> (Vec<ClusterEvent>, Option<String>) {
+    if !continuous {
+        return (vec![], Some(NO_EVENTS.into()));
+    }
+    match cloud
+        .hyperpod
+        .list_cluster_events(hyperpod, node, EVENTS)
+        .await
+    {
+        Ok(e) => (e, None),
+        Err(e) => {
+            unread_parts.push(unread("HyperPod events", &e));
+            (vec![], None)
+        }
+    }
 }
 
 fn unread(part: &str, e: &CloudError) -> Unread {
@@ -384,17 +416,15 @@ pub async fn node_evidence(engine: &Engine, cluster: &str, id: &str) -> ApiResul
     }
     events.sort_by(|a, b| b.time.cmp(&a.time));
     events.truncate(EVENTS);
-    let cluster_events = match cloud
-        .hyperpod
-        .list_cluster_events(&hyperpod, Some(id), EVENTS)
-        .await
-    {
-        Ok(e) => e,
+    let continuous = match cloud.hyperpod.describe_cluster(&hyperpod).await {
+        Ok(c) => c.is_some_and(|c| c.continuous_provisioning),
         Err(e) => {
-            unread_parts.push(unread("HyperPod events", &e));
-            vec![]
+            unread_parts.push(unread("HyperPod cluster", &e));
+            false
         }
     };
+    let (cluster_events, cluster_events_note) =
+        hyperpod_events(cloud, &hyperpod, Some(id), continuous, &mut unread_parts).await;
     let record = live_cluster(engine, cluster).await?;
     let resources = ClusterResources::of(&record.resources);
     let group_name = log_group(&hyperpod, resources.hyperpod_cluster_arn.as_deref());
@@ -416,6 +446,7 @@ pub async fn node_evidence(engine: &Engine, cluster: &str, id: &str) -> ApiResul
         kubernetes,
         events,
         cluster_events,
+        cluster_events_note,
         log_group: group_name,
         logs,
         findings: vec![],
@@ -457,20 +488,18 @@ pub async fn cluster_evidence(engine: &Engine, cluster: &str) -> ApiResult<Clust
         .as_ref()
         .map(|c| c.arn.clone())
         .or(resources.hyperpod_cluster_arn.clone());
-    let cluster_events = if described.is_some() {
-        match cloud
-            .hyperpod
-            .list_cluster_events(&hyperpod, None, EVENTS)
+    let (cluster_events, cluster_events_note) = match &described {
+        Some(c) => {
+            hyperpod_events(
+                cloud,
+                &hyperpod,
+                None,
+                c.continuous_provisioning,
+                &mut unread_parts,
+            )
             .await
-        {
-            Ok(e) => e,
-            Err(e) => {
-                unread_parts.push(unread("HyperPod events", &e));
-                vec![]
-            }
         }
-    } else {
-        vec![]
+        None => (vec![], None),
     };
     let failure_message = described.as_ref().and_then(|c| c.failure_message.clone());
     let group_name = log_group(&hyperpod, arn.as_deref());
@@ -525,6 +554,7 @@ pub async fn cluster_evidence(engine: &Engine, cluster: &str) -> ApiResult<Clust
         hyperpod_status: described.as_ref().map(|c| format!("{:?}", c.status)),
         failure_message,
         cluster_events,
+        cluster_events_note,
         log_group: group_name,
         logs,
         findings,

@@ -7,6 +7,7 @@ pub mod audit;
 pub mod bucket;
 pub mod costs;
 pub mod dashboards;
+pub mod doctor;
 pub mod endpoints;
 pub mod evidence;
 pub mod gauges;

@@ -564,7 +564,7 @@ mod mocked {
     use aws_sdk_servicequotas::operation::list_service_quotas::ListServiceQuotasOutput;
     use aws_sdk_servicequotas::types::ServiceQuota;
     use aws_smithy_mocks::{mock, mock_client, RuleMode};
-    use instantstart::cloud::{CreateAddon, Eks, Quotas};
+    use instantstart::cloud::{AddonPodIdentity, CreateAddon, Eks, Quotas};
 
     use super::*;
 
@@ -595,6 +595,73 @@ mod mocked {
             RuleMode::MatchAny,
             &[] as &[&aws_smithy_mocks::Rule]
         )
+    }
+
+    /// EKS gives a pod its role's credentials only if the association exists when the pod is
+    /// admitted: an add-on with a role is created with its associations in the same request
+    /// (`podIdentityAssociations`, as AWS's own templates pass `PodIdentityAssociations`), and
+    /// one without sends none.
+    #[tokio::test]
+    async fn an_addons_pod_identity_is_created_with_it() {
+        let create = mock!(aws_sdk_eks::Client::create_addon)
+            .match_requests(|r| {
+                let a = r.pod_identity_associations();
+                r.addon_name() == Some("amazon-sagemaker-spaces")
+                    && a.len() == 1
+                    && a[0].service_account() == "jupyter-k8s-controller-manager"
+                    && a[0].role_arn() == "arn:aws:iam::1:role/demo-spaces"
+            })
+            .then_output(|| {
+                CreateAddonOutput::builder()
+                    .addon(
+                        Addon::builder()
+                            .addon_name("amazon-sagemaker-spaces")
+                            .addon_arn("arn:addon")
+                            .status(AddonStatus::Creating)
+                            .build(),
+                    )
+                    .build()
+            });
+        let plain = mock!(aws_sdk_eks::Client::create_addon)
+            .match_requests(|r| {
+                r.addon_name() == Some("metrics-server") && r.pod_identity_associations.is_none()
+            })
+            .then_output(|| {
+                CreateAddonOutput::builder()
+                    .addon(
+                        Addon::builder()
+                            .addon_name("metrics-server")
+                            .addon_arn("arn:addon2")
+                            .status(AddonStatus::Creating)
+                            .build(),
+                    )
+                    .build()
+            });
+        let eks = mock_client!(aws_sdk_eks, RuleMode::MatchAny, [&create, &plain], |c| c
+            .retry_config(aws_config::retry::RetryConfig::disabled()));
+        let aws = aws_with(eks, no_quotas()).await;
+        let request = |name: &str, identities: Vec<AddonPodIdentity>| CreateAddon {
+            cluster: "demo".into(),
+            name: name.into(),
+            version: None,
+            service_account_role_arn: None,
+            configuration_values: None,
+            resolve_conflicts: "OVERWRITE".into(),
+            pod_identity_associations: identities,
+        };
+        aws.create_addon(&request(
+            "amazon-sagemaker-spaces",
+            vec![AddonPodIdentity {
+                service_account: "jupyter-k8s-controller-manager".into(),
+                role_arn: "arn:aws:iam::1:role/demo-spaces".into(),
+            }],
+        ))
+        .await
+        .unwrap();
+        aws.create_addon(&request("metrics-server", vec![]))
+            .await
+            .unwrap();
+        assert_eq!((create.num_calls(), plain.num_calls()), (1, 1));
     }
 
     #[tokio::test]
@@ -663,6 +730,7 @@ mod mocked {
                 service_account_role_arn: Some("arn:aws:iam::1:role/r".into()),
                 configuration_values: Some(config.into()),
                 resolve_conflicts: "OVERWRITE".into(),
+                pod_identity_associations: vec![],
             })
             .await
             .unwrap();
@@ -749,6 +817,7 @@ mod mocked {
                 service_account_role_arn: None,
                 configuration_values: None,
                 resolve_conflicts: "OVERWRITE".into(),
+                pod_identity_associations: vec![],
             })
             .await
             .unwrap_err();
@@ -940,6 +1009,42 @@ mod mocked {
         aws.set_autoscaling("demo-hp", Some(role)).await.unwrap();
         aws.set_autoscaling("demo-hp", None).await.unwrap();
         assert_eq!((enable.num_calls(), disable.num_calls()), (1, 1));
+    }
+
+    /// A software update is rolling because it says so: an explicit `RollingUpdatePolicy`,
+    /// one instance at a time forward and back (without one SageMaker picks the batches).
+    #[tokio::test]
+    async fn a_software_update_sends_its_rolling_policy() {
+        use aws_sdk_sagemaker::operation::update_cluster_software::UpdateClusterSoftwareOutput;
+        use aws_sdk_sagemaker::types::NodeUnavailabilityType;
+        use instantstart::cloud::HyperPod;
+        let update = mock!(aws_sdk_sagemaker::Client::update_cluster_software)
+            .match_requests(|r| {
+                let Some(p) = r
+                    .deployment_config()
+                    .and_then(|d| d.rolling_update_policy())
+                else {
+                    return false;
+                };
+                let one = |c: Option<&aws_sdk_sagemaker::types::CapacitySizeConfig>| {
+                    c.is_some_and(|c| {
+                        c.r#type() == Some(&NodeUnavailabilityType::InstanceCount)
+                            && c.value() == Some(1)
+                    })
+                };
+                r.cluster_name() == Some("demo-hp")
+                    && one(p.maximum_batch_size())
+                    && one(p.rollback_maximum_batch_size())
+            })
+            .then_output(|| {
+                UpdateClusterSoftwareOutput::builder()
+                    .cluster_arn("arn:hp")
+                    .build()
+            });
+        let mut aws = base_aws().await;
+        aws.sagemaker = mock_client!(aws_sdk_sagemaker, RuleMode::MatchAny, [&update]);
+        aws.update_cluster_software("demo-hp").await.unwrap();
+        assert_eq!(update.num_calls(), 1);
     }
 
     #[tokio::test]

@@ -194,15 +194,17 @@ async fn a_creation_whose_lifecycle_script_failed_names_the_stream_and_its_last_
                 .contains("Unable to locate package")),
         "{e}"
     );
-    // Not under continuous provisioning, HyperPod keeps no events: said, not hidden.
+    // Not under continuous provisioning, HyperPod keeps no events: not asked for (SageMaker
+    // would refuse), and said so — not shown as a part that could not be read.
     assert_eq!(e["clusterEvents"], json!([]), "{e}");
     assert!(
-        e["unread"][0]["reason"]
+        e["clusterEventsNote"]
             .as_str()
             .unwrap()
-            .contains("NodeProvisioningMode set to Continuous"),
+            .contains("NodeProvisioningMode is Continuous"),
         "{e}"
     );
+    assert_eq!(e["unread"], json!([]), "{e}");
     assert!(
         e["hint"].as_str().unwrap().contains("lifecycle script"),
         "{e}"
@@ -212,9 +214,9 @@ async fn a_creation_whose_lifecycle_script_failed_names_the_stream_and_its_last_
 /// Against moto and the Kubernetes emulator (the real adapters): HyperPod's side from
 /// `DescribeClusterNode`, the Node's labels (the plural fault labels too), taint and
 /// `fault-details` annotation and its events from the API server by field selector, the
-/// lifecycle script's lines from CloudWatch Logs newest first, and `ListClusterEvents` asked in
-/// SageMaker's shape — refused, as SageMaker refuses it, for a cluster not under continuous
-/// provisioning, which the evidence says rather than hides.
+/// lifecycle script's lines from CloudWatch Logs newest first, and `ListClusterEvents` not
+/// asked of a cluster not under continuous provisioning (SageMaker refuses it there, as the
+/// gap-filler does), which the evidence says rather than hides.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nodes_evidence_is_read_through_the_real_adapters() {
     use crate::kube::{get, AwsPipeline};
@@ -348,21 +350,16 @@ async fn a_nodes_evidence_is_read_through_the_real_adapters() {
         "newest first"
     );
     assert!(e["hint"].as_str().unwrap().contains("node_reboot"), "{e}");
-    let refused = e["unread"].as_array().unwrap();
-    assert_eq!(refused.len(), 1, "only HyperPod's events are unread: {e}");
-    assert_eq!(refused[0]["part"], "HyperPod events");
+    // A cluster not under continuous provisioning has no events: SageMaker would refuse
+    // ListClusterEvents, so it is not called, and the evidence says why.
+    assert_eq!(e["unread"], json!([]), "nothing unread: {e}");
     assert!(
-        refused[0]["reason"]
+        e["clusterEventsNote"]
             .as_str()
             .unwrap()
-            .contains("NodeProvisioningMode set to Continuous"),
+            .contains("NodeProvisioningMode is Continuous"),
         "{e}"
     );
     let asked = get(&client, format!("{}/_gapfiller/cluster-events", p.moto.url)).await;
-    assert_eq!(
-        asked["requests"][0],
-        json!({"ClusterName": hyperpod, "NodeId": id, "SortBy": "EventTime",
-               "SortOrder": "Descending", "MaxResults": 50}),
-        "{asked}"
-    );
+    assert_eq!(asked["requests"], json!([]), "{asked}");
 }

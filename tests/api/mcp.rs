@@ -426,7 +426,12 @@ async fn the_development_spaces_skill_runs_over_mcp_to_an_open_space() {
             ["space_create", false, "succeeded"],
             ["space_get", "running", ["/s3"]],
             ["space_open", "//agent-lab.demo.spaces.localhost"],
-            ["space_connect", false, "kiro"],
+            [
+                "space_connect",
+                true,
+                409,
+                "space-remote-access-unsupported"
+            ],
             ["space_connect", true, 409, true],
             ["space_stop", "stopped"],
             ["space_start", "running"]

@@ -126,6 +126,7 @@ fn addon(name: &str) -> CreateAddon {
         service_account_role_arn: None,
         configuration_values: None,
         resolve_conflicts: "OVERWRITE".into(),
+        pod_identity_associations: vec![],
     }
 }
 
@@ -292,7 +293,7 @@ async fn pod_identity_needs_assume_role_for_pod_identity_on_the_node_role() {
         let s = setup(cloud, policy).await;
         s.hyperpod(vec![s.plane.clone()]).await;
         let req = addon("amazon-sagemaker-hyperpod-training-operator");
-        s.cloud.eks.create_addon(&req).await.unwrap();
+        // Bound before the add-on's pods are admitted (see the next test for the other order).
         s.cloud
             .eks
             .create_pod_identity(
@@ -303,6 +304,7 @@ async fn pod_identity_needs_assume_role_for_pod_identity_on_the_node_role() {
             )
             .await
             .unwrap();
+        s.cloud.eks.create_addon(&req).await.unwrap();
         next_tick().await;
         let a = s.addon(&req.name).await;
         if allowed {
@@ -317,6 +319,96 @@ async fn pod_identity_needs_assume_role_for_pod_identity_on_the_node_role() {
             );
         }
     }
+}
+
+/// EKS gives a pod its pod-identity credentials when the pod is admitted: an association made
+/// after the add-on's pods run reaches none of them (they keep the node's credentials); one
+/// passed in `CreateAddon` itself exists before them. The role must exist and trust pod identity.
+#[tokio::test]
+async fn an_addons_pods_have_pod_identity_only_if_bound_when_admitted() {
+    const SA: &str = "hp-training-operator-controller-manager";
+    const ROLE: &str = "c-training-operator";
+    let (_dir, cloud) = account().await;
+    let s = setup(cloud, full_policy()).await;
+    s.hyperpod(vec![s.plane.clone()]).await;
+    let name = "amazon-sagemaker-hyperpod-training-operator";
+    let role_arn = format!("arn:aws:iam::123456789012:role/{ROLE}");
+    let with_identity = CreateAddon {
+        pod_identity_associations: vec![AddonPodIdentity {
+            service_account: SA.into(),
+            role_arn: role_arn.clone(),
+        }],
+        ..addon(name)
+    };
+    // A role that does not exist, or that pod identity may not assume, is refused.
+    let e = s.cloud.eks.create_addon(&with_identity).await.unwrap_err();
+    assert_eq!(e.code, "InvalidParameterException", "{e}");
+    let untrusted = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]});
+    s.cloud
+        .iam
+        .create_role(ROLE, &untrusted, &cluster_tags(CLUSTER, "r"))
+        .await
+        .unwrap();
+    let e = s.cloud.eks.create_addon(&with_identity).await.unwrap_err();
+    assert!(e.message.contains("trust policy"), "{e}");
+    s.cloud.iam.delete_role(ROLE).await.unwrap();
+    let trusted = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"Service": "pods.eks.amazonaws.com"},
+        "Action": ["sts:AssumeRole", "sts:TagSession"]}]});
+    s.cloud
+        .iam
+        .create_role(ROLE, &trusted, &cluster_tags(CLUSTER, "r"))
+        .await
+        .unwrap();
+
+    // Bound after the add-on: its pods never got the role.
+    s.cloud.eks.create_addon(&addon(name)).await.unwrap();
+    next_tick().await;
+    s.cloud
+        .eks
+        .create_pod_identity(CLUSTER, "aws-hyperpod", SA, &role_arn)
+        .await
+        .unwrap();
+    next_tick().await;
+    let a = s.addon(name).await;
+    assert_eq!(a.status, AddonStatus::Degraded, "{a:?}");
+    assert!(
+        a.health.unwrap_or_default().contains("admitted before"),
+        "the add-on says why"
+    );
+
+    // Made with the add-on: its pods start with the role.
+    s.cloud.eks.delete_addon(CLUSTER, name).await.unwrap();
+    let id = s
+        .cloud
+        .eks
+        .find_pod_identity(CLUSTER, "aws-hyperpod", SA)
+        .await
+        .unwrap()
+        .unwrap();
+    s.cloud.eks.delete_pod_identity(CLUSTER, &id).await.unwrap();
+    while s
+        .cloud
+        .eks
+        .describe_addon(CLUSTER, name)
+        .await
+        .unwrap()
+        .is_some()
+    {
+        next_tick().await;
+    }
+    s.cloud.eks.create_addon(&with_identity).await.unwrap();
+    next_tick().await;
+    let a = s.addon(name).await;
+    assert_eq!(a.status, AddonStatus::Active, "{a:?}");
+    assert!(s
+        .cloud
+        .eks
+        .find_pod_identity(CLUSTER, "aws-hyperpod", SA)
+        .await
+        .unwrap()
+        .is_some());
 }
 
 #[tokio::test]

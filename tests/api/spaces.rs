@@ -109,7 +109,16 @@ async fn a_space_mounts_s3_stops_starts_changes_goes_idle_and_is_deleted() {
             with(json!({"gpus": 0, "migProfile": "9g.1tb"})),
             "migProfile",
         ),
-        (with(json!({"storageGib": 1})), "storageGib"),
+        (with(json!({"storageGib": 0})), "storageGib"),
+        // Above AWS's template's maximum (100 GiB): its webhook would refuse the Workspace.
+        (with(json!({"storageGib": 101})), "storageGib"),
+        // An image AWS's template does not allow.
+        (with(json!({"image": "ghcr.io/me/lab:1"})), "image"),
+        // No ml.g5 node advertises a MIG slice.
+        (
+            with(json!({"gpus": 0, "migProfile": "1g.10gb"})),
+            "migProfile",
+        ),
         (
             with(json!({"idleShutdownMinutes": 2000})),
             "idleShutdownMinutes",
@@ -255,6 +264,7 @@ async fn a_space_is_applied_followed_and_stopped_by_its_desired_status_on_the_ku
     let p = AwsPipeline::run().await;
     assert_eq!(p.op["state"], "succeeded", "{}", p.op);
     let (emu, client, base) = (&p.emu, p.client.clone(), p.base.clone());
+    let p_moto_url = p.moto.url.clone();
     // The add-on, as EKS has it once the feature is enabled.
     p.activate_addon("amazon-sagemaker-spaces").await;
     let claim = "/api/v1/namespaces/default/persistentvolumeclaims/s3-claim";
@@ -296,6 +306,58 @@ async fn a_space_is_applied_followed_and_stopped_by_its_desired_status_on_the_ku
     let done = wait_terminal(&client, &base, &id).await;
     assert_eq!(done["state"], "succeeded", "{done}");
 
+    // The emulator holds workspaces to AWS's templates as jupyter-k8s's webhook does: the space
+    // names the template where AWS's add-on keeps it, and nothing was refused on the way.
+    assert_eq!(
+        applied["spec"]["templateRef"],
+        json!({"name": "sagemaker-jupyter-template", "namespace": "jupyter-k8s-system"})
+    );
+    let stats = emu.get("/_emulator/stats").await.unwrap();
+    assert_eq!(stats["denials"], json!([]), "{stats}");
+    let mut elsewhere = applied.clone();
+    elsewhere["metadata"] = json!({"name": "elsewhere", "namespace": "default"});
+    elsewhere["spec"]["templateRef"]["namespace"] = json!("jupyter-k8s-shared");
+    let r = reqwest::Client::new()
+        .post(format!(
+            "{}/apis/workspace.jupyter.org/v1alpha1/namespaces/default/workspaces",
+            emu.url
+        ))
+        .json(&elsewhere)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::FORBIDDEN,
+        "the webhook's namespace rule"
+    );
+    // The bounds come from the template the cluster serves: above its maximum, or an image it
+    // does not list, is refused by field before anything is applied.
+    for (body, field) in [
+        (
+            json!({"spaceName": "big", "instanceType": "ml.g5.8xlarge", "storageGib": 101}),
+            "storageGib",
+        ),
+        (
+            json!({"spaceName": "own", "instanceType": "ml.g5.8xlarge", "image": "ghcr.io/me/lab:1"}),
+            "image",
+        ),
+        (
+            json!({"spaceName": "mig", "instanceType": "ml.g5.8xlarge", "migProfile": "1g.10gb"}),
+            "migProfile",
+        ),
+    ] {
+        let r = client
+            .post(format!("{base}{SPACES}"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        let p: Value = r.json().await.unwrap();
+        assert_eq!(p["field"], field, "{p}");
+    }
+
     // A Workspace this control plane did not make is none of its spaces: not listed, not
     // opened, not proxied.
     emu.send(
@@ -326,15 +388,42 @@ async fn a_space_is_applied_followed_and_stopped_by_its_desired_status_on_the_ku
         .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
 
-    // Connections through the add-on's extension API: a remote IDE's link comes back; its
-    // web UI, not set up here, is refused with the way that always works; a type it does not
-    // know is refused by field before anything is called.
+    // Connections through the add-on's extension API. A remote IDE needs the add-on's remote
+    // access, which this control plane does not set up: refused, before the add-on is asked,
+    // with the way that always works.
     let connect = |space: &str, body: Value| {
         client
             .post(format!("{base}{SPACES}/{space}/connections"))
             .json(&body)
             .send()
     };
+    let p = problem(
+        connect("lab", json!({})).await.unwrap(),
+        StatusCode::CONFLICT,
+    )
+    .await;
+    assert_eq!(
+        p["type"], "urn:instantstart:problem:space-remote-access-unsupported",
+        "{p}"
+    );
+    assert!(p["detail"].as_str().unwrap().contains("space_open"), "{p}");
+    let stats = emu.get("/_emulator/stats").await.unwrap();
+    assert_eq!(stats["connections"], json!([]), "{stats}");
+    // Once whoever runs the cluster gave the add-on remote access, a remote IDE's link comes
+    // back; its web UI, not set up here, is refused with the way that always works; a type it
+    // does not know is refused by field before anything is called.
+    let eks = "AWS4-HMAC-SHA256 Credential=test/20261201/us-west-2/eks/aws4_request, SignedHeaders=host, Signature=0";
+    let r = client
+        .post(format!(
+            "{}/clusters/demo/addons/amazon-sagemaker-spaces/update",
+            p_moto_url
+        ))
+        .header("authorization", eks)
+        .json(&json!({"configurationValues": "{\"remoteAccess\": {\"enabled\": true}}"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
     let r = connect("lab", json!({})).await.unwrap();
     let code = r.status();
     let link: Value = r.json().await.unwrap();
@@ -560,19 +649,20 @@ async fn a_space_opens_through_the_control_plane_with_its_page_websocket_and_fil
     assert_eq!(reply.into_text().unwrap().as_str(), "echo: hello");
     ws.close(None).await.ok();
 
-    // A remote IDE's link comes from the add-on; its web UI is not set up in the sandbox.
-    let link: Value = app
-        .post(
+    // A remote IDE needs the add-on's remote access, which the control plane does not set
+    // up: refused, naming the way that works; its web UI is not set up in the sandbox either.
+    let p = problem(
+        app.post(
             &format!("{LAB}/connections"),
             &json!({"type": "vscode-remote"}),
         )
-        .await
-        .json()
-        .await
-        .unwrap();
-    assert!(
-        link["url"].as_str().unwrap().starts_with("vscode://"),
-        "{link}"
+        .await,
+        StatusCode::CONFLICT,
+    )
+    .await;
+    assert_eq!(
+        p["type"], "urn:instantstart:problem:space-remote-access-unsupported",
+        "{p}"
     );
     let p = problem(
         app.post(&format!("{LAB}/connections"), &json!({"type": "web-ui"}))

@@ -20,6 +20,13 @@ second reconciliation changes nothing, and of pod log streams (`logs`: open, ope
 test can prove that a follow closed upstream. `POST /_emulator/logs/<namespace>/<pod>` with
 `{"lines": [...]}` appends to a pod's log; `GET …/pods/<pod>/log` serves it (`tailLines`,
 `follow=true` streams new lines until the client goes away).
+jupyter-k8s's validating webhook, as AWS's Spaces add-on runs it: AWS's two workspace templates
+(`tests/fixtures/aws/jupyter-k8s-aws-templates.yaml`) are served in `jupyter-k8s-system`, the
+controller's shared template namespace, and a `Workspace` created or replaced is refused (403, as
+the API server relays a webhook's denial) when its `templateRef.namespace` is neither its own
+nor that one, when the template does not exist, or when its image or home storage is outside
+the template's bounds (`jupyter-infra/jupyter-k8s` `internal/webhook/v1alpha1/
+template_validator.go` at f2670353e769c58b4164d0a08c6f296a1e4e9b3e).
 A `WorkspaceConnection` POST is answered as jupyter-k8s's extension API answers it (a URL for an
 `{ide}-remote` type of an Available workspace; 400 for `web-ui`, whose web access is not set
 up here) and kept in `connections` of the stats, never stored as an object.
@@ -36,7 +43,12 @@ import uuid
 import aiohttp.web
 import attrs
 import kmock
+import os
+import yaml
 from kmock._internal import k8s, parsing
+
+TEMPLATES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "aws", "jupyter-k8s-aws-templates.yaml")
+SHARED_TEMPLATES = "jupyter-k8s-system"
 
 RESOURCES = {
     # group/version/plural: (kind, namespaced, subresources)
@@ -65,6 +77,7 @@ RESOURCES = {
     "kueue.x-k8s.io/v1beta1/workloads": ("Workload", True, ["status"]),
     "kueue.x-k8s.io/v1beta1/clusterqueues": ("ClusterQueue", False, ["status"]),
     "workspace.jupyter.org/v1alpha1/workspaces": ("Workspace", True, ["status"]),
+    "workspace.jupyter.org/v1alpha1/workspacetemplates": ("WorkspaceTemplate", True, []),
     # jupyter-k8s's extension API: create-only, answered and never stored (see `connect`).
     "connection.workspace.jupyter.org/v1alpha1/workspaceconnections": ("WorkspaceConnection", True, []),
     "keda.sh/v1alpha1/scaledobjects": ("ScaledObject", True, ["status"]),
@@ -141,6 +154,16 @@ def matches_fields(obj, selector):
     return True
 
 
+def quantity(q):
+    """A Kubernetes quantity in bytes (the binary and decimal suffixes the templates use)."""
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+    q = str(q)
+    for suffix, mult in units.items():
+        if q.endswith(suffix) and q[:-len(suffix)].isdigit():
+            return int(q[:-len(suffix)]) * mult
+    return int(q) if q.isdigit() else None
+
+
 def selected(obj, params):
     return matches_labels(obj, params.get("labelSelector", "")) and matches_fields(obj, params.get("fieldSelector", ""))
 
@@ -157,6 +180,8 @@ class Emulator(kmock.KubernetesEmulator):
         self.log_tick = asyncio.Event()
         self.log_streams = {"open": 0, "opened": 0, "closed": 0}
         self.connections = []
+        # What the workspace webhook refused, in order (see `admit_workspace`).
+        self.denials = []
         # Watches still to be ended with 410 Expired (see `/_emulator/expire-watch`).
         self.to_expire = 0
         self._serving = {}
@@ -193,7 +218,8 @@ class Emulator(kmock.KubernetesEmulator):
     async def _answer(self, request):
         if request.url.path == "/_emulator/stats":
             return aiohttp.web.json_response({"mutations": self.mutations, "logs": self.log_streams,
-                                              "requests": self.requests, "connections": self.connections})
+                                              "requests": self.requests, "connections": self.connections,
+                                              "denials": self.denials})
         method = str(request.method.value if hasattr(request.method, "value") else request.method).upper()
         if request.url.path == "/_emulator/expire-watch" and method == "POST":
             # The next open pod watch to see this ends with `410 Expired`, as the API server ends
@@ -219,6 +245,14 @@ class Emulator(kmock.KubernetesEmulator):
         if request.resource is None:
             return await super()._handle(request)
         is_apply = "apply-patch" in request.headers.get("Content-Type", "")
+        if (getattr(request.resource, "plural", None) == "workspaces" and not request.subresource
+                and isinstance(request.data, dict) and (method in ("POST", "PUT") or (method == "PATCH" and is_apply))):
+            why = self.admit_workspace(request.data, request.namespace)
+            if why:
+                self.denials.append(why)
+                return aiohttp.web.json_response(
+                    {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
+                     "message": f'admission webhook "vworkspace-v1alpha1.kb.io" denied the request: {why}'}, status=403)
         if method == "PATCH" and request.name and is_apply and not request.subresource and not self.exists(request):
             return await self.create_by_apply(request)
         elif method == "POST" and isinstance(request.data, dict):
@@ -231,6 +265,36 @@ class Emulator(kmock.KubernetesEmulator):
         elif method == "DELETE" and request.name is None:
             return await self.delete_collection(request)
         return await super()._handle(request)
+
+    def admit_workspace(self, workspace, namespace):
+        """jupyter-k8s's `ValidateCreateWorkspace` with AWS's templates; the reason, or None."""
+        spec = workspace.get("spec") or {}
+        ref = spec.get("templateRef")
+        if not ref:
+            return None
+        ns = (workspace.get("metadata") or {}).get("namespace") or namespace
+        tns = ref.get("namespace") or ""
+        if tns and tns != ns and tns != SHARED_TEMPLATES:
+            return (f'templateRef.namespace "{tns}" is not allowed: templates must be in the workspace namespace '
+                    f'"{ns}" or the shared namespace "{SHARED_TEMPLATES}"')
+        key = (kmock.resource("workspace.jupyter.org", "v1alpha1", "workspacetemplates"), tns or ns, ref.get("name"))
+        if key not in self.objects or self.objects[key].deleted:
+            return f'workspacetemplates.workspace.jupyter.org "{ref.get("name")}" not found'
+        template = self.objects[key].raw["spec"]
+        violations = []
+        image = spec.get("image")
+        allowed = template.get("allowedImages") or [template.get("defaultImage")]
+        if image and not template.get("allowCustomImages") and image not in allowed:
+            violations.append(f"Image '{image}' is not allowed by template '{ref['name']}'. Allowed images: {allowed}")
+        size = quantity((spec.get("storage") or {}).get("size") or "0")
+        bounds = template.get("primaryStorage") or {}
+        if size and bounds.get("maxSize") and size > quantity(bounds["maxSize"]):
+            violations.append(f"storage size exceeds maximum {bounds['maxSize']} allowed by template '{ref['name']}'")
+        if size and bounds.get("minSize") and size < quantity(bounds["minSize"]):
+            violations.append(f"storage size is below minimum {bounds['minSize']} required by template '{ref['name']}'")
+        if violations:
+            return f"workspace violates template '{ref['name']}' constraints: " + "; ".join(violations)
+        return None
 
     def connect(self, request, method):
         """jupyter-k8s's connection route: validate, check the workspace is Available, answer."""
@@ -466,6 +530,16 @@ def real_pod(name, node, i):
             "spec": spec, "status": status}
 
 
+def seed_templates(k8s_emulator):
+    """AWS's two workspace templates, where the Spaces add-on installs them."""
+    res = kmock.resource("workspace.jupyter.org", "v1alpha1", "workspacetemplates")
+    with open(TEMPLATES) as f:
+        for data in yaml.safe_load_all(f):
+            name = data["metadata"]["name"]
+            k8s_emulator.stamp(data, SHARED_TEMPLATES, name)
+            k8s_emulator.objects[res, SHARED_TEMPLATES, name] = data
+
+
 def seed(k8s_emulator, nodes, pods, shape="small"):
     """Pre-loads GPU nodes and pods (a third pending) for the status benchmark."""
     node_res = kmock.resource("", "v1", "nodes")
@@ -512,6 +586,7 @@ async def main():
                 verbs={"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"},
                 subresources=set(subresources))
         seed(emulator, opts.seed_nodes, opts.seed_pods, opts.pod_shape)
+        seed_templates(emulator)
         async with kmock.Server(emulator, host="127.0.0.1", port=opts.port) as server:
             print(f"READY http://{server.host}:{server.port}", flush=True)
             await asyncio.Event().wait()

@@ -222,7 +222,7 @@ async def teams(client):
         steps.append(("training_job_submit", name, submitted["is_error"]))
         seen = await until(client, "training_job_get", {"name": "demo", "job": name},
                            lambda j: j.get("admission", {}).get("state") == "admitted"
-                           or j.get("admission", {}).get("message") is not None)
+                           or (j.get("admission", {}).get("message") is not None and bool(j.get("message"))))
         admission = seen["admission"]
         steps.append(("training_job_get", name, admission["state"], admission.get("reason"), admission.get("position"),
                       "insufficient unused quota" in (seen.get("message") or "")))
@@ -303,7 +303,8 @@ async def spaces(client):
     opened = (await call(client, "space_open", {"name": "demo", "space": "agent-lab"}))["value"]
     steps.append(("space_open", opened["url"].split("/?")[0].split(":")[1]))
     link = await call(client, "space_connect", {"name": "demo", "space": "agent-lab", "type": "kiro-remote"})
-    steps.append(("space_connect", link["is_error"], link["value"]["url"].split(":")[0]))
+    steps.append(("space_connect", link["is_error"], link["value"].get("status"),
+                  link["value"].get("type", "").rsplit(":", 1)[-1]))
     web = await call(client, "space_connect", {"name": "demo", "space": "agent-lab", "type": "web-ui"})
     steps.append(("space_connect", web["is_error"], web["value"].get("status"), "space_open" in web["value"].get("detail", "")))
     for verb, state in (("stop", "stopped"), ("start", "running")):

@@ -7,7 +7,8 @@ Run: python moto_server.py -H 127.0.0.1 -p PORT   (same flags as `moto_server`)
 Every request goes to moto except EKS add-on calls (SigV4 scope `/eks/`, paths
 `/clusters/<c>/addons[/<a>[/update]]`), which are kept in memory here with the response and error
 shapes of the EKS REST-JSON protocol. A new add-on reports CREATING on creation and ACTIVE from
-the first DescribeAddon on, so a caller has to watch it.
+the first DescribeAddon on, so a caller has to watch it. `GET /_gapfiller/addons` shows the create
+and update requests as received (their `podIdentityAssociations` among them).
 
 SageMaker MLflow App calls (JSON 1.1, `X-Amz-Target: SageMaker.<Op>` for CreateMlflowApp,
 DescribeMlflowApp, ListMlflowApps, CreatePresignedMlflowAppUrl) are kept here too: an app reports
@@ -16,7 +17,8 @@ create requests as received.
 
 SageMaker task governance (CreateClusterSchedulerConfig, CreateComputeQuota and their Describe,
 List, Update and Delete calls) is kept here too, with SageMaker's rules: one scheduler config per
-cluster and one quota per team (ConflictException), updates naming the current version as
+cluster and one quota per team (ConflictException, a predecessor still Deleting included: a deleted
+one is listed Deleting once before it is gone), updates naming the current version as
 `TargetVersion`; a new or updated resource reports Creating/Updating, then Created/Updated from the
 next read on. `GET /_gapfiller/governance` shows the requests as received.
 
@@ -80,6 +82,8 @@ DEFAULT_VERSIONS = {
     "eks-pod-identity-agent": "v1.3.4-eksbuild.1",
 }
 ADDONS = {}
+# Add-on create and update requests as received (`GET /_gapfiller/addons`).
+ADDON_REQUESTS = []
 ACCESS = {}
 MLFLOW_APPS = {}
 MLFLOW_CREATES = []
@@ -115,6 +119,7 @@ def addons(environ, start_response, cluster, name, update):
             name = body.get("addonName", "")
             if (cluster, name) in ADDONS:
                 return reply(start_response, "409 Conflict", {"message": f"Addon already exists: {name}"}, "ResourceInUseException")
+            ADDON_REQUESTS.append({"op": "CreateAddon", "cluster": cluster, **body})
             ADDONS[(cluster, name)] = {
                 "addonName": name, "clusterName": cluster, "status": "CREATING",
                 "addonVersion": body.get("addonVersion") or DEFAULT_VERSIONS.get(name, "v1.0.0-eksbuild.1"),
@@ -135,6 +140,7 @@ def addons(environ, start_response, cluster, name, update):
             addon["status"] = "ACTIVE"
             return reply(start_response, "200 OK", {"addon": snapshot})
         if method == "POST" and update:
+            ADDON_REQUESTS.append({"op": "UpdateAddon", "cluster": cluster, "addonName": name, **body})
             for key in ("addonVersion", "serviceAccountRoleArn", "configurationValues"):
                 if body.get(key) is not None:
                     addon[key] = body[key]
@@ -247,6 +253,11 @@ def governance(environ, start_response, operation):
                                        version_key: 1, "Status": "Creating", "CreationTime": now})
             return reply(start_response, "200 OK", {id_key: rid, f"{'ClusterSchedulerConfig' if config else 'ComputeQuota'}Arn": arn})
         if operation.startswith("List"):
+            for rid, r in list(store.items()):
+                if r["Status"] == "Deleting":
+                    if r["DeletingReads"] <= 0:
+                        del store[rid]
+                    r["DeletingReads"] -= 1
             rows = [r for r in store.values() if r["ClusterArn"] == body.get("ClusterArn", r["ClusterArn"])]
             out = []
             for r in rows:
@@ -265,7 +276,12 @@ def governance(environ, start_response, operation):
             row["Status"] = {"Creating": "Created", "Updating": "Updated"}.get(row["Status"], row["Status"])
             return reply(start_response, "200 OK", snapshot)
         if operation.startswith("Delete"):
-            del store[body[id_key]]
+            # SageMaker lists a deleted config or quota as Deleting before it is gone, and
+            # refuses a create meanwhile (the Create branch above counts it): one read sees
+            # Deleting, the next finds it gone.
+            if row["Status"] != "Deleting":
+                row["Status"] = "Deleting"
+                row["DeletingReads"] = 1
             return reply(start_response, "200 OK", {})
         if body.get("TargetVersion") != row[version_key]:
             return error("ConflictException", f"TargetVersion must be {row[version_key]}")
@@ -540,6 +556,9 @@ def main():
         if environ.get("PATH_INFO") == "/_gapfiller/mlflow":
             with LOCK:
                 return reply(start_response, "200 OK", {"creates": MLFLOW_CREATES})
+        if environ.get("PATH_INFO") == "/_gapfiller/addons":
+            with LOCK:
+                return reply(start_response, "200 OK", {"requests": ADDON_REQUESTS})
         if environ.get("PATH_INFO") == "/_gapfiller/cluster-events":
             with LOCK:
                 return reply(start_response, "200 OK", CLUSTER_EVENTS)

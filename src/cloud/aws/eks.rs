@@ -56,6 +56,7 @@ fn addon_of(a: &aws_sdk_eks::types::Addon) -> Addon {
             _ => AddonStatus::Creating,
         },
         version: a.addon_version().map(str::to_string),
+        configuration_values: a.configuration_values().map(str::to_string),
         health: a
             .health()
             .map(|h| {
@@ -85,7 +86,30 @@ macro_rules! addon_fields {
             .set_service_account_role_arn($req.service_account_role_arn.clone())
             .set_configuration_values($req.configuration_values.clone())
             .resolve_conflicts(ResolveConflicts::from($req.resolve_conflicts.as_str()))
+            .set_pod_identity_associations(pod_identities(&$req.pod_identity_associations)?)
     };
+}
+
+/// The add-on's pod identity associations as the SDK takes them; `None` (the field left out)
+/// when there are none.
+fn pod_identities(
+    list: &[AddonPodIdentity],
+) -> CloudResult<Option<Vec<aws_sdk_eks::types::AddonPodIdentityAssociations>>> {
+    if list.is_empty() {
+        return Ok(None);
+    }
+    list.iter()
+        .map(|a| {
+            aws_sdk_eks::types::AddonPodIdentityAssociations::builder()
+                .service_account(&a.service_account)
+                .role_arn(&a.role_arn)
+                .build()
+                .map_err(|e| {
+                    CloudError::new(S, "CreateAddon", "InvalidParameterException", e.to_string())
+                })
+        })
+        .collect::<CloudResult<Vec<_>>>()
+        .map(Some)
 }
 
 fn absent<T>(r: CloudResult<T>) -> CloudResult<Option<T>> {

@@ -232,4 +232,80 @@ impl Iam for Aws {
             .unwrap_or_default()
             .to_string())
     }
+
+    fn permissions_boundary(&self) -> Option<String> {
+        self.permissions_boundary.clone()
+    }
+
+    async fn simulate(
+        &self,
+        principal: &str,
+        probes: &[crate::cloud::calls::Probe],
+    ) -> CloudResult<Vec<String>> {
+        use aws_sdk_iam::types::{ContextEntry, ContextKeyTypeEnum};
+        // One call per resource and context, naming every action asked on them.
+        let mut groups: Vec<(&str, &[(String, String)], Vec<&str>)> = Vec::new();
+        for p in probes {
+            match groups
+                .iter_mut()
+                .find(|(r, c, _)| *r == p.resource && *c == p.context.as_slice())
+            {
+                Some((_, _, actions)) => actions.push(&p.action),
+                None => groups.push((&p.resource, &p.context, vec![&p.action])),
+            }
+        }
+        let mut decisions: std::collections::HashMap<
+            (String, String, Vec<(String, String)>),
+            String,
+        > = std::collections::HashMap::new();
+        for (resource, context, actions) in groups {
+            let entries: Vec<ContextEntry> = context
+                .iter()
+                .map(|(k, v)| {
+                    ContextEntry::builder()
+                        .context_key_name(k)
+                        .context_key_values(v)
+                        .context_key_type(ContextKeyTypeEnum::String)
+                        .build()
+                })
+                .collect();
+            let mut marker: Option<String> = None;
+            loop {
+                let out = idempotent(S, "SimulatePrincipalPolicy", || {
+                    self.iam
+                        .simulate_principal_policy()
+                        .policy_source_arn(principal)
+                        .set_action_names(Some(actions.iter().map(|a| a.to_string()).collect()))
+                        .set_resource_arns((resource != "*").then(|| vec![resource.to_string()]))
+                        .set_context_entries((!entries.is_empty()).then(|| entries.clone()))
+                        .set_marker(marker.clone())
+                        .send()
+                })
+                .await?;
+                for r in out.evaluation_results() {
+                    decisions.insert(
+                        (
+                            r.eval_action_name().to_string(),
+                            resource.to_string(),
+                            context.to_vec(),
+                        ),
+                        r.eval_decision().as_str().to_string(),
+                    );
+                }
+                match out.marker().filter(|_| out.is_truncated()) {
+                    Some(m) => marker = Some(m.to_string()),
+                    None => break,
+                }
+            }
+        }
+        Ok(probes
+            .iter()
+            .map(|p| {
+                decisions
+                    .get(&(p.action.clone(), p.resource.clone(), p.context.clone()))
+                    .cloned()
+                    .unwrap_or_else(|| "implicitDeny".into())
+            })
+            .collect())
+    }
 }

@@ -18,6 +18,7 @@ pub mod mlflow;
 pub mod pricing;
 mod s3;
 mod sagemaker;
+mod sagemaker_kinds;
 mod signed;
 pub mod token;
 

@@ -67,6 +67,21 @@ pub struct CreateAddon {
     pub configuration_values: Option<String>,
     /// `OVERWRITE` | `NONE` | `PRESERVE`.
     pub resolve_conflicts: String,
+    /// Pod identity associations EKS creates with the add-on (`podIdentityAssociations`), so
+    /// its pods have their role's credentials from their first start: EKS injects them when a
+    /// pod is admitted, and an association made after the add-on's pods run reaches none of
+    /// them until they restart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pod_identity_associations: Vec<AddonPodIdentity>,
+}
+
+/// One of an add-on's pod identity associations: its service account (in the add-on's own
+/// namespace) and the role it gets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonPodIdentity {
+    pub service_account: String,
+    pub role_arn: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -79,6 +94,9 @@ pub struct Addon {
     /// The health issues EKS reports (`code: message`, joined), when there are any.
     #[serde(default)]
     pub health: Option<String>,
+    /// Its configuration values (JSON), as installed.
+    #[serde(default)]
+    pub configuration_values: Option<String>,
 }
 
 #[async_trait]

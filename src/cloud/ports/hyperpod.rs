@@ -61,6 +61,10 @@ pub fn continuous_provisioning(groups: &[InstanceGroupSpec]) -> bool {
     groups.iter().any(|g| g.capacity == Capacity::Spot)
 }
 
+/// Instances a software update takes out of service at once (`DeploymentConfig`'s
+/// `RollingUpdatePolicy.MaximumBatchSize`, `INSTANCE_COUNT`), and rolls back at once.
+pub const ROLLING_BATCH: i32 = 1;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HyperPodStatus {
     Creating,
@@ -99,6 +103,10 @@ pub struct HyperPodCluster {
     /// Managed autoscaling (HyperPod-managed Karpenter), when the cluster reports it.
     #[serde(default)]
     pub autoscaling: Option<AutoScaling>,
+    /// `NodeProvisioningMode` is `Continuous`: only then does SageMaker keep the cluster's
+    /// events (`ListClusterEvents`, botocore's documentation of the operation).
+    #[serde(default)]
+    pub continuous_provisioning: bool,
 }
 
 /// The cluster's `AutoScaling` setting as `DescribeCluster` reports it.
@@ -222,6 +230,7 @@ pub trait HyperPod: Send + Sync {
         groups: &[InstanceGroupSpec],
         continuous: bool,
     ) -> CloudResult<()>;
+    /// The latest HyperPod software on every node, rolling [`ROLLING_BATCH`] instance at a time.
     async fn update_cluster_software(&self, name: &str) -> CloudResult<()>;
     /// Removes whole instance groups (their nodes are terminated).
     async fn delete_instance_groups(&self, name: &str, groups: &[String]) -> CloudResult<()>;

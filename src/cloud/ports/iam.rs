@@ -46,6 +46,16 @@ pub trait Iam: Send + Sync {
     /// ARN of the IAM OIDC provider for `issuer_url`, if one exists.
     async fn find_oidc_provider(&self, issuer_url: &str) -> CloudResult<Option<String>>;
     async fn create_oidc_provider(&self, issuer_url: &str, tags: &Tags) -> CloudResult<String>;
+    /// The permissions boundary set on every role the product makes, if one is configured.
+    fn permissions_boundary(&self) -> Option<String>;
+    /// IAM's decision on each probe for `principal` (`iam:SimulatePrincipalPolicy`, with the
+    /// principal's permissions boundary), in the probes' order: `allowed`, `implicitDeny` or
+    /// `explicitDeny`.
+    async fn simulate(
+        &self,
+        principal: &str,
+        probes: &[crate::cloud::calls::Probe],
+    ) -> CloudResult<Vec<String>>;
 }
 
 /// Puts an inline policy only when the role's differs (so repeating a phase repeats no

@@ -4,6 +4,7 @@ use async_trait::async_trait;
 use serde_json::json;
 
 use super::shared::*;
+use super::verdicts::PODS_SINCE;
 use super::{durations as d, new_id, Life, Sandbox, ACCOUNT, REGION};
 use crate::cloud::*;
 
@@ -130,10 +131,13 @@ impl Eks for Sandbox {
         let api = "eks:CreateAddon";
         self.gate(api, true).await?;
         self.active_cluster(&req.cluster, "CreateAddon").await?;
-        let data = serde_json::to_value(req).unwrap_or_default();
+        self.check_addon_identities("CreateAddon", req).await?;
+        let mut data = serde_json::to_value(req).unwrap_or_default();
+        data[PODS_SINCE] = json!(super::now_ms());
         let key = format!("{}/{}", req.cluster, req.name);
         self.create(api, "eks-addon", &new_id("addon"), Some(&key), &data)
             .await?;
+        self.bind_addon_identities(req).await?;
         self.describe_addon(&req.cluster, &req.name)
             .await?
             .ok_or_else(|| {
@@ -176,6 +180,7 @@ impl Eks for Sandbox {
             status,
             version,
             health,
+            configuration_values: res.data["configurationValues"].as_str().map(str::to_string),
         }))
     }
 
@@ -185,8 +190,18 @@ impl Eks for Sandbox {
         let key = format!("{}/{}", req.cluster, req.name);
         match self.by_name("eks-addon", &key).await? {
             Some(r) if r.deleted_ms.is_none() => {
-                let data = serde_json::to_value(req).unwrap_or_default();
-                self.update(api, "eks-addon", &r.id, &data).await
+                self.check_addon_identities("UpdateAddon", req).await?;
+                let mut data = r.data.clone();
+                if let Some(c) = &req.configuration_values {
+                    data["configurationValues"] = json!(c);
+                }
+                if let Some(v) = &req.version {
+                    data["version"] = json!(v);
+                }
+                // An update rolls the add-on's pods: admitted again, with what is bound then.
+                data[PODS_SINCE] = json!(super::now_ms());
+                self.update(api, "eks-addon", &r.id, &data).await?;
+                self.bind_addon_identities(req).await
             }
             _ => Err(not_found(
                 "eks",
@@ -259,6 +274,59 @@ impl Eks for Sandbox {
 }
 
 impl Sandbox {
+    /// What EKS checks of an add-on's `podIdentityAssociations`: a service account of the
+    /// add-on's own namespace, and a role that exists and that pod identity may assume.
+    async fn check_addon_identities(&self, op: &str, req: &CreateAddon) -> CloudResult<()> {
+        for a in &req.pod_identity_associations {
+            let invalid =
+                |why: String| CloudError::new("eks", op, "InvalidParameterException", why);
+            if super::verdicts::addon_namespace(&req.name).is_none() {
+                return Err(invalid(format!(
+                    "Addon {} does not support Pod Identity associations",
+                    req.name
+                )));
+            }
+            let Some(role) = self.role_record(&a.role_arn).await? else {
+                return Err(invalid(format!("Role {} does not exist", a.role_arn)));
+            };
+            let trusted = super::rules::trusts_service(&role, "pods.eks.amazonaws.com");
+            if !trusted {
+                return Err(invalid(format!(
+                    "The trust policy of role {} does not allow pods.eks.amazonaws.com to sts:AssumeRole and sts:TagSession",
+                    a.role_arn
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The associations an add-on request names, made (or replaced) as EKS makes them.
+    async fn bind_addon_identities(&self, req: &CreateAddon) -> CloudResult<()> {
+        let Some(ns) = super::verdicts::addon_namespace(&req.name) else {
+            return Ok(());
+        };
+        for a in &req.pod_identity_associations {
+            let key = format!("{}/{ns}/{}", req.cluster, a.service_account);
+            if let Some(r) = self.by_name("eks-pod-identity", &key).await? {
+                if r.deleted_ms.is_none() {
+                    continue;
+                }
+            }
+            let data = json!({"cluster": req.cluster, "namespace": ns,
+                              "serviceAccount": a.service_account, "roleArn": a.role_arn,
+                              "ownerArn": format!("{}/{}", req.cluster, req.name)});
+            self.create(
+                "eks:CreatePodIdentityAssociation",
+                "eks-pod-identity",
+                &new_id("a"),
+                Some(&key),
+                &data,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
     pub(super) async fn active_cluster(&self, cluster: &str, op: &str) -> CloudResult<EksCluster> {
         match Eks::describe_cluster(self, cluster).await? {
             Some(c) if c.status == EksStatus::Active => Ok(c),

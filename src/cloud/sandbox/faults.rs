@@ -1,4 +1,5 @@
-//! Fault injection for the sandbox: `eks:CreateCluster=1,sagemaker:CreateCluster=2,throttle=0.2`.
+//! Fault injection for the sandbox: `eks:CreateCluster=1,sagemaker:CreateCluster=2,throttle=0.2`,
+//! and actions the server's own role is denied: `deny=eks:CreateAddon`.
 
 use std::collections::BTreeMap;
 
@@ -13,6 +14,9 @@ pub struct Faults {
     remaining: BTreeMap<String, u32>,
     /// Fraction of all calls answered with a throttling error.
     throttle: f64,
+    /// Actions the server's own role is denied (`deny=eks:CreateAddon`, repeatable): every call
+    /// of one is refused with AccessDenied, and the doctor finds it denied.
+    denied: std::collections::BTreeSet<String>,
 }
 
 impl Faults {
@@ -25,7 +29,14 @@ impl Faults {
             })?;
             let key = key.trim();
             let value = value.trim();
-            if key == "throttle" {
+            if key == "deny" {
+                if !value.contains(':') {
+                    return Err(format!(
+                        "`{item}`: deny takes an action, `service:Operation`"
+                    ));
+                }
+                faults.denied.insert(value.to_string());
+            } else if key == "throttle" {
                 let f: f64 = value
                     .parse()
                     .map_err(|_| format!("`{item}`: throttle takes a fraction between 0 and 1"))?;
@@ -51,6 +62,11 @@ impl Faults {
         Ok(faults)
     }
 
+    /// The actions the server's own role is denied.
+    pub fn denied(&self) -> &std::collections::BTreeSet<String> {
+        &self.denied
+    }
+
     /// Takes one remaining fault of `api`, if any is left (e.g. `sagemaker:LifecycleScriptFailure=2`:
     /// the next two clusters' lifecycle scripts fail).
     pub fn take_one(&mut self, api: &str) -> bool {
@@ -72,6 +88,14 @@ impl Faults {
     /// Decides whether this call is refused; `roll` is a uniform sample in `[0, 1)`.
     pub fn check(&mut self, api: &str, roll: f64) -> Option<CloudError> {
         let (service, op) = split_api(api);
+        if self.denied.contains(api) {
+            return Some(CloudError::new(
+                service,
+                op,
+                "AccessDenied",
+                format!("User: arn:aws:sts::{}:assumed-role/instantstart/sandbox is not authorized to perform: {api}", super::ACCOUNT),
+            ));
+        }
         if let Some(n) = self.remaining.get_mut(api) {
             if *n > 0 {
                 *n -= 1;

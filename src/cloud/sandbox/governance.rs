@@ -73,6 +73,9 @@ impl Sandbox {
     }
 
     fn settled_status(&self, r: &Res) -> String {
+        if r.deleted_ms.is_some() {
+            return "Deleting".into();
+        }
         if r.data["failureReason"].is_string() {
             return "CreateFailed".into();
         }
@@ -90,6 +93,20 @@ impl Sandbox {
             .into();
         }
         "Created".into()
+    }
+
+    /// What SageMaker lists of a cluster's configs or quotas: the live ones, and the ones still
+    /// `Deleting` (for [`SETTLE`] simulated seconds after their deletion). SageMaker keeps one
+    /// config per cluster and one quota per team, and a predecessor still `Deleting` counts:
+    /// a create then is refused (ConflictException) — the delete must end first.
+    async fn listed(&self, kind: &str, cluster_arn: &str) -> CloudResult<Vec<Res>> {
+        Ok(self
+            .history(kind)
+            .await?
+            .into_iter()
+            .filter(|r| r.data["clusterArn"] == cluster_arn)
+            .filter(|r| r.deleted_ms.is_none() || self.life(r, SETTLE, SETTLE) == Life::Deleting)
+            .collect())
     }
 
     async fn of_cluster(&self, kind: &str, cluster_arn: &str) -> CloudResult<Vec<Res>> {
@@ -222,7 +239,7 @@ impl Governance for Sandbox {
     async fn scheduler_configs(&self, cluster_arn: &str) -> CloudResult<Vec<SchedulerConfig>> {
         self.gate("sagemaker:ListClusterSchedulerConfigs", false)
             .await?;
-        let rows = self.of_cluster("scheduler-config", cluster_arn).await?;
+        let rows = self.listed("scheduler-config", cluster_arn).await?;
         Ok(rows.iter().map(|r| config_of(self, r)).collect())
     }
 
@@ -240,7 +257,7 @@ impl Governance for Sandbox {
         let (eks, _) = self.governed(cluster_arn, op).await?;
         check_policy(op, policy)?;
         if !self
-            .of_cluster("scheduler-config", cluster_arn)
+            .listed("scheduler-config", cluster_arn)
             .await?
             .is_empty()
         {
@@ -290,7 +307,7 @@ impl Governance for Sandbox {
 
     async fn compute_quotas(&self, cluster_arn: &str) -> CloudResult<Vec<ComputeQuota>> {
         self.gate("sagemaker:ListComputeQuotas", false).await?;
-        let rows = self.of_cluster("compute-quota", cluster_arn).await?;
+        let rows = self.listed("compute-quota", cluster_arn).await?;
         Ok(rows
             .iter()
             .filter_map(|r| {
@@ -322,7 +339,7 @@ impl Governance for Sandbox {
         self.gate(api, true).await?;
         let (eks, types) = self.governed(cluster_arn, op).await?;
         check_quota(op, quota, &types)?;
-        let existing = self.of_cluster("compute-quota", cluster_arn).await?;
+        let existing = self.listed("compute-quota", cluster_arn).await?;
         if existing
             .iter()
             .any(|r| r.data["team"] == team || r.data["name"] == name)

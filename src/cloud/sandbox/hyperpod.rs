@@ -152,6 +152,7 @@ impl Sandbox {
             instance_groups: groups,
             tiered_storage: serde_json::from_value(res.data["tieredStorage"].clone()).ok(),
             autoscaling: serde_json::from_value(res.data["autoScaling"].clone()).ok(),
+            continuous_provisioning: res.data["continuousProvisioning"] == true,
         };
         Some((cluster, nodes))
     }

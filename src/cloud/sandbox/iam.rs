@@ -152,4 +152,50 @@ impl Iam for Sandbox {
             .await?;
         Ok(format!("arn:aws:iam::{ACCOUNT}:oidc-provider/{host}"))
     }
+
+    fn permissions_boundary(&self) -> Option<String> {
+        Some(super::rules::STACK_BOUNDARY_ARN.to_string())
+    }
+
+    /// The server's role is the CloudFormation template's `InstanceRole`, as a stack-deployed
+    /// control plane's is, less the actions the sandbox was told to deny it; each probe is
+    /// evaluated as IAM would (the product's own evaluator, conditions included).
+    async fn simulate(
+        &self,
+        _principal: &str,
+        probes: &[crate::cloud::calls::Probe],
+    ) -> CloudResult<Vec<String>> {
+        use crate::cloud::policy::{self, Decision, Request};
+        self.gate("iam:SimulatePrincipalPolicy", false).await?;
+        let role = super::rules::instance_policy();
+        let denied: Vec<String> = self
+            .faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .denied()
+            .iter()
+            .cloned()
+            .collect();
+        let deny = json!({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Deny", "Action": denied, "Resource": "*"}]});
+        let docs: Vec<&Value> = match denied.is_empty() {
+            true => vec![&role],
+            false => vec![&role, &deny],
+        };
+        Ok(probes
+            .iter()
+            .map(|p| {
+                let mut req = Request::new(&p.action, &p.resource);
+                for (k, v) in &p.context {
+                    req = req.with(k, v);
+                }
+                match policy::effective(&docs, None, &req) {
+                    Decision::Allow => "allowed",
+                    Decision::ExplicitDeny => "explicitDeny",
+                    _ => "implicitDeny",
+                }
+                .to_string()
+            })
+            .collect())
+    }
 }

@@ -188,6 +188,9 @@ impl Kube for Sandbox {
                 e
             })?;
         let obj = ObjectRef::to_apply(manifest)?;
+        if super::spaces::is_workspace(manifest) {
+            super::spaces::admit(manifest)?;
+        }
         let key = object_key(target, &obj);
         match self.by_name("k8s-object", &key).await? {
             Some(r) if r.deleted_ms.is_none() => {

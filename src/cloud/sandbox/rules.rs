@@ -30,6 +30,30 @@ pub fn stack_boundary() -> Value {
         .clone()
 }
 
+/// The ARN the sandbox's stack boundary has (the roles it makes carry it).
+pub const STACK_BOUNDARY_ARN: &str =
+    "arn:aws:iam::123456789012:policy/instantstart-CreatedRolesBoundary";
+
+/// The server's own role in the sandbox: the template's `InstanceRole` policy, resolved for the
+/// sandbox's account, with any `sagemaker-instantstart-*` bucket standing for the shared one.
+pub fn instance_policy() -> Value {
+    static POLICY: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    POLICY
+        .get_or_init(|| {
+            template_document(
+                "/Resources/InstanceRole/Properties/Policies/0/PolicyDocument",
+                &[
+                    ("AWS::Partition", "aws"),
+                    ("AWS::Region", super::REGION),
+                    ("AWS::AccountId", super::ACCOUNT),
+                    ("SharedBucket.Arn", "arn:aws:s3:::sagemaker-instantstart-*"),
+                    ("CreatedRolesBoundary", STACK_BOUNDARY_ARN),
+                ],
+            )
+        })
+        .clone()
+}
+
 /// The template's `CreatedRolesBoundary` document with `Fn::Sub` and `Fn::GetAtt` resolved
 /// from `values` (`${AWS::Region}`, `${SharedBucket.Arn}`, …).
 pub fn template_boundary(values: &[(&str, &str)]) -> Value {
@@ -113,6 +137,39 @@ pub fn role_documents(role: &Value) -> Vec<Value> {
         .filter_map(Value::as_str)
         .filter_map(policy::aws_managed);
     inline.chain(managed).collect()
+}
+
+/// Whether a sandbox role record's trust policy lets `service` assume it with
+/// `sts:AssumeRole` and `sts:TagSession` (what EKS pod identity needs of a role).
+pub fn trusts_service(role: &Value, service: &str) -> bool {
+    let statements: Vec<&Value> = match &role["trust"]["Statement"] {
+        Value::Array(a) => a.iter().collect(),
+        v @ Value::Object(_) => vec![v],
+        _ => vec![],
+    };
+    let list = |v: &Value| -> Vec<String> {
+        match v {
+            Value::String(s) => vec![s.clone()],
+            Value::Array(a) => a
+                .iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect(),
+            _ => vec![],
+        }
+    };
+    let allowed: Vec<String> = statements
+        .iter()
+        .filter(|s| s["Effect"] == "Allow")
+        .filter(|s| {
+            list(&s["Principal"]["Service"])
+                .iter()
+                .any(|p| p == service)
+        })
+        .flat_map(|s| list(&s["Action"]))
+        .collect();
+    ["sts:AssumeRole", "sts:TagSession"]
+        .iter()
+        .all(|a| allowed.iter().any(|x| x == a || x == "sts:*" || x == "*"))
 }
 
 /// Whether a sandbox role record may `req`: its policies intersected with its boundary.

@@ -241,9 +241,48 @@ impl Sandbox {
             node_role,
             scaled,
             kueue,
+            volume_attach: match &record {
+                Some(r) => {
+                    self.volume_attach(&target.cluster, &super::hyperpod::hyperpod_arn(&r.id))
+                        .await?
+                }
+                None => None,
+            },
         };
         self.place_training(jobs, &mut schedule);
         Ok(schedule)
+    }
+
+    /// Why the EBS CSI driver's controller cannot attach a volume to a node of this HyperPod
+    /// cluster, if it cannot. HyperPod nodes are not the account's EC2 instances: the driver
+    /// attaches through SageMaker (`sagemaker:AttachClusterNodeVolume` on the cluster), with
+    /// the credentials pod identity gives its controller's service account (SageMaker
+    /// Developer Guide, "Using the Amazon EBS CSI driver on SageMaker HyperPod EKS clusters").
+    async fn volume_attach(
+        &self,
+        cluster: &str,
+        hyperpod_arn: &str,
+    ) -> CloudResult<Option<String>> {
+        let key = format!("{cluster}/kube-system/ebs-csi-controller-sa");
+        let bound = self
+            .by_name("eks-pod-identity", &key)
+            .await?
+            .filter(|r| r.deleted_ms.is_none());
+        let Some(binding) = bound else {
+            return Ok(Some("the EBS CSI controller's service account kube-system/ebs-csi-controller-sa has no pod identity association: it runs with the node's credentials".into()));
+        };
+        let role_arn = binding.data["roleArn"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let role = self.role_record(&role_arn).await?;
+        let action = "sagemaker:AttachClusterNodeVolume";
+        Ok(match role {
+            Some(r) if super::rules::role_allows(&r, action, hyperpod_arn) => None,
+            _ => Some(format!(
+                "{role_arn} is not authorized to perform: {action} on resource: {hyperpod_arn}"
+            )),
+        })
     }
 
     /// The ranks of the training jobs running now, placed last on the free GPUs of ready nodes

@@ -23,6 +23,48 @@ pub(super) fn is_workspace(obj: &Value) -> bool {
     obj["apiVersion"] == "workspace.jupyter.org/v1alpha1" && obj["kind"] == "Workspace"
 }
 
+/// jupyter-k8s's validating webhook on a `Workspace` (see `cloud::workspace_templates` for the
+/// sources): the template's namespace must be the workspace's own or the shared one, the
+/// template must exist there (the sandbox serves AWS's two), and the image and home storage
+/// must be within the template's bounds. Refused as the API server relays a webhook's denial.
+pub(super) fn admit(obj: &Value) -> crate::cloud::CloudResult<()> {
+    use crate::cloud::workspace_templates::{namespace_violation, TemplateBounds};
+    let deny = |why: String| {
+        crate::cloud::CloudError::new(
+            "k8s",
+            "Apply",
+            "Forbidden",
+            format!("admission webhook \"vworkspace-v1alpha1.kb.io\" denied the request: {why}"),
+        )
+    };
+    let Some(name) = obj
+        .pointer("/spec/templateRef/name")
+        .and_then(Value::as_str)
+    else {
+        return Ok(());
+    };
+    if let Some(why) = namespace_violation(obj) {
+        return Err(deny(why));
+    }
+    let Some(template) = TemplateBounds::aws(name) else {
+        return Err(deny(format!(
+            "failed to get template: workspacetemplates.workspace.jupyter.org \"{name}\" not found"
+        )));
+    };
+    let violations = template.violations(obj);
+    match violations.len() {
+        0 => Ok(()),
+        1 => Err(deny(format!(
+            "workspace violates template '{name}' constraints: {}",
+            violations[0]
+        ))),
+        n => Err(deny(format!(
+            "workspace violates template '{name}' constraints: {n} violations: {}",
+            violations.join("; ")
+        ))),
+    }
+}
+
 /// The name of a workspace's pod: its Deployment's (`workspace-<name>`), then a ReplicaSet hash
 /// and a suffix.
 pub(super) fn pod_name(obj: &Value) -> String {
@@ -274,6 +316,23 @@ impl Sandbox {
                     }
                 ),
                 condition("Degraded", false, "NoError", ""),
+                condition("Stopped", false, "DesiredStateRunning", "")
+            ]),
+            // Its home volume cannot be attached to the node: the pod never starts.
+            None if schedule.is_some_and(|s| s.volume_attach.is_some()) => json!([
+                condition("Available", false, "ComputeNotReady", ""),
+                condition("Progressing", false, "ComputeNotReady", ""),
+                condition(
+                    "Degraded",
+                    true,
+                    "FailedAttachVolume",
+                    &format!(
+                        "AttachVolume.Attach failed for the workspace's home volume: {}",
+                        schedule
+                            .and_then(|s| s.volume_attach.as_deref())
+                            .unwrap_or_default()
+                    )
+                ),
                 condition("Stopped", false, "DesiredStateRunning", "")
             ]),
             None if age < START => json!([

@@ -19,7 +19,11 @@ const CNI_REPOSITORY: &str = "arn:aws:ecr:us-west-2:602401143452:repository/amaz
 const DAEMONSET_ADDONS: &[&str] = &["eks-pod-identity-agent", "vpc-cni", "kube-proxy"];
 
 /// The namespace whose service accounts an add-on runs as (for its pod identity binding).
-fn addon_namespace(addon: &str) -> Option<&'static str> {
+/// When an add-on's pods were last admitted (created, or rolled by an update), wall-clock ms,
+/// kept with the add-on's record.
+pub(super) const PODS_SINCE: &str = "__podsSince";
+
+pub(super) fn addon_namespace(addon: &str) -> Option<&'static str> {
     Some(match addon {
         "amazon-sagemaker-hyperpod-training-operator" => "aws-hyperpod",
         "amazon-sagemaker-hyperpod-inference" => "hyperpod-inference-system",
@@ -99,9 +103,35 @@ impl Sandbox {
         let Some(ns) = addon_namespace(addon) else {
             return Ok(None);
         };
-        let bound = self.list("eks-pod-identity").await?.into_iter().any(|r| {
-            r.deleted_ms.is_none() && r.data["cluster"] == cluster && r.data["namespace"] == ns
-        });
+        let bindings: Vec<super::Res> = self
+            .list("eks-pod-identity")
+            .await?
+            .into_iter()
+            .filter(|r| {
+                r.deleted_ms.is_none() && r.data["cluster"] == cluster && r.data["namespace"] == ns
+            })
+            .collect();
+        let bound = !bindings.is_empty();
+        // EKS's pod identity webhook gives a pod its credentials when the pod is admitted
+        // (Amazon EKS User Guide, "Attach an IAM Role to an Amazon EKS add-on using EKS Pod
+        // Identity"; aws/sagemaker-hyperpod-cluster-setup passes `PodIdentityAssociations` in
+        // the add-on itself): pods admitted before their association run with the node's.
+        let pods_since = self
+            .by_name("eks-addon", &format!("{cluster}/{addon}"))
+            .await?
+            .and_then(|r| r.data[PODS_SINCE].as_i64());
+        // An association the add-on request itself made (`ownerArn`) exists before its pods.
+        if let Some(late) = bindings.iter().find(|b| {
+            b.data.get("ownerArn").is_none() && pods_since.is_some_and(|since| b.created_ms > since)
+        }) {
+            return Ok(Some((
+                AddonStatus::Degraded,
+                format!(
+                    "AccessDenied: the add-on's pods were admitted before the pod identity association for {ns}/{} existed: they run with the node's credentials until they are recreated",
+                    late.data["serviceAccount"].as_str().unwrap_or_default()
+                ),
+            )));
+        }
         let Some(role_arn) = schedule.node_role else {
             return Ok(None);
         };

@@ -150,6 +150,8 @@ pub(crate) struct Schedule {
     pub scaled: std::collections::HashMap<String, Scaled>,
     /// Kueue's decisions and objects, where task governance runs.
     pub kueue: super::kueue::Kueue,
+    /// Why the EBS CSI driver cannot attach a volume to a node now, if it cannot.
+    pub volume_attach: Option<String>,
 }
 
 impl Schedule {

@@ -107,13 +107,28 @@ pub struct RegionPrices {
     pub unavailable: Option<String>,
 }
 
+/// Whether a region is in AWS's commercial partition, the one the table's USD figures are from.
+/// GovCloud (`us-gov-…`) prices differ and China's (`cn-…`) are in CNY: neither is estimated.
+pub fn commercial(region: &str) -> bool {
+    !(region.starts_with("us-gov-") || region.starts_with("cn-") || region.starts_with("us-iso"))
+}
+
+/// Why a region outside the commercial partition has no estimates.
+fn outside_commercial(region: &str) -> String {
+    format!("{region} is outside AWS's commercial partition (GovCloud prices differ, China's are in CNY): its instance-hours are counted, and only the Price List's own USD figures are priced — nothing is estimated from the commercial table")
+}
+
 impl RegionPrices {
     /// Prices from the table alone, for `reason`.
     pub fn table_only(region: &str, reason: impl Into<String>) -> Self {
+        let reason = match commercial(region) {
+            true => reason.into(),
+            false => format!("{}; {}", reason.into(), outside_commercial(region)),
+        };
         Self {
             region: region.into(),
             listed: Arc::default(),
-            unavailable: Some(reason.into()),
+            unavailable: Some(reason),
         }
     }
 
@@ -126,14 +141,21 @@ impl RegionPrices {
                     .map(|p| (ml(&p.instance_type), p.clone()))
                     .collect(),
             ),
-            unavailable: None,
+            unavailable: (!commercial(region)).then(|| outside_commercial(region)),
         }
     }
 
-    /// The price of one instance type: the Price List's, else the table's estimate.
+    /// The price of one instance type: the Price List's, else the table's estimate — in the
+    /// commercial partition only; elsewhere none (its hours are listed unpriced).
     pub fn price(&self, instance_type: &str) -> Price {
         match self.listed.get(&ml(instance_type)) {
             Some(p) => listed(p, &self.region),
+            None if !commercial(&self.region) => Price {
+                hourly_usd: None,
+                region: Some(self.region.clone()),
+                as_of: None,
+                ..estimate(instance_type)
+            },
             None => estimate(instance_type),
         }
     }
@@ -207,6 +229,21 @@ async fn read(list: &dyn PriceList, region: &str) -> RegionPrices {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outside_the_commercial_partition_nothing_is_estimated_and_it_says_why() {
+        for region in ["us-gov-west-1", "cn-north-1"] {
+            let prices = RegionPrices::table_only(region, "the Price List has no figures");
+            let p = prices.price("ml.g5.8xlarge");
+            assert_eq!(p.hourly_usd, None, "{region}");
+            assert!(
+                prices.unavailable.as_deref().unwrap().contains("CNY"),
+                "{region}"
+            );
+        }
+        let commercial = RegionPrices::table_only("us-west-2", "not read");
+        assert!(commercial.price("ml.g5.8xlarge").hourly_usd.is_some());
+    }
 
     /// A Price List whose `us-east-1` says it was asked, then answers only when told to; every
     /// other region answers at once.

@@ -158,6 +158,46 @@ pub fn connection_manifest(namespace: &str, space: &str, kind: ConnectionType) -
     })
 }
 
+/// Whether the Spaces add-on was given remote access (`remoteAccess.enabled` in its
+/// configuration, the key of `jupyter-infra/jupyter-k8s-aws` `charts/aws-hyperpod/values.yaml`
+/// at b6adb6fd2797abc9c2d5cb7b2a674e208b563628): without it, and the SSM managed-node role and
+/// agent sidecar it names, no `{ide}-remote` session can start (AWS's Spaces "Set up
+/// permissions" page). This control plane does not set it up — the add-on's configuration
+/// schema for it is not in a source it can follow — so an IDE connection is refused before any
+/// call unless whoever runs the cluster configured it.
+async fn remote_access_configured(
+    engine: &Engine,
+    cluster: &str,
+    kind: ConnectionType,
+) -> ApiResult<()> {
+    let addon = engine
+        .cloud()
+        .eks
+        .describe_addon(cluster, crate::service::steps::features::SPACES_ADDON)
+        .await
+        .map_err(|e| ApiError::Cloud(Box::new(e)))?;
+    let enabled = addon
+        .and_then(|a| a.configuration_values)
+        .and_then(|c| serde_json::from_str::<Value>(&c).ok())
+        .is_some_and(|c| c.pointer("/remoteAccess/enabled") == Some(&Value::Bool(true)));
+    if enabled {
+        return Ok(());
+    }
+    Err(ApiError::Conflict {
+        slug: "space-remote-access-unsupported",
+        detail: format!(
+            "a {} connection needs the Spaces add-on's remote access (its `remoteAccess` \
+             configuration: an SSM managed-node role and the SSM agent sidecar, see AWS's Spaces \
+             \"Set up permissions\" page), which this control plane does not set up and which \
+             `{cluster}`'s add-on does not have. Open the space through this control plane \
+             instead (space_open), which needs nothing set up",
+            kind.as_str()
+        ),
+        field: Some("type".into()),
+        operation_id: None,
+    })
+}
+
 /// Asks the add-on for a connection to a running space of `cluster`; what it refuses (web
 /// access not set up, a type its access strategy lacks) comes back as a conflict naming the
 /// way that always works: opening the space through this control plane.
@@ -168,6 +208,9 @@ pub async fn connection(
     kind: ConnectionType,
 ) -> ApiResult<SpaceLink> {
     let (namespace, _) = running(engine, cluster, space).await?;
+    if kind != ConnectionType::WebUi {
+        remote_access_configured(engine, cluster, kind).await?;
+    }
     let target = kube_target(engine, cluster).await?;
     let manifest = connection_manifest(&namespace, space, kind);
     let answer = engine

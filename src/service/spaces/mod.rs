@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
+use crate::cloud::workspace_templates::{TemplateBounds, TEMPLATE_API_VERSION, TEMPLATE_KIND};
 use crate::cloud::{KubeTarget, ObjectRef};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
@@ -25,9 +26,8 @@ use crate::service::steps::features::SPACES_ADDON;
 use crate::service::steps::workloads::ApplyParams;
 use crate::service::validate;
 
-/// Home storage when none is asked for, and its bounds (GiB).
+/// Home storage when none is asked for (GiB); its bounds are the template's.
 pub const DEFAULT_STORAGE_GIB: i64 = 20;
-const STORAGE_GIB: (i64, i64) = (5, 500);
 /// Minutes idle before a space stops itself when none is asked for; at most a day.
 pub const DEFAULT_IDLE_MINUTES: i64 = 60;
 const MAX_IDLE_MINUTES: i64 = 1440;
@@ -50,13 +50,16 @@ pub struct SpaceRequest {
     /// One MIG slice of a GPU instead of whole GPUs, e.g. `1g.10gb` (A100 and H100 instances).
     #[schema(pattern = r"^[1-7]g\.[0-9]{1,3}gb$")]
     pub mig_profile: Option<String>,
-    /// Home directory size in GiB, 5–500 (default 20). Fixed for the space's life.
-    #[schema(minimum = 5, maximum = 500)]
+    /// Home directory size in GiB, within the add-on's template's bounds (AWS's: 1–100),
+    /// default 20. Fixed for the space's life.
+    #[schema(minimum = 1, maximum = 100)]
     pub storage_gib: Option<i64>,
     /// Minutes without activity before the space stops itself, 1–1440 (default 60); 0: never.
     #[schema(minimum = 0, maximum = 1440)]
     pub idle_shutdown_minutes: Option<i64>,
-    /// Container image (default: the add-on's template's SageMaker Distribution image).
+    /// Container image: one the add-on's template allows (AWS's: the SageMaker Distribution
+    /// CPU and GPU images). Default: the template's GPU image for a space with GPUs, its
+    /// default (CPU) image otherwise.
     pub image: Option<String>,
     /// The team it runs as (task governance): namespace `hyperpod-ns-<team>`, its queue.
     #[schema(pattern = r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
@@ -79,7 +82,7 @@ pub struct SpacePatch {
     pub idle_shutdown_minutes: Option<i64>,
     pub image: Option<String>,
     /// Refused unless equal to the space's: its home volume cannot change size.
-    #[schema(minimum = 5, maximum = 500)]
+    #[schema(minimum = 1, maximum = 100)]
     pub storage_gib: Option<i64>,
 }
 
@@ -235,6 +238,92 @@ async fn claims_for(
     Ok(out)
 }
 
+/// The add-on's template for `app`, as the cluster serves it; AWS's, as its chart installs it,
+/// when the cluster does not say.
+async fn template(engine: &Engine, target: &KubeTarget, app: App) -> ApiResult<TemplateBounds> {
+    let r = ObjectRef {
+        api_version: TEMPLATE_API_VERSION.into(),
+        kind: TEMPLATE_KIND.into(),
+        namespace: Some(TEMPLATE_NAMESPACE.into()),
+        name: app.template().into(),
+    };
+    let served = match engine.cloud().kube.get(target, &r).await {
+        Ok(o) => o.as_ref().and_then(TemplateBounds::from_object),
+        Err(e) if matches!(e.code.as_str(), "KindNotServed" | "NotFound") => None,
+        Err(e) => return Err(cloud_err(e)),
+    };
+    served
+        .or_else(|| TemplateBounds::aws(app.template()))
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("no template for {}", app.as_str())))
+}
+
+/// The image a space runs, checked against its template: the one asked for if the template
+/// allows it, else the template's GPU image for GPUs, else its default (`None`).
+fn image_for(
+    t: &TemplateBounds,
+    asked: Option<&str>,
+    accelerators: &Accelerators,
+) -> ApiResult<Option<String>> {
+    match asked {
+        Some(i) => {
+            crate::service::workloads::image("image", i)?;
+            if !t.image_allowed(i) {
+                return Err(ApiError::validation_hint(
+                    "image",
+                    format!(
+                        "the add-on's template `{}` allows only its own images, not `{}` (its webhook refuses any other)",
+                        t.name,
+                        validate::truncate(i)
+                    ),
+                    json!(t.effective_images()),
+                ));
+            }
+            Ok(Some(i.to_string()))
+        }
+        None if *accelerators != Accelerators::Gpus(0) => Ok(t.gpu_image().map(str::to_string)),
+        None => Ok(None),
+    }
+}
+
+/// A MIG slice is asked only of an instance type one of whose nodes advertises it.
+async fn mig_advertised(
+    engine: &Engine,
+    target: &KubeTarget,
+    instance_type: &str,
+    accelerators: &Accelerators,
+) -> ApiResult<()> {
+    let Accelerators::Mig(profile) = accelerators else {
+        return Ok(());
+    };
+    let resource = mig_resource(profile);
+    let nodes = engine
+        .cloud()
+        .kube
+        .list(
+            target,
+            "v1",
+            "Node",
+            None,
+            Some(&format!("node.kubernetes.io/instance-type={instance_type}")),
+        )
+        .await
+        .map_err(cloud_err)?;
+    let advertised = nodes.iter().any(|n| {
+        n.pointer("/status/allocatable")
+            .and_then(|a| a.get(&resource))
+            .and_then(Value::as_str)
+            .is_some_and(|v| v != "0")
+    });
+    if advertised {
+        return Ok(());
+    }
+    Err(ApiError::validation_hint(
+        "migProfile",
+        format!("no {instance_type} node advertises {resource}: MIG slices exist only where the instance group's nodes are partitioned (the nvidia.com/mig.config label)"),
+        json!({"gpus": 1}),
+    ))
+}
+
 /// Refuses a space before the add-on serves them.
 async fn spaces_active(engine: &Engine, cluster: &str) -> ApiResult<()> {
     if addon_active(engine, cluster, SPACES_ADDON).await? {
@@ -286,18 +375,23 @@ pub async fn space_spec(
         ));
     }
     let accelerators = accelerators(req.gpus, req.mig_profile.as_deref(), &req.instance_type)?;
-    let storage_gib = int_in(
-        "storageGib",
-        req.storage_gib.unwrap_or(DEFAULT_STORAGE_GIB),
-        STORAGE_GIB.0,
-        STORAGE_GIB.1,
-        "home storage (GiB)",
-    )?;
     let idle_minutes = idle(req.idle_shutdown_minutes)?;
     if let Some(i) = &req.image {
         crate::service::workloads::image("image", i)?;
     }
     spaces_active(engine, cluster).await?;
+    let target = kube_target(engine, cluster).await?;
+    let bounds = template(engine, &target, app).await?;
+    let (lo, hi) = bounds.storage_gib();
+    let storage_gib = int_in(
+        "storageGib",
+        req.storage_gib.unwrap_or(DEFAULT_STORAGE_GIB),
+        i64::try_from(lo).unwrap_or(1),
+        i64::try_from(hi).unwrap_or(i64::MAX),
+        &format!("home storage (GiB) under the template `{}`", bounds.name),
+    )?;
+    let image = image_for(&bounds, req.image.as_deref(), &accelerators)?;
+    mig_advertised(engine, &target, &req.instance_type, &accelerators).await?;
     let placement = crate::service::teams::placement(
         engine,
         cluster,
@@ -305,7 +399,6 @@ pub async fn space_spec(
         req.priority.as_deref(),
     )
     .await?;
-    let target = kube_target(engine, cluster).await?;
     if find(engine, &target, &req.space_name).await?.is_some() {
         return Err(ApiError::Conflict {
             slug: "space-exists",
@@ -325,7 +418,7 @@ pub async fn space_spec(
         accelerators,
         storage_gib,
         idle_minutes,
-        image: req.image.clone(),
+        image,
         placement,
         claims,
         running: true,
@@ -375,19 +468,21 @@ pub async fn patch_params(
         }
     }
     let mut next = spec.clone();
+    let target = kube_target(engine, cluster).await?;
     if patch.gpus.is_some() || patch.mig_profile.is_some() {
         next.accelerators = accelerators(
             patch.gpus,
             patch.mig_profile.as_deref(),
             &spec.instance_type,
         )?;
+        mig_advertised(engine, &target, &spec.instance_type, &next.accelerators).await?;
     }
     if patch.idle_shutdown_minutes.is_some() {
         next.idle_minutes = idle(patch.idle_shutdown_minutes)?;
     }
     if let Some(i) = &patch.image {
-        crate::service::workloads::image("image", i)?;
-        next.image = Some(i.clone());
+        let bounds = template(engine, &target, spec.app).await?;
+        next.image = image_for(&bounds, Some(i), &next.accelerators)?;
     }
     if next == spec {
         return Ok(None);

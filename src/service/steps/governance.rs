@@ -1,10 +1,12 @@
 //! Task governance operations, each one phase watched to SageMaker's end state:
 //!
 //! ```text
-//! scheduling-policy  scheduler-config  create (or update by version) the cluster's one config;
-//!                                      a config left CreateFailed (made before the add-on was
-//!                                      ready) is deleted and made again
-//! team-create        compute-quota     CreateComputeQuota for the team (the same recovery)
+//! scheduling-policy  scheduler-config-clear  a config left CreateFailed (made before the add-on
+//!                                            was ready) deleted, watched until SageMaker no
+//!                                            longer lists it (a create meanwhile is refused)
+//!                    scheduler-config  create (or update by version) the cluster's one config
+//! team-create        compute-quota-clear  the same for the team's quota
+//!                    compute-quota     CreateComputeQuota for the team
 //! team-update        compute-quota     UpdateComputeQuota at the version read
 //! team-delete        compute-quota     DeleteComputeQuota, watched until it is gone
 //! team-create        team-storage      (after compute-quota) the cluster's claims copied into
@@ -64,6 +66,11 @@ fn failed(what: &str, status: &str, reason: Option<&str>) -> StepError {
     )
 }
 
+/// A listed config or quota SageMaker has finished deleting: as good as gone.
+fn gone(status: &str) -> bool {
+    status == "Deleted"
+}
+
 async fn config(cx: &StepCx<'_>, p: &PolicyParams) -> StepResult<Option<SchedulerConfig>> {
     Ok(cx
         .cloud
@@ -71,7 +78,87 @@ async fn config(cx: &StepCx<'_>, p: &PolicyParams) -> StepResult<Option<Schedule
         .scheduler_configs(&p.hyperpod_arn)
         .await?
         .into_iter()
-        .next())
+        .find(|c| !gone(&c.status)))
+}
+
+/// What a predecessor phase clears: the cluster's scheduler config, or the team's quota.
+#[derive(Clone, Copy)]
+pub enum Predecessor {
+    SchedulerConfig,
+    ComputeQuota,
+}
+
+/// Clears the way for a create: a config or quota SageMaker left `CreateFailed` (made before the
+/// add-on was ready) is deleted, and one `Deleting` is waited for, until SageMaker no longer
+/// lists it (or lists it `Deleted`). SageMaker keeps one config per cluster and one quota per
+/// team, and refuses a create while the predecessor is still `Deleting` (ConflictException), so
+/// the deletion is a phase of its own, watched to its end before the create.
+pub struct ClearPredecessorStep(pub Predecessor);
+
+impl ClearPredecessorStep {
+    /// `(id, status)` of the predecessor in the way, if there is one.
+    async fn in_the_way(&self, cx: &StepCx<'_>) -> StepResult<Option<(String, String)>> {
+        let found = match self.0 {
+            Predecessor::SchedulerConfig => {
+                let p: PolicyParams = cx.param()?;
+                config(cx, &p).await?.map(|c| (c.id, c.status))
+            }
+            Predecessor::ComputeQuota => {
+                let p: TeamParams = cx.param()?;
+                quota(cx, &p).await?.map(|q| (q.id, q.status))
+            }
+        };
+        Ok(found
+            .filter(|(_, s)| matches!(s.as_str(), "CreateFailed" | "Deleting" | "DeleteFailed")))
+    }
+
+    fn what(&self) -> &'static str {
+        match self.0 {
+            Predecessor::SchedulerConfig => "the failed scheduler config",
+            Predecessor::ComputeQuota => "the team's failed compute quota",
+        }
+    }
+}
+
+#[async_trait]
+impl Step for ClearPredecessorStep {
+    fn name(&self) -> &'static str {
+        match self.0 {
+            Predecessor::SchedulerConfig => "scheduler-config-clear",
+            Predecessor::ComputeQuota => "compute-quota-clear",
+        }
+    }
+    async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
+        Ok(match self.in_the_way(cx).await? {
+            None => Some(json!({"cleared": false})),
+            Some(_) => None,
+        })
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let Some((id, status)) = self.in_the_way(cx).await? else {
+            return Ok(json!({"cleared": false}));
+        };
+        if status == "CreateFailed" {
+            let g = &cx.cloud.governance;
+            match self.0 {
+                Predecessor::SchedulerConfig => g.delete_scheduler_config(&id).await?,
+                Predecessor::ComputeQuota => g.delete_compute_quota(&id).await?,
+            }
+        }
+        Ok(json!({"cleared": true, "deleted": id}))
+    }
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        match self.in_the_way(cx).await? {
+            None => Ok(Poll::Ready(out.clone())),
+            Some((_, status)) if status == "DeleteFailed" => {
+                Err(failed(self.what(), &status, None))
+            }
+            Some((_, status)) => Ok(Poll::Pending(format!("{} is {status}", self.what()))),
+        }
+    }
+    fn records_resources(&self) -> bool {
+        false
+    }
 }
 
 pub struct SchedulerConfigStep;
@@ -92,8 +179,13 @@ impl Step for SchedulerConfigStep {
         let p: PolicyParams = cx.param()?;
         let g = &cx.cloud.governance;
         match config(cx, &p).await? {
-            Some(c) if c.status == "CreateFailed" => {
-                g.delete_scheduler_config(&c.id).await?;
+            // The phase before cleared it; one here now was made since, and is not ours to delete.
+            Some(c) if matches!(c.status.as_str(), "CreateFailed" | "Deleting") => {
+                return Err(failed(
+                    "the scheduler config",
+                    &c.status,
+                    c.failure_reason.as_deref(),
+                ));
             }
             Some(c) if c.policy == p.policy => {
                 return Ok(json!({"schedulerConfigId": c.id, "arn": c.arn}));
@@ -142,7 +234,7 @@ async fn quota(cx: &StepCx<'_>, p: &TeamParams) -> StepResult<Option<ComputeQuot
         .compute_quotas(&p.hyperpod_arn)
         .await?
         .into_iter()
-        .find(|q| q.team == p.team))
+        .find(|q| q.team == p.team && !gone(&q.status)))
 }
 
 pub struct ComputeQuotaStep;
@@ -174,7 +266,13 @@ impl Step for ComputeQuotaStep {
             return Ok(json!({"team": p.team, "deleted": true}));
         };
         match found {
-            Some(q) if q.status == "CreateFailed" => g.delete_compute_quota(&q.id).await?,
+            Some(q) if matches!(q.status.as_str(), "CreateFailed" | "Deleting") => {
+                return Err(failed(
+                    &format!("the compute quota of team {}", p.team),
+                    &q.status,
+                    q.failure_reason.as_deref(),
+                ));
+            }
             Some(q) if cx.op.kind == OpKind::TeamCreate && &q.quota == want => {
                 return Ok(json!({"team": p.team, "computeQuotaId": q.id}));
             }

@@ -39,6 +39,8 @@
 //! forget-cluster  forget (the record only; nothing in the account is touched)
 //! ```
 
+#[cfg(test)]
+mod addon_sources;
 pub mod addons;
 pub mod deps;
 pub mod features;
@@ -344,8 +346,16 @@ impl Stages for OperationKinds {
             OpKind::PoolAssign => vec![Arc::new(pools::AssignStep)],
             OpKind::SpaceCreate | OpKind::SpaceUpdate => vec![Arc::new(workloads::ApplyStep)],
             OpKind::SpaceStatus => vec![Arc::new(spaces::SpaceStatusStep)],
-            OpKind::SchedulingPolicy => vec![Arc::new(governance::SchedulerConfigStep)],
+            OpKind::SchedulingPolicy => vec![
+                Arc::new(governance::ClearPredecessorStep(
+                    governance::Predecessor::SchedulerConfig,
+                )),
+                Arc::new(governance::SchedulerConfigStep),
+            ],
             OpKind::TeamCreate => vec![
+                Arc::new(governance::ClearPredecessorStep(
+                    governance::Predecessor::ComputeQuota,
+                )),
                 Arc::new(governance::ComputeQuotaStep),
                 Arc::new(governance::TeamStorageStep),
             ],

@@ -552,8 +552,8 @@ const JUSTIFIED: &[(&str, &str, &str, &str)] = &[
     (
         "UNKNOWN_ACTION",
         "",
-        "BatchAddClusterNodes|BatchRebootClusterNodes|BatchReplaceClusterNodes|ListClusterEvents",
-        "HyperPod's node actions and cluster events (Service Authorization Reference), newer than parliament's database",
+        "BatchAddClusterNodes|BatchRebootClusterNodes|BatchReplaceClusterNodes|ListClusterEvents|AttachClusterNodeVolume|DetachClusterNodeVolume",
+        "HyperPod's node actions, cluster events and node volumes (Service Authorization Reference), newer than parliament's database",
     ),
     (
         "MISMATCHED_TYPE_BUT_USABLE",
@@ -643,12 +643,14 @@ fn parliament_finds_nothing_unexplained_in_any_policy_the_project_writes() {
 /// Actions of the control plane's policy newer than parliament's database (each is in the
 /// Service Authorization Reference; `iam-resource-types.tsv` names its page).
 const NEWER_THAN_PARLIAMENT: &[&str] = &[
+    "sagemaker:AttachClusterNodeVolume",
     "sagemaker:BatchRebootClusterNodes",
     "sagemaker:BatchReplaceClusterNodes",
     "sagemaker:CallMlflowAppApi",
     "sagemaker:CreateMlflowApp",
     "sagemaker:CreatePresignedMlflowAppUrl",
     "sagemaker:DescribeMlflowApp",
+    "sagemaker:DetachClusterNodeVolume",
     "sagemaker:ListClusterEvents",
     "sagemaker:ListMlflowApps",
 ];

@@ -228,6 +228,27 @@ pub fn needs(place: &BucketPlace) -> Vec<Need> {
             req("ec2:DeleteVolume", "arn:aws:ec2:us-west-2:123456789012:volume/vol-2"),
             "a volume the driver did not make (no ebs.csi.aws.com/cluster tag)",
         ),
+        // On HyperPod, volumes reach nodes through SageMaker (SageMaker Developer Guide, "Using
+        // the Amazon EBS CSI driver on SageMaker HyperPod EKS clusters").
+        allow(
+            "demo-ebs-csi",
+            req("sagemaker:AttachClusterNodeVolume", HYPERPOD),
+            "attaches a volume to a HyperPod node",
+        ),
+        allow(
+            "demo-ebs-csi",
+            req("sagemaker:DetachClusterNodeVolume", HYPERPOD),
+            "detaches it when the space stops",
+        ),
+        allow("demo-ebs-csi", req("eks:DescribeCluster", EKS), "finds its cluster"),
+        deny(
+            "demo-ebs-csi",
+            req(
+                "sagemaker:AttachClusterNodeVolume",
+                "arn:aws:sagemaker:us-west-2:123456789012:cluster/other0000000",
+            ),
+            "another HyperPod cluster's nodes",
+        ),
         deny("demo-ebs-csi", req("s3:GetObject", &obj("data/x")), "reads no data"),
         // The Spaces controller (AmazonSageMakerSpacesControllerPolicy).
         allow(

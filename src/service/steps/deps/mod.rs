@@ -418,6 +418,7 @@ impl Step for ComponentStep {
                     service_account_role_arn: role,
                     configuration_values: configuration.map(str::to_string),
                     resolve_conflicts: "OVERWRITE".into(),
+                    pod_identity_associations: vec![],
                 };
                 let addon = cx.cloud.eks.create_addon(&req).await?;
                 Ok(json!({"addonArn": addon.arn, "changed": true}))

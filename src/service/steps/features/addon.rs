@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use crate::cloud::{AddonStatus, CreateAddon};
+use crate::cloud::{AddonPodIdentity, AddonStatus, CreateAddon};
 use crate::ops::{Poll, Reconcile, StepCx, StepError, StepResult};
 use crate::service::arn::managed_policy;
 use crate::service::steps::addons::irsa_trust;
@@ -32,6 +32,18 @@ impl Reconcile for FeatureAddonStep {
                     Some(build) => Some(build(&addon_inputs(cx, f).await?).to_string()),
                     None => None,
                 };
+                // The association is made with the add-on, as AWS's own templates make it
+                // (`aws/sagemaker-hyperpod-cluster-setup` `eks/cloudformation/
+                // observability-template.yaml`, `PodIdentityAssociations` on the
+                // `AWS::EKS::Addon`): EKS gives a pod its role's credentials only if the
+                // association exists when the pod is admitted.
+                let pod_identity_associations = match f.pod_identity {
+                    Some((_, sa)) => vec![AddonPodIdentity {
+                        service_account: sa.into(),
+                        role_arn: identity_role(cx, f).await?,
+                    }],
+                    None => Vec::new(),
+                };
                 let a = cx
                     .cloud
                     .eks
@@ -42,6 +54,7 @@ impl Reconcile for FeatureAddonStep {
                         service_account_role_arn: None,
                         configuration_values,
                         resolve_conflicts: "OVERWRITE".into(),
+                        pod_identity_associations,
                     })
                     .await?;
                 Ok(json!({"addonArn": a.arn, "changed": true}))
@@ -100,9 +113,30 @@ pub(super) async fn addon_inputs(cx: &StepCx<'_>, f: &Feature) -> StepResult<Add
     })
 }
 
-/// Binds (or unbinds) the feature's service account to its own role, then watches the add-on
-/// get credentials through it (a node role without `eks-auth:AssumeRoleForPodIdentity` leaves
-/// it degraded with AccessDenied).
+/// The role a feature's service account is bound to (its first own role, or the cluster's
+/// execution role), trusted by EKS pod identity.
+async fn identity_role(cx: &StepCx<'_>, f: &Feature) -> StepResult<String> {
+    let role = match f.own_roles.first() {
+        Some(own) => own.name(&cx.op.cluster),
+        None => execution_role_name(&cx.op.cluster),
+    };
+    let Some(r) = cx.cloud.iam.get_role(&role).await? else {
+        return Err(StepError::fatal(
+            "missing-prerequisite",
+            format!("the role {role} does not exist: create the HyperPod cluster (or enable the feature) first"),
+        ));
+    };
+    let trust = json!({"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
+                       "Action": ["sts:AssumeRole", "sts:TagSession"]});
+    cx.cloud.iam.add_trust_statement(&role, &trust).await?;
+    Ok(r.arn)
+}
+
+/// Checks the feature's service account is bound to its role (the add-on phase made the
+/// association with the add-on), or unbinds it; then watches the add-on get credentials
+/// through it (a node role without `eks-auth:AssumeRoleForPodIdentity` leaves it degraded with
+/// AccessDenied). An add-on found without its association (made before this phase bound at
+/// creation) gets it through `UpdateAddon`, which EKS applies with the add-on's own rollout.
 pub struct FeatureIdentityStep;
 
 #[async_trait]
@@ -124,23 +158,26 @@ impl Reconcile for FeatureIdentityStep {
         match (p.enable, existing) {
             (true, Some(id)) => Ok(json!({"associationId": id, "changed": false})),
             (true, None) => {
-                let role = match f.own_roles.first() {
-                    Some(own) => own.name(&cx.op.cluster),
-                    None => execution_role_name(&cx.op.cluster),
-                };
-                let Some(r) = cx.cloud.iam.get_role(&role).await? else {
-                    return Err(StepError::fatal(
-                        "missing-prerequisite",
-                        format!("the role {role} does not exist: create the HyperPod cluster (or enable the feature) first"),
-                    ));
-                };
-                let trust = json!({"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
-                                   "Action": ["sts:AssumeRole", "sts:TagSession"]});
-                cx.cloud.iam.add_trust_statement(&role, &trust).await?;
+                let role_arn = identity_role(cx, f).await?;
+                cx.cloud
+                    .eks
+                    .update_addon(&CreateAddon {
+                        cluster: cx.op.cluster.clone(),
+                        name: f.addon.into(),
+                        version: None,
+                        service_account_role_arn: None,
+                        configuration_values: None,
+                        resolve_conflicts: "OVERWRITE".into(),
+                        pod_identity_associations: vec![AddonPodIdentity {
+                            service_account: sa.into(),
+                            role_arn,
+                        }],
+                    })
+                    .await?;
                 let id = cx
                     .cloud
                     .eks
-                    .create_pod_identity(&cx.op.cluster, ns, sa, &r.arn)
+                    .find_pod_identity(&cx.op.cluster, ns, sa)
                     .await?;
                 Ok(json!({"associationId": id, "changed": true}))
             }

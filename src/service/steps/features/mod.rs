@@ -235,11 +235,11 @@ pub static FEATURES: &[Feature] = &[
         own_roles: &[OwnRole {
             suffix: "ebs-csi",
             trust: Trust::PodIdentity,
-            policy: None,
+            policy: Some(ebs_csi_policy),
             managed: &["service-role/AmazonEBSCSIDriverPolicy"],
         }],
         configuration: None,
-        description: "Amazon EBS CSI driver, for volumes made on demand (a space's home directory), with its own role <cluster>-ebs-csi (AWS's AmazonEBSCSIDriverPolicy) bound by pod identity to its controller",
+        description: "Amazon EBS CSI driver, for volumes made on demand (a space's home directory), with its own role <cluster>-ebs-csi (AWS's AmazonEBSCSIDriverPolicy, plus attaching and detaching volumes to this HyperPod cluster's nodes through SageMaker) bound by pod identity to its controller",
     },
     Feature {
         key: "spaces",

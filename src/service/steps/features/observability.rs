@@ -76,8 +76,10 @@ pub fn configuration(i: &AddonInputs) -> Value {
     provider.insert("logging".into(), json!({"enabled": true}));
     let mut config = json!({ "metricsProvider": provider });
     if let Some(w) = &i.workspace {
+        // As AWS's template builds it (`…/workspaces/<id>`, no trailing slash: the collector
+        // appends `/api/v1/remote_write`), not as DescribeWorkspace answers it (`…/<id>/`).
         config["ampWorkspace"] = json!({
-            "prometheusEndpoint": w.prometheus_endpoint,
+            "prometheusEndpoint": w.prometheus_endpoint.as_deref().map(|e| e.trim_end_matches('/')),
             "arn": w.arn,
         });
     }
@@ -361,7 +363,7 @@ mod tests {
         assert!(c["ampWorkspace"]["prometheusEndpoint"]
             .as_str()
             .unwrap()
-            .ends_with("/workspaces/ws-1/"));
+            .ends_with("/workspaces/ws-1"));
         // The two categories the product reads in detail.
         assert_eq!(c["metricsProvider"]["trainingMetrics"]["level"], "ADVANCED");
         assert_eq!(

@@ -55,6 +55,21 @@ pub(super) fn inference_policy(i: &PolicyInputs<'_>) -> Value {
          "Resource": [cluster_arn]}]})
 }
 
+/// What the EBS CSI driver's controller needs on HyperPod beyond `AmazonEBSCSIDriverPolicy`
+/// (SageMaker Developer Guide, "Using the Amazon EBS CSI driver on SageMaker HyperPod EKS
+/// clusters"): HyperPod nodes are not EC2 instances of the account, so volumes are attached and
+/// detached through SageMaker (`AttachClusterNodeVolume`, `DetachClusterNodeVolume`) on this
+/// cluster, and the driver reads the EKS cluster to find it.
+pub(super) fn ebs_csi_policy(i: &PolicyInputs<'_>) -> Value {
+    let (partition, region, account) = arn_scope(i.cluster_arn);
+    json!({"Version": "2012-10-17", "Statement": [
+        {"Sid": "HyperPodNodeVolumes", "Effect": "Allow",
+         "Action": ["sagemaker:AttachClusterNodeVolume", "sagemaker:DetachClusterNodeVolume"],
+         "Resource": [i.cluster_arn]},
+        {"Sid": "ReadTheEksCluster", "Effect": "Allow", "Action": ["eks:DescribeCluster"],
+         "Resource": [format!("arn:{partition}:eks:{region}:{account}:cluster/*")]}]})
+}
+
 /// KEDA's role inside the inference operator: reads metrics (CloudWatch, Amazon Managed
 /// Service for Prometheus) to scale endpoints; nothing else.
 pub(super) fn inference_keda_policy(i: &PolicyInputs<'_>) -> Value {
