@@ -369,9 +369,14 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
     })
 }
 
-/// Asks a running server for `/healthz` over plain HTTP/1.1 on loopback; fails unless it answers
-/// 200 within five seconds.
-pub async fn probe(bind: std::net::SocketAddr) -> anyhow::Result<()> {
+/// One GET to the local server at `bind` (a wildcard address means this host's loopback), with
+/// the bearer token when one is given: its status line and body.
+async fn local_get(
+    bind: std::net::SocketAddr,
+    path: &str,
+    token: Option<&str>,
+    wait: Duration,
+) -> anyhow::Result<(String, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let target = if bind.ip().is_unspecified() {
         std::net::SocketAddr::from(([127, 0, 0, 1], bind.port()))
@@ -380,8 +385,11 @@ pub async fn probe(bind: std::net::SocketAddr) -> anyhow::Result<()> {
     };
     let exchange = async {
         let mut stream = tokio::net::TcpStream::connect(target).await?;
+        let auth = token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
         let request = format!(
-            "GET /healthz HTTP/1.1\r\nHost: localhost:{}\r\nConnection: close\r\n\r\n",
+            "GET {path} HTTP/1.1\r\nHost: localhost:{}\r\n{auth}Connection: close\r\n\r\n",
             target.port()
         );
         stream.write_all(request.as_bytes()).await?;
@@ -389,17 +397,53 @@ pub async fn probe(bind: std::net::SocketAddr) -> anyhow::Result<()> {
         stream.read_to_end(&mut answer).await?;
         anyhow::Ok(answer)
     };
-    let answer = tokio::time::timeout(Duration::from_secs(5), exchange)
+    let answer = tokio::time::timeout(wait, exchange)
         .await
-        .context("no answer within 5 s")??;
-    let status_line = String::from_utf8_lossy(&answer)
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string();
+        .with_context(|| format!("no answer within {} s", wait.as_secs()))??;
+    let text = String::from_utf8_lossy(&answer);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status_line = head.lines().next().unwrap_or_default().to_string();
+    Ok((status_line, body.to_string()))
+}
+
+/// The container health check: exit 0 when the server at `bind` answers `/healthz` with 200.
+pub async fn probe(bind: std::net::SocketAddr) -> anyhow::Result<()> {
+    let (status_line, _) = local_get(bind, "/healthz", None, Duration::from_secs(5)).await?;
     anyhow::ensure!(
         status_line.starts_with("HTTP/1.1 200"),
         "unhealthy: {status_line}"
     );
+    Ok(())
+}
+
+/// `instantstart doctor`: asks the running server at `bind` for its first-contact check of the
+/// account (`GET /api/aws/doctor`), prints each call its role is denied with the fix, and fails
+/// when there is one.
+pub async fn doctor(bind: std::net::SocketAddr, token: Option<&str>) -> anyhow::Result<()> {
+    let (status_line, body) =
+        local_get(bind, "/api/aws/doctor", token, Duration::from_secs(120)).await?;
+    anyhow::ensure!(
+        status_line.starts_with("HTTP/1.1 200"),
+        "the doctor could not run: {status_line}: {body}"
+    );
+    let report: serde_json::Value = serde_json::from_str(&body).context("the doctor's answer")?;
+    let denied = report["denied"].as_array().cloned().unwrap_or_default();
+    println!(
+        "{}: {} calls checked in {}, {} denied",
+        report["principal"].as_str().unwrap_or_default(),
+        report["checked"],
+        report["region"].as_str().unwrap_or_default(),
+        denied.len()
+    );
+    for d in &denied {
+        println!(
+            "- {} on {} ({}): {}",
+            d["action"].as_str().unwrap_or_default(),
+            d["resource"].as_str().unwrap_or_default(),
+            d["decision"].as_str().unwrap_or_default(),
+            d["fix"].as_str().unwrap_or_default()
+        );
+    }
+    anyhow::ensure!(denied.is_empty(), "{} calls would be denied", denied.len());
     Ok(())
 }

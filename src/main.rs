@@ -8,7 +8,7 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let format = match &cli.command {
         Command::Serve(config) => config.log_format,
-        Command::Probe { .. } => LogFormat::Text,
+        Command::Probe { .. } | Command::Doctor { .. } => LogFormat::Text,
     };
     // Lines go to stdout from a writer thread of its own (none dropped: a full buffer waits),
     // flushed when `_flush` goes at the end of main. Colour codes only for a person at a
@@ -37,5 +37,8 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(config) => instantstart::build_app(*config).await?.run().await,
         Command::Probe { bind } => instantstart::probe(bind).await,
+        Command::Doctor { bind, token } => {
+            instantstart::doctor(bind, token.as_ref().map(|t| t.0.as_str())).await
+        }
     }
 }

@@ -30,6 +30,15 @@ pub enum Command {
         #[arg(long, env = "INSTANTSTART_BIND", default_value = "127.0.0.1:3099")]
         bind: SocketAddr,
     },
+    /// Ask the running server at `--bind` whether its IAM role may make every call the product
+    /// makes (`GET /api/aws/doctor`); print each denied call with its fix, exit 1 if any.
+    Doctor {
+        #[arg(long, env = "INSTANTSTART_BIND", default_value = "127.0.0.1:3099")]
+        bind: SocketAddr,
+        /// The server's bearer token, when it has one.
+        #[arg(long, env = "INSTANTSTART_TOKEN", hide_env_values = true)]
+        token: Option<Secret>,
+    },
 }
 
 /// A secret that never shows up in `Debug` output or logs.

@@ -508,6 +508,66 @@ async fn identity_buckets_and_missing_operations_are_reported_as_aws_says() {
     assert!(!err.retryable);
 }
 
+/// The doctor on the sandbox: the server's role is the template's `InstanceRole`, which may
+/// make every call of the product's table; an action the sandbox is told to deny the role shows
+/// up by name with the statement that grants it — and its call is refused as AWS would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_doctor_names_every_call_the_servers_role_is_denied() {
+    let app = spawn_app().await;
+    let d = app.json("/api/aws/doctor").await;
+    assert_eq!(d["status"], "ok", "{d}");
+    assert_eq!(d["denied"], json!([]), "{d}");
+    assert_eq!(
+        d["checked"].as_u64(),
+        Some(instantstart::cloud::calls::CALLS.len() as u64)
+    );
+    let app = spawn_app_with(Opts {
+        faults: Some("deny=eks:CreateAddon,deny=iam:PassRole"),
+        ..Opts::default()
+    })
+    .await;
+    let d = app.json("/api/aws/doctor").await;
+    assert_eq!(d["status"], "denied", "{d}");
+    let denied: Vec<(&str, &str)> = d["denied"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["action"].as_str().unwrap(),
+                x["statement"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        denied,
+        [
+            ("eks:CreateAddon", "Eks"),
+            ("iam:PassRole", "PassOwnRolesToTheirServices")
+        ],
+        "{d}"
+    );
+    assert!(
+        d["denied"][0]["fix"].as_str().unwrap().contains("`Eks`"),
+        "{d}"
+    );
+    assert_eq!(d["denied"][0]["decision"], "explicitDeny");
+    // The same from the binary, against the running server: each denied call, and exit 1.
+    let bind = app.base.trim_start_matches("http://").to_string();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_instantstart"))
+        .args(["doctor", "--bind", &bind])
+        .env_remove("INSTANTSTART_TOKEN")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("2 denied") && stdout.contains("- eks:CreateAddon on "),
+        "{stdout}"
+    );
+}
+
 #[tokio::test]
 async fn a_known_eks_token_is_reproduced_exactly() {
     use instantstart::cloud::aws::token::eks_token;
@@ -1045,6 +1105,88 @@ mod mocked {
         aws.sagemaker = mock_client!(aws_sdk_sagemaker, RuleMode::MatchAny, [&update]);
         aws.update_cluster_software("demo-hp").await.unwrap();
         assert_eq!(update.num_calls(), 1);
+    }
+
+    /// The doctor's questions reach IAM as `SimulatePrincipalPolicy` for the server's role: the
+    /// actions asked on one resource with one context in one request, the resource named (left
+    /// out for `*`), the context entries typed; a decision comes back for each probe, in order.
+    #[tokio::test]
+    async fn the_doctor_asks_iam_for_the_role_with_the_resource_and_context_of_each_call() {
+        use aws_sdk_iam::operation::simulate_principal_policy::SimulatePrincipalPolicyOutput;
+        use aws_sdk_iam::types::{EvaluationResult, PolicyEvaluationDecisionType};
+        use instantstart::cloud::calls::Probe;
+        use instantstart::cloud::Iam;
+        const ROLE: &str = "arn:aws:iam::123456789012:role/instantstart";
+        const VPC: &str = "arn:aws:ec2:us-west-2:123456789012:vpc/vpc-0probe";
+        let tagged = mock!(aws_sdk_iam::Client::simulate_principal_policy)
+            .match_requests(|r| {
+                let c = r.context_entries();
+                r.policy_source_arn() == Some(ROLE)
+                    && r.resource_arns() == [VPC]
+                    && r.action_names() == ["ec2:CreateVpc", "ec2:CreateSubnet"]
+                    && c.len() == 1
+                    && c[0].context_key_name() == Some("aws:RequestTag/instantstart:cluster")
+                    && c[0].context_key_values() == ["demo"]
+            })
+            .then_output(|| {
+                let result = |a: &str, d: PolicyEvaluationDecisionType| {
+                    EvaluationResult::builder()
+                        .eval_action_name(a)
+                        .eval_resource_name(VPC)
+                        .eval_decision(d)
+                        .build()
+                        .unwrap()
+                };
+                SimulatePrincipalPolicyOutput::builder()
+                    .evaluation_results(result(
+                        "ec2:CreateVpc",
+                        PolicyEvaluationDecisionType::Allowed,
+                    ))
+                    .evaluation_results(result(
+                        "ec2:CreateSubnet",
+                        PolicyEvaluationDecisionType::ImplicitDeny,
+                    ))
+                    .build()
+            });
+        let any = mock!(aws_sdk_iam::Client::simulate_principal_policy)
+            .match_requests(|r| {
+                r.resource_arns().is_empty() && r.action_names() == ["sts:GetCallerIdentity"]
+            })
+            .then_output(|| {
+                SimulatePrincipalPolicyOutput::builder()
+                    .evaluation_results(
+                        EvaluationResult::builder()
+                            .eval_action_name("sts:GetCallerIdentity")
+                            .eval_decision(PolicyEvaluationDecisionType::ExplicitDeny)
+                            .build()
+                            .unwrap(),
+                    )
+                    .build()
+            });
+        let mut aws = base_aws().await;
+        aws.iam = mock_client!(aws_sdk_iam, RuleMode::MatchAny, [&tagged, &any]);
+        let probe = |action: &str, resource: &str, tagged: bool| Probe {
+            action: action.into(),
+            resource: resource.into(),
+            context: if tagged {
+                vec![("aws:RequestTag/instantstart:cluster".into(), "demo".into())]
+            } else {
+                vec![]
+            },
+        };
+        let decisions = aws
+            .simulate(
+                ROLE,
+                &[
+                    probe("ec2:CreateVpc", VPC, true),
+                    probe("sts:GetCallerIdentity", "*", false),
+                    probe("ec2:CreateSubnet", VPC, true),
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(decisions, ["allowed", "explicitDeny", "implicitDeny"]);
+        assert_eq!((tagged.num_calls(), any.num_calls()), (1, 1));
     }
 
     #[tokio::test]

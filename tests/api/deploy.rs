@@ -296,6 +296,7 @@ fn adapter_actions() -> BTreeSet<String> {
         "Query",
         "Release",
         "Replace",
+        "Simulate",
         "Update",
     ];
     let mut out = BTreeSet::new();
@@ -477,6 +478,37 @@ fn part_is_of_type(part: &str, ty: &str) -> bool {
                 })
                 .is_some()
         }
+    }
+}
+
+/// The doctor asks IAM about every call the product makes: each action the AWS adapter calls
+/// has a row in the product's table of calls, which names the template statement granting it.
+#[test]
+fn the_doctors_table_has_every_call_of_the_adapter() {
+    let rows: BTreeSet<&str> = instantstart::cloud::calls::CALLS
+        .iter()
+        .map(|c| c.action)
+        .collect();
+    for action in adapter_actions() {
+        // The doctor's own question, and the calls made in the user's name, not the role's.
+        if matches!(action.as_str(), "iam:SimulatePrincipalPolicy") {
+            continue;
+        }
+        assert!(
+            rows.contains(action.as_str()),
+            "{action} is called by the adapter but the doctor's table (cloud::calls) does not ask about it"
+        );
+    }
+    let t = template();
+    for c in instantstart::cloud::calls::CALLS {
+        assert!(
+            statements(&t).iter().any(
+                |s| s["Sid"] == c.statement && list(&s["Action"]).iter().any(|a| a == c.action)
+            ),
+            "{}: the statement `{}` of the template does not grant it",
+            c.action,
+            c.statement
+        );
     }
 }
 

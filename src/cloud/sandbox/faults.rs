@@ -138,6 +138,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_denied_action_is_refused_every_time_as_access_denied() {
+        let mut f = Faults::parse("deny=eks:CreateAddon").unwrap();
+        for _ in 0..3 {
+            let e = f.check("eks:CreateAddon", 0.9).unwrap();
+            assert_eq!(e.code, "AccessDenied");
+            assert!(!e.retryable);
+        }
+        assert!(f.check("eks:DescribeAddon", 0.9).is_none());
+        assert!(Faults::parse("deny=CreateAddon").is_err());
+    }
+
+    #[test]
     fn named_faults_fail_exactly_n_times_then_pass() {
         let mut f = Faults::parse("eks:CreateCluster=2").unwrap();
         assert!(f.check("eks:CreateCluster", 0.9).is_some());
