@@ -433,9 +433,19 @@ pub async fn node_evidence(engine: &Engine, cluster: &str, id: &str) -> ApiResul
             let prefixes = [
                 format!("LifecycleConfig/{}/{id}", d.instance_group),
                 format!("SagemakerHealthMonitoringAgent/{}/{id}", d.instance_group),
-                format!("DeepHealthCheckResults/{id}"),
             ];
-            tails(engine, group, &prefixes, &mut unread_parts).await
+            let mut logs = tails(engine, group, &prefixes, &mut unread_parts).await;
+            // Deep health checks write a stream per run, `DeepHealthCheckResults/<log stream
+            // id>`, naming the instance in its lines, not in its name: the node's are found by
+            // what they say.
+            let runs = ["DeepHealthCheckResults/".to_string()];
+            logs.extend(
+                tails(engine, group, &runs, &mut unread_parts)
+                    .await
+                    .into_iter()
+                    .filter(|t| t.lines.iter().any(|l| l.message.contains(id))),
+            );
+            logs
         }
         _ => vec![],
     };

@@ -111,6 +111,12 @@ async fn governance_is_turned_on_teams_get_shares_and_nothing_is_called_for_a_mi
             json!({"teamName": "team-a", "resources": [{"instanceType": "ml.g5.8xlarge", "count": 1}], "borrowLimit": 501}),
             "borrowLimit",
         ),
+        // SageMaker takes at most 15 instance types in one quota (botocore's
+        // ComputeQuotaResourceConfigList).
+        (
+            json!({"teamName": "team-a", "resources": vec![json!({"instanceType": "ml.g5.8xlarge", "count": 1}); 16]}),
+            "resources",
+        ),
         (
             json!({"teamName": "team-a", "resources": [{"instanceType": "ml.g5.8xlarge", "count": 1}], "sharing": "DontLend", "borrowLimit": 10}),
             "borrowLimit",

@@ -131,6 +131,10 @@ pub struct TeamQuota {
 }
 
 /// A compute quota as ListComputeQuotas reports it.
+/// The most instance types one compute quota may name (botocore's
+/// `ComputeQuotaResourceConfigList`, `max: 15`, in `sagemaker/2017-07-24/service-2.json`).
+pub const MAX_QUOTA_RESOURCES: usize = 15;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ComputeQuota {
     pub id: String,

@@ -185,6 +185,12 @@ fn check_quota(op: &str, q: &TeamQuota, types: &[String]) -> CloudResult<()> {
     if q.resources.is_empty() {
         return Err(invalid(op, "ComputeQuotaResources must not be empty"));
     }
+    if q.resources.len() > MAX_QUOTA_RESOURCES {
+        return Err(invalid(
+            op,
+            format!("1 validation error detected: Value at 'computeQuotaConfig.computeQuotaResources' failed to satisfy constraint: Member must have length less than or equal to {MAX_QUOTA_RESOURCES}"),
+        ));
+    }
     for r in &q.resources {
         if !types.contains(&r.instance_type) {
             return Err(invalid(

@@ -225,12 +225,21 @@ impl Sandbox {
                             .into(),
                     ],
                 ));
+                // As HyperPod writes them: one stream per check run, named by its log stream
+                // id, the instance named in each line (SageMaker Developer Guide, HyperPod EKS
+                // deep health checks: `DeepHealthCheckResults/<log_stream_id>`).
                 out.push((
-                    format!("DeepHealthCheckResults/{}", n.instance_id),
+                    format!(
+                        "DeepHealthCheckResults/{:016x}",
+                        super::workload::fnv1a(&format!("dhc/{}", n.instance_id))
+                    ),
                     launched,
                     vec![
-                        "DCGM diagnostic level 2: Memory test FAIL on GPU 3".into(),
-                        DHC_MESSAGE.into(),
+                        format!(
+                            "{}: DCGM diagnostic level 2: Memory test FAIL on GPU 3",
+                            n.instance_id
+                        ),
+                        format!("{}: {DHC_MESSAGE}", n.instance_id),
                     ],
                 ));
             }

@@ -29,6 +29,17 @@ pub(super) fn check_quota(
     q: &TeamQuota,
     others: &[(String, TeamQuota)],
 ) -> ApiResult<()> {
+    if q.resources.len() > crate::cloud::MAX_QUOTA_RESOURCES {
+        return Err(ApiError::validation_hint(
+            "resources",
+            format!(
+                "a compute quota names at most {} instance types, not {}",
+                crate::cloud::MAX_QUOTA_RESOURCES,
+                q.resources.len()
+            ),
+            json!(format!("1 to {}", crate::cloud::MAX_QUOTA_RESOURCES)),
+        ));
+    }
     let types: Vec<&String> = g.capacity.keys().collect();
     let mut seen = std::collections::BTreeSet::new();
     for (i, r) in q.resources.iter().enumerate() {

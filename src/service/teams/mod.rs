@@ -55,7 +55,7 @@ pub struct TeamRequest {
     #[schema(pattern = r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
     pub team_name: String,
     /// The team's share per instance type: `count` instances or `accelerators` GPUs.
-    #[schema(min_items = 1, max_items = 20)]
+    #[schema(min_items = 1, max_items = 15)]
     pub resources: Vec<QuotaResource>,
     /// Default `LendAndBorrow`.
     #[serde(default)]
@@ -80,7 +80,7 @@ pub struct TeamRequest {
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TeamPatch {
-    #[schema(min_items = 1, max_items = 20)]
+    #[schema(min_items = 1, max_items = 15)]
     pub resources: Option<Vec<QuotaResource>>,
     pub sharing: Option<Sharing>,
     #[schema(minimum = 1, maximum = 500)]
