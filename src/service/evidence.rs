@@ -523,6 +523,16 @@ pub async fn cluster_evidence(engine: &Engine, cluster: &str) -> ApiResult<Clust
                 .filter(|w| w.starts_with("LifecycleConfig/"))
                 .map(str::to_string)
                 .collect();
+            // Then the streams of the groups short of their count (where the failing nodes
+            // are), before any other group's: a cluster's first ten streams by name may all be
+            // healthy nodes of another group.
+            prefixes.extend(
+                described
+                    .iter()
+                    .flat_map(|c| &c.instance_groups)
+                    .filter(|g| g.current_count < g.target_count)
+                    .map(|g| format!("LifecycleConfig/{}/", g.name)),
+            );
             prefixes.push("LifecycleConfig/".into());
             let mut seen = std::collections::HashSet::new();
             tails(engine, group, &prefixes, &mut unread_parts)
