@@ -19,8 +19,10 @@
 use serde_json::Value;
 
 /// Where AWS's Spaces add-on keeps its templates, and the controller's shared template
-/// namespace: a workspace may name a template there or in its own namespace, nowhere else.
-pub const TEMPLATE_NAMESPACE: &str = "jupyter-k8s-system";
+/// namespace: the webhook admits a template there or in the workspace's own namespace, nowhere
+/// else. The rule's constant, kept apart from the one the product's `Workspace` names
+/// (`service::spaces`), so that a product naming another namespace fails against it.
+pub const SHARED_TEMPLATE_NAMESPACE: &str = "jupyter-k8s-system";
 pub const TEMPLATE_KIND: &str = "WorkspaceTemplate";
 pub const TEMPLATE_API_VERSION: &str = "workspace.jupyter.org/v1alpha1";
 
@@ -170,8 +172,8 @@ pub fn namespace_violation(workspace: &Value) -> Option<String> {
         .pointer("/spec/templateRef/namespace")
         .and_then(Value::as_str)
         .unwrap_or("");
-    (!template_ns.is_empty() && template_ns != ns && template_ns != TEMPLATE_NAMESPACE).then(|| {
-        format!("templateRef.namespace \"{template_ns}\" is not allowed: templates must be in the workspace namespace \"{ns}\" or the shared namespace \"{TEMPLATE_NAMESPACE}\"")
+    (!template_ns.is_empty() && template_ns != ns && template_ns != SHARED_TEMPLATE_NAMESPACE).then(|| {
+        format!("templateRef.namespace \"{template_ns}\" is not allowed: templates must be in the workspace namespace \"{ns}\" or the shared namespace \"{SHARED_TEMPLATE_NAMESPACE}\"")
     })
 }
 
@@ -203,7 +205,10 @@ mod tests {
     #[test]
     fn the_webhook_admits_the_shared_or_own_namespace_only() {
         let w = |ns: &str, tns: &str| json!({"metadata": {"namespace": ns}, "spec": {"templateRef": {"name": "t", "namespace": tns}}});
-        assert_eq!(namespace_violation(&w("default", TEMPLATE_NAMESPACE)), None);
+        assert_eq!(
+            namespace_violation(&w("default", SHARED_TEMPLATE_NAMESPACE)),
+            None
+        );
         assert_eq!(namespace_violation(&w("team", "team")), None);
         assert_eq!(namespace_violation(&w("team", "")), None);
         let refused = namespace_violation(&w("default", "jupyter-k8s-shared")).unwrap();
@@ -219,7 +224,7 @@ mod tests {
         let mut seen = 0;
         for doc in serde_yaml::Deserializer::from_str(text) {
             let obj: Value = serde::Deserialize::deserialize(doc).unwrap();
-            assert_eq!(obj["metadata"]["namespace"], TEMPLATE_NAMESPACE);
+            assert_eq!(obj["metadata"]["namespace"], SHARED_TEMPLATE_NAMESPACE);
             let served = TemplateBounds::from_object(&obj).unwrap();
             assert_eq!(TemplateBounds::aws(&served.name), Some(served));
             seen += 1;

@@ -9,8 +9,9 @@ use crate::service::labels::{Placement, WORKLOAD_LABEL};
 
 pub const API_VERSION: &str = "workspace.jupyter.org/v1alpha1";
 pub const KIND: &str = "Workspace";
-/// Where the add-on keeps its system templates (the only shared namespace its webhook admits).
-pub use crate::cloud::workspace_templates::TEMPLATE_NAMESPACE;
+/// Where AWS's Spaces add-on keeps its system templates, the one shared namespace its webhook
+/// admits (`jupyter-infra/jupyter-k8s-aws` `charts/aws-hyperpod/values.yaml`, `namespace`).
+pub const TEMPLATE_NAMESPACE: &str = "jupyter-k8s-system";
 /// The home directory the add-on's templates mount the space's own volume at.
 pub const HOME: &str = "/home/sagemaker-user";
 /// The port both applications serve (and answer idle checks) on.

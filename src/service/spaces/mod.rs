@@ -244,7 +244,7 @@ async fn template(engine: &Engine, target: &KubeTarget, app: App) -> ApiResult<T
     let r = ObjectRef {
         api_version: TEMPLATE_API_VERSION.into(),
         kind: TEMPLATE_KIND.into(),
-        namespace: Some(TEMPLATE_NAMESPACE.into()),
+        namespace: Some(manifest::TEMPLATE_NAMESPACE.into()),
         name: app.template().into(),
     };
     let served = match engine.cloud().kube.get(target, &r).await {
