@@ -93,6 +93,7 @@ pub static CALLS: &[Call] = &[
     call("Reads", "ec2:DescribeSubnets", "*", &[]),
     call("Reads", "ec2:DescribeVpcEndpoints", "*", &[]),
     call("Reads", "ec2:DescribeVpcs", "*", &[]),
+    call("Reads", "eks:DescribeAddonVersions", "*", &[]),
     call("Reads", "iam:ListOpenIDConnectProviders", "*", &[]),
     call("Reads", "sagemaker:ListClusterSchedulerConfigs", "*", &[]),
     call("Reads", "sagemaker:ListComputeQuotas", "*", &[]),

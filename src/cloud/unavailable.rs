@@ -126,6 +126,9 @@ impl Network for Unavailable {
 
 #[async_trait]
 impl Eks for Unavailable {
+    async fn addon_versions(&self, _addon: &str, _version: &str) -> CloudResult<Vec<String>> {
+        Err(self.refuse("addon_versions"))
+    }
     async fn update_addon(&self, _req: &CreateAddon) -> CloudResult<()> {
         Err(self.refuse("update_addon"))
     }

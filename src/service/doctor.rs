@@ -1,7 +1,9 @@
 //! The first-contact check of a real account: IAM is asked, for the role the server runs as
 //! (its permissions boundary included), about every call of the product's table
 //! (`cloud::calls::CALLS`) on the resources and with the request context the product's own
-//! calls carry; each one denied is named with the template statement that grants it.
+//! calls carry; each one denied is named with the template statement that grants it. Then EKS
+//! is asked whether it offers, in this region, every add-on the product installs for each
+//! Kubernetes version the product offers.
 
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -32,6 +34,16 @@ pub struct Denied {
     pub fix: String,
 }
 
+/// An add-on the product installs that EKS does not offer for a Kubernetes version the product
+/// offers, in this region.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MissingAddon {
+    pub addon: String,
+    pub kubernetes_version: String,
+    pub fix: String,
+}
+
 /// What the doctor found.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -43,8 +55,52 @@ pub struct Doctor {
     pub checked: usize,
     /// Those IAM would refuse; empty when the role may make every call.
     pub denied: Vec<Denied>,
-    /// `ok` or `denied`.
+    /// The Kubernetes versions a cluster may be made with (`kubernetesVersion`) for which EKS
+    /// offers, in this region, every add-on the product installs (`DescribeAddonVersions`).
+    pub kubernetes_versions: Vec<String>,
+    /// The add-ons EKS does not offer for one of those versions here.
+    pub missing_addons: Vec<MissingAddon>,
+    /// `ok`, `denied` (a call would be refused) or `limited` (an add-on is not offered for a
+    /// Kubernetes version).
     pub status: String,
+}
+
+/// Every EKS add-on the product installs: the dependencies' and the features'.
+fn installed_addons() -> Vec<&'static str> {
+    use crate::service::steps::deps::{Install, COMPONENTS};
+    use crate::service::steps::features::FEATURES;
+    let mut all: Vec<&'static str> = COMPONENTS
+        .iter()
+        .filter(|c| matches!(c.install, Install::Addon { .. }))
+        .map(|c| c.name)
+        .chain(FEATURES.iter().map(|f| f.addon).filter(|a| !a.is_empty()))
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    all
+}
+
+/// For each Kubernetes version the product offers, the installed add-ons EKS does not offer.
+async fn addon_offers(engine: &Engine) -> ApiResult<(Vec<String>, Vec<MissingAddon>)> {
+    let eks = &engine.cloud().eks;
+    let (mut complete, mut missing) = (Vec::new(), Vec::new());
+    for version in crate::service::validate::KUBERNETES_VERSIONS {
+        let mut all = true;
+        for addon in installed_addons() {
+            if eks.addon_versions(addon, version).await?.is_empty() {
+                all = false;
+                missing.push(MissingAddon {
+                    addon: addon.into(),
+                    kubernetes_version: (*version).into(),
+                    fix: format!("EKS does not offer {addon} for Kubernetes {version} in this region: make clusters with another kubernetesVersion, or leave the feature that needs it off"),
+                });
+            }
+        }
+        if all {
+            complete.push((*version).to_string());
+        }
+    }
+    Ok((complete, missing))
 }
 
 /// Asks IAM about every call of the product for the role the server runs as.
@@ -85,11 +141,19 @@ pub async fn run(engine: &Engine) -> ApiResult<Doctor> {
             statement: call.statement.into(),
         })
         .collect();
+    let (kubernetes_versions, missing_addons) = addon_offers(engine).await?;
+    let status = match (denied.is_empty(), missing_addons.is_empty()) {
+        (false, _) => "denied",
+        (true, false) => "limited",
+        (true, true) => "ok",
+    };
     Ok(Doctor {
-        status: if denied.is_empty() { "ok" } else { "denied" }.into(),
+        status: status.into(),
         principal,
         region,
         checked: CALLS.len(),
         denied,
+        kubernetes_versions,
+        missing_addons,
     })
 }

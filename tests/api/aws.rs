@@ -517,6 +517,13 @@ async fn the_doctor_names_every_call_the_servers_role_is_denied() {
     let d = app.json("/api/aws/doctor").await;
     assert_eq!(d["status"], "ok", "{d}");
     assert_eq!(d["denied"], json!([]), "{d}");
+    // Every add-on the product installs is offered for every Kubernetes version it offers.
+    assert_eq!(d["missingAddons"], json!([]), "{d}");
+    assert_eq!(
+        d["kubernetesVersions"],
+        json!(["1.31", "1.32", "1.33"]),
+        "{d}"
+    );
     assert_eq!(
         d["checked"].as_u64(),
         Some(instantstart::cloud::calls::CALLS.len() as u64)
@@ -1187,6 +1194,43 @@ mod mocked {
             .unwrap();
         assert_eq!(decisions, ["allowed", "explicitDeny", "implicitDeny"]);
         assert_eq!((tagged.num_calls(), any.num_calls()), (1, 1));
+    }
+
+    /// The versions of an add-on EKS offers for one Kubernetes version, every page read.
+    #[tokio::test]
+    async fn addon_versions_are_read_for_one_kubernetes_version_page_by_page() {
+        use aws_sdk_eks::operation::describe_addon_versions::DescribeAddonVersionsOutput;
+        use aws_sdk_eks::types::{AddonInfo, AddonVersionInfo};
+        let page = |version: &'static str, next: Option<&'static str>| {
+            move || {
+                DescribeAddonVersionsOutput::builder()
+                    .addons(
+                        AddonInfo::builder()
+                            .addon_name("coredns")
+                            .addon_versions(
+                                AddonVersionInfo::builder().addon_version(version).build(),
+                            )
+                            .build(),
+                    )
+                    .set_next_token(next.map(str::to_string))
+                    .build()
+            }
+        };
+        let first = mock!(aws_sdk_eks::Client::describe_addon_versions)
+            .match_requests(|r| {
+                r.addon_name() == Some("coredns")
+                    && r.kubernetes_version() == Some("1.33")
+                    && r.next_token().is_none()
+            })
+            .then_output(page("v1.12.1-eksbuild.1", Some("t2")));
+        let second = mock!(aws_sdk_eks::Client::describe_addon_versions)
+            .match_requests(|r| r.next_token() == Some("t2"))
+            .then_output(page("v1.11.4-eksbuild.2", None));
+        let eks = mock_client!(aws_sdk_eks, RuleMode::MatchAny, [&first, &second], |c| c
+            .retry_config(aws_config::retry::RetryConfig::disabled()));
+        let aws = aws_with(eks, no_quotas()).await;
+        let versions = aws.addon_versions("coredns", "1.33").await.unwrap();
+        assert_eq!(versions, ["v1.12.1-eksbuild.1", "v1.11.4-eksbuild.2"]);
     }
 
     #[tokio::test]

@@ -272,6 +272,37 @@ impl Eks for Aws {
         .map(|_| ())
     }
 
+    async fn addon_versions(
+        &self,
+        addon: &str,
+        kubernetes_version: &str,
+    ) -> CloudResult<Vec<String>> {
+        let mut versions = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let out = idempotent(S, "DescribeAddonVersions", || {
+                self.eks
+                    .describe_addon_versions()
+                    .addon_name(addon)
+                    .kubernetes_version(kubernetes_version)
+                    .set_next_token(token.clone())
+                    .send()
+            })
+            .await?;
+            versions.extend(
+                out.addons()
+                    .iter()
+                    .filter(|a| a.addon_name() == Some(addon))
+                    .flat_map(|a| a.addon_versions())
+                    .filter_map(|v| v.addon_version().map(str::to_string)),
+            );
+            match out.next_token() {
+                Some(t) if !t.is_empty() => token = Some(t.to_string()),
+                _ => return Ok(versions),
+            }
+        }
+    }
+
     async fn update_addon(&self, req: &CreateAddon) -> CloudResult<()> {
         once(
             S,

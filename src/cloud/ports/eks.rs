@@ -119,6 +119,13 @@ pub trait Eks: Send + Sync {
     async fn delete_addon(&self, cluster: &str, name: &str) -> CloudResult<()>;
     /// Changes an add-on's version, role or configuration (`resolve_conflicts` as in create).
     async fn update_addon(&self, req: &CreateAddon) -> CloudResult<()>;
+    /// The versions of an add-on EKS offers in this region for a Kubernetes version
+    /// (`DescribeAddonVersions`), newest first; none when it is not offered there.
+    async fn addon_versions(
+        &self,
+        addon: &str,
+        kubernetes_version: &str,
+    ) -> CloudResult<Vec<String>>;
     /// The association id binding `namespace/service_account` to a role, if one exists.
     async fn find_pod_identity(
         &self,

@@ -212,6 +212,23 @@ impl Eks for Sandbox {
         }
     }
 
+    /// Every add-on is offered for the Kubernetes versions the simulated EKS runs (1.29–1.34),
+    /// none for another.
+    async fn addon_versions(
+        &self,
+        addon: &str,
+        kubernetes_version: &str,
+    ) -> CloudResult<Vec<String>> {
+        self.gate("eks:DescribeAddonVersions", false).await?;
+        let offered = ["1.29", "1.30", "1.31", "1.32", "1.33", "1.34"];
+        Ok(match offered.contains(&kubernetes_version) {
+            true => vec![super::default_addon_version(addon)
+                .unwrap_or("v1.0.0-eksbuild.1")
+                .to_string()],
+            false => vec![],
+        })
+    }
+
     async fn find_pod_identity(
         &self,
         cluster: &str,
