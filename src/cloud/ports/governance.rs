@@ -130,11 +130,50 @@ pub struct TeamQuota {
     pub active: bool,
 }
 
-/// A compute quota as ListComputeQuotas reports it.
 /// The most instance types one compute quota may name (botocore's
 /// `ComputeQuotaResourceConfigList`, `max: 15`, in `sagemaker/2017-07-24/service-2.json`).
 pub const MAX_QUOTA_RESOURCES: usize = 15;
 
+impl TeamQuota {
+    /// The same quota as SageMaker may report it back: its resources in any order, a borrow
+    /// limit only where the team borrows (SageMaker may fill one in for the others).
+    pub fn same_as(&self, other: &TeamQuota) -> bool {
+        fn normal(q: &TeamQuota) -> TeamQuota {
+            let mut n = q.clone();
+            n.resources
+                .sort_by(|a, b| a.instance_type.cmp(&b.instance_type));
+            if n.sharing != Sharing::LendAndBorrow {
+                n.borrow_limit = None;
+            }
+            n
+        }
+        normal(self) == normal(other)
+    }
+}
+
+impl SchedulerPolicy {
+    /// Its priority classes highest weight first (then by name): SageMaker lists them in no
+    /// promised order, and a person reads them best this way.
+    pub fn by_weight(&self) -> Vec<PriorityClass> {
+        let mut c = self.priority_classes.clone();
+        c.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
+        c
+    }
+
+    /// The same policy whatever order its priority classes are listed in (a set, by name).
+    pub fn same_as(&self, other: &SchedulerPolicy) -> bool {
+        let classes = |p: &SchedulerPolicy| {
+            let mut c = p.priority_classes.clone();
+            c.sort_by(|a, b| a.name.cmp(&b.name));
+            c
+        };
+        classes(self) == classes(other)
+            && self.fair_share == other.fair_share
+            && self.idle_resource_sharing == other.idle_resource_sharing
+    }
+}
+
+/// A compute quota as ListComputeQuotas reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ComputeQuota {
     pub id: String,
@@ -193,4 +232,57 @@ pub trait Governance: Send + Sync {
         quota: &TeamQuota,
     ) -> CloudResult<()>;
     async fn delete_compute_quota(&self, id: &str) -> CloudResult<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quota(types: &[&str], sharing: Sharing, borrow: Option<u32>) -> TeamQuota {
+        TeamQuota {
+            resources: types
+                .iter()
+                .map(|t| QuotaResource {
+                    instance_type: (*t).into(),
+                    count: Some(1),
+                    accelerators: None,
+                })
+                .collect(),
+            sharing,
+            borrow_limit: borrow,
+            preempt: Preempt::LowerPriority,
+            fair_share_weight: 10,
+            active: true,
+        }
+    }
+
+    #[test]
+    fn a_quota_reported_back_in_another_order_or_with_a_filled_default_is_the_same() {
+        let asked = quota(
+            &["ml.g5.8xlarge", "ml.p5.48xlarge"],
+            Sharing::DontLend,
+            None,
+        );
+        let reported = quota(
+            &["ml.p5.48xlarge", "ml.g5.8xlarge"],
+            Sharing::DontLend,
+            Some(50),
+        );
+        assert!(asked.same_as(&reported));
+        let borrowing = quota(&["ml.g5.8xlarge"], Sharing::LendAndBorrow, Some(100));
+        assert!(!borrowing.same_as(&quota(&["ml.g5.8xlarge"], Sharing::LendAndBorrow, Some(50))));
+        let class = |n: &str, w: u8| PriorityClass {
+            name: n.into(),
+            weight: w,
+        };
+        let policy = |c: Vec<PriorityClass>| SchedulerPolicy {
+            priority_classes: c,
+            fair_share: true,
+            idle_resource_sharing: false,
+        };
+        let a = policy(vec![class("training", 50), class("inference", 90)]);
+        let b = policy(vec![class("inference", 90), class("training", 50)]);
+        assert!(a.same_as(&b));
+        assert_eq!(a.by_weight()[0].name, "inference");
+    }
 }

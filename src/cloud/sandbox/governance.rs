@@ -217,6 +217,25 @@ fn check_quota(op: &str, q: &TeamQuota, types: &[String]) -> CloudResult<()> {
     }
 }
 
+/// A policy as SageMaker reports it back: its priority classes in an order of its own (the
+/// API promises none), so a reader compares them as a set.
+fn reported_policy(mut p: SchedulerPolicy) -> SchedulerPolicy {
+    p.priority_classes.sort_by(|a, b| b.name.cmp(&a.name));
+    p
+}
+
+/// A quota as SageMaker reports it back: its resources in an order of its own, and the
+/// service's default borrow limit (`BorrowLimit`, 100 in the sandbox) where a borrowing team
+/// was given none — so a reader compares what it asked for, normalised, not field by field.
+fn reported_quota(mut q: TeamQuota) -> TeamQuota {
+    q.resources
+        .sort_by(|a, b| b.instance_type.cmp(&a.instance_type));
+    if q.sharing == Sharing::LendAndBorrow && q.borrow_limit.is_none() {
+        q.borrow_limit = Some(100);
+    }
+    q
+}
+
 fn config_of(s: &Sandbox, r: &Res) -> SchedulerConfig {
     SchedulerConfig {
         id: r.id.clone(),
@@ -228,11 +247,13 @@ fn config_of(s: &Sandbox, r: &Res) -> SchedulerConfig {
         version: r.data["version"].as_i64().unwrap_or(1) as i32,
         status: s.settled_status(r),
         failure_reason: r.data["failureReason"].as_str().map(str::to_string),
-        policy: serde_json::from_value(r.data["policy"].clone()).unwrap_or(SchedulerPolicy {
-            priority_classes: vec![],
-            fair_share: true,
-            idle_resource_sharing: true,
-        }),
+        policy: reported_policy(serde_json::from_value(r.data["policy"].clone()).unwrap_or(
+            SchedulerPolicy {
+                priority_classes: vec![],
+                fair_share: true,
+                idle_resource_sharing: true,
+            },
+        )),
     }
 }
 
@@ -328,7 +349,7 @@ impl Governance for Sandbox {
                     version: r.data["version"].as_i64().unwrap_or(1) as i32,
                     status: self.settled_status(r),
                     failure_reason: r.data["failureReason"].as_str().map(str::to_string),
-                    quota: serde_json::from_value(r.data["quota"].clone()).ok()?,
+                    quota: reported_quota(serde_json::from_value(r.data["quota"].clone()).ok()?),
                 })
             })
             .collect())

@@ -172,7 +172,7 @@ impl Step for SchedulerConfigStep {
         let p: PolicyParams = cx.param()?;
         Ok(config(cx, &p)
             .await?
-            .filter(|c| c.policy == p.policy && c.status != "CreateFailed")
+            .filter(|c| c.policy.same_as(&p.policy) && c.status != "CreateFailed")
             .map(|c| json!({"schedulerConfigId": c.id, "arn": c.arn})))
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
@@ -187,7 +187,7 @@ impl Step for SchedulerConfigStep {
                     c.failure_reason.as_deref(),
                 ));
             }
-            Some(c) if c.policy == p.policy => {
+            Some(c) if c.policy.same_as(&p.policy) => {
                 return Ok(json!({"schedulerConfigId": c.id, "arn": c.arn}));
             }
             Some(c) => {
@@ -210,7 +210,7 @@ impl Step for SchedulerConfigStep {
             ));
         };
         match scheduler_status_done(&c.status) {
-            Some(true) if c.policy == p.policy => Ok(Poll::Ready(out.clone())),
+            Some(true) if c.policy.same_as(&p.policy) => Ok(Poll::Ready(out.clone())),
             Some(true) => Ok(Poll::Pending(
                 "the scheduler config is not updated yet".into(),
             )),
@@ -249,7 +249,7 @@ impl Step for ComputeQuotaStep {
         let found = quota(cx, &p).await?;
         Ok(match (&p.quota, found) {
             (None, None) => Some(json!({"team": p.team, "deleted": true})),
-            (Some(want), Some(q)) if &q.quota == want && q.status != "CreateFailed" => {
+            (Some(want), Some(q)) if q.quota.same_as(want) && q.status != "CreateFailed" => {
                 Some(json!({"team": p.team, "computeQuotaId": q.id}))
             }
             _ => None,
@@ -273,7 +273,7 @@ impl Step for ComputeQuotaStep {
                     q.failure_reason.as_deref(),
                 ));
             }
-            Some(q) if cx.op.kind == OpKind::TeamCreate && &q.quota == want => {
+            Some(q) if cx.op.kind == OpKind::TeamCreate && q.quota.same_as(want) => {
                 return Ok(json!({"team": p.team, "computeQuotaId": q.id}));
             }
             Some(q) => {
@@ -305,7 +305,7 @@ impl Step for ComputeQuotaStep {
             });
         };
         match scheduler_status_done(&q.status) {
-            Some(true) if &q.quota == want => Ok(Poll::Ready(out.clone())),
+            Some(true) if q.quota.same_as(want) => Ok(Poll::Ready(out.clone())),
             Some(true) => Ok(Poll::Pending("the compute quota is not updated yet".into())),
             Some(false) => Err(failed(
                 &format!("the compute quota of team {}", p.team),

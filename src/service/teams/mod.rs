@@ -212,7 +212,12 @@ pub async fn view(engine: &Engine, name: &str) -> ApiResult<GovernanceView> {
                 .find(|o| o.params["workload"] == format!("team/{}", q.team))
                 .map(|o| o.id.clone()),
             name: q.team,
-            resources: q.quota.resources,
+            resources: {
+                // Reported in no promised order: by instance type here.
+                let mut r = q.quota.resources;
+                r.sort_by(|a, b| a.instance_type.cmp(&b.instance_type));
+                r
+            },
             sharing: q.quota.sharing,
             borrow_limit: q.quota.borrow_limit,
             preempt: q.quota.preempt,
@@ -249,19 +254,27 @@ pub async fn view(engine: &Engine, name: &str) -> ApiResult<GovernanceView> {
     Ok(GovernanceView {
         cluster: name.to_string(),
         enabled,
-        policy: configs.into_iter().next().map(|c| PolicyView {
-            priority_labels: c
-                .policy
-                .priority_classes
-                .iter()
-                .map(|p| priority_label(&p.name))
-                .collect(),
-            priority_classes: c.policy.priority_classes,
-            fair_share: c.policy.fair_share,
-            idle_resource_sharing: c.policy.idle_resource_sharing,
-            status: c.status,
-            failure_reason: c.failure_reason,
-        }),
+        // SageMaker lists priority classes in no promised order: highest weight first here.
+        policy: configs
+            .into_iter()
+            .next()
+            .map(|mut c| {
+                c.policy.priority_classes = c.policy.by_weight();
+                c
+            })
+            .map(|c| PolicyView {
+                priority_labels: c
+                    .policy
+                    .priority_classes
+                    .iter()
+                    .map(|p| priority_label(&p.name))
+                    .collect(),
+                priority_classes: c.policy.priority_classes,
+                fair_share: c.policy.fair_share,
+                idle_resource_sharing: c.policy.idle_resource_sharing,
+                status: c.status,
+                failure_reason: c.failure_reason,
+            }),
         teams,
         capacity,
     })
@@ -365,7 +378,7 @@ pub async fn update_params(
         fair_share_weight: patch.fair_share_weight.unwrap_or(current.fair_share_weight),
         active: patch.active.unwrap_or(current.active),
     };
-    if &quota == current {
+    if quota.same_as(current) {
         return Ok(None);
     }
     check_quota(&g, team, &quota, &all)?;
@@ -414,7 +427,7 @@ pub async fn policy_params(
         .map_err(cloud_err)?
         .into_iter()
         .next();
-    if current.is_some_and(|c| c.policy == policy && !c.status.ends_with("Failed")) {
+    if current.is_some_and(|c| c.policy.same_as(&policy) && !c.status.ends_with("Failed")) {
         return Ok(None);
     }
     Ok(Some(PolicyParams {

@@ -87,7 +87,7 @@ pub async fn placement(
                 .await
                 .map_err(err)?
                 .into_iter()
-                .flat_map(|c| c.policy.priority_classes)
+                .flat_map(|c| c.policy.by_weight())
                 .map(|c| c.name)
                 .collect();
             if team.is_none() {
