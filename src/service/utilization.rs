@@ -216,9 +216,12 @@ pub fn stragglers(pods: &[UtilSeries]) -> Vec<Straggler> {
         .collect()
 }
 
-/// The selector of the cluster's GPUs: its nodes by name, and a workload's pods by prefix.
-fn selector(nodes: &[String], workload: Option<&str>) -> String {
-    let mut matchers = vec![format!("Hostname=~\"{}\"", nodes.join("|"))];
+/// The selector of the cluster's GPUs: the HyperPod cluster id the add-on's collector labels
+/// every series with (`cluster_id`, what AWS's own dashboards select on:
+/// `aws/sagemaker-hyperpod-cluster-setup` `…/dashboards/templates/cluster.json`), not a regex
+/// of every node name in the URL; and a workload's pods by prefix.
+fn selector(cluster_id: &str, workload: Option<&str>) -> String {
+    let mut matchers = vec![format!("cluster_id=\"{cluster_id}\"")];
     if let Some(w) = workload {
         matchers.push(format!("pod=~\"{w}-.*\""));
     }
@@ -285,26 +288,28 @@ pub async fn utilization(
         out.how_to_enable = Some(HOW_TO_ENABLE.to_string());
         return Ok(out);
     };
-    let nodes: Vec<String> = cloud
+    let gpus = cloud
         .kube
         .cluster_state(&target)
         .await?
         .nodes
         .iter()
-        .filter(|n| n.gpus.total > 0)
-        .map(|n| n.name.clone())
-        .collect();
+        .any(|n| n.gpus.total > 0);
     out.workspace = Some(ws.url.clone());
     out.available = true;
-    if nodes.is_empty() {
+    let record = crate::service::live_cluster(engine, &q.cluster).await?;
+    let cluster_id = crate::service::resources::ClusterResources::of(&record.resources)
+        .hyperpod_cluster_arn
+        .and_then(|a| a.rsplit('/').next().map(str::to_string));
+    let Some(cluster_id) = cluster_id.filter(|_| gpus) else {
         return Ok(out);
-    }
+    };
     let series = cloud
         .metrics
         .query_range(
             &ws,
             &RangeQuery {
-                query: selector(&nodes, q.workload.as_deref()),
+                query: selector(&cluster_id, q.workload.as_deref()),
                 start,
                 end,
                 step,
@@ -410,10 +415,10 @@ mod tests {
     }
 
     #[test]
-    fn the_selector_names_the_nodes_and_the_workloads_pods() {
+    fn the_selector_names_the_hyperpod_cluster_and_the_workloads_pods() {
         assert_eq!(
-            selector(&["a".into(), "b".into()], Some("job")),
-            r#"DCGM_FI_DEV_GPU_UTIL{Hostname=~"a|b",pod=~"job-.*"}"#
+            selector("abcdefghijkl", Some("job")),
+            r#"DCGM_FI_DEV_GPU_UTIL{cluster_id="abcdefghijkl",pod=~"job-.*"}"#
         );
     }
 }

@@ -414,15 +414,27 @@ async fn costs_and_utilization_are_read_through_the_real_adapters() {
         "{seen}"
     );
 
-    // What the observability add-on's exporter wrote to the workspace.
+    // What the observability add-on's collector wrote to the workspace: each series labelled
+    // with its HyperPod cluster's id (`cluster_id`), which the query selects on.
+    let cluster = get(&client, format!("{base}/api/clusters/demo")).await;
+    let cluster_id = cluster["resources"]["hyperPodClusterArn"]
+        .as_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_string();
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
     let series = json!([
         {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": format!("hyperpod-{}", ids[0]),
-                    "gpu": "0", "namespace": "hyperpod-ns-team-a", "pod": "llama-worker-0"},
+                    "cluster_id": cluster_id, "gpu": "0", "namespace": "hyperpod-ns-team-a",
+                    "pod": "llama-worker-0"},
          "values": [[now - 120, "93"], [now - 60, "95"]]},
-        {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": format!("hyperpod-{}", ids[1]), "gpu": "0"},
+        {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": format!("hyperpod-{}", ids[1]),
+                    "cluster_id": cluster_id, "gpu": "0"},
          "values": [[now - 120, "0"], [now - 60, "0"]]},
-        {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "another-clusters-node", "gpu": "0"},
+        {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "another-clusters-node",
+                    "cluster_id": "otherhpcluster", "gpu": "0"},
          "values": [[now - 60, "50"]]}]);
     client
         .post(format!("{}/_gapfiller/amp/ws-obs", p.moto.url))
@@ -456,7 +468,10 @@ async fn costs_and_utilization_are_read_through_the_real_adapters() {
             .as_array()
             .unwrap()
             .iter()
-            .all(|q| q["scope"] == json!(["us-west-2", "aps"])),
+            .all(|q| q["scope"] == json!(["us-west-2", "aps"])
+                && q["query"]["query"][0]
+                    .as_str()
+                    .is_some_and(|s| s.contains(&format!("cluster_id=\"{cluster_id}\"")))),
         "{seen}"
     );
 }

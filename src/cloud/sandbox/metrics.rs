@@ -151,6 +151,22 @@ impl Metrics for Sandbox {
                 certificate_authority: String::new(),
             };
             let schedule = self.schedule(&target).await?;
+            // The HyperPod cluster id the add-on's collector labels every series with
+            // (`cluster_id`, what AWS's dashboards select on).
+            let eks = super::eks::eks_arn(&target.cluster);
+            let cluster_id = self
+                .list("hyperpod-cluster")
+                .await?
+                .into_iter()
+                .find(|r| r.data["eksClusterArn"] == eks.as_str())
+                .map(|r| {
+                    super::hyperpod::hyperpod_arn(&r.id)
+                        .rsplit('/')
+                        .next()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+                .unwrap_or_default();
             for node in &schedule.nodes {
                 // The node's GPUs in order: each claim's, then the idle ones.
                 let mut gpus: Vec<Option<(&GpuClaim, String)>> = Vec::new();
@@ -164,6 +180,7 @@ impl Metrics for Sandbox {
                     let mut labels = std::collections::BTreeMap::from([
                         ("__name__".to_string(), GPU_UTIL.to_string()),
                         ("Hostname".to_string(), node.name.clone()),
+                        ("cluster_id".to_string(), cluster_id.clone()),
                         ("gpu".to_string(), i.to_string()),
                         ("device".to_string(), format!("nvidia{i}")),
                         (
