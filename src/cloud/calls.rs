@@ -177,6 +177,7 @@ pub static CALLS: &[Call] = &[
     call("TaskGovernance", "sagemaker:DeleteClusterSchedulerConfig", "arn:{partition}:sagemaker:{region}:{account}:cluster/{probe_id}", &[]),
     call("TaskGovernance", "sagemaker:DeleteComputeQuota", "arn:{partition}:sagemaker:{region}:{account}:cluster/{probe_id}", &[]),
     call("TaskGovernance", "sagemaker:DescribeClusterSchedulerConfig", "arn:{partition}:sagemaker:{region}:{account}:cluster/{probe_id}", &[]),
+    call("TaskGovernance", "sagemaker:DescribeComputeQuota", "arn:{partition}:sagemaker:{region}:{account}:compute-quota/probe", &[]),
     call("TaskGovernance", "sagemaker:UpdateClusterSchedulerConfig", "arn:{partition}:sagemaker:{region}:{account}:cluster/{probe_id}", &[]),
     call("TaskGovernance", "sagemaker:UpdateComputeQuota", "arn:{partition}:sagemaker:{region}:{account}:cluster/{probe_id}", &[]),
     call("ManagedMlflow", "sagemaker:AddTags", "arn:{partition}:sagemaker:{region}:{account}:mlflow-app/app-probe", &[]),

@@ -1196,6 +1196,70 @@ mod mocked {
         assert_eq!((tagged.num_calls(), any.num_calls()), (1, 1));
     }
 
+    /// A quota whose summary leaves its configuration out, or that failed, is described: its
+    /// configuration and the reason it failed come from DescribeComputeQuota.
+    #[tokio::test]
+    async fn a_failed_or_summarised_quota_is_described_for_its_config_and_reason() {
+        use aws_sdk_sagemaker::operation::describe_compute_quota::DescribeComputeQuotaOutput;
+        use aws_sdk_sagemaker::operation::list_compute_quotas::ListComputeQuotasOutput;
+        use aws_sdk_sagemaker::types::{
+            ComputeQuotaConfig, ComputeQuotaResourceConfig, ComputeQuotaSummary,
+            ComputeQuotaTarget, SchedulerResourceStatus,
+        };
+        use instantstart::cloud::Governance;
+        let target = || {
+            ComputeQuotaTarget::builder()
+                .team_name("team-a")
+                .fair_share_weight(10)
+                .build()
+        };
+        let list = mock!(aws_sdk_sagemaker::Client::list_compute_quotas).then_output(move || {
+            ListComputeQuotasOutput::builder()
+                .compute_quota_summaries(
+                    ComputeQuotaSummary::builder()
+                        .compute_quota_id("cq-1")
+                        .compute_quota_arn("arn:cq-1")
+                        .name("team-a")
+                        .status(SchedulerResourceStatus::CreateFailed)
+                        .compute_quota_target(target())
+                        .build(),
+                )
+                .build()
+        });
+        let describe = mock!(aws_sdk_sagemaker::Client::describe_compute_quota)
+            .match_requests(|r| r.compute_quota_id() == Some("cq-1"))
+            .then_output(move || {
+                DescribeComputeQuotaOutput::builder()
+                    .compute_quota_id("cq-1")
+                    .status(SchedulerResourceStatus::CreateFailed)
+                    .failure_reason("the task governance add-on is not installed")
+                    .compute_quota_target(target())
+                    .compute_quota_config(
+                        ComputeQuotaConfig::builder()
+                            .compute_quota_resources(
+                                ComputeQuotaResourceConfig::builder()
+                                    .instance_type(
+                                        aws_sdk_sagemaker::types::ClusterInstanceType::MlG58Xlarge,
+                                    )
+                                    .count(1)
+                                    .build(),
+                            )
+                            .build(),
+                    )
+                    .build()
+            });
+        let mut aws = base_aws().await;
+        aws.sagemaker = mock_client!(aws_sdk_sagemaker, RuleMode::MatchAny, [&list, &describe]);
+        let quotas = aws.compute_quotas("arn:hp").await.unwrap();
+        assert_eq!(quotas.len(), 1);
+        assert_eq!(
+            quotas[0].failure_reason.as_deref(),
+            Some("the task governance add-on is not installed")
+        );
+        assert_eq!(quotas[0].quota.resources[0].instance_type, "ml.g5.8xlarge");
+        assert_eq!(describe.num_calls(), 1);
+    }
+
     /// The versions of an add-on EKS offers for one Kubernetes version, every page read.
     #[tokio::test]
     async fn addon_versions_are_read_for_one_kubernetes_version_page_by_page() {

@@ -245,6 +245,42 @@ impl Governance for Aws {
                 if gone(&status) {
                     continue;
                 }
+                // A summary may leave the configuration out, and never carries why a quota
+                // failed: DescribeComputeQuota has both (botocore's ComputeQuotaSummary and
+                // DescribeComputeQuotaResponse).
+                if s.compute_quota_config().is_none() || status.ends_with("Failed") {
+                    let id = s.compute_quota_id().unwrap_or_default();
+                    let d = idempotent(S, "DescribeComputeQuota", || {
+                        self.sagemaker
+                            .describe_compute_quota()
+                            .compute_quota_id(id)
+                            .send()
+                    })
+                    .await?;
+                    quotas.push(ComputeQuota {
+                        id: id.into(),
+                        arn: s.compute_quota_arn().unwrap_or_default().into(),
+                        name: s.name().unwrap_or_default().into(),
+                        team: d
+                            .compute_quota_target()
+                            .or(s.compute_quota_target())
+                            .and_then(|t| t.team_name())
+                            .unwrap_or_default()
+                            .into(),
+                        version: d
+                            .compute_quota_version()
+                            .or(s.compute_quota_version())
+                            .unwrap_or(1),
+                        status: status_str(d.status().or(s.status())),
+                        failure_reason: d.failure_reason().map(str::to_string),
+                        quota: quota_of(
+                            d.compute_quota_config(),
+                            d.compute_quota_target(),
+                            d.activation_state(),
+                        ),
+                    });
+                    continue;
+                }
                 quotas.push(ComputeQuota {
                     id: s.compute_quota_id().unwrap_or_default().into(),
                     arn: s.compute_quota_arn().unwrap_or_default().into(),
