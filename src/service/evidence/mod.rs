@@ -5,6 +5,8 @@
 //! streams. Every part is read on its own: one that cannot be read says why, and the rest is
 //! still shown — evidence is wanted most when something is broken.
 
+mod streams;
+
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -16,6 +18,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::records::{hyperpod_of, kube_target, live_cluster};
 use crate::service::resources::ClusterResources;
+use streams::{lifecycle_prefixes, tails};
 
 /// Newest lines read of each stream, events kept, streams read.
 const LINES: usize = 50;
@@ -177,42 +180,6 @@ fn unread(part: &str, e: &CloudError) -> Unread {
 fn log_group(hyperpod: &str, arn: Option<&str>) -> Option<String> {
     let id = arn?.rsplit('/').next().filter(|id| !id.is_empty())?;
     Some(format!("/aws/sagemaker/Clusters/{hyperpod}/{id}"))
-}
-
-/// The newest lines of each stream under `prefixes`, newest first.
-async fn tails(
-    engine: &Engine,
-    group: &str,
-    prefixes: &[String],
-    unread_parts: &mut Vec<Unread>,
-) -> Vec<StreamTail> {
-    let logs = &engine.cloud().logs;
-    let mut out = vec![];
-    for prefix in prefixes {
-        let streams = match logs.streams(group, prefix, STREAMS).await {
-            Ok(s) => s,
-            Err(e) => {
-                unread_parts.push(unread(&format!("log streams {prefix}"), &e));
-                continue;
-            }
-        };
-        for s in streams {
-            if out.len() >= STREAMS {
-                return out;
-            }
-            match logs.tail(group, &s.name, LINES).await {
-                Ok(mut lines) => {
-                    lines.reverse();
-                    out.push(StreamTail {
-                        stream: s.name,
-                        lines,
-                    });
-                }
-                Err(e) => unread_parts.push(unread(&format!("log stream {}", s.name), &e)),
-            }
-        }
-    }
-    out
 }
 
 fn kube_event(e: &Value) -> KubeEvent {
@@ -515,25 +482,11 @@ pub async fn cluster_evidence(engine: &Engine, cluster: &str) -> ApiResult<Clust
     let group_name = log_group(&hyperpod, arn.as_deref());
     let logs = match &group_name {
         Some(group) => {
-            // The streams the failure names first, then every lifecycle-script stream.
-            let mut prefixes: Vec<String> = failure_message
-                .iter()
-                .flat_map(|m| m.split_whitespace())
-                .map(|w| w.trim_end_matches(['.', ',', ';']))
-                .filter(|w| w.starts_with("LifecycleConfig/"))
-                .map(str::to_string)
-                .collect();
-            // Then the streams of the groups short of their count (where the failing nodes
-            // are), before any other group's: a cluster's first ten streams by name may all be
-            // healthy nodes of another group.
-            prefixes.extend(
-                described
-                    .iter()
-                    .flat_map(|c| &c.instance_groups)
-                    .filter(|g| g.current_count < g.target_count)
-                    .map(|g| format!("LifecycleConfig/{}/", g.name)),
-            );
-            prefixes.push("LifecycleConfig/".into());
+            let groups = described
+                .as_ref()
+                .map(|c| c.instance_groups.as_slice())
+                .unwrap_or_default();
+            let prefixes = lifecycle_prefixes(failure_message.as_deref(), groups);
             let mut seen = std::collections::HashSet::new();
             tails(engine, group, &prefixes, &mut unread_parts)
                 .await
