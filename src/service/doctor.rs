@@ -66,7 +66,7 @@ pub struct Doctor {
 }
 
 /// Every EKS add-on the product installs: the dependencies' and the features'.
-fn installed_addons() -> Vec<&'static str> {
+pub(crate) fn installed_addons() -> Vec<&'static str> {
     use crate::service::steps::deps::{Install, COMPONENTS};
     use crate::service::steps::features::FEATURES;
     let mut all: Vec<&'static str> = COMPONENTS
@@ -81,25 +81,41 @@ fn installed_addons() -> Vec<&'static str> {
 }
 
 /// For each Kubernetes version the product offers, the installed add-ons EKS does not offer.
+/// The questions are independent: a few are asked at once (the adapter rides out throttling).
 async fn addon_offers(engine: &Engine) -> ApiResult<(Vec<String>, Vec<MissingAddon>)> {
     let eks = &engine.cloud().eks;
-    let (mut complete, mut missing) = (Vec::new(), Vec::new());
-    for version in crate::service::validate::KUBERNETES_VERSIONS {
-        let mut all = true;
-        for addon in installed_addons() {
-            if eks.addon_versions(addon, version).await?.is_empty() {
-                all = false;
-                missing.push(MissingAddon {
-                    addon: addon.into(),
-                    kubernetes_version: (*version).into(),
-                    fix: format!("EKS does not offer {addon} for Kubernetes {version} in this region: make clusters with another kubernetesVersion, or leave the feature that needs it off"),
-                });
+    let versions = crate::service::validate::KUBERNETES_VERSIONS;
+    let pairs: Vec<(&'static str, &'static str)> = versions
+        .iter()
+        .flat_map(|v| installed_addons().into_iter().map(move |a| (*v, a)))
+        .collect();
+    let mut offered = Vec::with_capacity(pairs.len());
+    for chunk in pairs.chunks(8) {
+        let asks = chunk.iter().map(|&(v, a)| {
+            let eks = eks.clone();
+            async move {
+                eks.addon_versions(a, v)
+                    .await
+                    .map(|found| !found.is_empty())
             }
-        }
-        if all {
-            complete.push((*version).to_string());
-        }
+        });
+        offered.extend(futures::future::try_join_all(asks).await?);
     }
+    let missing: Vec<MissingAddon> = pairs
+        .iter()
+        .zip(&offered)
+        .filter(|(_, offered)| !**offered)
+        .map(|((version, addon), _)| MissingAddon {
+            addon: (*addon).into(),
+            kubernetes_version: (*version).into(),
+            fix: format!("EKS does not offer {addon} for Kubernetes {version} in this region: make clusters with another kubernetesVersion, or leave the feature that needs it off"),
+        })
+        .collect();
+    let complete = versions
+        .iter()
+        .filter(|v| !missing.iter().any(|m| m.kubernetes_version == **v))
+        .map(|v| (*v).to_string())
+        .collect();
     Ok((complete, missing))
 }
 

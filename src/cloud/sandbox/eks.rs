@@ -162,7 +162,8 @@ impl Eks for Sandbox {
         };
         let mut health = None;
         if status == AddonStatus::Active {
-            if let Some((s, issue)) = self.addon_health(cluster, name).await? {
+            let pods_since = res.data[PODS_SINCE].as_i64();
+            if let Some((s, issue)) = self.addon_health(cluster, name, pods_since).await? {
                 status = s;
                 health = Some(issue);
             }

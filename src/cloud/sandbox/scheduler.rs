@@ -156,11 +156,14 @@ impl Sandbox {
         // The cluster's training jobs, placed after everything else (read in the same pass).
         let ours = format!("{}/", target.cluster);
         let mut jobs = Vec::new();
+        // Whether the cluster has a space, whose home volume the EBS CSI driver attaches.
+        let mut spaces = false;
         for r in self.list("k8s-object").await? {
             let key = r.data["__key"].as_str().unwrap_or_default();
             if r.deleted_ms.is_some() {
                 continue;
             }
+            spaces |= key.starts_with(&ours) && super::spaces::is_workspace(&r.data);
             if key.starts_with(&ours) && super::training::is_training(&r.data) {
                 jobs.push(r);
                 continue;
@@ -241,12 +244,13 @@ impl Sandbox {
             node_role,
             scaled,
             kueue,
+            // Read only where a space needs it: the schedule is made on every read of a cluster.
             volume_attach: match &record {
-                Some(r) => {
+                Some(r) if spaces => {
                     self.volume_attach(&target.cluster, &super::hyperpod::hyperpod_arn(&r.id))
                         .await?
                 }
-                None => None,
+                _ => None,
             },
         };
         self.place_training(jobs, &mut schedule);

@@ -87,6 +87,7 @@ impl Sandbox {
         &self,
         cluster: &str,
         addon: &str,
+        pods_since: Option<i64>,
     ) -> CloudResult<Option<(AddonStatus, String)>> {
         let target = crate::cloud::KubeTarget {
             cluster: cluster.to_string(),
@@ -116,10 +117,6 @@ impl Sandbox {
         // (Amazon EKS User Guide, "Attach an IAM Role to an Amazon EKS add-on using EKS Pod
         // Identity"; aws/sagemaker-hyperpod-cluster-setup passes `PodIdentityAssociations` in
         // the add-on itself): pods admitted before their association run with the node's.
-        let pods_since = self
-            .by_name("eks-addon", &format!("{cluster}/{addon}"))
-            .await?
-            .and_then(|r| r.data[PODS_SINCE].as_i64());
         // An association the add-on request itself made (`ownerArn`) exists before its pods.
         if let Some(late) = bindings.iter().find(|b| {
             b.data.get("ownerArn").is_none() && pods_since.is_some_and(|since| b.created_ms > since)

@@ -19,16 +19,6 @@ fn sources() -> Vec<Value> {
     serde_yaml::from_str(text).expect("the add-on sources parse")
 }
 
-/// Every EKS add-on the product installs: the dependencies' and the features'.
-fn installed() -> BTreeSet<&'static str> {
-    let deps = COMPONENTS
-        .iter()
-        .filter(|c| matches!(c.install, Install::Addon { .. }))
-        .map(|c| c.name);
-    let features = FEATURES.iter().map(|f| f.addon).filter(|a| !a.is_empty());
-    deps.chain(features).collect()
-}
-
 fn inputs(roles: &[&'static str]) -> AddonInputs {
     AddonInputs {
         roles: roles
@@ -59,7 +49,7 @@ fn every_addon_the_product_installs_has_an_aws_source() {
         .iter()
         .map(|e| e["addon"].as_str().unwrap().to_string())
         .collect();
-    for a in installed() {
+    for a in crate::service::doctor::installed_addons() {
         assert!(
             listed.contains(a),
             "{a} is installed but tests/fixtures/aws/addons.yaml has no AWS source for it"
