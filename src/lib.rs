@@ -444,6 +444,27 @@ pub async fn doctor(bind: std::net::SocketAddr, token: Option<&str>) -> anyhow::
             d["fix"].as_str().unwrap_or_default()
         );
     }
-    anyhow::ensure!(denied.is_empty(), "{} calls would be denied", denied.len());
+    for m in report["missingAddons"].as_array().into_iter().flatten() {
+        println!("- {}", m["fix"].as_str().unwrap_or_default());
+    }
+    let quotas = report["quotas"].as_array().cloned().unwrap_or_default();
+    println!(
+        "{} instance types with a HyperPod cluster-usage quota",
+        quotas.len()
+    );
+    let fixes = [&report["quotaFix"], &report["sharedBucket"]["fix"]];
+    for fix in fixes.into_iter().filter_map(serde_json::Value::as_str) {
+        println!("- {fix}");
+    }
+    anyhow::ensure!(
+        report["status"] != "denied",
+        "{} calls would be denied{}",
+        denied.len(),
+        if report["sharedBucket"]["fix"].is_string() {
+            ", and the shared bucket is unusable"
+        } else {
+            ""
+        }
+    );
     Ok(())
 }

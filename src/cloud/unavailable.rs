@@ -3,14 +3,15 @@
 //! still starts and explains itself on `/healthz`, in the UI and in every problem body.
 
 use crate::cloud::{
-    Addon, AmpWorkspace, CallerIdentity, CloudError, CloudResult, ClusterEvent, ClusterState,
-    ComputeQuota, CreateAddon, CreateEksCluster, CreateHyperPodCluster, CreateMlflowApp,
-    CreateRouteTable, CreateSecurityGroup, CreateSubnet, Eks, EksCluster, Governance,
-    GrafanaWorkspace, HyperPod, HyperPodCluster, Iam, InstanceGroupSpec, Kube, KubeTarget,
-    ListedPrice, LogLine, LogStream, Logs, Metrics, Mlflow, MlflowApp, NetKind, Network,
-    NodeAction, NodeActionResult, NodeDetail, NodePage, ObjectRef, ObjectStore, PriceList, Quotas,
-    RangeQuery, ResourceState, Role, SchedulerConfig, SchedulerPolicy, Series, ServiceCall, Subnet,
-    Tags, TeamQuota, TieredStorage, TrackingCall, TrainingPlan, Vpc, Workspace, Zone,
+    Addon, AmpWorkspace, BucketOwner, CallerIdentity, CloudError, CloudResult, ClusterEvent,
+    ClusterState, ClusterUsageQuota, ComputeQuota, CreateAddon, CreateEksCluster,
+    CreateHyperPodCluster, CreateMlflowApp, CreateRouteTable, CreateSecurityGroup, CreateSubnet,
+    Eks, EksCluster, Governance, GrafanaWorkspace, HyperPod, HyperPodCluster, Iam,
+    InstanceGroupSpec, Kube, KubeTarget, ListedPrice, LogLine, LogStream, Logs, Metrics, Mlflow,
+    MlflowApp, NetKind, Network, NodeAction, NodeActionResult, NodeDetail, NodePage, ObjectRef,
+    ObjectStore, PriceList, Quotas, RangeQuery, ResourceState, Role, SchedulerConfig,
+    SchedulerPolicy, Series, ServiceCall, Subnet, Tags, TeamQuota, TieredStorage, TrackingCall,
+    TrainingPlan, Vpc, Workspace, Zone,
 };
 use crate::{Cloud, CloudMode};
 use async_trait::async_trait;
@@ -300,8 +301,8 @@ impl Iam for Unavailable {
 
 #[async_trait]
 impl ObjectStore for Unavailable {
-    async fn bucket_exists(&self, _bucket: &str) -> CloudResult<bool> {
-        Err(self.refuse("bucket_exists"))
+    async fn bucket_owner(&self, _bucket: &str) -> CloudResult<BucketOwner> {
+        Err(self.refuse("bucket_owner"))
     }
     async fn create_bucket(&self, _bucket: &str, _tags: &Tags) -> CloudResult<()> {
         Err(self.refuse("create_bucket"))
@@ -354,8 +355,8 @@ impl PriceList for Unavailable {
 
 #[async_trait]
 impl Quotas for Unavailable {
-    async fn hyperpod_cluster_usage(&self, _instance_type: &str) -> CloudResult<Option<u32>> {
-        Err(self.refuse("hyperpod_cluster_usage"))
+    async fn hyperpod_cluster_quotas(&self) -> CloudResult<Vec<ClusterUsageQuota>> {
+        Err(self.refuse("hyperpod_cluster_quotas"))
     }
 }
 

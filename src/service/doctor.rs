@@ -3,12 +3,14 @@
 //! (`cloud::calls::CALLS`) on the resources and with the request context the product's own
 //! calls carry; each one denied is named with the template statement that grants it. Then EKS
 //! is asked whether it offers, in this region, every add-on the product installs for each
-//! Kubernetes version the product offers.
+//! Kubernetes version the product offers; Service Quotas for the HyperPod cluster-usage quotas
+//! the preflight reads; and S3 whether the deployment's shared bucket is this account's.
 
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::cloud::calls::{Scope, CALLS};
+use crate::cloud::{BucketOwner, ClusterUsageQuota};
 use crate::error::ApiResult;
 use crate::ops::Engine;
 use crate::service::arn::{arn_scope, principal_arn};
@@ -44,6 +46,18 @@ pub struct MissingAddon {
     pub fix: String,
 }
 
+/// The deployment's shared bucket, as S3 answers the expected-owner check.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SharedBucket {
+    pub bucket: String,
+    /// `ours`, `missing` or `foreign` (another account holds the name).
+    pub owner: String,
+    /// What to do about it; absent when the bucket is this account's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
 /// What the doctor found.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -60,8 +74,18 @@ pub struct Doctor {
     pub kubernetes_versions: Vec<String>,
     /// The add-ons EKS does not offer for one of those versions here.
     pub missing_addons: Vec<MissingAddon>,
-    /// `ok`, `denied` (a call would be refused) or `limited` (an add-on is not offered for a
-    /// Kubernetes version).
+    /// The account's HyperPod cluster-usage quotas above zero (Service Quotas), the ones the
+    /// preflight checks a cluster's instance count against.
+    pub quotas: Vec<ClusterUsageQuota>,
+    /// What to do when no instance type has a cluster-usage quota.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota_fix: Option<String>,
+    /// The deployment's shared bucket (`INSTANTSTART_SHARED_BUCKET`), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared_bucket: Option<SharedBucket>,
+    /// `ok`; `denied` (a call would be refused, or the shared bucket is missing or another
+    /// account's); `limited` (an add-on is not offered for a Kubernetes version, or no instance
+    /// type has a cluster-usage quota).
     pub status: String,
 }
 
@@ -119,6 +143,38 @@ async fn addon_offers(engine: &Engine) -> ApiResult<(Vec<String>, Vec<MissingAdd
     Ok((complete, missing))
 }
 
+/// The HyperPod cluster-usage quotas above zero, and what to do when there is none.
+async fn cluster_quotas(engine: &Engine) -> ApiResult<(Vec<ClusterUsageQuota>, Option<String>)> {
+    let quotas = engine.cloud().quotas.hyperpod_cluster_quotas().await?;
+    let usable: Vec<ClusterUsageQuota> = quotas.into_iter().filter(|q| q.limit > 0).collect();
+    let fix = usable.is_empty().then(|| {
+        "no instance type has a HyperPod cluster-usage quota above 0: request one in Service Quotas (Amazon SageMaker › '<instance type> for cluster usage') before creating a cluster".to_string()
+    });
+    Ok((usable, fix))
+}
+
+/// Whether the configured shared bucket is this account's.
+async fn shared_bucket(engine: &Engine) -> ApiResult<Option<SharedBucket>> {
+    let cloud = engine.cloud();
+    let Some(bucket) = cloud.shared_bucket.as_deref() else {
+        return Ok(None);
+    };
+    let (owner, fix) = match cloud.objects.bucket_owner(bucket).await? {
+        BucketOwner::Ours => ("ours", None),
+        BucketOwner::Missing => ("missing", Some(format!(
+            "the shared bucket `{bucket}` does not exist: the CloudFormation stack creates it (SharedBucket); create it in this account, or start the server without INSTANTSTART_SHARED_BUCKET"
+        ))),
+        BucketOwner::Foreign => ("foreign", Some(format!(
+            "the shared bucket `{bucket}` belongs to another AWS account: the server never writes there; name a bucket of this account in INSTANTSTART_SHARED_BUCKET"
+        ))),
+    };
+    Ok(Some(SharedBucket {
+        bucket: bucket.to_string(),
+        owner: owner.into(),
+        fix,
+    }))
+}
+
 /// Asks IAM about every call of the product for the role the server runs as.
 pub async fn run(engine: &Engine) -> ApiResult<Doctor> {
     let cloud = engine.cloud();
@@ -158,10 +214,15 @@ pub async fn run(engine: &Engine) -> ApiResult<Doctor> {
         })
         .collect();
     let (kubernetes_versions, missing_addons) = addon_offers(engine).await?;
-    let status = match (denied.is_empty(), missing_addons.is_empty()) {
-        (false, _) => "denied",
-        (true, false) => "limited",
-        (true, true) => "ok",
+    let (quotas, quota_fix) = cluster_quotas(engine).await?;
+    let shared_bucket = shared_bucket(engine).await?;
+    let bucket_ok = shared_bucket.as_ref().is_none_or(|b| b.fix.is_none());
+    let status = if !denied.is_empty() || !bucket_ok {
+        "denied"
+    } else if !missing_addons.is_empty() || quota_fix.is_some() {
+        "limited"
+    } else {
+        "ok"
     };
     Ok(Doctor {
         status: status.into(),
@@ -171,5 +232,8 @@ pub async fn run(engine: &Engine) -> ApiResult<Doctor> {
         denied,
         kubernetes_versions,
         missing_addons,
+        quotas,
+        quota_fix,
+        shared_bucket,
     })
 }

@@ -439,22 +439,36 @@ async fn the_compute_subnet_function_is_idempotent_and_skips_overlaps_on_moto() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn identity_buckets_and_missing_operations_are_reported_as_aws_says() {
-    use instantstart::cloud::{Eks, Iam, ObjectStore};
+    use instantstart::cloud::{BucketOwner, Eks, Iam, ObjectStore};
     let moto = Moto::start().await;
     let aws = moto.aws().await;
     let me = aws.caller_identity().await.unwrap();
     assert_eq!(me.account, "123456789012");
-    assert!(!aws
-        .bucket_exists("sagemaker-instantstart-x-123456789012")
+    let mine = "sagemaker-instantstart-x-123456789012";
+    assert_eq!(aws.bucket_owner(mine).await.unwrap(), BucketOwner::Missing);
+    aws.create_bucket(mine, &Default::default()).await.unwrap();
+    assert_eq!(aws.bucket_owner(mine).await.unwrap(), BucketOwner::Ours);
+    // A name another account holds: S3 answers the expected-owner check with 403, refuses to
+    // create it, and refuses every call that names this account as the owner.
+    let theirs = "sagemaker-instantstart-y-123456789012";
+    reqwest::Client::new()
+        .post(format!("{}/_gapfiller/s3/foreign/{theirs}", moto.url))
+        .send()
         .await
-        .unwrap());
-    aws.create_bucket("sagemaker-instantstart-x-123456789012", &Default::default())
-        .await
+        .unwrap()
+        .error_for_status()
         .unwrap();
+    assert_eq!(
+        aws.bucket_owner(theirs).await.unwrap(),
+        BucketOwner::Foreign
+    );
+    let taken = aws.create_bucket(theirs, &Default::default()).await;
+    assert_eq!(taken.unwrap_err().code, "BucketAlreadyExists");
     assert!(aws
-        .bucket_exists("sagemaker-instantstart-x-123456789012")
+        .put_object(theirs, "lifecycle/on_create.sh", b"x".to_vec())
         .await
-        .unwrap());
+        .is_err());
+    assert!(aws.list_objects(theirs, "").await.is_err());
     aws.put_object(
         "sagemaker-instantstart-x-123456789012",
         "data/a.txt",
@@ -527,6 +541,35 @@ async fn the_doctor_names_every_call_the_servers_role_is_denied() {
     assert_eq!(
         d["checked"].as_u64(),
         Some(instantstart::cloud::calls::CALLS.len() as u64)
+    );
+    // The quotas the preflight reads, above zero; no shared bucket is configured.
+    let p5 = d["quotas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["instanceType"] == "ml.p5.48xlarge");
+    assert_eq!(p5.map(|q| &q["limit"]), Some(&json!(2)), "{d}");
+    assert!(
+        d.get("sharedBucket").is_none() && d.get("quotaFix").is_none(),
+        "{d}"
+    );
+    // A shared bucket whose name another account holds is named, with what to do.
+    const SHARED: &str = "sagemaker-instantstart-shared-123456789012-us-west-2";
+    let app = spawn_app_with(Opts {
+        shared_bucket: Some(SHARED),
+        faults: Some("foreign-bucket=sagemaker-instantstart-shared-123456789012-us-west-2"),
+        ..Opts::default()
+    })
+    .await;
+    let d = app.json("/api/aws/doctor").await;
+    assert_eq!(d["status"], "denied", "{d}");
+    assert_eq!(d["denied"], json!([]), "{d}");
+    assert_eq!(d["sharedBucket"]["owner"], "foreign", "{d}");
+    assert!(
+        d["sharedBucket"]["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("another AWS account")),
+        "{d}"
     );
     let app = spawn_app_with(Opts {
         faults: Some("deny=eks:CreateAddon,deny=iam:PassRole"),

@@ -87,6 +87,33 @@ async fn a_missing_shared_bucket_fails_the_stage_and_is_never_created() {
     assert_eq!(accepted_count(&calls, "sagemaker:CreateCluster"), 0);
 }
 
+/// Bucket names are global: the name a cluster's own bucket would get may be held by another
+/// account. S3 answers the expected-owner check with 403; the stage fails with a conflict and
+/// writes nothing there (the lifecycle scripts run as root on every node).
+#[tokio::test]
+async fn a_bucket_of_another_account_is_never_adopted() {
+    let app = spawn_app_with(Opts {
+        faults: Some("foreign-bucket=sagemaker-instantstart-demo-123456789012"),
+        ..Default::default()
+    })
+    .await;
+    let mut body = pipeline_body();
+    body["storage"] = serde_json::json!(false);
+    let id = app.start("/api/pipelines", &body).await;
+    let op = app.wait_terminal(&id).await;
+    assert_eq!(op["state"], "failed", "{op}");
+    let ops = app.json("/api/operations?cluster=demo&state=failed").await;
+    let hyperpod = ops
+        .as_array()
+        .and_then(|os| os.iter().find(|o| o["kind"] == "hyperpod"))
+        .unwrap_or_else(|| panic!("no failed hyperpod stage: {ops}"));
+    assert_eq!(hyperpod["error"]["code"], "bucket-not-ours", "{hyperpod}");
+    let calls = app.calls().await;
+    for api in ["s3:CreateBucket", "s3:PutObject", "sagemaker:CreateCluster"] {
+        assert_eq!(accepted_count(&calls, api), 0, "{api}: {calls}");
+    }
+}
+
 #[tokio::test]
 async fn a_shared_bucket_hyperpod_would_refuse_is_refused_at_startup() {
     let dir = tempfile::tempdir().unwrap();

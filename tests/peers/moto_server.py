@@ -56,6 +56,12 @@ moto's name, and `DescribeClusterNode` and the `Batch*ClusterNodes` calls are tr
 SageMaker `ListClusterNodes` is paged here: moto ignores `NextToken` and returns the first page
 forever, where SageMaker returns the next `MaxResults` (≤ 100) nodes and no token on the last.
 
+S3's expected-owner check (moto ignores `x-amz-expected-bucket-owner`): a request to a bucket
+of another account that names an expected owner is refused 403 AccessDenied, as S3 refuses it
+(S3 User Guide, "Verifying bucket ownership with bucket owner condition").
+`POST /_gapfiller/s3/foreign/<bucket>` makes a bucket in another account (`111111111111`), so
+that its name is taken, as a bucket name taken anywhere in S3 is.
+
 `GET /_gapfiller/calls` counts every AWS request received, by `service:Operation` (the service
 from the SigV4 scope, the operation from `X-Amz-Target`, the query `Action`, or the REST method
 and first path segment); `DELETE` resets the counts.
@@ -538,6 +544,34 @@ def price_list(environ, start_response, operation):
     return reply(start_response, "200 OK", out)
 
 
+FOREIGN_ACCOUNT = "111111111111"
+
+
+def foreign_bucket(start_response, bucket):
+    from moto.s3.models import s3_backends
+    s3_backends[FOREIGN_ACCOUNT]["aws"].create_bucket(bucket, "us-east-1")
+    return reply(start_response, "200 OK", {"bucket": bucket, "owner": FOREIGN_ACCOUNT})
+
+
+def expected_owner_refused(environ, start_response):
+    """S3's answer to a request whose `x-amz-expected-bucket-owner` is not the bucket's owner
+    (path-style requests, as the adapter sends them to an endpoint of its own); None otherwise."""
+    expected = environ.get("HTTP_X_AMZ_EXPECTED_BUCKET_OWNER")
+    if not expected or "/s3/aws4_request" not in environ.get("HTTP_AUTHORIZATION", ""):
+        return None
+    from moto.s3.models import s3_backends
+    bucket = environ.get("PATH_INFO", "").lstrip("/").split("/", 1)[0]
+    owner = s3_backends.bucket_accounts.get(bucket)
+    if owner is None or owner[1] == expected:
+        return None
+    body = b"" if environ.get("REQUEST_METHOD") == "HEAD" else (
+        b"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AccessDenied</Code>"
+        b"<Message>Access Denied</Message></Error>")
+    start_response("403 Forbidden", [("Content-Type", "application/xml"),
+                                      ("Content-Length", str(len(body)))])
+    return [body]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("-H", "--host", default="127.0.0.1")
@@ -569,6 +603,11 @@ def main():
                 CLUSTER_EVENTS["seeded"][name] = seeded
                 CONTINUOUS.add(name)
             return reply(start_response, "200 OK", {"seeded": len(seeded)})
+        if environ.get("PATH_INFO", "").startswith("/_gapfiller/s3/foreign/"):
+            return foreign_bucket(start_response, environ["PATH_INFO"].rsplit("/", 1)[1])
+        refused = expected_owner_refused(environ, start_response)
+        if refused is not None:
+            return refused
         if environ.get("PATH_INFO") == "/_gapfiller/amp":
             with LOCK:
                 return reply(start_response, "200 OK", {"queries": AMP["queries"]})

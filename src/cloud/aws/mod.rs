@@ -64,6 +64,9 @@ pub struct Aws {
     pub mlflow_endpoint: Option<String>,
     /// HTTPS client of the MLflow tracking REST API (the SDK has none for it).
     pub http: reqwest::Client,
+    /// The account the credentials belong to, asked of STS once: every S3 call names it as
+    /// the bucket's expected owner.
+    pub account: tokio::sync::OnceCell<String>,
 }
 
 impl Aws {
@@ -110,6 +113,7 @@ impl Aws {
             permissions_boundary: None,
             mlflow_endpoint: None,
             http: reqwest::Client::new(),
+            account: tokio::sync::OnceCell::new(),
         })
     }
 

@@ -18,28 +18,56 @@ fn invalid(op: &str, e: impl std::fmt::Display) -> CloudError {
     CloudError::new(S, op, "InvalidRequest", e.to_string())
 }
 
+impl Aws {
+    /// The account expected to own every bucket the adapter touches (S3's
+    /// `ExpectedBucketOwner`, which S3 answers with 403 for a bucket of another account).
+    async fn owner(&self) -> CloudResult<&str> {
+        self.account
+            .get_or_try_init(|| async {
+                let me = crate::cloud::Iam::caller_identity(self).await?;
+                Ok::<_, CloudError>(me.account)
+            })
+            .await
+            .map(String::as_str)
+    }
+}
+
 #[async_trait]
 impl ObjectStore for Aws {
-    async fn bucket_exists(&self, bucket: &str) -> CloudResult<bool> {
+    async fn bucket_owner(&self, bucket: &str) -> CloudResult<BucketOwner> {
+        let owner = self.owner().await?;
         match idempotent(S, "HeadBucket", || {
-            self.s3.head_bucket().bucket(bucket).send()
+            self.s3
+                .head_bucket()
+                .bucket(bucket)
+                .expected_bucket_owner(owner)
+                .send()
         })
         .await
         {
-            Ok(_) => Ok(true),
-            // HeadBucket has no body: a missing bucket is a bare 404.
+            Ok(_) => Ok(BucketOwner::Ours),
+            // HeadBucket has no body: a missing bucket is a bare 404, a bucket of another
+            // account a bare 403 (S3 User Guide, "Verifying bucket ownership").
             Err(e)
                 if is_not_found(&e)
                     || e.code == "NotFound"
                     || e.message.starts_with("HTTP 404") =>
             {
-                Ok(false)
+                Ok(BucketOwner::Missing)
+            }
+            Err(e)
+                if e.code == "Forbidden"
+                    || e.code == "AccessDenied"
+                    || e.message.starts_with("HTTP 403") =>
+            {
+                Ok(BucketOwner::Foreign)
             }
             Err(e) => Err(e),
         }
     }
 
     async fn create_bucket(&self, bucket: &str, tags: &Tags) -> CloudResult<()> {
+        let owner = self.owner().await?;
         let mut call = self.s3.create_bucket().bucket(bucket);
         if self.region != "us-east-1" {
             call = call.create_bucket_configuration(
@@ -64,6 +92,7 @@ impl ObjectStore for Aws {
             self.s3
                 .put_public_access_block()
                 .bucket(bucket)
+                .expected_bucket_owner(owner)
                 .public_access_block_configuration(block.clone())
                 .send()
         })
@@ -85,6 +114,7 @@ impl ObjectStore for Aws {
             self.s3
                 .put_bucket_encryption()
                 .bucket(bucket)
+                .expected_bucket_owner(owner)
                 .server_side_encryption_configuration(sse.clone())
                 .send()
         })
@@ -107,6 +137,7 @@ impl ObjectStore for Aws {
             self.s3
                 .put_bucket_tagging()
                 .bucket(bucket)
+                .expected_bucket_owner(owner)
                 .tagging(tagging.clone())
                 .send()
         })
@@ -115,10 +146,12 @@ impl ObjectStore for Aws {
     }
 
     async fn put_object(&self, bucket: &str, key: &str, body: Vec<u8>) -> CloudResult<()> {
+        let owner = self.owner().await?;
         idempotent(S, "PutObject", || {
             self.s3
                 .put_object()
                 .bucket(bucket)
+                .expected_bucket_owner(owner)
                 .key(key)
                 .body(ByteStream::from(body.clone()))
                 .send()
@@ -128,6 +161,7 @@ impl ObjectStore for Aws {
     }
 
     async fn list_objects(&self, bucket: &str, prefix: &str) -> CloudResult<Vec<String>> {
+        let owner = self.owner().await?;
         let mut keys = Vec::new();
         let mut token: Option<String> = None;
         loop {
@@ -135,6 +169,7 @@ impl ObjectStore for Aws {
                 self.s3
                     .list_objects_v2()
                     .bucket(bucket)
+                    .expected_bucket_owner(owner)
                     .prefix(prefix)
                     .set_continuation_token(token.clone())
                     .send()
@@ -156,8 +191,8 @@ impl ObjectStore for Aws {
 
 #[async_trait]
 impl Quotas for Aws {
-    async fn hyperpod_cluster_usage(&self, instance_type: &str) -> CloudResult<Option<u32>> {
-        let wanted = format!("{instance_type} for cluster usage");
+    async fn hyperpod_cluster_quotas(&self) -> CloudResult<Vec<ClusterUsageQuota>> {
+        let mut found = Vec::new();
         let mut token: Option<String> = None;
         loop {
             let out = idempotent("servicequotas", "ListServiceQuotas", || {
@@ -168,16 +203,16 @@ impl Quotas for Aws {
                     .send()
             })
             .await?;
-            if let Some(q) = out
-                .quotas()
-                .iter()
-                .find(|q| q.quota_name() == Some(wanted.as_str()))
-            {
-                return Ok(q.value().map(|v| v.max(0.0) as u32));
-            }
+            found.extend(out.quotas().iter().filter_map(|q| {
+                let instance_type = q.quota_name()?.strip_suffix(" for cluster usage")?;
+                Some(ClusterUsageQuota {
+                    instance_type: instance_type.to_string(),
+                    limit: q.value()?.max(0.0) as u32,
+                })
+            }));
             token = out.next_token().map(str::to_string);
             if token.is_none() {
-                return Ok(None);
+                return Ok(found);
             }
         }
     }

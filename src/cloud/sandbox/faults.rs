@@ -1,5 +1,6 @@
 //! Fault injection for the sandbox: `eks:CreateCluster=1,sagemaker:CreateCluster=2,throttle=0.2`,
-//! and actions the server's own role is denied: `deny=eks:CreateAddon`.
+//! actions the server's own role is denied: `deny=eks:CreateAddon`, and bucket names another
+//! account holds: `foreign-bucket=sagemaker-instantstart-demo-000000000000`.
 
 use std::collections::BTreeMap;
 
@@ -17,6 +18,9 @@ pub struct Faults {
     /// Actions the server's own role is denied (`deny=eks:CreateAddon`, repeatable): every call
     /// of one is refused with AccessDenied, and the doctor finds it denied.
     denied: std::collections::BTreeSet<String>,
+    /// Bucket names another account holds (`foreign-bucket=<name>`, repeatable): S3 answers
+    /// the expected-owner check with 403 and refuses to create one (`BucketAlreadyExists`).
+    foreign_buckets: std::collections::BTreeSet<String>,
 }
 
 impl Faults {
@@ -36,6 +40,15 @@ impl Faults {
                     ));
                 }
                 faults.denied.insert(value.to_string());
+            } else if key == "foreign-bucket" {
+                let valid = (3..=63).contains(&value.len())
+                    && value.bytes().all(|b| {
+                        b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.".contains(&b)
+                    });
+                if !valid {
+                    return Err(format!("`{item}`: foreign-bucket takes a bucket name"));
+                }
+                faults.foreign_buckets.insert(value.to_string());
             } else if key == "throttle" {
                 let f: f64 = value
                     .parse()
@@ -65,6 +78,11 @@ impl Faults {
     /// The actions the server's own role is denied.
     pub fn denied(&self) -> &std::collections::BTreeSet<String> {
         &self.denied
+    }
+
+    /// Whether another account holds the bucket name.
+    pub fn foreign_bucket(&self, bucket: &str) -> bool {
+        self.foreign_buckets.contains(bucket)
     }
 
     /// Takes one remaining fault of `api`, if any is left (e.g. `sagemaker:LifecycleScriptFailure=2`:

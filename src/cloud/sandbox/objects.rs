@@ -9,17 +9,34 @@ use crate::cloud::*;
 
 #[async_trait]
 impl ObjectStore for Sandbox {
-    async fn bucket_exists(&self, bucket: &str) -> CloudResult<bool> {
+    async fn bucket_owner(&self, bucket: &str) -> CloudResult<BucketOwner> {
         self.gate("s3:HeadBucket", false).await?;
-        Ok(self
+        if self.foreign_bucket(bucket) {
+            return Ok(BucketOwner::Foreign);
+        }
+        let ours = self
             .by_name("s3-bucket", bucket)
             .await?
-            .is_some_and(|r| r.deleted_ms.is_none()))
+            .is_some_and(|r| r.deleted_ms.is_none());
+        Ok(if ours {
+            BucketOwner::Ours
+        } else {
+            BucketOwner::Missing
+        })
     }
 
     async fn create_bucket(&self, bucket: &str, tags: &Tags) -> CloudResult<()> {
         let api = "s3:CreateBucket";
         self.gate(api, true).await?;
+        // Bucket names are global: S3 refuses a name another account holds (409).
+        if self.foreign_bucket(bucket) {
+            return Err(CloudError::new(
+                "s3",
+                "CreateBucket",
+                "BucketAlreadyExists",
+                "The requested bucket name is not available. The bucket namespace is shared by all users of the system.",
+            ));
+        }
         let data = json!({"tags": tags, "encryption": "aws:kms", "publicAccessBlock": true});
         self.create(api, "s3-bucket", &new_id("bkt"), Some(bucket), &data)
             .await
@@ -28,8 +45,13 @@ impl ObjectStore for Sandbox {
     async fn put_object(&self, bucket: &str, key: &str, body: Vec<u8>) -> CloudResult<()> {
         let api = "s3:PutObject";
         self.gate(api, true).await?;
-        if !self.bucket_exists(bucket).await? {
-            return Err(not_found("s3", "PutObject", "NoSuchBucket", bucket));
+        // Every call names the expected owner: a bucket of another account is refused (403).
+        match self.bucket_owner(bucket).await? {
+            BucketOwner::Ours => {}
+            BucketOwner::Missing => {
+                return Err(not_found("s3", "PutObject", "NoSuchBucket", bucket))
+            }
+            BucketOwner::Foreign => return Err(foreign("PutObject", bucket)),
         }
         let name = format!("{bucket}/{key}");
         let data = json!({"bucket": bucket, "key": key, "size": body.len(),
@@ -45,6 +67,9 @@ impl ObjectStore for Sandbox {
 
     async fn list_objects(&self, bucket: &str, prefix: &str) -> CloudResult<Vec<String>> {
         self.gate("s3:ListObjectsV2", false).await?;
+        if self.foreign_bucket(bucket) {
+            return Err(foreign("ListObjectsV2", bucket));
+        }
         let mut keys: Vec<String> = self
             .list("s3-object")
             .await?
@@ -64,13 +89,36 @@ impl ObjectStore for Sandbox {
     }
 }
 
+/// S3's answer to a call whose expected owner is not the bucket's.
+fn foreign(op: &str, bucket: &str) -> CloudError {
+    CloudError::new(
+        "s3",
+        op,
+        "AccessDenied",
+        format!("Access Denied: the bucket `{bucket}` is not owned by the expected account"),
+    )
+}
+
+impl Sandbox {
+    fn foreign_bucket(&self, bucket: &str) -> bool {
+        self.faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .foreign_bucket(bucket)
+    }
+}
+
 #[async_trait]
 impl Quotas for Sandbox {
-    async fn hyperpod_cluster_usage(&self, instance_type: &str) -> CloudResult<Option<u32>> {
-        self.gate("servicequotas:GetServiceQuota", false).await?;
+    async fn hyperpod_cluster_quotas(&self) -> CloudResult<Vec<ClusterUsageQuota>> {
+        // The adapter lists the quotas (`ListServiceQuotas`): the sandbox gates the same action.
+        self.gate("servicequotas:ListServiceQuotas", false).await?;
         Ok(QUOTAS
             .iter()
-            .find(|(t, _)| *t == instance_type)
-            .map(|(_, n)| *n))
+            .map(|(t, n)| ClusterUsageQuota {
+                instance_type: (*t).to_string(),
+                limit: *n,
+            })
+            .collect())
     }
 }

@@ -5,7 +5,9 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::{net_tags, HyperPodParams};
-use crate::cloud::{Capacity, CreateHyperPodCluster, HyperPodStatus, InstanceGroupSpec, Zone};
+use crate::cloud::{
+    BucketOwner, Capacity, CreateHyperPodCluster, HyperPodStatus, InstanceGroupSpec, Zone,
+};
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
 use crate::service::arn::{arn_scope, managed_policy};
 use crate::service::bucket::{place_of, BucketPlace};
@@ -218,6 +220,19 @@ impl SharedBucketStep {
     fn recorded(place: &BucketPlace) -> Value {
         json!({"bucketName": place.bucket, "bucketPrefix": place.prefix})
     }
+
+    /// Bucket names are global: a name the product would use may belong to another account,
+    /// which would then receive the lifecycle scripts every node runs as root. Never adopted.
+    fn not_ours(bucket: &str) -> StepError {
+        StepError::fatal(
+            "bucket-not-ours",
+            format!(
+                "the bucket `{bucket}` belongs to another AWS account: this control plane never writes to a bucket it does not own \
+                 (the lifecycle scripts every node runs as root are kept there). Name a shared bucket of this account \
+                 (INSTANTSTART_SHARED_BUCKET), or delete the cluster and create it under another name"
+            ),
+        )
+    }
 }
 
 #[async_trait]
@@ -227,8 +242,11 @@ impl Step for SharedBucketStep {
     }
     async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
         let place = place_of(cx).await?;
-        let exists = cx.cloud.objects.bucket_exists(&place.bucket).await?;
-        Ok(exists.then(|| Self::recorded(&place)))
+        match cx.cloud.objects.bucket_owner(&place.bucket).await? {
+            BucketOwner::Ours => Ok(Some(Self::recorded(&place))),
+            BucketOwner::Missing => Ok(None),
+            BucketOwner::Foreign => Err(Self::not_ours(&place.bucket)),
+        }
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         // A bucket left by an earlier run (or created by another stage) is adopted.
@@ -246,11 +264,16 @@ impl Step for SharedBucketStep {
                 ),
             ));
         }
-        cx.cloud
+        match cx
+            .cloud
             .objects
             .create_bucket(&place.bucket, &net_tags(cx, "bucket"))
-            .await?;
-        Ok(Self::recorded(&place))
+            .await
+        {
+            // Taken since the check above, by another account.
+            Err(e) if e.code == "BucketAlreadyExists" => Err(Self::not_ours(&place.bucket)),
+            other => other.map(|()| Self::recorded(&place)).map_err(Into::into),
+        }
     }
 }
 
