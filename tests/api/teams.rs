@@ -382,7 +382,38 @@ async fn on_aws_the_policy_and_quotas_reach_sagemaker_in_its_shapes_and_an_equal
     let team = json!({"teamName": "team-a", "resources": [{"instanceType": "ml.g5.8xlarge", "count": 1}],
                       "fairShareWeight": 20});
     let (status, body) = send(reqwest::Method::POST, TEAMS, team).await;
-    assert_eq!(done(status, body).await["state"], "succeeded");
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    // The team's copies of the claims wait for its namespace and LocalQueue, which the task
+    // governance add-on (AWS-run, absent here) makes once the quota exists: the test makes them.
+    let team_op = body["operationId"].as_str().unwrap().to_string();
+    let waiting = format!("{base}/api/operations/{team_op}");
+    let mut seen_waiting = false;
+    for _ in 0..600 {
+        let op = get(&client, waiting.clone()).await;
+        seen_waiting = op
+            .to_string()
+            .contains("waiting for the task governance add-on");
+        if seen_waiting || op["state"] != "running" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(seen_waiting, "the team's storage waits for its namespace");
+    let json_type = "application/json";
+    p.emu
+        .send(reqwest::Method::POST, "/api/v1/namespaces",
+              json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "hyperpod-ns-team-a"}}), json_type)
+        .await;
+    p.emu
+        .send(reqwest::Method::POST, "/apis/kueue.x-k8s.io/v1beta1/namespaces/hyperpod-ns-team-a/localqueues",
+              json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+                     "metadata": {"name": "hyperpod-ns-team-a-localqueue", "namespace": "hyperpod-ns-team-a"},
+                     "spec": {"clusterQueue": "hyperpod-ns-team-a-clusterqueue"}}), json_type)
+        .await;
+    assert_eq!(
+        wait_terminal(&client, &base, &team_op).await["state"],
+        "succeeded"
+    );
 
     let seen = get(&client, format!("{}/_gapfiller/governance", p.moto.url)).await;
     let request = |op: &str| {

@@ -76,6 +76,7 @@ RESOURCES = {
     "inference.sagemaker.aws.amazon.com/v1/inferenceendpointconfigs": ("InferenceEndpointConfig", True, ["status"]),
     "kueue.x-k8s.io/v1beta1/workloads": ("Workload", True, ["status"]),
     "kueue.x-k8s.io/v1beta1/clusterqueues": ("ClusterQueue", False, ["status"]),
+    "kueue.x-k8s.io/v1beta1/localqueues": ("LocalQueue", True, ["status"]),
     "workspace.jupyter.org/v1alpha1/workspaces": ("Workspace", True, ["status"]),
     "workspace.jupyter.org/v1alpha1/workspacetemplates": ("WorkspaceTemplate", True, []),
     # jupyter-k8s's extension API: create-only, answered and never stored (see `connect`).

@@ -26,8 +26,9 @@ fn matches_labels(o: &Value, labels: Option<&str>) -> bool {
 
 /// The Kueue kinds the simulated Kueue writes (none are applied by the control plane).
 fn kueue_kind<'a>(api_version: &str, kind: &'a str) -> Option<&'a str> {
-    (api_version == "kueue.x-k8s.io/v1beta1" && matches!(kind, "Workload" | "ClusterQueue"))
-        .then_some(kind)
+    (api_version == "kueue.x-k8s.io/v1beta1"
+        && matches!(kind, "Workload" | "ClusterQueue" | "LocalQueue"))
+    .then_some(kind)
 }
 
 impl Sandbox {
@@ -188,6 +189,22 @@ impl Kube for Sandbox {
                 e
             })?;
         let obj = ObjectRef::to_apply(manifest)?;
+        // Kubernetes refuses an object in a namespace that does not exist; a team's namespace
+        // exists only once the task governance add-on made it for the team's compute quota.
+        if let Some(ns) = obj
+            .namespace
+            .as_deref()
+            .filter(|ns| ns.starts_with("hyperpod-ns-"))
+        {
+            if !self.schedule(target).await?.kueue.has_team_namespace(ns) {
+                return Err(CloudError::new(
+                    "k8s",
+                    "Apply",
+                    "NotFound",
+                    format!("namespaces \"{ns}\" not found"),
+                ));
+            }
+        }
         if super::spaces::is_workspace(manifest) {
             super::spaces::admit(manifest)?;
         }
@@ -373,10 +390,10 @@ impl Kube for Sandbox {
         if let Some(kueue) = kueue_kind(api_version, kind) {
             // What Kueue keeps, from the simulated admission.
             let s = self.schedule(target).await?.kueue;
-            let objects = if kueue == "Workload" {
-                s.workloads
-            } else {
-                s.cluster_queues
+            let objects = match kueue {
+                "Workload" => s.workloads,
+                "LocalQueue" => s.local_queues,
+                _ => s.cluster_queues,
             };
             return Ok(objects
                 .into_iter()

@@ -322,12 +322,54 @@ impl Step for ComputeQuotaStep {
 
 /// The cluster's claims (ours, in namespace default) copied into the team's namespace, or, for
 /// a deletion, those copies removed. Only what differs is applied.
+///
+/// The team's namespace is made by the task governance add-on, not by SageMaker's API: once the
+/// compute quota is `Created`, the add-on makes `hyperpod-ns-<team>` and its LocalQueue a little
+/// later (AWS guide, *HyperPod task governance*: "a namespace `hyperpod-ns-<team>` ... and a
+/// local queue are created for each team"). Kubernetes refuses an object in a namespace that
+/// does not exist, so the copies wait for the LocalQueue: the phase says what it waits for and
+/// applies them when its poll sees the queue.
 pub struct TeamStorageStep;
+
+/// Whether the task governance add-on has made the team's namespace and LocalQueue.
+async fn team_queue_ready(
+    cx: &StepCx<'_>,
+    target: &crate::cloud::KubeTarget,
+    ns: &str,
+) -> StepResult<bool> {
+    let queues = cx
+        .cloud
+        .kube
+        .list(
+            target,
+            "kueue.x-k8s.io/v1beta1",
+            "LocalQueue",
+            Some(ns),
+            None,
+        )
+        .await?;
+    Ok(queues.iter().any(|q| {
+        q.pointer("/metadata/name").and_then(Value::as_str)
+            == Some(crate::cloud::team_queue(ns.trim_start_matches("hyperpod-ns-")).as_str())
+    }))
+}
 
 #[async_trait]
 impl crate::ops::Reconcile for TeamStorageStep {
     fn phase(&self) -> &'static str {
         "team-storage"
+    }
+    async fn poll(&self, cx: &StepCx<'_>, outputs: &Value) -> StepResult<Poll> {
+        let Some(ns) = outputs["waitingFor"].as_str() else {
+            return Ok(Poll::Ready(outputs.clone()));
+        };
+        let target = super::addons::kube_target(cx)?;
+        if !team_queue_ready(cx, &target, ns).await? {
+            return Ok(Poll::Pending(format!(
+                "waiting for the task governance add-on to make namespace {ns} and its LocalQueue"
+            )));
+        }
+        self.reconcile(cx).await.map(Poll::Ready)
     }
     async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         use crate::cloud::{json_contains, ObjectRef, MANAGED_BY};
@@ -383,6 +425,9 @@ impl crate::ops::Reconcile for TeamStorageStep {
                 changed.push(format!("{ns}/{}", sa.name));
             }
             return Ok(json!({"removed": changed}));
+        }
+        if !team_queue_ready(cx, &target, &ns).await? {
+            return Ok(json!({"waitingFor": ns}));
         }
         for pv in pvs.iter().filter(|pv| in_ns(pv, "default")) {
             for m in namespace_copy(pv, &ns).into_iter().flatten() {

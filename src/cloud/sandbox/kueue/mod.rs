@@ -154,6 +154,19 @@ pub(crate) struct Kueue {
     pub(super) gated: HashMap<String, Vec<u64>>,
     pub(super) workloads: Vec<Value>,
     pub(super) cluster_queues: Vec<Value>,
+    /// The LocalQueue of each team in force, in the team's namespace: the task governance
+    /// add-on makes both when SageMaker creates the team's compute quota.
+    pub(super) local_queues: Vec<Value>,
+}
+
+impl Kueue {
+    /// Whether the namespace exists on a governed cluster: a team's (`hyperpod-ns-<team>`)
+    /// only while its quota is in force, as the task governance add-on keeps it.
+    pub(super) fn has_team_namespace(&self, namespace: &str) -> bool {
+        self.local_queues
+            .iter()
+            .any(|q| q.pointer("/metadata/namespace").and_then(Value::as_str) == Some(namespace))
+    }
 }
 
 impl Kueue {

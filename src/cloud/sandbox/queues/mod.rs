@@ -510,6 +510,11 @@ fn build(inputs: &Inputs, clock: Clock) -> Kueue {
                            "pendingWorkloads": pending, "flavorsUsage": used.clone(), "flavorsReservation": used,
                            "conditions": [condition("Active", true, "Ready", "Can admit new workloads",
                                                     &crate::store::rfc3339_ms(*created))]}}));
+        kueue.local_queues.push(json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+                "metadata": {"name": crate::cloud::team_queue(&t.name), "namespace": team_namespace(&t.name),
+                             "creationTimestamp": crate::store::rfc3339_ms(*created)},
+                "spec": {"clusterQueue": team_cluster_queue(&t.name)},
+                "status": {"admittedWorkloads": admitted, "pendingWorkloads": pending}}));
     }
     kueue
 }
