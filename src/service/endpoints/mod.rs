@@ -237,7 +237,12 @@ pub async fn endpoint_params(
         )));
     }
     let mut manifest = endpoint_resource(&spec);
-    // A team's endpoint runs in its namespace, labelled for its queue and priority.
+    // A team's endpoint runs in its namespace, labelled for its queue and priority. The labels
+    // go on the InferenceEndpointConfig's own metadata: its CRD has no Kueue field, and AWS's
+    // guide *Task governance for model deployment on HyperPod*
+    // (docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-task-gov.html)
+    // labels the endpoint object itself, which the operator carries onto the Deployment it
+    // makes (Kueue's Deployment integration admits the pods by those labels).
     let namespace = placement.namespace();
     manifest["metadata"]["namespace"] = json!(namespace);
     placement.label(&mut manifest["metadata"]["labels"]);
