@@ -208,8 +208,8 @@ pub static CALLS: &[Call] = &[
     call("CreateNoOtherBucket", "s3:PutBucketPublicAccessBlock", "{shared_bucket_arn}", &[]),
     call("CreateNoOtherBucket", "s3:PutBucketTagging", "{shared_bucket_arn}", &[]),
     call("CreateNoOtherBucket", "s3:PutEncryptionConfiguration", "{shared_bucket_arn}", &[]),
-    call("Buckets", "s3:ListBucket", "arn:{partition}:s3:::sagemaker-instantstart-{cluster}-{account}", &[]),
-    call("Objects", "s3:PutObject", "arn:{partition}:s3:::sagemaker-instantstart-{cluster}-{account}/probe", &[]),
+    call("Buckets", "s3:ListBucket", "arn:{partition}:s3:::sagemaker-instantstart-{cluster}-{account}", &[("s3:ResourceAccount", "{account}")]),
+    call("Objects", "s3:PutObject", "arn:{partition}:s3:::sagemaker-instantstart-{cluster}-{account}/probe", &[("s3:ResourceAccount", "{account}")]),
 ];
 
 #[cfg(test)]

@@ -27,7 +27,15 @@ pub fn check_shared_bucket_setting(bucket: &str) -> Result<(), String> {
 }
 
 /// A data-bucket setting: a bucket name, or a pattern of names with `*`.
+/// A pattern must name something: at least three characters beside `*` (a bucket name has
+/// three or more), so `*` alone, which would open every bucket of the account to every role the
+/// control plane makes, is refused — as the template's `DataBuckets` pattern refuses it.
 pub fn check_data_bucket_setting(pattern: &str) -> Result<(), String> {
+    if pattern.chars().filter(|c| *c != '*').count() < 3 {
+        return Err(format!(
+            "`{pattern}` would reach nearly every bucket: name a bucket, or a pattern with at least three characters beside `*`"
+        ));
+    }
     crate::service::validate::bucket_name("dataBuckets", &pattern.replace('*', "a"))
         .map_err(|e| e.to_string())
 }
@@ -302,6 +310,16 @@ mod tests {
         assert_eq!(BucketPlace::recorded(&r).unwrap().prefix, "");
         let r = ClusterResources::of(&json!({"bucketName": "b-1", "bucketPrefix": "demo/"}));
         assert_eq!(BucketPlace::recorded(&r).unwrap().key("x"), "demo/x");
+    }
+
+    #[test]
+    fn a_data_bucket_pattern_must_name_something() {
+        for bad in ["*", "**", "a*", "*-*"] {
+            assert!(check_data_bucket_setting(bad).is_err(), "{bad}");
+        }
+        for good in ["team-*-data", "abc*", "my-bucket"] {
+            assert!(check_data_bucket_setting(good).is_ok(), "{good}");
+        }
     }
 
     #[test]

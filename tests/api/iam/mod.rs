@@ -150,6 +150,60 @@ fn every_role_may_do_what_its_workload_calls_and_nothing_it_must_not() {
     }
 }
 
+/// S3 ARNs name no account, so a bucket of another account with a matching name would match
+/// every role's statements: the boundary pins S3 to this account (`s3:ResourceAccount`). Each
+/// S3 call a role needs is denied once the same bucket name is another account's.
+#[test]
+fn no_role_reaches_a_bucket_of_another_account_by_its_name() {
+    let boundary = boundary();
+    for place in places() {
+        let roles = roles(&place);
+        let mut checked = 0;
+        for need in needs(&place).iter().filter(|n| n.allow) {
+            let Some(own) = need.call.context.get("s3:resourceaccount") else {
+                continue;
+            };
+            assert_eq!(own, &vec![ACCOUNT.to_string()]);
+            let mut theirs = need.call.clone();
+            theirs
+                .context
+                .insert("s3:resourceaccount".into(), vec!["111111111111".into()]);
+            let role = roles.iter().find(|r| r.name == need.role).unwrap();
+            let docs = identity(role);
+            let refs: Vec<&Value> = docs.iter().collect();
+            assert_ne!(
+                policy::effective(&refs, Some(&boundary), &theirs),
+                Decision::Allow,
+                "{} may {} on another account's {}",
+                need.role,
+                theirs.action,
+                theirs.resource
+            );
+            checked += 1;
+        }
+        assert!(checked >= 10, "the S3 needs were found ({checked})");
+    }
+    // The control plane's own role likewise.
+    let own = control_plane_policy();
+    let put = Request::new(
+        "s3:PutObject",
+        "arn:aws:s3:::sagemaker-instantstart-demo-123456789012/lifecycle/on_create.sh",
+    );
+    let refs = [&own];
+    assert_eq!(
+        policy::effective(
+            &refs,
+            None,
+            &put.clone().with("s3:ResourceAccount", ACCOUNT)
+        ),
+        Decision::Allow
+    );
+    assert_ne!(
+        policy::effective(&refs, None, &put.with("s3:ResourceAccount", "111111111111")),
+        Decision::Allow
+    );
+}
+
 #[test]
 fn the_table_catches_a_role_that_gets_more_or_less() {
     // The check above, run on a broken role, fails: a tracking role without its App grant, and
@@ -568,6 +622,14 @@ const JUSTIFIED: &[(&str, &str, &str, &str)] = &[
         "s3:",
         "the boundary's s3:* names buckets and their objects: account-level S3 actions match \
          none of them, so they are not granted, which is the point",
+    ),
+    (
+        "UNKNOWN_CONDITION_FOR_ACTION",
+        "boundary",
+        "Unknown condition s3:ResourceAccount for action",
+        "the boundary's s3:* takes in account-level S3 actions (access points, Storage Lens) that \
+         have no s3:ResourceAccount; they match none of its bucket resources, and for the bucket \
+         actions the key pins the bucket to this account",
     ),
     (
         "RESOURCE_STAR",

@@ -32,8 +32,14 @@ fn deny(role: &'static str, call: Request, why: &'static str) -> Need {
     }
 }
 
+/// A request as IAM sees it: an S3 one on a bucket of this account carries its account
+/// (`s3:ResourceAccount`), which the boundary requires.
 pub fn req(action: &str, resource: &str) -> Request {
-    Request::new(action, resource)
+    let r = Request::new(action, resource);
+    match action.starts_with("s3:") && resource.starts_with("arn:aws:s3:::") {
+        true => r.with("s3:ResourceAccount", super::ACCOUNT),
+        false => r,
+    }
 }
 
 /// What each role's workload calls, and what it must not, for one place.
