@@ -145,8 +145,13 @@ fn refusal(policy: &EdgePolicy, request: &Request) -> Option<ApiError> {
 }
 
 /// The headers every answer carries (a space's proxied answers excepted: they are its own).
-fn secure(mut response: Response, sandbox: bool) -> Response {
+/// No answer is stored by a cache (`no-store`: API and MCP answers carry the account's state)
+/// but the UI's assets, which say how they may be cached.
+fn secure(mut response: Response, sandbox: bool, ui: bool) -> Response {
     let h = response.headers_mut();
+    if !ui || !h.contains_key(header::CACHE_CONTROL) {
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
     h.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(CSP),
@@ -167,6 +172,14 @@ fn secure(mut response: Response, sandbox: bool) -> Response {
         );
     }
     response
+}
+
+/// Whether a path answers data (REST, MCP, events, metrics) rather than a UI asset.
+fn is_data(path: &str) -> bool {
+    ["/api", "/mcp", "/metrics", "/healthz"].iter().any(|p| {
+        path.strip_prefix(p)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
 }
 
 /// The edge around a service (the router): see the module's doc.
@@ -215,9 +228,12 @@ where
         let sandbox = state.sandbox.is_some();
         match refusal(&state.edge, &request) {
             Some(e) => EdgeFuture::Refused {
-                response: secure(e.into_response(), sandbox),
+                response: secure(e.into_response(), sandbox, false),
             },
             None => EdgeFuture::Passed {
+                ends_session: request.method() == axum::http::Method::DELETE
+                    && request.uri().path() == "/mcp",
+                ui: !is_data(request.uri().path()),
                 inner: self.inner.call(request),
                 sandbox,
             },
@@ -230,7 +246,7 @@ pin_project_lite::pin_project! {
     /// or a space's proxied answer.
     #[project = EdgeProj]
     pub enum EdgeFuture<F> {
-        Passed { #[pin] inner: F, sandbox: bool },
+        Passed { #[pin] inner: F, sandbox: bool, ends_session: bool, ui: bool },
         Refused { response: Response },
         Proxy { inner: BoxFuture<'static, Response> },
     }
@@ -244,9 +260,19 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project() {
-            EdgeProj::Passed { inner, sandbox } => {
-                let Ok(response) = std::task::ready!(inner.poll(cx));
-                Poll::Ready(Ok(secure(response, *sandbox)))
+            EdgeProj::Passed {
+                inner,
+                sandbox,
+                ends_session,
+                ui,
+            } => {
+                let Ok(mut response) = std::task::ready!(inner.poll(cx));
+                // rmcp answers an ended MCP session 202; the official MCP clients take only
+                // 200 or 204 as a terminated session (the Python SDK's `terminate_session`).
+                if *ends_session && response.status() == axum::http::StatusCode::ACCEPTED {
+                    *response.status_mut() = axum::http::StatusCode::OK;
+                }
+                Poll::Ready(Ok(secure(response, *sandbox, *ui)))
             }
             EdgeProj::Refused { response } => Poll::Ready(Ok(std::mem::take(response))),
             EdgeProj::Proxy { inner } => inner.as_mut().poll(cx).map(Ok),

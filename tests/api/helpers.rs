@@ -234,6 +234,11 @@ pub struct Server {
 }
 
 impl Server {
+    /// The binary's process id (its memory is read from `/proc`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The binary in sandbox mode at the given time scale.
     pub fn start(data_dir: &Path, port: u16, time_scale: f64) -> Self {
         let scale = time_scale.to_string();

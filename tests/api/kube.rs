@@ -260,6 +260,17 @@ pub(crate) struct AwsPipeline {
 }
 
 impl AwsPipeline {
+    /// The server's peak resident memory so far, in KiB (`VmHWM`).
+    pub fn server_peak_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self._server.pid()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+
     /// An EKS add-on of the cluster, as EKS has it once enabled (moto's gap-filler answers
     /// EKS-signed add-on calls, unverified, and reports ACTIVE after the first describe).
     pub async fn activate_addon(&self, addon: &str) {

@@ -325,6 +325,47 @@ async fn a_followed_log_streams_live_takes_in_new_pods_is_capped_and_closes_upst
         .unwrap();
     let seen = until(&mut again, |m| m["type"] == "lines").await;
     assert_eq!(texts(&seen), vec!["emu-dl-b|b says hi"]);
+
+    // A workload writes one line of 48 MiB: the follow and the snapshot each show it cut at
+    // 64 KiB, and the server never holds it whole (its peak memory grows far less than it).
+    let before = p.server_peak_kib();
+    post(
+        "/_emulator/logs/default/emu-dl-b".into(),
+        json!({"line_of_bytes": 48 << 20, "lines": ["after the flood"]}),
+    )
+    .await;
+    let seen = until(&mut again, |m| {
+        m["type"] == "lines" && m.to_string().contains("after the flood")
+    })
+    .await;
+    let lines = texts(&seen);
+    let cut = lines
+        .iter()
+        .find(|l| l.starts_with("emu-dl-b|zzz"))
+        .unwrap_or_else(|| panic!("the long line arrives, cut: {}", lines.len()));
+    assert!(
+        cut.ends_with("[line cut at 64 KiB]"),
+        "{}",
+        &cut[cut.len() - 40..]
+    );
+    assert!(cut.len() < (64 << 10) + 64, "{}", cut.len());
+    let snap = get(&p.client, format!("{base}{logs}?pod=emu-dl-b")).await;
+    let longest = snap["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap_or_default().len())
+        .max()
+        .unwrap_or(0);
+    assert!(
+        longest < (64 << 10) + 64,
+        "snapshot line of {longest} bytes"
+    );
+    let grown = p.server_peak_kib().saturating_sub(before);
+    assert!(
+        before > 0 && grown < 16 << 10,
+        "the server's peak memory grew by {grown} KiB for a 48 MiB line"
+    );
     drop(again);
 
     // A RayJob's pods carry what KubeRay's `labelPod` gives them — `ray.io/cluster` naming the

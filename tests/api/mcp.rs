@@ -274,6 +274,29 @@ async fn the_mcp_endpoint_is_behind_the_same_edge_guard() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
+    // Nothing the endpoint answers is stored by a cache.
+    assert_eq!(r.headers()["cache-control"], "no-store");
+    // Ending the session answers 200, which the official clients take as terminated (they
+    // report a 202 as a failed termination).
+    let session = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let ended = app
+        .client
+        .delete(app.url("/mcp"))
+        .bearer_auth("s3cret-token-0123456789")
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), StatusCode::OK);
+    // And a REST answer is not stored either.
+    let listed = app
+        .client
+        .get(app.url("/api/clusters"))
+        .bearer_auth("s3cret-token-0123456789")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.headers()["cache-control"], "no-store");
 }
 
 /// The submit-training skill, rehearsed over MCP against a sandbox cluster whose next job loses

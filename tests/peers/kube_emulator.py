@@ -18,7 +18,8 @@ relists, as after a long disconnection). `GET /_emulator/stats` returns counts o
 and of mutating requests, so a test can prove that a
 second reconciliation changes nothing, and of pod log streams (`logs`: open, opened, closed), so a
 test can prove that a follow closed upstream. `POST /_emulator/logs/<namespace>/<pod>` with
-`{"lines": [...]}` appends to a pod's log; `GET …/pods/<pod>/log` serves it (`tailLines`,
+`{"lines": [...]}` appends to a pod's log (`{"line_of_bytes": N}` one line of N bytes, as a
+runaway workload writes it); `GET …/pods/<pod>/log` serves it (`tailLines`, `limitBytes`,
 `follow=true` streams new lines until the client goes away).
 jupyter-k8s's validating webhook, as AWS's Spaces add-on runs it: AWS's two workspace templates
 (`tests/fixtures/aws/jupyter-k8s-aws-templates.yaml`) are served in `jupyter-k8s-system`, the
@@ -230,7 +231,9 @@ class Emulator(kmock.KubernetesEmulator):
             return aiohttp.web.json_response({"expiring": self.to_expire})
         if request.url.path.startswith("/_emulator/logs/") and method == "POST":
             _, _, _, namespace, pod = request.url.path.split("/")
-            self.logs.setdefault((namespace, pod), []).extend(request.data["lines"])
+            flood = request.data.get("line_of_bytes")
+            lines = ["z" * int(flood)] if flood else []
+            self.logs.setdefault((namespace, pod), []).extend(lines + request.data.get("lines", []))
             tick, self.log_tick = self.log_tick, asyncio.Event()
             tick.set()
             return aiohttp.web.json_response({"lines": len(self.logs[(namespace, pod)])})
@@ -336,7 +339,12 @@ class Emulator(kmock.KubernetesEmulator):
         if tail is not None:
             lines = lines[-int(tail):] if int(tail) > 0 else []
         if request.params.get("follow") != "true":
-            return aiohttp.web.Response(text="".join(f"{line}\n" for line in lines))
+            body = "".join(f"{line}\n" for line in lines).encode()
+            # The API server stops after `limitBytes` (it may end inside a line).
+            limit = request.params.get("limitBytes")
+            if limit is not None:
+                body = body[:int(limit)]
+            return aiohttp.web.Response(body=body, content_type="text/plain")
         raw = request._raw_request
         response = aiohttp.web.StreamResponse(headers={"Content-Type": "text/plain"})
         await response.prepare(raw)

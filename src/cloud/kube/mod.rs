@@ -194,9 +194,57 @@ fn log_params(query: &LogQuery, follow: bool) -> kube::api::LogParams {
         follow,
         tail_lines: query.tail_lines,
         since_seconds: query.since_seconds,
-        limit_bytes: query.limit_bytes,
+        // A snapshot is read whole into memory: never more than this, whatever was asked.
+        limit_bytes: (!follow).then(|| {
+            query
+                .limit_bytes
+                .unwrap_or(crate::cloud::MAX_LOG_READ)
+                .min(crate::cloud::MAX_LOG_READ)
+        }),
         ..Default::default()
     }
+}
+
+/// The lines of a followed log, each held to [`crate::cloud::MAX_LOG_LINE`] bytes: the rest of
+/// a longer line is read and dropped as it arrives (never buffered), and the line says so.
+fn bounded_lines<R>(reader: R) -> impl futures::Stream<Item = std::io::Result<String>>
+where
+    R: futures::AsyncBufRead + Unpin,
+{
+    use futures::AsyncBufReadExt as _;
+    let max = crate::cloud::MAX_LOG_LINE;
+    futures::stream::try_unfold(reader, move |mut r| async move {
+        let mut line: Vec<u8> = Vec::new();
+        let (mut cut, mut any) = (false, false);
+        loop {
+            let buf = r.fill_buf().await?;
+            if buf.is_empty() {
+                if !any {
+                    return Ok(None);
+                }
+                break;
+            }
+            any = true;
+            let end = buf.iter().position(|b| *b == b'\n');
+            let chunk = &buf[..end.unwrap_or(buf.len())];
+            let room = max.saturating_sub(line.len());
+            cut |= chunk.len() > room;
+            line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            let used = end.map_or(buf.len(), |e| e + 1);
+            r.consume_unpin(used);
+            if end.is_some() {
+                break;
+            }
+        }
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        let mut text = String::from_utf8_lossy(&line).into_owned();
+        if cut {
+            text.push_str(crate::cloud::CUT_NOTE);
+        }
+        Ok(Some((text, r)))
+    })
 }
 
 #[async_trait]
@@ -374,7 +422,7 @@ impl Kube for KubeRs {
         pod: &str,
         query: &LogQuery,
     ) -> CloudResult<LogLines> {
-        use futures::{AsyncBufReadExt as _, StreamExt as _};
+        use futures::StreamExt as _;
         let pods: Api<Pod> = Api::namespaced(self.client(target).await?, namespace);
         // One HTTP stream on the client's connection pool per container: no process, and the
         // connection closes when the returned stream is dropped.
@@ -382,8 +430,7 @@ impl Kube for KubeRs {
             .log_stream(pod, &log_params(query, true))
             .await
             .map_err(|e| k8s_err("PodLog", e))?;
-        Ok(body
-            .lines()
+        Ok(bounded_lines(body)
             .map(|line| {
                 line.map_err(|e| {
                     CloudError::new("k8s", "PodLog", "StreamBroken", e.to_string()).retryable()
@@ -509,5 +556,28 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Forwarded<S> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
         std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt as _;
+
+    #[tokio::test]
+    async fn a_followed_line_is_held_to_its_cap_and_the_next_one_is_whole() {
+        let huge = "x".repeat(3 * crate::cloud::MAX_LOG_LINE);
+        let text = format!("first\r\n{huge}\nlast");
+        let lines: Vec<String> = super::bounded_lines(futures::io::Cursor::new(text.into_bytes()))
+            .map(Result::unwrap)
+            .collect()
+            .await;
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0], "first");
+        assert_eq!(
+            lines[1].len(),
+            crate::cloud::MAX_LOG_LINE + crate::cloud::CUT_NOTE.len()
+        );
+        assert!(lines[1].ends_with(crate::cloud::CUT_NOTE));
+        assert_eq!(lines[2], "last");
     }
 }

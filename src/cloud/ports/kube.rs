@@ -181,6 +181,29 @@ pub struct LogQuery {
 /// upstream connection.
 pub type LogLines = futures::stream::BoxStream<'static, CloudResult<String>>;
 
+/// The longest log line kept: a workload writes what it likes, and one line of gigabytes held
+/// whole would end the process. The rest of a longer line is read and dropped, and the line
+/// says so.
+pub const MAX_LOG_LINE: usize = 64 * 1024;
+
+/// The most a log snapshot reads from one container, whatever the caller asked.
+pub const MAX_LOG_READ: i64 = 1024 * 1024;
+
+/// The note a cut line ends with.
+pub const CUT_NOTE: &str = " … [line cut at 64 KiB]";
+
+/// `line`, cut to [`MAX_LOG_LINE`] bytes (at a character boundary) with [`CUT_NOTE`] after.
+pub fn cut_log_line(line: &str) -> std::borrow::Cow<'_, str> {
+    if line.len() <= MAX_LOG_LINE {
+        return std::borrow::Cow::Borrowed(line);
+    }
+    let mut end = MAX_LOG_LINE;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}{CUT_NOTE}", &line[..end]))
+}
+
 /// The pod labels a [`GpuClaim`] keeps: those that say which workload a pod is of — the HyperPod
 /// training operator's `HPJob`, this control plane's own (training job, warm pool, purpose),
 /// KubeRay's cluster, the Job controller's `job-name`, and the usual app labels a Deployment's

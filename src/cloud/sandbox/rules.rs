@@ -325,13 +325,21 @@ mod tests {
             "s3:GetObject",
             "arn:aws:s3:::someone-elses/k"
         ));
-        assert!(role_allows(
+        let own = format!(
+            "arn:aws:s3:::sagemaker-instantstart-demo-{}/k",
+            super::super::ACCOUNT
+        );
+        let get = Request::new("s3:GetObject", &own);
+        assert!(role_permits(
             &role,
-            "s3:GetObject",
-            &format!(
-                "arn:aws:s3:::sagemaker-instantstart-demo-{}/k",
-                super::super::ACCOUNT
-            )
+            &get.clone()
+                .with("s3:ResourceAccount", super::super::ACCOUNT)
+        ));
+        // The same name in another account: S3 ARNs carry no account, the boundary's
+        // s3:ResourceAccount does.
+        assert!(!role_permits(
+            &role,
+            &get.with("s3:ResourceAccount", "111111111111")
         ));
         let unbounded = json!({"inline": {"p": role["inline"]["p"].clone()}, "attached": []});
         assert!(role_allows(

@@ -426,7 +426,7 @@ pub async fn snapshot(
             Ok(text) => (
                 text.lines()
                     .filter(|l| grep.matches(l))
-                    .map(|l| format!("{} {l}", pod.prefix()))
+                    .map(|l| format!("{} {}", pod.prefix(), crate::cloud::cut_log_line(l)))
                     .collect(),
                 None,
             ),
