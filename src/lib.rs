@@ -82,6 +82,7 @@ pub struct AppParts {
 pub struct App {
     listener: TcpListener,
     router: api::Http,
+    limits: config::ConnLimits,
     pub state: AppState,
 }
 
@@ -92,28 +93,18 @@ impl App {
 
     /// Serves until the process is stopped (SIGINT/SIGTERM end it gracefully).
     pub async fn run(self) -> anyhow::Result<()> {
-        use axum::serve::ListenerExt as _;
-        // No Nagle: a pushed WebSocket message (an event, a log line) leaves at once instead of
-        // waiting up to the peer's delayed ACK (40 ms) behind the previous one.
-        let listener = self.listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "setting TCP_NODELAY");
-            }
-        });
         // The accept loop runs on a worker, not on the thread that waits in `main`: a task
         // spawned from a worker goes to that worker's own queue, where one spawned from outside
         // goes through the shared queue and wakes a parked worker, a system call per
         // connection. 200 clients connecting at once cost the main thread 30–90 ms of CPU.
-        // Each connection gets a clone of the one edge and router: a `Router` handed to `serve`
-        // as it is turns its routes into services for every connection (axum's
-        // `Router::with_state` per accept), one 37 KB allocation and ~70 smaller ones each
-        // time a client connected.
+        // Each connection gets a clone of the one edge and router: a `Router` served as it is
+        // turns its routes into services for every connection (axum's `Router::with_state`
+        // per accept), one 37 KB allocation and ~70 smaller ones each time a client connected.
         // Start-up is over: what it built and dropped (the routes, the OpenAPI document) goes
         // back to the system instead of staying resident for the process's life.
         heap::give_back();
-        let serving = axum::serve(listener, api::MakeEdge(self.router))
-            .with_graceful_shutdown(shutdown_signal());
-        tokio::spawn(async move { serving.await })
+        let serving = api::serve::serve(self.listener, self.router, self.limits, shutdown_signal());
+        tokio::spawn(serving)
             .await
             .context("the server task ended abnormally")?
             .context("serving")
@@ -365,6 +356,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
     Ok(App {
         listener,
         router,
+        limits: config.limits,
         state,
     })
 }

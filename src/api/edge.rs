@@ -280,25 +280,6 @@ where
     }
 }
 
-/// Serves the same edge to every accepted connection (what `into_make_service` is to a
-/// `Router`), so no connection rebuilds any of it.
-#[derive(Clone)]
-pub struct MakeEdge<S>(pub Edge<S>);
-
-impl<S: Clone, T> tower::Service<T> for MakeEdge<S> {
-    type Response = Edge<S>;
-    type Error = Infallible;
-    type Future = std::future::Ready<Result<Edge<S>, Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: T) -> Self::Future {
-        std::future::ready(Ok(self.0.clone()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

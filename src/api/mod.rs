@@ -22,6 +22,7 @@ pub mod mlflow;
 pub mod openapi;
 pub mod operations;
 pub mod pools;
+pub mod serve;
 pub mod space_proxy;
 pub mod spaces;
 pub mod stages;
@@ -47,7 +48,7 @@ use serde_json::json;
 use crate::error::{ApiError, ApiResult};
 use crate::AppState;
 
-pub use edge::{Edge, EdgePolicy, MakeEdge, BEARER_PROTOCOL, CSP};
+pub use edge::{Edge, EdgePolicy, BEARER_PROTOCOL, CSP};
 
 /// Largest accepted request body.
 pub const BODY_LIMIT: usize = 64 * 1024;

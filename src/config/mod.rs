@@ -194,6 +194,30 @@ pub struct ServeConfig {
     /// request id of the request a line belongs to) for a log pipeline.
     #[arg(long, env = "INSTANTSTART_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+
+    /// Connections held at once and how long a request head may take (not a flag: the
+    /// defaults hold; tests shorten the deadline).
+    #[arg(skip)]
+    pub limits: ConnLimits,
+}
+
+/// How many connections the server holds, and how long a request head may take.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnLimits {
+    /// Connections served at once; one more is closed as soon as it is accepted.
+    pub max_connections: usize,
+    /// How long a connection may take to send a request's headers, counted from when the
+    /// server waits for them: a slow client, or a keep-alive connection left idle, is closed.
+    pub header_timeout: std::time::Duration,
+}
+
+impl Default for ConnLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 1024,
+            header_timeout: std::time::Duration::from_secs(10),
+        }
+    }
 }
 
 /// The log line format.
@@ -243,6 +267,7 @@ impl ServeConfig {
             grafana_workspace: None,
             pod_package_index: None,
             log_format: LogFormat::Text,
+            limits: ConnLimits::default(),
         }
     }
 }

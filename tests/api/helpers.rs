@@ -20,6 +20,8 @@ pub struct TestApp {
 #[derive(Default)]
 pub struct Opts {
     pub faults: Option<&'static str>,
+    /// Connection cap and request-head deadline (the defaults otherwise).
+    pub limits: Option<instantstart::config::ConnLimits>,
     pub time_scale: Option<f64>,
     pub token: Option<&'static str>,
     pub allowed_hosts: Vec<String>,
@@ -58,6 +60,7 @@ pub async fn spawn_app_with(opts: Opts) -> TestApp {
     config.shared_bucket = opts.shared_bucket.map(str::to_string);
     config.data_buckets = opts.data_buckets.iter().map(|b| b.to_string()).collect();
     config.grafana_workspace = opts.grafana_workspace.map(str::to_string);
+    config.limits = opts.limits.unwrap_or_default();
     let app = instantstart::build_app(config).await.expect("app builds");
     if let (Some(bucket), true) = (opts.shared_bucket, opts.create_shared_bucket) {
         app.state

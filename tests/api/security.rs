@@ -311,3 +311,86 @@ async fn json_logs_carry_the_request_id_and_never_the_token() {
     assert!(!text.contains('\u{1b}'), "{text}");
     assert!(!text.contains(TOKEN), "the token is in a log line:\n{text}");
 }
+
+/// Slowloris and a connection flood, on loopback: clients that send part of a request head and
+/// stop do not keep the server from answering others, and their connections are closed once
+/// the head's deadline passes; a connection past the cap is closed at once, and the server
+/// answers again as soon as the deadline has freed the held ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_and_flooding_clients_are_cut_off_and_others_still_answered() {
+    use std::time::{Duration, Instant};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let deadline = Duration::from_millis(1500);
+    let app = spawn_app_with(Opts {
+        limits: Some(instantstart::config::ConnLimits {
+            max_connections: 96,
+            header_timeout: deadline,
+        }),
+        ..Default::default()
+    })
+    .await;
+    let addr = app.base.trim_start_matches("http://").to_string();
+    let connect = || tokio::net::TcpStream::connect(addr.clone());
+    // Whether the server closed the connection within `within` (a read answers end of stream).
+    async fn closed(s: &mut tokio::net::TcpStream, within: Duration) -> bool {
+        let mut buf = [0u8; 256];
+        loop {
+            match tokio::time::timeout(within, s.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return true,
+                // A 408 or another answer before the close: keep reading to the end.
+                Ok(Ok(_)) => continue,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    let mut slow = Vec::new();
+    for _ in 0..64 {
+        let mut s = connect().await.unwrap();
+        s.write_all(b"GET /api/clusters HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            .await
+            .unwrap();
+        slow.push(s);
+    }
+    let started = Instant::now();
+    let r = app.get("/api/clusters").await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(started.elapsed() < deadline, "answered while 64 heads hang");
+    for s in &mut slow {
+        assert!(
+            closed(s, deadline * 4).await,
+            "a head left unfinished is closed after its deadline"
+        );
+    }
+
+    // A flood to the cap: the next connection is closed at once, before any deadline.
+    let mut held = Vec::new();
+    for _ in 0..96 {
+        held.push(connect().await.unwrap());
+    }
+    let mut extra = connect().await.unwrap();
+    assert!(
+        closed(&mut extra, deadline / 2).await,
+        "a connection past the cap is closed at once"
+    );
+    // Once the deadline frees the held ones, others are answered again.
+    let mut answered = false;
+    for _ in 0..50 {
+        if let Ok(r) = reqwest::Client::new()
+            .get(app.url("/api/clusters"))
+            .send()
+            .await
+        {
+            answered = r.status() == StatusCode::OK;
+            if answered {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        answered,
+        "the server answers once the held connections are cut off"
+    );
+    drop(held);
+}

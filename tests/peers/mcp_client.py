@@ -221,8 +221,11 @@ async def teams(client):
         submitted = await call(client, "training_job_submit", job)
         steps.append(("training_job_submit", name, submitted["is_error"]))
         seen = await until(client, "training_job_get", {"name": "demo", "job": name},
+                           # The job's own message follows Kueue's a moment later: wait for
+                           # Kueue's reason to reach it (never reached fails the wait).
                            lambda j: j.get("admission", {}).get("state") == "admitted"
-                           or (j.get("admission", {}).get("message") is not None and bool(j.get("message"))))
+                           or (j.get("admission", {}).get("message") is not None
+                               and "insufficient unused quota" in (j.get("message") or "")))
         admission = seen["admission"]
         steps.append(("training_job_get", name, admission["state"], admission.get("reason"), admission.get("position"),
                       "insufficient unused quota" in (seen.get("message") or "")))
