@@ -250,6 +250,18 @@ async fn an_endpoint_is_applied_followed_scaled_and_deleted_on_the_kubernetes_em
             .role_policy("demo-s3-csi", "instantstart-shared-bucket")
     };
     assert!(!csi_policy().await.contains("their-models"));
+    // Someone who may write endpoints in a namespace plants one, labelled as the product's,
+    // whose model bucket is a pattern: it must never widen the S3 CSI role.
+    emu.send(
+        reqwest::Method::POST,
+        "/apis/inference.sagemaker.aws.amazon.com/v1/namespaces/default/inferenceendpointconfigs",
+        json!({"apiVersion": "inference.sagemaker.aws.amazon.com/v1", "kind": "InferenceEndpointConfig",
+               "metadata": {"name": "planted", "labels": {"app.kubernetes.io/managed-by": "instantstart"}},
+               "spec": {"modelSourceConfig": {"modelSourceType": "s3",
+                                              "s3Storage": {"bucketName": "*", "region": "us-west-2"}}}}),
+        "application/json",
+    )
+    .await;
     let accepted: Value = client
         .post(format!("{base}{ENDPOINTS}"))
         .json(&body)
@@ -301,7 +313,12 @@ async fn an_endpoint_is_applied_followed_scaled_and_deleted_on_the_kubernetes_em
         "an identical PATCH mutates nothing"
     );
 
-    assert!(csi_policy().await.contains("arn:aws:s3:::their-models/*"));
+    let granted = csi_policy().await;
+    assert!(granted.contains("arn:aws:s3:::their-models/*"));
+    assert!(
+        !granted.contains("arn:aws:s3:::*"),
+        "a planted pattern widened the role: {granted}"
+    );
 
     let deleted = delete_and_wait(&client, &base, &format!("{ENDPOINTS}/emu-ep")).await;
     assert_eq!(deleted["state"], "succeeded", "{deleted}");

@@ -335,7 +335,14 @@ async fn the_submit_training_skill_runs_over_mcp_to_a_trained_job() {
     // diagnose-nccl over MCP: the injected NCCL timeout, found in the logs, names rank 0's pod.
     assert_eq!(
         steps[9],
-        json!(["workload_logs", false, 1, "[agent-sft-pods-0 rank 0]"])
+        // The log lines are named as workload-written text, which the agent never obeys.
+        json!([
+            "workload_logs",
+            false,
+            1,
+            "[agent-sft-pods-0 rank 0]",
+            ["lines"]
+        ])
     );
     // diagnose-nccl for a slow job: the ranks' utilization read, the add-on only suggested.
     assert_eq!(

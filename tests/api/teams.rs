@@ -387,18 +387,23 @@ async fn on_aws_the_policy_and_quotas_reach_sagemaker_in_its_shapes_and_an_equal
     // governance add-on (AWS-run, absent here) makes once the quota exists: the test makes them.
     let team_op = body["operationId"].as_str().unwrap().to_string();
     let waiting = format!("{base}/api/operations/{team_op}");
-    let mut seen_waiting = false;
-    for _ in 0..600 {
-        let op = get(&client, waiting.clone()).await;
-        seen_waiting = op
+    let mut op = Value::Null;
+    for _ in 0..2400 {
+        op = get(&client, waiting.clone()).await;
+        let waits = op
             .to_string()
             .contains("waiting for the task governance add-on");
-        if seen_waiting || op["state"] != "running" {
+        // A new operation is `pending` until it starts.
+        if waits || !matches!(op["state"].as_str(), Some("running" | "pending")) {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert!(seen_waiting, "the team's storage waits for its namespace");
+    assert!(
+        op.to_string()
+            .contains("waiting for the task governance add-on"),
+        "the team's storage waits for its namespace: {op}"
+    );
     let json_type = "application/json";
     p.emu
         .send(reqwest::Method::POST, "/api/v1/namespaces",

@@ -167,7 +167,8 @@ async def training(client):
                                        "pod": faulty, "grep": "NCCL WARN|Watchdog|NET/OFI"})
     lines = logs["value"]["lines"]
     watchdog = [l for l in lines if "Watchdog caught collective operation timeout" in l]
-    steps.append(("workload_logs", logs["is_error"], len(watchdog), watchdog[0].split("]")[0] + "]" if watchdog else None))
+    steps.append(("workload_logs", logs["is_error"], len(watchdog), watchdog[0].split("]")[0] + "]" if watchdog else None,
+                  logs["value"].get("untrusted_content", {}).get("fields")))
     # diagnose-nccl for a job that is slow: each rank's GPU utilization. Without the
     # observability add-on the answer says how to turn it on: a suggestion for the user, never a
     # change made while investigating.

@@ -75,6 +75,18 @@ impl S3CsiRoleStep {
             Err(e) => return Err(e.into()),
         }
         buckets.remove(&place.bucket);
+        // What the cluster says is written by whoever may write there (a team member may make
+        // a labelled endpoint in their namespace): only a well-formed bucket name the boundary
+        // of the roles reaches widens the role, never a pattern (`*`) or any other text.
+        buckets.retain(|b| {
+            let ok = crate::service::validate::bucket_name("bucketName", b).is_ok()
+                && crate::service::bucket::reachable(cx.cloud, b);
+            if !ok {
+                tracing::warn!(bucket = %b.chars().take(80).collect::<String>(),
+                    "a bucket named in the cluster is not one the S3 CSI role may be given: left out");
+            }
+            ok
+        });
         Ok(buckets)
     }
 
