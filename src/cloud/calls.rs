@@ -189,19 +189,19 @@ pub static CALLS: &[Call] = &[
     call("ManagedMlflow", "sagemaker-mlflow:GetMetricHistory", "arn:{partition}:sagemaker:{region}:{account}:mlflow-app/app-probe", &[]),
     call("ManagedMlflow", "sagemaker-mlflow:SearchRuns", "arn:{partition}:sagemaker:{region}:{account}:mlflow-app/app-probe", &[]),
     call("ServiceLinkedRoles", "iam:CreateServiceLinkedRole", "arn:{partition}:iam::{account}:role/aws-service-role/eks.amazonaws.com/AWSServiceRoleForAmazonEKS", &[("iam:AWSServiceName", "eks.amazonaws.com")]),
-    call("CreateOwnRolesWithinTheBoundary", "iam:CreateRole", "arn:{partition}:iam::{account}:role/{cluster}-eks-cluster", &[("aws:RequestTag/instantstart:cluster", "{cluster}"), ("iam:PermissionsBoundary", "{boundary}")]),
-    call("TagOwnRolesOnCreate", "iam:TagRole", "arn:{partition}:iam::{account}:role/{cluster}-eks-cluster", &[("aws:RequestTag/instantstart:cluster", "{cluster}")]),
-    call("ManageOwnRoles", "iam:DeleteRole", "arn:{partition}:iam::{account}:role/{cluster}-eks-cluster", &[]),
-    call("ManageOwnRoles", "iam:GetRole", "arn:{partition}:iam::{account}:role/{cluster}-eks-cluster", &[]),
-    call("ManageOwnRoles", "iam:GetRolePolicy", "arn:{partition}:iam::{account}:role/{cluster}-eks-cluster", &[]),
-    call("ManageOwnRoles", "iam:ListAttachedRolePolicies", "arn:{partition}:iam::{account}:role/{cluster}-eks-cluster", &[]),
-    call("ManageOwnRoles", "iam:ListRolePolicies", "arn:{partition}:iam::{account}:role/{cluster}-eks-cluster", &[]),
-    call("ManageOwnRoles", "iam:UpdateAssumeRolePolicy", "arn:{partition}:iam::{account}:role/{cluster}-eks-cluster", &[]),
-    call("ChangePermissionsOfBoundedRoles", "iam:DeleteRolePolicy", "arn:{partition}:iam::{account}:role/{cluster}-eks-cluster", &[("iam:PermissionsBoundary", "{boundary}")]),
-    call("ChangePermissionsOfBoundedRoles", "iam:DetachRolePolicy", "arn:{partition}:iam::{account}:role/{cluster}-eks-cluster", &[("iam:PermissionsBoundary", "{boundary}")]),
-    call("ChangePermissionsOfBoundedRoles", "iam:PutRolePolicy", "arn:{partition}:iam::{account}:role/{cluster}-eks-cluster", &[("iam:PermissionsBoundary", "{boundary}")]),
-    call("AttachOnlyTheManagedPoliciesItNeeds", "iam:AttachRolePolicy", "arn:{partition}:iam::{account}:role/{cluster}-eks-cluster", &[("iam:PermissionsBoundary", "{boundary}"), ("iam:PolicyARN", "arn:{partition}:iam::aws:policy/AmazonEKSClusterPolicy")]),
-    call("PassOwnRolesToTheirServices", "iam:PassRole", "arn:{partition}:iam::{account}:role/{cluster}-eks-cluster", &[("iam:PassedToService", "eks.amazonaws.com")]),
+    call("CreateOwnRolesWithinTheBoundary", "iam:CreateRole", "arn:{partition}:iam::{account}:role/instantstart/{cluster}-eks-cluster", &[("aws:RequestTag/instantstart:cluster", "{cluster}"), ("iam:PermissionsBoundary", "{boundary}")]),
+    call("TagOwnRolesOnCreate", "iam:TagRole", "arn:{partition}:iam::{account}:role/instantstart/{cluster}-eks-cluster", &[("aws:RequestTag/instantstart:cluster", "{cluster}")]),
+    call("ManageOwnRoles", "iam:DeleteRole", "arn:{partition}:iam::{account}:role/instantstart/{cluster}-eks-cluster", &[]),
+    call("ManageOwnRoles", "iam:GetRole", "arn:{partition}:iam::{account}:role/instantstart/{cluster}-eks-cluster", &[]),
+    call("ManageOwnRoles", "iam:GetRolePolicy", "arn:{partition}:iam::{account}:role/instantstart/{cluster}-eks-cluster", &[]),
+    call("ManageOwnRoles", "iam:ListAttachedRolePolicies", "arn:{partition}:iam::{account}:role/instantstart/{cluster}-eks-cluster", &[]),
+    call("ManageOwnRoles", "iam:ListRolePolicies", "arn:{partition}:iam::{account}:role/instantstart/{cluster}-eks-cluster", &[]),
+    call("ManageOwnRoles", "iam:UpdateAssumeRolePolicy", "arn:{partition}:iam::{account}:role/instantstart/{cluster}-eks-cluster", &[]),
+    call("ChangePermissionsOfBoundedRoles", "iam:DeleteRolePolicy", "arn:{partition}:iam::{account}:role/instantstart/{cluster}-eks-cluster", &[("iam:PermissionsBoundary", "{boundary}")]),
+    call("ChangePermissionsOfBoundedRoles", "iam:DetachRolePolicy", "arn:{partition}:iam::{account}:role/instantstart/{cluster}-eks-cluster", &[("iam:PermissionsBoundary", "{boundary}")]),
+    call("ChangePermissionsOfBoundedRoles", "iam:PutRolePolicy", "arn:{partition}:iam::{account}:role/instantstart/{cluster}-eks-cluster", &[("iam:PermissionsBoundary", "{boundary}")]),
+    call("AttachOnlyTheManagedPoliciesItNeeds", "iam:AttachRolePolicy", "arn:{partition}:iam::{account}:role/instantstart/{cluster}-eks-cluster", &[("iam:PermissionsBoundary", "{boundary}"), ("iam:PolicyARN", "arn:{partition}:iam::aws:policy/AmazonEKSClusterPolicy")]),
+    call("PassOwnRolesToTheirServices", "iam:PassRole", "arn:{partition}:iam::{account}:role/instantstart/{cluster}-eks-cluster", &[("iam:PassedToService", "eks.amazonaws.com")]),
     call("OidcProviders", "iam:CreateOpenIDConnectProvider", "arn:{partition}:iam::{account}:oidc-provider/oidc.eks.{region}.amazonaws.com/id/PROBE", &[]),
     call("OidcProviders", "iam:TagOpenIDConnectProvider", "arn:{partition}:iam::{account}:oidc-provider/oidc.eks.{region}.amazonaws.com/id/PROBE", &[]),
     call("CreateNoOtherBucket", "s3:CreateBucket", "{shared_bucket_arn}", &[]),
@@ -230,7 +230,7 @@ mod tests {
         let p = s.probe(create_role);
         assert_eq!(
             p.resource,
-            "arn:aws:iam::123456789012:role/probe-eks-cluster"
+            "arn:aws:iam::123456789012:role/instantstart/probe-eks-cluster"
         );
         assert!(p
             .context

@@ -499,7 +499,7 @@ async fn identity_buckets_and_missing_operations_are_reported_as_aws_says() {
     aws.create_role(
         "x-exec",
         &json!({"Version": "2012-10-17", "Statement": [sagemaker.clone()]}),
-        &Default::default(),
+        &[("instantstart:cluster".to_string(), "x".to_string())].into(),
     )
     .await
     .unwrap();
@@ -507,6 +507,27 @@ async fn identity_buckets_and_missing_operations_are_reported_as_aws_says() {
     aws.add_trust_statement("x-exec", &pods).await.unwrap();
     let role = aws.get_role("x-exec").await.unwrap().unwrap();
     assert_eq!(role.trust_policy["Statement"], json!([sagemaker, pods]));
+    // Made under the product's path; a role an administrator made by the same kind of name
+    // sits at the root, untagged, and is read as such.
+    assert_eq!(role.path, instantstart::cloud::ROLE_PATH);
+    assert_eq!(role.tags["instantstart:cluster"], "x");
+    assert!(
+        role.arn.ends_with(":role/instantstart/x-exec"),
+        "{}",
+        role.arn
+    );
+    aws.iam
+        .create_role()
+        .role_name("x-eks-cluster")
+        .assume_role_policy_document(
+            json!({"Version": "2012-10-17", "Statement": [sagemaker]}).to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let theirs = aws.get_role("x-eks-cluster").await.unwrap().unwrap();
+    assert_eq!(theirs.path, "/");
+    assert!(theirs.tags.is_empty());
     // moto does not implement pod identity associations: the answer has no AWS error code, and
     // is not retried.
     let err = aws

@@ -114,6 +114,39 @@ async fn a_bucket_of_another_account_is_never_adopted() {
     }
 }
 
+/// A role name is not enough: a customer's role that happens to be named like the one a stage
+/// makes (at the root path, without the product's tag) is never adopted, changed or passed.
+#[tokio::test]
+async fn a_role_that_only_shares_the_name_is_never_adopted() {
+    let app = spawn_app_with(Opts {
+        faults: Some("foreign-role=demo-eks-cluster"),
+        ..Default::default()
+    })
+    .await;
+    let mut body = pipeline_body();
+    body["storage"] = serde_json::json!(false);
+    let id = app.start("/api/pipelines", &body).await;
+    let op = app.wait_terminal(&id).await;
+    assert_eq!(op["state"], "failed", "{op}");
+    let failed = app.json("/api/operations?cluster=demo&state=failed").await;
+    let stage = failed
+        .as_array()
+        .and_then(|os| os.iter().find(|o| o["error"]["code"] == "role-not-ours"))
+        .unwrap_or_else(|| panic!("no stage failed with role-not-ours: {failed}"));
+    assert!(
+        stage["error"].to_string().contains("demo-eks-cluster"),
+        "{stage}"
+    );
+    let calls = app.calls().await;
+    for api in [
+        "iam:AttachRolePolicy",
+        "iam:UpdateAssumeRolePolicy",
+        "eks:CreateCluster",
+    ] {
+        assert_eq!(accepted_count(&calls, api), 0, "{api}: {calls}");
+    }
+}
+
 #[tokio::test]
 async fn a_shared_bucket_hyperpod_would_refuse_is_refused_at_startup() {
     let dir = tempfile::tempdir().unwrap();

@@ -580,8 +580,16 @@ fn the_control_plane_may_make_every_role_the_product_makes() {
             .filter_map(|r| r.split_once(":role/").map(|(_, p)| p.to_string()))
             .collect()
     };
-    let mut roles = cluster_role_names("demo");
-    roles.push(instantstart::service::steps::mlflow::APP_ROLE.to_string());
+    // Every role is made under the product's IAM path, and named by it in the policy.
+    let path = instantstart::cloud::ROLE_PATH.trim_start_matches('/');
+    let mut roles: Vec<String> = cluster_role_names("demo")
+        .into_iter()
+        .map(|r| format!("{path}{r}"))
+        .collect();
+    roles.push(format!(
+        "{path}{}",
+        instantstart::service::steps::mlflow::APP_ROLE
+    ));
     assert!(roles.len() >= 12, "{roles:?}");
     for sid in [
         "CreateOwnRolesWithinTheBoundary",
@@ -597,7 +605,10 @@ fn the_control_plane_may_make_every_role_the_product_makes() {
         assert!(missing.is_empty(), "{sid} names no pattern for {missing:?}");
     }
     let passed = patterns("PassOwnRolesToTheirServices");
-    let keda = instantstart::service::steps::keda::keda_role_name("demo");
+    let keda = format!(
+        "{path}{}",
+        instantstart::service::steps::keda::keda_role_name("demo")
+    );
     assert!(
         passed.iter().any(|p| glob(p, &keda, false)),
         "{keda} is bound by pod identity, which needs iam:PassRole"

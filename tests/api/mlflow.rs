@@ -249,7 +249,7 @@ async fn mlflow_is_set_up_on_aws_and_runs_are_read_from_a_real_tracking_server()
     assert!(create["RoleArn"]
         .as_str()
         .unwrap()
-        .ends_with(":role/instantstart-mlflow"));
+        .ends_with(":role/instantstart/instantstart-mlflow"));
     // The training identity: a service account bound to a role that may call only this app.
     let sa = p
         .emu
@@ -260,7 +260,10 @@ async fn mlflow_is_set_up_on_aws_and_runs_are_read_from_a_real_tracking_server()
         .as_str()
         .unwrap()
         .to_string();
-    assert!(role.ends_with(":role/demo-mlflow-tracking"), "{role}");
+    assert!(
+        role.ends_with(":role/instantstart/demo-mlflow-tracking"),
+        "{role}"
+    );
 
     let view = get(&client, format!("{base}/api/mlflow")).await;
     assert_eq!(view["state"], "Created", "{view}");

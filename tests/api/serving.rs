@@ -650,7 +650,7 @@ async fn scaling_on_amp_gives_keda_an_identity_that_may_query_only_the_named_wor
         out["roleArn"]
             .as_str()
             .unwrap()
-            .ends_with(":role/demo-keda"),
+            .ends_with(":role/instantstart/demo-keda"),
         "{out}"
     );
     let chat = deployment(&app, "chat").await.unwrap();

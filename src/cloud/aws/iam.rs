@@ -50,6 +50,12 @@ impl Iam for Aws {
                     .assume_role_policy_document()
                     .map(decode_policy)
                     .unwrap_or(Value::Null),
+                path: r.path().to_string(),
+                tags: r
+                    .tags()
+                    .iter()
+                    .map(|t| (t.key().to_string(), t.value().to_string()))
+                    .collect(),
             })),
             Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(e),
@@ -68,6 +74,7 @@ impl Iam for Aws {
             self.iam
                 .create_role()
                 .role_name(name)
+                .path(ROLE_PATH)
                 .assume_role_policy_document(trust_policy.to_string())
                 .set_permissions_boundary(self.permissions_boundary.clone())
                 .set_tags(Some(iam_tags(tags)?))
@@ -79,6 +86,8 @@ impl Iam for Aws {
             name: name.to_string(),
             arn: role.map(|r| r.arn().to_string()).unwrap_or_default(),
             trust_policy: trust_policy.clone(),
+            path: ROLE_PATH.to_string(),
+            tags: tags.clone(),
         })
     }
 

@@ -20,7 +20,16 @@ pub struct Role {
     pub arn: String,
     /// The trust policy document (JSON).
     pub trust_policy: Value,
+    /// Its IAM path (`/` unless made under one): the product's roles are under [`ROLE_PATH`].
+    pub path: String,
+    /// Its tags (the product's roles carry `instantstart:cluster`).
+    pub tags: Tags,
 }
+
+/// The IAM path every role the product makes is created under. The control plane's own
+/// permissions name roles by this path, so a customer's role that merely shares a name suffix
+/// (`*-inference`) is out of its reach.
+pub const ROLE_PATH: &str = "/instantstart/";
 
 #[async_trait]
 pub trait Iam: Send + Sync {

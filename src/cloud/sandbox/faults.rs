@@ -1,6 +1,7 @@
 //! Fault injection for the sandbox: `eks:CreateCluster=1,sagemaker:CreateCluster=2,throttle=0.2`,
 //! actions the server's own role is denied: `deny=eks:CreateAddon`, and bucket names another
-//! account holds: `foreign-bucket=sagemaker-instantstart-demo-000000000000`.
+//! account holds: `foreign-bucket=sagemaker-instantstart-demo-000000000000`, and role names a
+//! customer's own role already has: `foreign-role=demo-eks-cluster`.
 
 use std::collections::BTreeMap;
 
@@ -21,6 +22,9 @@ pub struct Faults {
     /// Bucket names another account holds (`foreign-bucket=<name>`, repeatable): S3 answers
     /// the expected-owner check with 403 and refuses to create one (`BucketAlreadyExists`).
     foreign_buckets: std::collections::BTreeSet<String>,
+    /// Role names a role of the customer's already has (`foreign-role=<name>`, repeatable): at
+    /// the root path, without the product's tag, as an administrator made it.
+    foreign_roles: std::collections::BTreeSet<String>,
 }
 
 impl Faults {
@@ -40,6 +44,11 @@ impl Faults {
                     ));
                 }
                 faults.denied.insert(value.to_string());
+            } else if key == "foreign-role" {
+                if value.is_empty() || value.len() > 64 {
+                    return Err(format!("`{item}`: foreign-role takes a role name"));
+                }
+                faults.foreign_roles.insert(value.to_string());
             } else if key == "foreign-bucket" {
                 let valid = (3..=63).contains(&value.len())
                     && value.bytes().all(|b| {
@@ -78,6 +87,11 @@ impl Faults {
     /// The actions the server's own role is denied.
     pub fn denied(&self) -> &std::collections::BTreeSet<String> {
         &self.denied
+    }
+
+    /// Whether a customer's role has the name.
+    pub fn foreign_role(&self, name: &str) -> bool {
+        self.foreign_roles.contains(name)
     }
 
     /// Whether another account holds the bucket name.

@@ -19,14 +19,33 @@ impl Iam for Sandbox {
 
     async fn get_role(&self, name: &str) -> CloudResult<Option<Role>> {
         self.gate("iam:GetRole", false).await?;
+        let foreign = self
+            .faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .foreign_role(name);
+        if foreign {
+            return Ok(Some(Role {
+                name: name.to_string(),
+                arn: format!("arn:aws:iam::{ACCOUNT}:role/{name}"),
+                trust_policy: json!({"Version": "2012-10-17", "Statement": []}),
+                path: "/".into(),
+                tags: Tags::new(),
+            }));
+        }
         Ok(self
             .by_name("iam-role", name)
             .await?
             .filter(|r| r.deleted_ms.is_none())
-            .map(|r| Role {
-                name: name.to_string(),
-                arn: format!("arn:aws:iam::{ACCOUNT}:role/{name}"),
-                trust_policy: r.data["trust"].clone(),
+            .map(|r| {
+                let path = r.data["path"].as_str().unwrap_or("/").to_string();
+                Role {
+                    name: name.to_string(),
+                    arn: format!("arn:aws:iam::{ACCOUNT}:role{path}{name}"),
+                    trust_policy: r.data["trust"].clone(),
+                    tags: serde_json::from_value(r.data["tags"].clone()).unwrap_or_default(),
+                    path,
+                }
             }))
     }
 
@@ -38,16 +57,32 @@ impl Iam for Sandbox {
     ) -> CloudResult<Role> {
         let api = "iam:CreateRole";
         self.gate(api, true).await?;
+        // Role names are unique in the account, whatever their path.
+        let taken = self
+            .faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .foreign_role(name);
+        if taken {
+            return Err(CloudError::new(
+                "iam",
+                "CreateRole",
+                "EntityAlreadyExists",
+                format!("Role with name {name} already exists."),
+            ));
+        }
         // Every role carries the stack's boundary, as the control plane's roles do when the
         // stack deployed it (`--permissions-boundary`).
         let data = json!({"trust": trust_policy, "tags": tags, "inline": {}, "attached": [],
-                          "boundary": super::rules::stack_boundary()});
+                          "boundary": super::rules::stack_boundary(), "path": ROLE_PATH});
         self.create(api, "iam-role", &new_id("AROA"), Some(name), &data)
             .await?;
         Ok(Role {
             name: name.to_string(),
-            arn: format!("arn:aws:iam::{ACCOUNT}:role/{name}"),
+            arn: format!("arn:aws:iam::{ACCOUNT}:role{ROLE_PATH}{name}"),
             trust_policy: trust_policy.clone(),
+            path: ROLE_PATH.to_string(),
+            tags: tags.clone(),
         })
     }
 

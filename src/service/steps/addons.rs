@@ -39,6 +39,7 @@ impl IrsaRole<'_> {
     pub async fn ensure(&self, cx: &StepCx<'_>, policy: &serde_json::Value) -> StepResult<String> {
         ensure_role(
             cx,
+            RoleScope::Cluster,
             &self.name,
             self.tag_role,
             self.policy_name,
@@ -109,10 +110,18 @@ pub async fn irsa_trust(
             format!("{host}:aud"): "sts.amazonaws.com"}}}]}))
 }
 
+/// Whose a role is: the cluster's own, or the account's (made once by any cluster, for all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoleScope {
+    Cluster,
+    Account,
+}
+
 /// A role with one inline policy: created with the trust `trust` builds (only when the role is
 /// missing), its policy put either way. Returns the role's ARN.
 pub async fn ensure_role<F, Fut>(
     cx: &StepCx<'_>,
+    scope: RoleScope,
     name: &str,
     tag_role: &str,
     policy_name: &str,
@@ -123,13 +132,15 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = StepResult<serde_json::Value>>,
 {
-    let arn = match cx.cloud.iam.get_role(name).await? {
+    let owner = (scope == RoleScope::Cluster).then_some(cx.op.cluster.as_str());
+    let arn = match super::ownership::find_role(cx, name, owner)
+        .await?
+        .adopt()?
+    {
         Some(role) => role.arn,
         None => {
             let trust = trust().await?;
-            cx.cloud
-                .iam
-                .create_role(name, &trust, &net_tags(cx, tag_role))
+            super::ownership::create_role(cx, name, &trust, &net_tags(cx, tag_role), owner)
                 .await?
                 .arn
         }

@@ -191,7 +191,7 @@ impl Step for ExecutionRoleStep {
     }
     async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
         let name = execution_role_name(&cx.op.cluster);
-        let Some(role) = cx.cloud.iam.get_role(&name).await? else {
+        let Some(role) = super::ownership::own_role(cx, &name).await? else {
             return Ok(None);
         };
         Self::ensure_policies(cx, &name).await?;
@@ -202,11 +202,9 @@ impl Step for ExecutionRoleStep {
         let trust = json!({"Version": "2012-10-17", "Statement": [{
             "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"},
             "Action": "sts:AssumeRole"}]});
-        let role = cx
-            .cloud
-            .iam
-            .create_role(&name, &trust, &net_tags(cx, "hyperpod-exec"))
-            .await?;
+        let tags = net_tags(cx, "hyperpod-exec");
+        let role =
+            super::ownership::create_role(cx, &name, &trust, &tags, Some(&cx.op.cluster)).await?;
         Self::ensure_policies(cx, &name).await?;
         Ok(json!({"executionRoleArn": role.arn}))
     }

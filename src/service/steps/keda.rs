@@ -92,7 +92,7 @@ impl Reconcile for KedaIdentityStep {
         let partition = caller.arn.split(':').nth(1).unwrap_or("aws").to_string();
         let name = keda_role_name(&cx.op.cluster);
         // Workspaces already granted stay granted: other deployments may query them.
-        let mut arns: BTreeSet<String> = match cx.cloud.iam.get_role(&name).await? {
+        let mut arns: BTreeSet<String> = match super::ownership::own_role(cx, &name).await? {
             Some(_) => cx
                 .cloud
                 .iam
@@ -115,6 +115,7 @@ impl Reconcile for KedaIdentityStep {
         );
         let role = super::addons::ensure_role(
             cx,
+            super::addons::RoleScope::Cluster,
             &name,
             "keda-role",
             KEDA_POLICY,

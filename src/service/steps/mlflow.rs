@@ -95,8 +95,10 @@ impl Reconcile for MlflowRoleStep {
         let place = crate::service::bucket::recorded_place(cx)?;
         let trust = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
             "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}]});
+        // The account's MLflow role serves every cluster: any cluster of the product may own it.
         let arn = ensure_role(
             cx,
+            crate::service::steps::addons::RoleScope::Account,
             APP_ROLE,
             "mlflow-role",
             "instantstart-mlflow-artifacts",
@@ -133,7 +135,10 @@ impl Step for MlflowAppStep {
             return Ok(found);
         }
         let place = crate::service::bucket::recorded_place(cx)?;
-        let Some(role) = cx.cloud.iam.get_role(APP_ROLE).await? else {
+        let Some(role) = super::ownership::find_role(cx, APP_ROLE, None)
+            .await?
+            .adopt()?
+        else {
             return Err(StepError::fatal(
                 "missing-prerequisite",
                 "the MLflow role is missing",
@@ -197,7 +202,10 @@ impl Reconcile for TrackingAccessStep {
         let arn = role.ensure(cx, &policy).await?;
         // Jobs with managed tiered checkpointing run as its service account: it may report too.
         let checkpoints = checkpoint_role_name(&cx.op.cluster);
-        if cx.cloud.iam.get_role(&checkpoints).await?.is_some() {
+        if super::ownership::own_role(cx, &checkpoints)
+            .await?
+            .is_some()
+        {
             crate::cloud::ensure_role_policy(
                 cx.cloud.iam.as_ref(),
                 &checkpoints,

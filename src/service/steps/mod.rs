@@ -52,6 +52,7 @@ pub mod keda;
 pub mod mlflow;
 pub mod network;
 pub mod nodes;
+pub mod ownership;
 pub mod pools;
 pub mod roles;
 pub mod s3_access;

@@ -361,7 +361,7 @@ impl Step for EksRoleStep {
     }
     async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
         let name = eks_role_name(&cx.op.cluster);
-        let Some(role) = cx.cloud.iam.get_role(&name).await? else {
+        let Some(role) = super::ownership::own_role(cx, &name).await? else {
             return Ok(None);
         };
         // The attachment may be what an interrupted attempt did not reach; it is idempotent.
@@ -376,11 +376,9 @@ impl Step for EksRoleStep {
         let trust = json!({"Version": "2012-10-17", "Statement": [{
             "Effect": "Allow", "Principal": {"Service": "eks.amazonaws.com"},
             "Action": ["sts:AssumeRole", "sts:TagSession"]}]});
-        let role = cx
-            .cloud
-            .iam
-            .create_role(&name, &trust, &net_tags(cx, "eks-role"))
-            .await?;
+        let tags = net_tags(cx, "eks-role");
+        let role =
+            super::ownership::create_role(cx, &name, &trust, &tags, Some(&cx.op.cluster)).await?;
         cx.cloud
             .iam
             .attach_role_policy(&name, &eks_cluster_policy(cx))

@@ -114,7 +114,8 @@ impl S3CsiRoleStep {
         adding: Option<&str>,
     ) -> StepResult<serde_json::Value> {
         let name = s3_csi_role_name(&cx.op.cluster);
-        if cx.cloud.iam.get_role(&name).await?.is_none() {
+        let found = super::ownership::find_role(cx, &name, Some(&cx.op.cluster)).await?;
+        if !matches!(found, super::ownership::Found::Ours(_)) {
             return Ok(json!({"changed": false,
                 "note": format!("no role {name}: the S3 CSI driver's own role must allow the claimed bucket")}));
         }

@@ -142,7 +142,7 @@ impl Step for DeleteRolesStep {
         // MLflow App and its role stay: other clusters may report to it.
         let roles = super::roles::cluster_role_names(c);
         for role in roles {
-            cx.cloud.iam.delete_role(&role).await?;
+            super::ownership::delete_own_role(cx, &role).await?;
         }
         Ok(json!({}))
     }

@@ -399,7 +399,26 @@ fn the_control_plane_may_make_and_manage_every_role_only_within_the_boundary() {
     );
     let may = |r: Request| policy::decide(&cp, &r) == Decision::Allow;
     for role in roles(&places()[0]) {
-        let arn = format!("arn:aws:iam::{ACCOUNT}:role/{}", role.name);
+        let arn = format!(
+            "arn:aws:iam::{ACCOUNT}:role{}{}",
+            instantstart::cloud::ROLE_PATH,
+            role.name
+        );
+        // The same name outside the product's path (a customer's role that shares the suffix)
+        // is out of reach: its trust cannot be rewritten, nor the role passed, tagged or deleted.
+        let theirs = format!("arn:aws:iam::{ACCOUNT}:role/{}", role.name);
+        for action in [
+            "iam:UpdateAssumeRolePolicy",
+            "iam:DeleteRole",
+            "iam:PassRole",
+            "iam:DeleteRolePolicy",
+        ] {
+            assert!(!may(req(action, &theirs)), "{action} on {theirs}");
+        }
+        assert!(
+            !may(req("iam:TagRole", &theirs).with("aws:RequestTag/instantstart:cluster", "demo")),
+            "TagRole on {theirs}"
+        );
         let create =
             req("iam:CreateRole", &arn).with("aws:RequestTag/instantstart:cluster", "demo");
         assert!(

@@ -95,7 +95,7 @@ pub(super) async fn addon_inputs(cx: &StepCx<'_>, f: &Feature) -> StepResult<Add
     let mut roles = std::collections::BTreeMap::new();
     for own in f.own_roles {
         let name = own.name(&cx.op.cluster);
-        let Some(r) = cx.cloud.iam.get_role(&name).await? else {
+        let Some(r) = crate::service::steps::ownership::own_role(cx, &name).await? else {
             return Err(StepError::fatal(
                 "missing-prerequisite",
                 format!("the role {name} is missing"),
@@ -120,7 +120,7 @@ async fn identity_role(cx: &StepCx<'_>, f: &Feature) -> StepResult<String> {
         Some(own) => own.name(&cx.op.cluster),
         None => execution_role_name(&cx.op.cluster),
     };
-    let Some(r) = cx.cloud.iam.get_role(&role).await? else {
+    let Some(r) = crate::service::steps::ownership::own_role(cx, &role).await? else {
         return Err(StepError::fatal(
             "missing-prerequisite",
             format!("the role {role} does not exist: create the HyperPod cluster (or enable the feature) first"),
@@ -265,19 +265,20 @@ impl OwnRoleStep {
     ) -> StepResult<String> {
         let name = own.name(&cx.op.cluster);
         let workspace_arn = super::observability::workspace_of(cx).await?.map(|w| w.arn);
-        let arn = match cx.cloud.iam.get_role(&name).await? {
+        let arn = match crate::service::steps::ownership::own_role(cx, &name).await? {
             Some(role) => role.arn,
             None => {
                 let trust = Self::trust(cx, &own.trust).await?;
-                cx.cloud
-                    .iam
-                    .create_role(
-                        &name,
-                        &trust,
-                        &crate::service::steps::net_tags(cx, own.suffix),
-                    )
-                    .await?
-                    .arn
+                let tags = crate::service::steps::net_tags(cx, own.suffix);
+                crate::service::steps::ownership::create_role(
+                    cx,
+                    &name,
+                    &trust,
+                    &tags,
+                    Some(&cx.op.cluster),
+                )
+                .await?
+                .arn
             }
         };
         if let Some(policy) = own.policy {
@@ -316,8 +317,7 @@ impl Reconcile for OwnRoleStep {
             let mut removed = 0;
             for own in f.own_roles {
                 let name = own.name(&cx.op.cluster);
-                if cx.cloud.iam.get_role(&name).await?.is_some() {
-                    cx.cloud.iam.delete_role(&name).await?;
+                if crate::service::steps::ownership::delete_own_role(cx, &name).await? {
                     removed += 1;
                 }
             }

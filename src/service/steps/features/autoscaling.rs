@@ -141,7 +141,7 @@ impl Reconcile for AutoscalingConfigStep {
         }
         let role = if p.enable {
             let name = autoscaling_role_name(&cx.op.cluster);
-            match cx.cloud.iam.get_role(&name).await? {
+            match crate::service::steps::ownership::own_role(cx, &name).await? {
                 Some(r) => Some(r.arn),
                 None => {
                     return Err(StepError::fatal(

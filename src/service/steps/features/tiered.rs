@@ -109,10 +109,7 @@ impl Reconcile for CheckpointRoleStep {
         let p: FeatureParams = cx.param()?;
         let name = checkpoint_role_name(&cx.op.cluster);
         if !p.enable {
-            let existed = cx.cloud.iam.get_role(&name).await?.is_some();
-            if existed {
-                cx.cloud.iam.delete_role(&name).await?;
-            }
+            let existed = crate::service::steps::ownership::delete_own_role(cx, &name).await?;
             return Ok(json!({"changed": existed}));
         }
         let place = crate::service::bucket::place_of(cx).await?;
@@ -145,11 +142,9 @@ impl Reconcile for CheckpointServiceAccountStep {
             cx.cloud.kube.delete(&target, &checkpoint_sa_ref()).await?;
             return Ok(json!({"deleted": true}));
         }
-        let Some(role) = cx
-            .cloud
-            .iam
-            .get_role(&checkpoint_role_name(&cx.op.cluster))
-            .await?
+        let Some(role) =
+            crate::service::steps::ownership::own_role(cx, &checkpoint_role_name(&cx.op.cluster))
+                .await?
         else {
             return Err(StepError::fatal(
                 "missing-prerequisite",
