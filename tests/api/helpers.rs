@@ -12,6 +12,8 @@ pub const PIPELINE: &str = r#"{"name": "demo", "zone": "us-west-2a", "instanceTy
 pub struct TestApp {
     pub base: String,
     pub client: Client,
+    /// The server's ports, to set up what someone else made in the account or the cluster.
+    pub cloud: instantstart::cloud::Cloud,
     /// Keeps the temp data directory alive as long as the app.
     pub _dir: tempfile::TempDir,
 }
@@ -72,10 +74,12 @@ pub async fn spawn_app_with(opts: Opts) -> TestApp {
             .expect("the shared bucket");
     }
     let base = format!("http://127.0.0.1:{}", app.port());
+    let cloud = app.state.engine.cloud().clone();
     tokio::spawn(app.run());
     TestApp {
         base,
         client: Client::new(),
+        cloud,
         _dir: dir,
     }
 }

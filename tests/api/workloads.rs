@@ -50,6 +50,52 @@ async fn a_model_downloads_into_a_claim_and_its_token_stays_in_the_cluster() {
         );
     }
 
+    // Someone else's Secret under the name a download's token would take is never
+    // overwritten: the request is refused by field, and nothing is applied.
+    let planted = format!(
+        "{}-token",
+        instantstart::service::workloads::download_job_name("Org/Planted", "main")
+    );
+    let target = instantstart::cloud::KubeTarget {
+        cluster: "demo".into(),
+        endpoint: String::new(),
+        certificate_authority: String::new(),
+    };
+    app.cloud
+        .kube
+        .apply(
+            &target,
+            &json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": planted, "namespace": "default"},
+                    "stringData": {"token": "theirs"}}),
+        )
+        .await
+        .unwrap();
+    let r = app
+        .post(
+            "/api/clusters/demo/models",
+            &json!({"modelId": "Org/Planted", "hfToken": "hf_SecretTokenValue123"}),
+        )
+        .await;
+    let p = problem(r, StatusCode::CONFLICT).await;
+    assert_eq!(p["type"], "urn:instantstart:problem:secret-exists", "{p}");
+    let kept = app
+        .cloud
+        .kube
+        .get(
+            &target,
+            &instantstart::cloud::ObjectRef {
+                api_version: "v1".into(),
+                kind: "Secret".into(),
+                namespace: Some("default".into()),
+                name: planted.clone(),
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(kept["stringData"]["token"], "theirs", "{kept}");
+
     let token = "hf_SecretTokenValue123";
     let op = started(
         &app,

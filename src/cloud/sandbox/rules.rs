@@ -22,6 +22,7 @@ pub fn stack_boundary() -> Value {
             let bucket = "arn:aws:s3:::sagemaker-instantstart-*";
             template_boundary(&[
                 ("AWS::Partition", "aws"),
+                ("AWS::URLSuffix", "amazonaws.com"),
                 ("AWS::Region", super::REGION),
                 ("AWS::AccountId", super::ACCOUNT),
                 ("SharedBucket.Arn", bucket),
@@ -44,6 +45,7 @@ pub fn instance_policy() -> Value {
                 "/Resources/InstanceRole/Properties/Policies/0/PolicyDocument",
                 &[
                     ("AWS::Partition", "aws"),
+                    ("AWS::URLSuffix", "amazonaws.com"),
                     ("AWS::Region", super::REGION),
                     ("AWS::AccountId", super::ACCOUNT),
                     ("SharedBucket.Arn", "arn:aws:s3:::sagemaker-instantstart-*"),

@@ -115,15 +115,29 @@ pub(super) async fn put_token_secret(
             json!("hf_…, from huggingface.co/settings/tokens"),
         ));
     }
+    // A Secret of that name that is not this workload's (someone else's credentials) is never
+    // overwritten: the request is refused, and nothing is applied.
+    let kube = &engine.cloud().kube;
+    let existing = kube
+        .get(target, &obj_in(namespace, "v1", "Secret", secret))
+        .await
+        .map_err(cloud_err)?;
+    if let Some(found) = existing {
+        let labels = &found["metadata"]["labels"];
+        let ours = labels[MANAGED_BY.0] == MANAGED_BY.1 && labels[WORKLOAD_LABEL] == workload;
+        if !ours {
+            return Err(ApiError::Conflict {
+                slug: "secret-exists",
+                detail: format!("a Secret `{namespace}/{secret}` exists and is not this workload's: it is never overwritten. Delete or rename it, or give the workload another name"),
+                field: Some("hfToken".into()),
+                operation_id: None,
+            });
+        }
+    }
     let manifest = json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
         "metadata": {"name": secret, "namespace": namespace, "labels": labels(workload, &[])},
         "stringData": {"token": token}});
-    engine
-        .cloud()
-        .kube
-        .apply(target, &manifest)
-        .await
-        .map_err(cloud_err)
+    kube.apply(target, &manifest).await.map_err(cloud_err)
 }
 
 #[cfg(test)]

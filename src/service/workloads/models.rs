@@ -14,6 +14,11 @@ use crate::service::workloads::{
     DOWNLOAD_IMAGE, DOWNLOAD_SCRIPT, MODEL_LABEL, WORKLOAD_LABEL, WORKLOAD_NAMESPACE,
 };
 
+/// The name of the Job that downloads `model` at `rev` (its token Secret is `<name>-token`).
+pub fn download_job_name(model: &str, rev: &str) -> String {
+    slug("hf-download", &format!("{model}@{rev}"), 63)
+}
+
 /// `POST /api/clusters/{name}/models`: download a Hugging Face model into a storage claim.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -109,7 +114,7 @@ pub async fn model_params(
             json!(claims.iter().filter(|c| c.namespace == WORKLOAD_NAMESPACE).map(|c| &c.claim_name).collect::<Vec<_>>()),
         ));
     }
-    let job = slug("hf-download", &format!("{}@{rev}", req.model_id), 63);
+    let job = download_job_name(&req.model_id, rev);
     let target = kube_target(engine, name).await?;
     let job_ref = obj("batch/v1", "Job", &job);
     if let Some(existing) = engine

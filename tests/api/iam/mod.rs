@@ -48,6 +48,7 @@ fn places() -> [BucketPlace; 2] {
 
 const VALUES: &[(&str, &str)] = &[
     ("AWS::Partition", "aws"),
+    ("AWS::URLSuffix", "amazonaws.com"),
     ("AWS::Region", "us-west-2"),
     ("AWS::AccountId", ACCOUNT),
     (
@@ -466,6 +467,19 @@ fn the_control_plane_may_make_and_manage_every_role_only_within_the_boundary() {
         .clone()
         .with("aws:RequestTag/instantstart:cluster", "demo")));
     assert!(!may(create_eks), "an EKS cluster without the cluster tag");
+    // OIDC providers: an EKS issuer of the region, never another identity provider.
+    let eks_issuer =
+        "arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-west-2.amazonaws.com/id/ABC123";
+    assert!(may(req("iam:CreateOpenIDConnectProvider", eks_issuer)));
+    for other in [
+        "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com",
+        "arn:aws:iam::123456789012:oidc-provider/oidc.eks.eu-west-1.amazonaws.com/id/ABC123",
+    ] {
+        assert!(
+            !may(req("iam:CreateOpenIDConnectProvider", other)),
+            "{other}"
+        );
+    }
     let other = "arn:aws:iam::123456789012:role/OrganizationAccountAccessRole";
     assert!(!may(
         req("iam:PutRolePolicy", other).with("iam:PermissionsBoundary", BOUNDARY_ARN)
