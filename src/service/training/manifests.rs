@@ -289,6 +289,24 @@ pub fn pytorch_job(spec: &JobSpec<'_>) -> Value {
            "metadata": metadata(spec), "spec": job_spec})
 }
 
+/// Words as one shell line in which each is a single argument: a word of only safe characters
+/// as it is, any other in single quotes (a `'` inside closed, escaped and reopened).
+pub fn shell_words<S: AsRef<str>>(words: &[S]) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_-./=:,+@%".contains(c);
+    words
+        .iter()
+        .map(|w| {
+            let w = w.as_ref();
+            if !w.is_empty() && w.chars().all(safe) {
+                w.to_string()
+            } else {
+                format!("'{}'", w.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// A `RayJob`: the recipe's command is the driver's entrypoint; the head runs no GPU work.
 pub fn ray_job(spec: &JobSpec<'_>) -> Value {
     let ray = |name: &str, gpus: bool| {
@@ -309,8 +327,10 @@ pub fn ray_job(spec: &JobSpec<'_>) -> Value {
     tracked(spec, &mut head_pod);
     json!({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": metadata(spec),
     "spec": {
-        // Words validated one by one (paths and numbers): no shell meaning in any of them.
-        "entrypoint": spec.command.join(" "),
+        // RayJob's entrypoint is one string that Ray runs through a shell (the CRD has no
+        // argument list): each word, validated already, is also quoted, so none can have a
+        // shell meaning whatever validation lets through.
+        "entrypoint": shell_words(&spec.command),
         "shutdownAfterJobFinishes": true,
         "ttlSecondsAfterFinished": 3600,
         "submissionMode": "K8sJobMode",
@@ -322,4 +342,21 @@ pub fn ray_job(spec: &JobSpec<'_>) -> Value {
                 "template": {"metadata": {"labels": labels(spec)}, "spec": worker_pod}}],
         },
     }})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_words;
+
+    #[test]
+    fn each_word_of_a_ray_entrypoint_stays_one_argument() {
+        assert_eq!(
+            shell_words(&["python3", "-m", "verl.trainer.main_ppo", "data.path=/s3/x"]),
+            "python3 -m verl.trainer.main_ppo data.path=/s3/x"
+        );
+        assert_eq!(
+            shell_words(&["echo", "a b", "$(id)", "it's", ""]),
+            r#"echo 'a b' '$(id)' 'it'\''s' ''"#
+        );
+    }
 }
