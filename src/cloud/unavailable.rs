@@ -157,6 +157,9 @@ impl Eks for Unavailable {
     async fn delete_cluster(&self, _name: &str) -> CloudResult<()> {
         Err(self.refuse("delete_cluster"))
     }
+    async fn tag_cluster(&self, _arn: &str, _tags: &Tags) -> CloudResult<()> {
+        Err(self.refuse("tag_cluster"))
+    }
     async fn has_access_entry(&self, _cluster: &str, _principal_arn: &str) -> CloudResult<bool> {
         Err(self.refuse("has_access_entry"))
     }
@@ -242,6 +245,9 @@ impl HyperPod for Unavailable {
     }
     async fn delete_cluster(&self, _name: &str) -> CloudResult<()> {
         Err(self.refuse("delete_cluster"))
+    }
+    async fn tag_cluster(&self, _arn: &str, _tags: &Tags) -> CloudResult<()> {
+        Err(self.refuse("tag_cluster"))
     }
 }
 

@@ -613,13 +613,16 @@ async fn the_doctor_names_every_call_the_servers_role_is_denied() {
     assert_eq!(
         denied,
         [
-            ("eks:CreateAddon", "Eks"),
+            ("eks:CreateAddon", "EksOnOwnClusters"),
             ("iam:PassRole", "PassOwnRolesToTheirServices")
         ],
         "{d}"
     );
     assert!(
-        d["denied"][0]["fix"].as_str().unwrap().contains("`Eks`"),
+        d["denied"][0]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("`EksOnOwnClusters`"),
         "{d}"
     );
     assert_eq!(d["denied"][0]["decision"], "explicitDeny");

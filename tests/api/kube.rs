@@ -959,6 +959,43 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
         run_ok(&client, &base, "/api/clusters/import", Some(body), None)
     };
     import().await;
+    // Both clusters now carry the product's cluster tag, which its policy requires before it
+    // deletes, grants access to or installs on a cluster; their other tags are left alone.
+    let described = eks.describe_cluster().name("theirs").send().await.unwrap();
+    let tags = described
+        .cluster()
+        .unwrap()
+        .tags()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        tags.get("instantstart:cluster").map(String::as_str),
+        Some("theirs"),
+        "{tags:?}"
+    );
+    assert!(!tags.contains_key("Name"), "{tags:?}");
+    let hp_arn = sagemaker
+        .describe_cluster()
+        .cluster_name("their-hp")
+        .send()
+        .await
+        .unwrap()
+        .cluster_arn()
+        .unwrap()
+        .to_string();
+    let hp_tags = sagemaker
+        .list_tags()
+        .resource_arn(&hp_arn)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        hp_tags
+            .tags()
+            .iter()
+            .any(|t| t.key() == Some("instantstart:cluster") && t.value() == Some("theirs")),
+        "{hp_tags:?}"
+    );
     // Its instance groups are read from HyperPod itself: nothing about them was recorded.
     let groups = get(
         &client,

@@ -176,6 +176,20 @@ impl Eks for Aws {
         .map(|_| ())
     }
 
+    async fn tag_cluster(&self, arn: &str, tags: &Tags) -> CloudResult<()> {
+        let tags: std::collections::HashMap<String, String> =
+            tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        idempotent(S, "TagResource", || {
+            self.eks
+                .tag_resource()
+                .resource_arn(arn)
+                .set_tags(Some(tags.clone()))
+                .send()
+        })
+        .await
+        .map(|_| ())
+    }
+
     async fn has_access_entry(&self, cluster: &str, principal_arn: &str) -> CloudResult<bool> {
         let out = absent(
             idempotent(S, "DescribeAccessEntry", || {

@@ -172,6 +172,22 @@ impl HyperPod for Aws {
         .map(|_| ())
     }
 
+    async fn tag_cluster(&self, arn: &str, tags: &Tags) -> CloudResult<()> {
+        let tags: Vec<Tag> = tags
+            .iter()
+            .map(|(k, v)| Tag::builder().key(k).value(v).build())
+            .collect();
+        idempotent(S, "AddTags", || {
+            self.sagemaker
+                .add_tags()
+                .resource_arn(arn)
+                .set_tags(Some(tags.clone()))
+                .send()
+        })
+        .await
+        .map(|_| ())
+    }
+
     async fn update_cluster(
         &self,
         name: &str,

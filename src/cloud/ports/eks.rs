@@ -105,6 +105,9 @@ pub trait Eks: Send + Sync {
     /// `None` when no cluster has that name.
     async fn describe_cluster(&self, name: &str) -> CloudResult<Option<EksCluster>>;
     async fn delete_cluster(&self, name: &str) -> CloudResult<()>;
+    /// Tags the cluster `arn` (an imported cluster gets the product's cluster tag, which the
+    /// control plane's policy requires before it deletes, grants access to or installs on it).
+    async fn tag_cluster(&self, arn: &str, tags: &Tags) -> CloudResult<()>;
     /// Whether `principal_arn` has an access entry on the cluster.
     async fn has_access_entry(&self, cluster: &str, principal_arn: &str) -> CloudResult<bool>;
     /// Creates an access entry and associates `policy_arn` with cluster scope.

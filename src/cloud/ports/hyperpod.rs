@@ -221,6 +221,8 @@ pub trait HyperPod: Send + Sync {
         next_token: Option<String>,
     ) -> CloudResult<NodePage>;
     async fn delete_cluster(&self, name: &str) -> CloudResult<()>;
+    /// Tags the cluster `arn` (`AddTags`; an imported cluster gets the product's cluster tag).
+    async fn tag_cluster(&self, arn: &str, tags: &Tags) -> CloudResult<()>;
     /// Replaces the cluster's instance groups. Every group must be sent, in the accepted shape:
     /// a group left out of the request is not kept as it was.
     /// `continuous` also sets `NodeProvisioningMode` `Continuous` (needed once a group is Spot).

@@ -73,9 +73,33 @@ impl Eks for Sandbox {
         }))
     }
 
+    async fn tag_cluster(&self, arn: &str, tags: &Tags) -> CloudResult<()> {
+        let api = "eks:TagResource";
+        self.gate(api, true).await?;
+        let name = arn.rsplit('/').next().unwrap_or_default();
+        let Some(r) = self
+            .by_name("eks-cluster", name)
+            .await?
+            .filter(|r| r.deleted_ms.is_none())
+        else {
+            return Err(not_found(
+                "eks",
+                "TagResource",
+                "ResourceNotFoundException",
+                arn,
+            ));
+        };
+        let mut data = r.data.clone();
+        for (k, v) in tags {
+            data["tags"][k] = json!(v);
+        }
+        self.update(api, "eks-cluster", &r.id, &data).await
+    }
+
     async fn delete_cluster(&self, name: &str) -> CloudResult<()> {
         let api = "eks:DeleteCluster";
         self.gate(api, true).await?;
+        self.own_eks(name, api).await?;
         match self.by_name("eks-cluster", name).await? {
             Some(r) if r.deleted_ms.is_none() => {
                 // Like EKS, deleting a cluster takes its add-ons and access entries with it.
@@ -120,6 +144,7 @@ impl Eks for Sandbox {
         let api = "eks:CreateAccessEntry";
         self.gate(api, true).await?;
         self.active_cluster(cluster, "CreateAccessEntry").await?;
+        self.own_eks(cluster, api).await?;
         let data = json!({"cluster": cluster, "principalArn": principal_arn,
                           "policies": [{"policyArn": policy_arn, "accessScope": {"type": "cluster"}}]});
         let key = format!("{cluster}/{principal_arn}");
@@ -131,6 +156,7 @@ impl Eks for Sandbox {
         let api = "eks:CreateAddon";
         self.gate(api, true).await?;
         self.active_cluster(&req.cluster, "CreateAddon").await?;
+        self.own_eks(&req.cluster, api).await?;
         self.check_addon_identities("CreateAddon", req).await?;
         let mut data = serde_json::to_value(req).unwrap_or_default();
         data[PODS_SINCE] = json!(super::now_ms());
@@ -256,6 +282,7 @@ impl Eks for Sandbox {
         self.gate(api, true).await?;
         self.active_cluster(cluster, "CreatePodIdentityAssociation")
             .await?;
+        self.own_eks(cluster, api).await?;
         let key = format!("{cluster}/{namespace}/{service_account}");
         let id = new_id("a");
         let data = json!({"cluster": cluster, "namespace": namespace, "serviceAccount": service_account, "roleArn": role_arn});
@@ -345,6 +372,21 @@ impl Sandbox {
         Ok(())
     }
 
+    /// The control plane's policy (the template's `EksOnOwnClusters`) allows deleting a
+    /// cluster, granting access to it and installing on it only with the product's cluster
+    /// tag: an untagged cluster is refused as IAM refuses it. A missing one is left to the call.
+    pub(super) async fn own_eks(&self, cluster: &str, api: &str) -> CloudResult<()> {
+        let tagged = self
+            .by_name("eks-cluster", cluster)
+            .await?
+            .filter(|r| r.deleted_ms.is_none())
+            .is_none_or(|r| r.data["tags"].get(CLUSTER_TAG).is_some());
+        match tagged {
+            true => Ok(()),
+            false => Err(untagged(api, &eks_arn(cluster))),
+        }
+    }
+
     pub(super) async fn active_cluster(&self, cluster: &str, op: &str) -> CloudResult<EksCluster> {
         match Eks::describe_cluster(self, cluster).await? {
             Some(c) if c.status == EksStatus::Active => Ok(c),
@@ -357,4 +399,15 @@ impl Sandbox {
             None => Err(not_found("eks", op, "ResourceNotFoundException", cluster)),
         }
     }
+}
+
+/// IAM's refusal of an action the policy grants only on resources with the cluster tag.
+pub(super) fn untagged(api: &str, arn: &str) -> CloudError {
+    let (service, op) = api.split_once(':').unwrap_or((api, ""));
+    CloudError::new(
+        service,
+        op,
+        "AccessDeniedException",
+        format!("User: arn:aws:sts::{ACCOUNT}:assumed-role/instantstart/sandbox is not authorized to perform: {api} on resource: {arn} because no identity-based policy allows the {api} action (the resource has no {CLUSTER_TAG} tag)"),
+    )
 }

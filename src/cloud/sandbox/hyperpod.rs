@@ -229,11 +229,32 @@ impl HyperPod for Sandbox {
         })
     }
 
+    async fn tag_cluster(&self, arn: &str, tags: &Tags) -> CloudResult<()> {
+        let api = "sagemaker:AddTags";
+        self.gate(api, true).await?;
+        let Some(r) = self
+            .list("hyperpod-cluster")
+            .await?
+            .into_iter()
+            .find(|r| r.deleted_ms.is_none() && hyperpod_arn(&r.id) == arn)
+        else {
+            return Err(not_found("sagemaker", "AddTags", "ResourceNotFound", arn));
+        };
+        let mut data = r.data.clone();
+        for (k, v) in tags {
+            data["tags"][k] = json!(v);
+        }
+        self.update(api, "hyperpod-cluster", &r.id, &data).await
+    }
+
     async fn delete_cluster(&self, name: &str) -> CloudResult<()> {
         let api = "sagemaker:DeleteCluster";
         self.gate(api, true).await?;
         match self.by_name("hyperpod-cluster", name).await? {
-            Some(r) if r.deleted_ms.is_none() => self.remove(api, "hyperpod-cluster", &r.id).await,
+            Some(r) if r.deleted_ms.is_none() => {
+                let r = self.live_hyperpod(name, "DeleteCluster").await.map(|_| r)?;
+                self.remove(api, "hyperpod-cluster", &r.id).await
+            }
             _ => Err(not_found(
                 "sagemaker",
                 "DeleteCluster",
@@ -490,9 +511,18 @@ impl HyperPod for Sandbox {
 }
 
 impl Sandbox {
+    /// The cluster a change is made to. The control plane's policy (the template's
+    /// `HyperPodOwnClusters`) allows changing, deleting or replacing nodes only on clusters with
+    /// the product's tag: an untagged one is refused as IAM refuses it.
     pub(super) async fn live_hyperpod(&self, name: &str, op: &str) -> CloudResult<Res> {
         match self.by_name("hyperpod-cluster", name).await? {
-            Some(r) if r.deleted_ms.is_none() => Ok(r),
+            Some(r) if r.deleted_ms.is_none() => {
+                if r.data["tags"].get(CLUSTER_TAG).is_none() {
+                    let arn = hyperpod_arn(&r.id);
+                    return Err(super::eks::untagged(&format!("sagemaker:{op}"), &arn));
+                }
+                Ok(r)
+            }
             _ => Err(not_found("sagemaker", op, "ResourceNotFound", name)),
         }
     }

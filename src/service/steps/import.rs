@@ -42,6 +42,12 @@ impl Step for ImportEksStep {
                 ),
             ));
         }
+        // The control plane deletes, grants access to and installs on a cluster only with its
+        // tag (its policy's condition): an imported cluster is tagged as its own are.
+        // Only that tag: the cluster's other tags (its Name among them) are its owner's.
+        let tags =
+            crate::cloud::Tags::from([(crate::cloud::CLUSTER_TAG.to_string(), name.clone())]);
+        cx.cloud.eks.tag_cluster(&eks.arn, &tags).await?;
         let mut out = json!({
             "eksClusterArn": eks.arn,
             "eksEndpoint": eks.endpoint,
@@ -78,6 +84,11 @@ impl Step for ImportHyperPodStep {
                 format!("there is no HyperPod cluster named `{name}` in this region"),
             ));
         };
+        let tags = crate::cloud::Tags::from([(
+            crate::cloud::CLUSTER_TAG.to_string(),
+            cx.op.cluster.clone(),
+        )]);
+        cx.cloud.hyperpod.tag_cluster(&hp.arn, &tags).await?;
         Ok(json!({"hyperPodClusterName": hp.name, "hyperPodClusterArn": hp.arn}))
     }
 }

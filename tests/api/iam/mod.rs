@@ -467,6 +467,28 @@ fn the_control_plane_may_make_and_manage_every_role_only_within_the_boundary() {
         .clone()
         .with("aws:RequestTag/instantstart:cluster", "demo")));
     assert!(!may(create_eks), "an EKS cluster without the cluster tag");
+    // Clusters the product did not make (no cluster tag) cannot be deleted, changed, given
+    // access entries or add-ons; with the tag (made here, or tagged at import) they can.
+    let eks = "arn:aws:eks:us-west-2:123456789012:cluster/theirs";
+    let hp = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abc123";
+    for (action, arn) in [
+        ("eks:DeleteCluster", eks),
+        ("eks:CreateAccessEntry", eks),
+        ("eks:CreateAddon", eks),
+        ("eks:CreatePodIdentityAssociation", eks),
+        ("sagemaker:DeleteCluster", hp),
+        ("sagemaker:UpdateCluster", hp),
+        ("sagemaker:UpdateClusterSoftware", hp),
+        ("sagemaker:BatchDeleteClusterNodes", hp),
+        ("sagemaker:BatchReplaceClusterNodes", hp),
+    ] {
+        assert!(!may(req(action, arn)), "{action} on an untagged {arn}");
+        assert!(
+            may(req(action, arn).with("aws:ResourceTag/instantstart:cluster", "theirs")),
+            "{action} on a tagged {arn}"
+        );
+    }
+    assert!(may(req("eks:DescribeCluster", eks)), "reads need no tag");
     // OIDC providers: an EKS issuer of the region, never another identity provider.
     let eks_issuer =
         "arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-west-2.amazonaws.com/id/ABC123";
@@ -663,6 +685,20 @@ const JUSTIFIED: &[(&str, &str, &str, &str)] = &[
         "the boundary's s3:* takes in account-level S3 actions (access points, Storage Lens) that \
          have no s3:ResourceAccount; they match none of its bucket resources, and for the bucket \
          actions the key pins the bucket to this account",
+    ),
+    (
+        "RESOURCE_MISMATCH",
+        "control-plane",
+        "eks:CreateAccessEntry",
+        "EksNewEntries grants the entry or association a create makes; the cluster it is made \
+         on is granted apart (EksOnOwnClusters), only with the cluster tag",
+    ),
+    (
+        "RESOURCE_MISMATCH",
+        "control-plane",
+        "sagemaker:CreateCluster",
+        "HyperPodPlans grants the training plan and reserved capacity a group names; the cluster \
+         itself is granted apart (HyperPod, HyperPodOwnClusters with the cluster tag)",
     ),
     (
         "RESOURCE_STAR",
