@@ -56,33 +56,37 @@ async fn a_cluster_keeps_its_objects_under_its_prefix_of_the_shared_bucket() {
     assert_eq!(keys, ["lifecycle/on_create.sh"], "{objects}");
 }
 
-#[tokio::test]
-async fn a_missing_shared_bucket_fails_the_stage_and_is_never_created() {
-    let app = spawn_app_with(Opts {
-        shared_bucket: Some(SHARED),
-        ..Default::default()
-    })
-    .await;
+/// Runs a pipeline (without storage) on a server with `opts` that must fail: the stage that
+/// failed with `code`, and the calls the sandbox accepted.
+async fn failing_pipeline(opts: Opts, code: &str) -> (Value, Value) {
+    let app = spawn_app_with(opts).await;
     let mut body = pipeline_body();
     body["storage"] = serde_json::json!(false);
     let id = app.start("/api/pipelines", &body).await;
     let op = app.wait_terminal(&id).await;
     assert_eq!(op["state"], "failed", "{op}");
-    let ops = app.json("/api/operations?cluster=demo&state=failed").await;
-    let hyperpod = ops
+    let failed = app.json("/api/operations?cluster=demo&state=failed").await;
+    let stage = failed
         .as_array()
-        .and_then(|os| os.iter().find(|o| o["kind"] == "hyperpod"))
-        .unwrap_or_else(|| panic!("no failed hyperpod stage: {ops}"));
-    assert_eq!(
-        hyperpod["error"]["code"], "shared-bucket-missing",
-        "{hyperpod}"
-    );
+        .and_then(|os| os.iter().find(|o| o["error"]["code"] == code))
+        .cloned()
+        .unwrap_or_else(|| panic!("no stage failed with {code}: {failed}"));
+    (stage, app.calls().await)
+}
+
+#[tokio::test]
+async fn a_missing_shared_bucket_fails_the_stage_and_is_never_created() {
+    let opts = Opts {
+        shared_bucket: Some(SHARED),
+        ..Default::default()
+    };
+    let (hyperpod, calls) = failing_pipeline(opts, "shared-bucket-missing").await;
+    assert_eq!(hyperpod["kind"], "hyperpod", "{hyperpod}");
     let text = hyperpod["error"].to_string();
     assert!(
-        text.contains("shared-bucket-missing") && text.contains(SHARED),
+        text.contains(SHARED),
         "the failure names the bucket: {text}"
     );
-    let calls = app.calls().await;
     assert_eq!(accepted_count(&calls, "s3:CreateBucket"), 0, "{calls}");
     assert_eq!(accepted_count(&calls, "sagemaker:CreateCluster"), 0);
 }
@@ -92,23 +96,12 @@ async fn a_missing_shared_bucket_fails_the_stage_and_is_never_created() {
 /// writes nothing there (the lifecycle scripts run as root on every node).
 #[tokio::test]
 async fn a_bucket_of_another_account_is_never_adopted() {
-    let app = spawn_app_with(Opts {
+    let opts = Opts {
         faults: Some("foreign-bucket=sagemaker-instantstart-demo-123456789012"),
         ..Default::default()
-    })
-    .await;
-    let mut body = pipeline_body();
-    body["storage"] = serde_json::json!(false);
-    let id = app.start("/api/pipelines", &body).await;
-    let op = app.wait_terminal(&id).await;
-    assert_eq!(op["state"], "failed", "{op}");
-    let ops = app.json("/api/operations?cluster=demo&state=failed").await;
-    let hyperpod = ops
-        .as_array()
-        .and_then(|os| os.iter().find(|o| o["kind"] == "hyperpod"))
-        .unwrap_or_else(|| panic!("no failed hyperpod stage: {ops}"));
-    assert_eq!(hyperpod["error"]["code"], "bucket-not-ours", "{hyperpod}");
-    let calls = app.calls().await;
+    };
+    let (hyperpod, calls) = failing_pipeline(opts, "bucket-not-ours").await;
+    assert_eq!(hyperpod["kind"], "hyperpod", "{hyperpod}");
     for api in ["s3:CreateBucket", "s3:PutObject", "sagemaker:CreateCluster"] {
         assert_eq!(accepted_count(&calls, api), 0, "{api}: {calls}");
     }
@@ -118,26 +111,15 @@ async fn a_bucket_of_another_account_is_never_adopted() {
 /// makes (at the root path, without the product's tag) is never adopted, changed or passed.
 #[tokio::test]
 async fn a_role_that_only_shares_the_name_is_never_adopted() {
-    let app = spawn_app_with(Opts {
+    let opts = Opts {
         faults: Some("foreign-role=demo-eks-cluster"),
         ..Default::default()
-    })
-    .await;
-    let mut body = pipeline_body();
-    body["storage"] = serde_json::json!(false);
-    let id = app.start("/api/pipelines", &body).await;
-    let op = app.wait_terminal(&id).await;
-    assert_eq!(op["state"], "failed", "{op}");
-    let failed = app.json("/api/operations?cluster=demo&state=failed").await;
-    let stage = failed
-        .as_array()
-        .and_then(|os| os.iter().find(|o| o["error"]["code"] == "role-not-ours"))
-        .unwrap_or_else(|| panic!("no stage failed with role-not-ours: {failed}"));
+    };
+    let (stage, calls) = failing_pipeline(opts, "role-not-ours").await;
     assert!(
         stage["error"].to_string().contains("demo-eks-cluster"),
         "{stage}"
     );
-    let calls = app.calls().await;
     for api in [
         "iam:AttachRolePolicy",
         "iam:UpdateAssumeRolePolicy",
