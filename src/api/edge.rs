@@ -139,9 +139,50 @@ fn refusal(policy: &EdgePolicy, request: &Request) -> Option<ApiError> {
         })
     } else if !is_public(request.uri().path()) && !policy.token_ok(headers) {
         Some(ApiError::Unauthorized)
+    } else if is_mcp(request.uri().path()) && declared_length(request) > super::BODY_LIMIT {
+        // The MCP service reads its bodies itself, past the router's limit: held to REST's.
+        Some(ApiError::PayloadTooLarge {
+            limit: super::BODY_LIMIT,
+        })
     } else {
         None
     }
+}
+
+fn is_mcp(path: &str) -> bool {
+    path == "/mcp" || path.starts_with("/mcp/")
+}
+
+/// The body length a request declares (0 when it declares none).
+fn declared_length(request: &Request) -> usize {
+    request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// An MCP request's body, ended with an error past [`super::BODY_LIMIT`] bytes: one sent
+/// without a length (chunked) is held to the same limit as one that declares it.
+fn limit_mcp_body(request: Request) -> Request {
+    use futures::StreamExt as _;
+    if !is_mcp(request.uri().path()) {
+        return request;
+    }
+    let (parts, body) = request.into_parts();
+    let mut seen = 0usize;
+    let limited = body.into_data_stream().map(move |chunk| {
+        let chunk = chunk?;
+        seen += chunk.len();
+        if seen > super::BODY_LIMIT {
+            return Err(axum::Error::new(std::io::Error::other(
+                "the request body is over the limit",
+            )));
+        }
+        Ok(chunk)
+    });
+    Request::from_parts(parts, axum::body::Body::from_stream(limited))
 }
 
 /// The headers every answer carries (a space's proxied answers excepted: they are its own).
@@ -234,7 +275,7 @@ where
                 ends_session: request.method() == axum::http::Method::DELETE
                     && request.uri().path() == "/mcp",
                 ui: !is_data(request.uri().path()),
-                inner: self.inner.call(request),
+                inner: self.inner.call(limit_mcp_body(request)),
                 sandbox,
             },
         }

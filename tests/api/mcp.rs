@@ -274,6 +274,24 @@ async fn the_mcp_endpoint_is_behind_the_same_edge_guard() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
+    // A body over REST's limit is refused at the edge, as on every REST route.
+    let big = app
+        .client
+        .post(app.url("/mcp"))
+        .bearer_auth("s3cret-token-0123456789")
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"ping","params":{{"pad":"{}"}}}}"#,
+            "x".repeat(200 * 1024)
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        problem(big, StatusCode::PAYLOAD_TOO_LARGE).await["type"],
+        "urn:instantstart:problem:payload-too-large"
+    );
     // Nothing the endpoint answers is stored by a cache.
     assert_eq!(r.headers()["cache-control"], "no-store");
     // Ending the session answers 200, which the official clients take as terminated (they
