@@ -1242,6 +1242,41 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
     import().await;
 }
 
+/// A model server's answer through the API server's proxy is relayed as JSON up to its cap;
+/// a longer one is refused as it arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_servers_answer_is_read_to_its_cap_and_no_further() {
+    use instantstart::cloud::ServiceCall;
+    let emu = KubeEmulator::start(&[]).await;
+    let kube = KubeRs::new(KubeAuth::Url(emu.url.clone()));
+    let target = KubeTarget {
+        cluster: "demo".into(),
+        endpoint: "https://unused.example".into(),
+        certificate_authority: String::new(),
+    };
+    let call = ServiceCall {
+        namespace: "default",
+        name: "qwen",
+        port: 8000,
+        path: "v1/chat/completions",
+    };
+    let body = json!({"messages": [{"role": "user", "content": "hi"}]});
+    let seed = |answer: Value| {
+        emu.send(
+            reqwest::Method::POST,
+            "/_emulator/service-answers/default/qwen",
+            answer,
+            "application/json",
+        )
+    };
+    seed(json!({"answer": {"choices": [{"message": {"content": "hello"}}]}})).await;
+    let answer = kube.service_post(&target, &call, &body).await.unwrap();
+    assert_eq!(answer["choices"][0]["message"]["content"], "hello");
+    seed(json!({"bytes": 6 << 20})).await;
+    let flood = kube.service_post(&target, &call, &body).await.unwrap_err();
+    assert_eq!(flood.code, "AnswerTooLarge", "{flood:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feature_objects_are_applied_read_back_and_removed() {
     use instantstart::service::steps::features;

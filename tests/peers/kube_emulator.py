@@ -20,7 +20,9 @@ second reconciliation changes nothing, and of pod log streams (`logs`: open, ope
 test can prove that a follow closed upstream. `POST /_emulator/logs/<namespace>/<pod>` with
 `{"lines": [...]}` appends to a pod's log (`{"line_of_bytes": N}` one line of N bytes, as a
 runaway workload writes it); `GET …/pods/<pod>/log` serves it (`tailLines`, `limitBytes`,
-`follow=true` streams new lines until the client goes away).
+`follow=true` streams new lines until the client goes away). The service proxy
+(`POST /api/v1/namespaces/<ns>/services/<svc>:<port>/proxy/<path>`) answers what
+`POST /_emulator/service-answers/<ns>/<svc>` seeded, or 503 as for a service without endpoints.
 jupyter-k8s's validating webhook, as AWS's Spaces add-on runs it: AWS's two workspace templates
 (`tests/fixtures/aws/jupyter-k8s-aws-templates.yaml`) are served in `jupyter-k8s-system`, the
 controller's shared template namespace, and a `Workspace` created or replaced is refused (403, as
@@ -38,6 +40,7 @@ import asyncio
 import datetime
 import itertools
 import json
+import re
 import sys
 import uuid
 
@@ -88,6 +91,8 @@ RESOURCES = {
     "karpenter.sh/v1/nodepools": ("NodePool", False, ["status"]),
     "karpenter.sagemaker.amazonaws.com/v1/hyperpodnodeclasses": ("HyperpodNodeClass", False, ["status"]),
 }
+
+SERVICE_PROXY = re.compile(r"^/api/v1/namespaces/([^/]+)/services/([^/:]+):([0-9]+)/proxy/(.*)$")
 
 _original_parse_path = parsing.parse_path
 
@@ -179,6 +184,7 @@ class Emulator(kmock.KubernetesEmulator):
         self.mutations = {}
         self.requests = {}
         self.logs = {}
+        self.service_answers = {}
         self.log_tick = asyncio.Event()
         self.log_streams = {"open": 0, "opened": 0, "closed": 0}
         self.connections = []
@@ -229,6 +235,13 @@ class Emulator(kmock.KubernetesEmulator):
             self.to_expire += 1
             await self._buses[kmock.resource("", "v1", "pods")].put({"type": "EXPIRE", "object": {"metadata": {}}})
             return aiohttp.web.json_response({"expiring": self.to_expire})
+        if request.url.path.startswith("/_emulator/service-answers/") and method == "POST":
+            _, _, _, namespace, service = request.url.path.split("/")
+            self.service_answers[(namespace, service)] = request.data
+            return aiohttp.web.json_response({"seeded": service})
+        proxied = SERVICE_PROXY.match(request.url.path)
+        if proxied and method == "POST":
+            return self.serve_proxy(*proxied.groups())
         if request.url.path.startswith("/_emulator/logs/") and method == "POST":
             _, _, _, namespace, pod = request.url.path.split("/")
             flood = request.data.get("line_of_bytes")
@@ -327,6 +340,20 @@ class Emulator(kmock.KubernetesEmulator):
                f"&workspaceName={name}&namespace={request.namespace}")
         return aiohttp.web.json_response({**body, "status": {"workspaceConnectionType": kind,
                                                              "workspaceConnectionUrl": url}}, status=201)
+
+    def serve_proxy(self, namespace, service, port, path):
+        """The API server's service proxy: the answer `POST /_emulator/service-answers/<ns>/<svc>`
+        seeded (`{"answer": {...}}`, or `{"bytes": N}`: a JSON string of N bytes, as a server that
+        answers without end), else 503 as when the service has no ready endpoint."""
+        seeded = self.service_answers.get((namespace, service))
+        if seeded is None:
+            return aiohttp.web.json_response(
+                {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "ServiceUnavailable",
+                 "message": f'no endpoints available for service "{service}"', "code": 503}, status=503)
+        if "bytes" in seeded:
+            return aiohttp.web.Response(body=b'"' + b"z" * int(seeded["bytes"]) + b'"',
+                                        content_type="application/json")
+        return aiohttp.web.json_response(seeded.get("answer", {}))
 
     async def serve_log(self, request):
         """The pod `log` subresource: the log so far, or (`follow=true`) a stream of it that

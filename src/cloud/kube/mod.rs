@@ -2,6 +2,7 @@
 //! refreshed in the background, or a fixed URL for imported and test clusters), server-side apply
 //! with field manager `instantstart`, and watch-backed node/pod caches for the status routes.
 
+mod bounded;
 mod brief;
 mod client;
 mod noticed;
@@ -205,48 +206,6 @@ fn log_params(query: &LogQuery, follow: bool) -> kube::api::LogParams {
     }
 }
 
-/// The lines of a followed log, each held to [`crate::cloud::MAX_LOG_LINE`] bytes: the rest of
-/// a longer line is read and dropped as it arrives (never buffered), and the line says so.
-fn bounded_lines<R>(reader: R) -> impl futures::Stream<Item = std::io::Result<String>>
-where
-    R: futures::AsyncBufRead + Unpin,
-{
-    use futures::AsyncBufReadExt as _;
-    let max = crate::cloud::MAX_LOG_LINE;
-    futures::stream::try_unfold(reader, move |mut r| async move {
-        let mut line: Vec<u8> = Vec::new();
-        let (mut cut, mut any) = (false, false);
-        loop {
-            let buf = r.fill_buf().await?;
-            if buf.is_empty() {
-                if !any {
-                    return Ok(None);
-                }
-                break;
-            }
-            any = true;
-            let end = buf.iter().position(|b| *b == b'\n');
-            let chunk = &buf[..end.unwrap_or(buf.len())];
-            let room = max.saturating_sub(line.len());
-            cut |= chunk.len() > room;
-            line.extend_from_slice(&chunk[..chunk.len().min(room)]);
-            let used = end.map_or(buf.len(), |e| e + 1);
-            r.consume_unpin(used);
-            if end.is_some() {
-                break;
-            }
-        }
-        if line.last() == Some(&b'\r') {
-            line.pop();
-        }
-        let mut text = String::from_utf8_lossy(&line).into_owned();
-        if cut {
-            text.push_str(crate::cloud::CUT_NOTE);
-        }
-        Ok(Some((text, r)))
-    })
-}
-
 #[async_trait]
 impl Kube for KubeRs {
     async fn apply(&self, target: &KubeTarget, manifest: &Value) -> CloudResult<()> {
@@ -430,7 +389,7 @@ impl Kube for KubeRs {
             .log_stream(pod, &log_params(query, true))
             .await
             .map_err(|e| k8s_err("PodLog", e))?;
-        Ok(bounded_lines(body)
+        Ok(bounded::bounded_lines(body)
             .map(|line| {
                 line.map_err(|e| {
                     CloudError::new("k8s", "PodLog", "StreamBroken", e.to_string()).retryable()
@@ -473,8 +432,13 @@ impl Kube for KubeRs {
             .body(serde_json::to_vec(body).unwrap_or_default())
             .map_err(|e| CloudError::new("k8s", "ServiceProxy", "InvalidRequest", e.to_string()))?;
         // A model server that hangs must not hold the request (or the agent) for minutes.
-        match tokio::time::timeout(SERVICE_CALL_TIMEOUT, client.request::<Value>(request)).await {
-            Ok(answer) => answer.map_err(|e| k8s_err("ServiceProxy", e)),
+        match tokio::time::timeout(
+            SERVICE_CALL_TIMEOUT,
+            bounded::bounded_answer(&client, request),
+        )
+        .await
+        {
+            Ok(answer) => answer,
             Err(_) => Err(CloudError::new(
                 "k8s",
                 "ServiceProxy",
@@ -556,28 +520,5 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Forwarded<S> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
         std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use futures::StreamExt as _;
-
-    #[tokio::test]
-    async fn a_followed_line_is_held_to_its_cap_and_the_next_one_is_whole() {
-        let huge = "x".repeat(3 * crate::cloud::MAX_LOG_LINE);
-        let text = format!("first\r\n{huge}\nlast");
-        let lines: Vec<String> = super::bounded_lines(futures::io::Cursor::new(text.into_bytes()))
-            .map(Result::unwrap)
-            .collect()
-            .await;
-        assert_eq!(lines.len(), 3);
-        assert_eq!(lines[0], "first");
-        assert_eq!(
-            lines[1].len(),
-            crate::cloud::MAX_LOG_LINE + crate::cloud::CUT_NOTE.len()
-        );
-        assert!(lines[1].ends_with(crate::cloud::CUT_NOTE));
-        assert_eq!(lines[2], "last");
     }
 }
