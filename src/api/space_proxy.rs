@@ -276,10 +276,12 @@ async fn forward(
         .get(header::UPGRADE)
         .is_some_and(|u| u.as_bytes().eq_ignore_ascii_case(b"websocket"));
     let client_side = upgrade.then(|| hyper::upgrade::on(&mut request));
-    // What the browser sent for this control plane stays here: its session, its origin.
+    // What the browser sent for this control plane stays here: its session, its origin; and
+    // what was for this hop only goes no further (the upgrade of a WebSocket excepted).
     for h in [header::COOKIE, header::AUTHORIZATION, header::ORIGIN] {
         request.headers_mut().remove(h);
     }
+    strip_hop_by_hop(request.headers_mut(), upgrade);
     let mut response = sender
         .send_request(request)
         .await
@@ -293,8 +295,41 @@ async fn forward(
             }
         });
     }
+    let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
+    strip_hop_by_hop(response.headers_mut(), switching);
     let (parts, body) = response.into_parts();
     Ok(Response::from_parts(parts, Body::new(body)))
+}
+
+/// Removes the hop-by-hop headers (RFC 9110 §7.6.1: `Connection`, those it names, and the
+/// fixed list), keeping `Connection` and `Upgrade` only for a WebSocket upgrade.
+fn strip_hop_by_hop(headers: &mut axum::http::HeaderMap, upgrade: bool) {
+    let named: Vec<String> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|h| h.trim().to_ascii_lowercase())
+        .filter(|h| !h.is_empty() && (!upgrade || h != "upgrade"))
+        .collect();
+    for h in named {
+        headers.remove(h.as_str());
+    }
+    for h in [
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+    ] {
+        headers.remove(h);
+    }
+    if !upgrade {
+        headers.remove(header::CONNECTION);
+        headers.remove(header::UPGRADE);
+    }
 }
 
 #[cfg(test)]
@@ -306,6 +341,32 @@ mod tests {
         ["localhost:3099", "127.0.0.1:3099", "[::1]:3099"]
             .map(String::from)
             .to_vec()
+    }
+
+    #[test]
+    fn hop_by_hop_headers_go_no_further_but_a_websocket_upgrade() {
+        let mut h = axum::http::HeaderMap::new();
+        for (k, v) in [
+            ("connection", "keep-alive, x-secret"),
+            ("x-secret", "1"),
+            ("keep-alive", "timeout=5"),
+            ("proxy-authorization", "Basic x"),
+            ("te", "trailers"),
+            ("accept", "text/html"),
+        ] {
+            h.insert(
+                axum::http::HeaderName::from_static(k),
+                HeaderValue::from_static(v),
+            );
+        }
+        strip_hop_by_hop(&mut h, false);
+        let left: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
+        assert_eq!(left, ["accept"]);
+        let mut ws = axum::http::HeaderMap::new();
+        ws.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+        ws.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+        strip_hop_by_hop(&mut ws, true);
+        assert_eq!(ws.len(), 2, "{ws:?}");
     }
 
     #[test]

@@ -39,9 +39,27 @@ pub async fn running(engine: &Engine, cluster: &str, space: &str) -> ApiResult<(
     let s = |p: &str| o.pointer(p).and_then(Value::as_str).map(str::to_string);
     let namespace = s("/metadata/namespace")
         .unwrap_or_else(|| crate::service::labels::WORKLOAD_NAMESPACE.to_string());
-    let base = s("/status/applicationBasePath")
-        .unwrap_or_else(|| format!("/workspaces/{namespace}/{space}"));
+    let default = format!("/workspaces/{namespace}/{space}");
+    let base = safe_base(s("/status/applicationBasePath"), &default);
     Ok((namespace, base.trim_end_matches('/').to_string()))
+}
+
+/// The path a space serves under, as its status says, only if it is a plain absolute path: it
+/// is read back from the cluster and becomes the proxy's redirect, so `//evil.example` or any
+/// scheme would send the browser elsewhere (an open redirect). Anything else is the default.
+fn safe_base(said: Option<String>, default: &str) -> String {
+    let plain = |p: &str| {
+        p.starts_with('/')
+            && !p.starts_with("//")
+            && p.len() <= 256
+            && !p.contains("/../")
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "/-_.~".contains(c))
+    };
+    match said {
+        Some(p) if plain(&p) => p,
+        _ => default.to_string(),
+    }
 }
 
 /// Where a running space's server is: its namespace, its pod, the path it serves under.
@@ -259,4 +277,27 @@ pub async fn connection(
         ),
     };
     Ok(SpaceLink { kind, url, hint })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::safe_base;
+
+    #[test]
+    fn a_base_path_read_from_the_cluster_never_leaves_the_space() {
+        let d = "/workspaces/default/a1";
+        let said = |p: &str| safe_base(Some(p.to_string()), d);
+        assert_eq!(said("/workspaces/default/a1/"), "/workspaces/default/a1/");
+        for bad in [
+            "//evil.example",
+            "https://evil.example/",
+            "/a/../b",
+            "/a b",
+            "",
+            "x/y",
+        ] {
+            assert_eq!(said(bad), d, "{bad}");
+        }
+        assert_eq!(safe_base(None, d), d);
+    }
 }
