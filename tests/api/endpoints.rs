@@ -141,6 +141,37 @@ async fn an_endpoint_with_cache_tiers_and_routing_deploys_answers_scales_and_is_
         answer["choices"][0]["message"]["content"],
         "(sandbox) Say hello"
     );
+    // The path an invocation goes to is read back from the cluster, where someone may change
+    // it: one that is not a plain relative path is never called through the API server.
+    let target = instantstart::cloud::KubeTarget {
+        cluster: "demo".into(),
+        endpoint: String::new(),
+        certificate_authority: String::new(),
+    };
+    let at = instantstart::cloud::ObjectRef {
+        api_version: "inference.sagemaker.aws.amazon.com/v1".into(),
+        kind: "InferenceEndpointConfig".into(),
+        namespace: Some("default".into()),
+        name: "qwen".into(),
+    };
+    let original = app.cloud.kube.get(&target, &at).await.unwrap().unwrap();
+    let mut changed = json!({"apiVersion": original["apiVersion"], "kind": original["kind"],
+        "metadata": {"name": "qwen", "namespace": "default", "labels": original["metadata"]["labels"]},
+        "spec": original["spec"]});
+    changed["spec"]["invocationEndpoint"] = json!("../../../api/v1/namespaces/kube-system/secrets");
+    app.cloud.kube.apply(&target, &changed).await.unwrap();
+    let r = app
+        .post(
+            &format!("{ENDPOINTS}/qwen/invoke"),
+            &json!({"prompt": "Say hello"}),
+        )
+        .await;
+    assert_eq!(
+        problem(r, StatusCode::CONFLICT).await["type"],
+        "urn:instantstart:problem:endpoint-path-unsafe"
+    );
+    changed["spec"] = original["spec"].clone();
+    app.cloud.kube.apply(&target, &changed).await.unwrap();
 
     // Scale by PATCH; the same PATCH again changes nothing; routing is fixed.
     let patch = |body: Value| {

@@ -31,6 +31,17 @@ pub async fn invoke_endpoint(
             operation_id: None,
         });
     }
+    // The path is read back from the cluster: held to what a request may name.
+    if !super::spec::invocation_path_ok(&e.invocation_path) {
+        return Err(ApiError::Conflict {
+            slug: "endpoint-path-unsafe",
+            detail: format!(
+                "`{name}`'s invocation path in the cluster is not a plain relative path: it is not called. Redeploy the endpoint with a valid invocationPath"
+            ),
+            field: None,
+            operation_id: None,
+        });
+    }
     let target = kube_target(engine, cluster).await?;
     let call = ServiceCall {
         namespace: &e.namespace,

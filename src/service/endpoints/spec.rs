@@ -315,12 +315,7 @@ pub(crate) fn spec_of(req: &EndpointRequest, mut source: ModelSource) -> ApiResu
         .as_deref()
         .unwrap_or("v1/chat/completions");
     validate::require(
-        (1..=128).contains(&path.len())
-            && !path.starts_with('/')
-            && path
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
-            && !path.contains(".."),
+        invocation_path_ok(path),
         "invocationPath",
         "a path on the worker without the leading slash".into(),
         json!("v1/chat/completions"),
@@ -377,4 +372,16 @@ pub(crate) fn spec_of(req: &EndpointRequest, mut source: ModelSource) -> ApiResu
         autoscaling: auto,
         tls_output: None,
     })
+}
+
+/// A path on the worker an invocation may go to: relative, plain characters, no `..`. Checked
+/// on the request, and again on what the cluster says, since the path reaches the API server's
+/// service proxy.
+pub fn invocation_path_ok(path: &str) -> bool {
+    (1..=128).contains(&path.len())
+        && !path.starts_with('/')
+        && path
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+        && !path.contains("..")
 }
