@@ -158,7 +158,7 @@ async fn an_endpoint_with_cache_tiers_and_routing_deploys_answers_scales_and_is_
     let mut changed = json!({"apiVersion": original["apiVersion"], "kind": original["kind"],
         "metadata": {"name": "qwen", "namespace": "default", "labels": original["metadata"]["labels"]},
         "spec": original["spec"]});
-    changed["spec"]["invocationEndpoint"] = json!("../../../api/v1/namespaces/kube-system/secrets");
+    changed["spec"]["invocationEndpoint"] = json!("/api/v1/namespaces/kube-system/secrets");
     app.cloud.kube.apply(&target, &changed).await.unwrap();
     let r = app
         .post(

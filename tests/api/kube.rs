@@ -19,6 +19,16 @@ pub struct KubeEmulator {
     http: Client,
 }
 
+/// The kube-rs adapter against the emulator, and a target on it.
+fn emulator_adapter(emu: &KubeEmulator) -> (KubeRs, KubeTarget) {
+    let target = KubeTarget {
+        cluster: "demo".into(),
+        endpoint: "https://unused.example".into(),
+        certificate_authority: String::new(),
+    };
+    (KubeRs::new(KubeAuth::Url(emu.url.clone())), target)
+}
+
 impl KubeEmulator {
     pub async fn start(args: &[&str]) -> Self {
         let mut child = tokio::process::Command::new(venv_python())
@@ -735,12 +745,7 @@ async fn until(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_node_and_pod_cache_follows_creates_updates_and_deletes() {
     let emu = KubeEmulator::start(&[]).await;
-    let kube = KubeRs::new(KubeAuth::Url(emu.url.clone()));
-    let target = KubeTarget {
-        cluster: "demo".into(),
-        endpoint: "https://unused.example".into(),
-        certificate_authority: String::new(),
-    };
+    let (kube, target) = emulator_adapter(&emu);
     let state = kube.cluster_state(&target).await.expect("first sync");
     assert!(state.nodes.is_empty());
     assert_eq!(state.cache.source, "watch");
@@ -1248,12 +1253,7 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
 async fn a_model_servers_answer_is_read_to_its_cap_and_no_further() {
     use instantstart::cloud::ServiceCall;
     let emu = KubeEmulator::start(&[]).await;
-    let kube = KubeRs::new(KubeAuth::Url(emu.url.clone()));
-    let target = KubeTarget {
-        cluster: "demo".into(),
-        endpoint: "https://unused.example".into(),
-        certificate_authority: String::new(),
-    };
+    let (kube, target) = emulator_adapter(&emu);
     let call = ServiceCall {
         namespace: "default",
         name: "qwen",
@@ -1281,12 +1281,7 @@ async fn a_model_servers_answer_is_read_to_its_cap_and_no_further() {
 async fn feature_objects_are_applied_read_back_and_removed() {
     use instantstart::service::steps::features;
     let emu = KubeEmulator::start(&[]).await;
-    let kube = KubeRs::new(KubeAuth::Url(emu.url.clone()));
-    let target = KubeTarget {
-        cluster: "demo".into(),
-        endpoint: "https://unused.example".into(),
-        certificate_authority: String::new(),
-    };
+    let (kube, target) = emulator_adapter(&emu);
     kube.apply(&target, &features::node_class(&["workers".into()]))
         .await
         .expect("node class applied");
