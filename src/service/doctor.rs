@@ -213,9 +213,12 @@ pub async fn run(engine: &Engine) -> ApiResult<Doctor> {
             statement: call.statement.into(),
         })
         .collect();
-    let (kubernetes_versions, missing_addons) = addon_offers(engine).await?;
-    let (quotas, quota_fix) = cluster_quotas(engine).await?;
-    let shared_bucket = shared_bucket(engine).await?;
+    // Independent questions to three services: asked at once.
+    let ((kubernetes_versions, missing_addons), (quotas, quota_fix), shared_bucket) = tokio::try_join!(
+        addon_offers(engine),
+        cluster_quotas(engine),
+        shared_bucket(engine)
+    )?;
     let bucket_ok = shared_bucket.as_ref().is_none_or(|b| b.fix.is_none());
     let status = if !denied.is_empty() || !bucket_ok {
         "denied"

@@ -196,7 +196,7 @@ impl Kube for Sandbox {
             .as_deref()
             .filter(|ns| ns.starts_with("hyperpod-ns-"))
         {
-            if !self.schedule(target).await?.kueue.has_team_namespace(ns) {
+            if !self.team_namespace_exists(target, ns).await? {
                 return Err(CloudError::new(
                     "k8s",
                     "Apply",

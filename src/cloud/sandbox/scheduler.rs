@@ -56,17 +56,21 @@ fn holder_of(
 }
 
 impl Sandbox {
+    /// The HyperPod cluster orchestrated by this EKS cluster, as EKS and SageMaker know it.
+    pub(super) async fn orchestrated(&self, target: &KubeTarget) -> CloudResult<Option<Res>> {
+        let eks_arn = eks_arn(&target.cluster);
+        Ok(self
+            .list("hyperpod-cluster")
+            .await?
+            .into_iter()
+            .find(|r| r.deleted_ms.is_none() && r.data["eksClusterArn"] == eks_arn.as_str()))
+    }
+
     /// Places every Deployment's replicas, oldest first, on ready nodes with enough free GPUs
     /// (and the instance type its node selector names): first come, first served, as the
     /// scheduler would with nothing preempted.
     pub(crate) async fn schedule(&self, target: &KubeTarget) -> CloudResult<Schedule> {
-        // The HyperPod cluster orchestrated by this EKS cluster, as EKS and SageMaker know it.
-        let eks_arn = eks_arn(&target.cluster);
-        let record = self
-            .list("hyperpod-cluster")
-            .await?
-            .into_iter()
-            .find(|r| r.deleted_ms.is_none() && r.data["eksClusterArn"] == eks_arn.as_str());
+        let record = self.orchestrated(target).await?;
         let hp = record
             .as_ref()
             .and_then(|r| r.data["name"].as_str())

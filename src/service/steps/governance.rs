@@ -335,8 +335,9 @@ pub struct TeamStorageStep;
 async fn team_queue_ready(
     cx: &StepCx<'_>,
     target: &crate::cloud::KubeTarget,
-    ns: &str,
+    team: &str,
 ) -> StepResult<bool> {
+    let ns = crate::cloud::team_namespace(team);
     let queues = cx
         .cloud
         .kube
@@ -344,14 +345,14 @@ async fn team_queue_ready(
             target,
             "kueue.x-k8s.io/v1beta1",
             "LocalQueue",
-            Some(ns),
+            Some(&ns),
             None,
         )
         .await?;
-    Ok(queues.iter().any(|q| {
-        q.pointer("/metadata/name").and_then(Value::as_str)
-            == Some(crate::cloud::team_queue(ns.trim_start_matches("hyperpod-ns-")).as_str())
-    }))
+    let queue = crate::cloud::team_queue(team);
+    Ok(queues
+        .iter()
+        .any(|q| q.pointer("/metadata/name").and_then(Value::as_str) == Some(queue.as_str())))
 }
 
 #[async_trait]
@@ -359,17 +360,19 @@ impl crate::ops::Reconcile for TeamStorageStep {
     fn phase(&self) -> &'static str {
         "team-storage"
     }
+    /// While the team's namespace is missing, each look is the reconciliation itself: it
+    /// applies the copies as soon as the LocalQueue is there.
     async fn poll(&self, cx: &StepCx<'_>, outputs: &Value) -> StepResult<Poll> {
-        let Some(ns) = outputs["waitingFor"].as_str() else {
+        if outputs["waitingFor"].is_null() {
             return Ok(Poll::Ready(outputs.clone()));
-        };
-        let target = super::addons::kube_target(cx)?;
-        if !team_queue_ready(cx, &target, ns).await? {
-            return Ok(Poll::Pending(format!(
-                "waiting for the task governance add-on to make namespace {ns} and its LocalQueue"
-            )));
         }
-        self.reconcile(cx).await.map(Poll::Ready)
+        let now = self.reconcile(cx).await?;
+        Ok(match now["waitingFor"].as_str() {
+            Some(ns) => Poll::Pending(format!(
+                "waiting for the task governance add-on to make namespace {ns} and its LocalQueue"
+            )),
+            None => Poll::Ready(now),
+        })
     }
     async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         use crate::cloud::{json_contains, ObjectRef, MANAGED_BY};
@@ -378,6 +381,9 @@ impl crate::ops::Reconcile for TeamStorageStep {
         let p: TeamParams = cx.param()?;
         let ns = crate::cloud::team_namespace(&p.team);
         let target = super::addons::kube_target(cx)?;
+        if p.quota.is_some() && !team_queue_ready(cx, &target, &p.team).await? {
+            return Ok(json!({"waitingFor": ns}));
+        }
         let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
         let pvs = cx
             .cloud
@@ -425,9 +431,6 @@ impl crate::ops::Reconcile for TeamStorageStep {
                 changed.push(format!("{ns}/{}", sa.name));
             }
             return Ok(json!({"removed": changed}));
-        }
-        if !team_queue_ready(cx, &target, &ns).await? {
-            return Ok(json!({"waitingFor": ns}));
         }
         for pv in pvs.iter().filter(|pv| in_ns(pv, "default")) {
             for m in namespace_copy(pv, &ns).into_iter().flatten() {

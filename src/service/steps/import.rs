@@ -18,6 +18,13 @@ pub struct ImportParams {
     pub hyperpod_cluster_name: Option<String>,
 }
 
+/// The one tag an imported cluster is given: the product's cluster tag, which its policy
+/// requires before it deletes, changes or installs on a cluster. Only that tag: the cluster's
+/// other tags (its Name among them) are its owner's.
+fn ownership_tag(cx: &StepCx<'_>) -> crate::cloud::Tags {
+    crate::cloud::Tags::from([(crate::cloud::CLUSTER_TAG.to_string(), cx.op.cluster.clone())])
+}
+
 pub struct ImportEksStep;
 
 #[async_trait]
@@ -42,12 +49,10 @@ impl Step for ImportEksStep {
                 ),
             ));
         }
-        // The control plane deletes, grants access to and installs on a cluster only with its
-        // tag (its policy's condition): an imported cluster is tagged as its own are.
-        // Only that tag: the cluster's other tags (its Name among them) are its owner's.
-        let tags =
-            crate::cloud::Tags::from([(crate::cloud::CLUSTER_TAG.to_string(), name.clone())]);
-        cx.cloud.eks.tag_cluster(&eks.arn, &tags).await?;
+        cx.cloud
+            .eks
+            .tag_cluster(&eks.arn, &ownership_tag(cx))
+            .await?;
         let mut out = json!({
             "eksClusterArn": eks.arn,
             "eksEndpoint": eks.endpoint,
@@ -84,11 +89,10 @@ impl Step for ImportHyperPodStep {
                 format!("there is no HyperPod cluster named `{name}` in this region"),
             ));
         };
-        let tags = crate::cloud::Tags::from([(
-            crate::cloud::CLUSTER_TAG.to_string(),
-            cx.op.cluster.clone(),
-        )]);
-        cx.cloud.hyperpod.tag_cluster(&hp.arn, &tags).await?;
+        cx.cloud
+            .hyperpod
+            .tag_cluster(&hp.arn, &ownership_tag(cx))
+            .await?;
         Ok(json!({"hyperPodClusterName": hp.name, "hyperPodClusterArn": hp.arn}))
     }
 }

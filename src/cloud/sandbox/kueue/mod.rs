@@ -160,16 +160,6 @@ pub(crate) struct Kueue {
 }
 
 impl Kueue {
-    /// Whether the namespace exists on a governed cluster: a team's (`hyperpod-ns-<team>`)
-    /// only while its quota is in force, as the task governance add-on keeps it.
-    pub(super) fn has_team_namespace(&self, namespace: &str) -> bool {
-        self.local_queues
-            .iter()
-            .any(|q| q.pointer("/metadata/namespace").and_then(Value::as_str) == Some(namespace))
-    }
-}
-
-impl Kueue {
     /// When the stored workload `id` (made at `created_ms`) started its pods: its current
     /// admission for a queued job, its creation otherwise; `Err` with Kueue's hold while it
     /// waits for quota.

@@ -109,6 +109,38 @@ impl Clock {
 }
 
 impl Sandbox {
+    /// Whether the task governance add-on runs on the EKS cluster `target`.
+    async fn governance_running(&self, target: &KubeTarget) -> CloudResult<bool> {
+        Ok(self
+            .by_name(
+                "eks-addon",
+                &format!("{}/{TASK_GOVERNANCE_ADDON}", target.cluster),
+            )
+            .await?
+            .is_some_and(|a| self.life(&a, d::ADDON_CREATE, d::ADDON_CREATE / 3.0) == Life::Ready))
+    }
+
+    /// Whether the namespace `hyperpod-ns-<team>` exists: the task governance add-on makes it
+    /// for a team whose quota is in force (what Kueue's LocalQueues are made from, without
+    /// running the admission simulation).
+    pub(super) async fn team_namespace_exists(
+        &self,
+        target: &KubeTarget,
+        namespace: &str,
+    ) -> CloudResult<bool> {
+        let Some(team) = namespace.strip_prefix("hyperpod-ns-") else {
+            return Ok(true);
+        };
+        if !self.governance_running(target).await? {
+            return Ok(false);
+        }
+        let Some(record) = self.orchestrated(target).await? else {
+            return Ok(false);
+        };
+        let force = self.in_force(&hyperpod_arn(&record.id)).await?;
+        Ok(force.quotas.iter().any(|(t, _, _)| t == team))
+    }
+
     /// Kueue on the EKS cluster `target` orchestrates, for the HyperPod cluster `record`.
     pub(super) async fn kueue(
         &self,
@@ -117,13 +149,7 @@ impl Sandbox {
         nodes: &[NodeState],
         scaled: &HashMap<String, Scaled>,
     ) -> CloudResult<Kueue> {
-        let installed = self
-            .by_name(
-                "eks-addon",
-                &format!("{}/{TASK_GOVERNANCE_ADDON}", target.cluster),
-            )
-            .await?
-            .is_some_and(|a| self.life(&a, d::ADDON_CREATE, d::ADDON_CREATE / 3.0) == Life::Ready);
+        let installed = self.governance_running(target).await?;
         let Some(record) = record.filter(|_| installed) else {
             return Ok(Kueue::default());
         };
