@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// One call as IAM sees it: an action, a resource ARN and the request's context keys.
 #[derive(Debug, Clone, Default)]
@@ -24,6 +24,24 @@ impl Request {
             action: action.into(),
             resource: resource.into(),
             context: BTreeMap::new(),
+        }
+    }
+
+    /// The request as a principal of `account` makes it: `aws:PrincipalAccount`, and
+    /// `aws:ResourceAccount` from the resource ARN's account field when it has one (IAM sets
+    /// both on every request; S3 ARNs name no account, so S3 requests carry
+    /// `s3:ResourceAccount` too, which the caller adds from what it knows of the bucket).
+    pub fn in_account(self, account: &str) -> Self {
+        let owner = self
+            .resource
+            .split(':')
+            .nth(4)
+            .filter(|a| a.len() == 12 && a.bytes().all(|b| b.is_ascii_digit()))
+            .map(str::to_string);
+        let r = self.with("aws:PrincipalAccount", account);
+        match owner {
+            Some(owner) => r.with("aws:ResourceAccount", &owner),
+            None => r,
         }
     }
 
@@ -95,12 +113,24 @@ fn condition_holds(condition: &Value, req: &Request) -> Option<bool> {
         return Some(true);
     };
     for (op, keys) in ops {
+        // `ForAllValues:` holds when every value the request has is among the wanted ones (and
+        // on an absent key); `ForAnyValue:` when one is.
+        let (set, op) = match op.split_once(':') {
+            Some((set @ ("ForAllValues" | "ForAnyValue"), base)) => (Some(set), base),
+            _ => (None, op.as_str()),
+        };
         let (op, if_exists) = match op.strip_suffix("IfExists") {
             Some(base) => (base, true),
-            None => (op.as_str(), false),
+            None => (op, false),
         };
         for (key, wanted) in keys.as_object()? {
-            let wanted = strings(wanted);
+            // Policy variables (`${aws:PrincipalAccount}`) take the request's value; one the
+            // request does not carry cannot be decided.
+            let wanted: Vec<String> = strings(wanted)
+                .into_iter()
+                .map(|w| substitute(w, req))
+                .collect::<Option<_>>()?;
+            let wanted: Vec<&str> = wanted.iter().map(String::as_str).collect();
             let have = req.context.get(&key.to_ascii_lowercase());
             if op == "Null" {
                 // `Null: true` holds when the key is absent.
@@ -114,8 +144,11 @@ fn condition_holds(condition: &Value, req: &Request) -> Option<bool> {
                 continue;
             }
             let Some(have) = have.filter(|h| !h.is_empty()) else {
-                if if_exists {
+                if if_exists || set == Some("ForAllValues") {
                     continue;
+                }
+                if set == Some("ForAnyValue") {
+                    return Some(false);
                 }
                 // Negated operators hold on an absent key; the others do not.
                 return Some(op.contains("Not"));
@@ -131,7 +164,18 @@ fn condition_holds(condition: &Value, req: &Request) -> Option<bool> {
                     _ => return None,
                 })
             };
-            // A single-valued key: every value the request has must satisfy the operator.
+            if set == Some("ForAnyValue") {
+                let mut any = false;
+                for h in have {
+                    any |= one(h)?;
+                }
+                if !any {
+                    return Some(false);
+                }
+                continue;
+            }
+            // A single-valued key (or `ForAllValues:`): every value the request has must
+            // satisfy the operator.
             for h in have {
                 if !one(h)? {
                     return Some(false);
@@ -140,6 +184,23 @@ fn condition_holds(condition: &Value, req: &Request) -> Option<bool> {
         }
     }
     Some(true)
+}
+
+/// A condition value with its policy variables (`${aws:PrincipalTag/x}`) replaced by the
+/// request's values; `None` when the request lacks one.
+fn substitute(value: &str, req: &Request) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after.find('}')?;
+        let key = after[..end].to_ascii_lowercase();
+        out.push_str(req.context.get(&key)?.first()?);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Some(out)
 }
 
 /// Whether a statement covers the request: `Some(true)` it applies, `Some(false)` it does not,
@@ -206,75 +267,57 @@ pub fn effective(identity: &[&Value], boundary: Option<&Value>, req: &Request) -
     }
 }
 
-/// The AWS-managed policies the control plane attaches, as AWS publishes them (reduced to the
-/// statements that decide what the sandbox checks; source: the AWS Managed Policy Reference).
-/// `AmazonSageMakerClusterInstanceRolePolicy` grants logs, metrics, reads of `sagemaker-*`
-/// buckets and SSM messages: no ECR pull, no pod identity, no network interfaces.
+/// The AWS-managed policies the control plane attaches, as AWS publishes them (the files and
+/// their provenance: `src/cloud/managed/README.md`), by name.
+const MANAGED: &[(&str, &str)] = &[
+    (
+        "AmazonEKSClusterPolicy",
+        include_str!("managed/AmazonEKSClusterPolicy.json"),
+    ),
+    (
+        "AmazonSageMakerClusterInstanceRolePolicy",
+        include_str!("managed/AmazonSageMakerClusterInstanceRolePolicy.json"),
+    ),
+    (
+        "AmazonSageMakerHyperPodTrainingOperatorAccess",
+        include_str!("managed/AmazonSageMakerHyperPodTrainingOperatorAccess.json"),
+    ),
+    (
+        "CloudWatchAgentServerPolicy",
+        include_str!("managed/CloudWatchAgentServerPolicy.json"),
+    ),
+    (
+        "AmazonSageMakerHyperPodInferenceAccess",
+        include_str!("managed/AmazonSageMakerHyperPodInferenceAccess.json"),
+    ),
+    (
+        "AmazonEBSCSIDriverPolicy",
+        include_str!("managed/AmazonEBSCSIDriverPolicy.json"),
+    ),
+    (
+        "AmazonSageMakerSpacesControllerPolicy",
+        include_str!("managed/AmazonSageMakerSpacesControllerPolicy.json"),
+    ),
+];
+
+/// The names of the AWS-managed policies [`aws_managed`] knows.
+pub fn managed_names() -> impl Iterator<Item = &'static str> {
+    MANAGED.iter().map(|(n, _)| *n)
+}
+
+/// An AWS-managed policy's document (its default version) by ARN or name; `None` for one the
+/// product does not attach.
 pub fn aws_managed(arn: &str) -> Option<Value> {
     let name = arn.rsplit('/').next().unwrap_or_default();
-    Some(match name {
-        "AmazonSageMakerClusterInstanceRolePolicy" => {
-            json!({"Version": "2012-10-17", "Statement": [
-            {"Effect": "Allow", "Action": ["cloudwatch:PutMetricData"], "Resource": "*"},
-            {"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents",
-                "logs:CreateLogGroup", "logs:DescribeLogStreams"],
-             "Resource": "arn:aws:logs:*:*:log-group:/aws/sagemaker/Clusters/*"},
-            {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetObject"],
-             "Resource": ["arn:aws:s3:::sagemaker-*", "arn:aws:s3:::sagemaker-*/*"]},
-            {"Effect": "Allow", "Action": ["ssmmessages:CreateControlChannel",
-                "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
-                "ssmmessages:OpenDataChannel"], "Resource": "*"}]})
-        }
-        // Reduced to the statements the effective-permissions checks decide on.
-        "AmazonEKSClusterPolicy" => json!({"Version": "2012-10-17", "Statement": [
-            {"Effect": "Allow", "Action": ["autoscaling:DescribeAutoScalingGroups",
-                "autoscaling:UpdateAutoScalingGroup", "ec2:Describe*", "ec2:CreateNetworkInterface",
-                "ec2:DeleteNetworkInterface", "ec2:CreateSecurityGroup", "ec2:CreateTags",
-                "ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress",
-                "elasticloadbalancing:*", "kms:DescribeKey"], "Resource": "*"},
-            {"Effect": "Allow", "Action": "iam:CreateServiceLinkedRole", "Resource": "*",
-             "Condition": {"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}}}]}),
-        "AmazonSageMakerHyperPodTrainingOperatorAccess" => {
-            json!({"Version": "2012-10-17", "Statement": [
-            {"Effect": "Allow", "Action": ["sagemaker:DescribeClusterNode"], "Resource": "*"}]})
-        }
-        // The EBS CSI driver's controller: volumes and snapshots it made (tagged by it), and the
-        // reads it schedules by.
-        "AmazonEBSCSIDriverPolicy" => json!({"Version": "2012-10-17", "Statement": [
-            {"Effect": "Allow", "Action": ["ec2:CreateSnapshot", "ec2:AttachVolume",
-                "ec2:DetachVolume", "ec2:ModifyVolume", "ec2:DescribeAvailabilityZones",
-                "ec2:DescribeInstances", "ec2:DescribeSnapshots", "ec2:DescribeTags",
-                "ec2:DescribeVolumes", "ec2:DescribeVolumesModifications"], "Resource": "*"},
-            {"Effect": "Allow", "Action": "ec2:CreateVolume", "Resource": "arn:aws:ec2:*:*:volume/*",
-             "Condition": {"StringLike": {"aws:RequestTag/ebs.csi.aws.com/cluster": "true"}}},
-            {"Effect": "Allow", "Action": "ec2:DeleteVolume", "Resource": "*",
-             "Condition": {"StringLike": {"ec2:ResourceTag/ebs.csi.aws.com/cluster": "true"}}}]}),
-        // The Spaces controller's Systems Manager activations (for remote IDE sessions), made
-        // only tagged as the add-on's and this cluster's.
-        "AmazonSageMakerSpacesControllerPolicy" => json!({"Version": "2012-10-17", "Statement": [
-            {"Effect": "Allow", "Action": "ssm:CreateActivation", "Resource": "*",
-             "Condition": {"StringEquals": {
-                 "aws:RequestTag/sagemaker.amazonaws.com/managed-by": "amazon-sagemaker-spaces"}}},
-            {"Effect": "Allow", "Action": ["ssm:DescribeActivations", "ssm:DescribeSessions",
-                "ssm:DeleteActivation"], "Resource": "*"},
-            {"Effect": "Allow", "Action": "ssm:AddTagsToResource",
-             "Resource": "arn:aws:ssm:*:*:managed-instance/*"}]}),
-        "CloudWatchAgentServerPolicy" => json!({"Version": "2012-10-17", "Statement": [
-            {"Effect": "Allow", "Action": ["cloudwatch:PutMetricData", "ec2:DescribeVolumes",
-                "ec2:DescribeTags", "logs:PutLogEvents", "logs:DescribeLogStreams",
-                "logs:DescribeLogGroups", "logs:CreateLogStream", "logs:CreateLogGroup",
-                "logs:PutRetentionPolicy", "xray:PutTraceSegments", "xray:PutTelemetryRecords",
-                "xray:GetSamplingRules", "xray:GetSamplingTargets",
-                "xray:GetSamplingStatisticSummaries"], "Resource": "*"},
-            {"Effect": "Allow", "Action": ["ssm:GetParameter"],
-             "Resource": "arn:aws:ssm:*:*:parameter/AmazonCloudWatch-*"}]}),
-        _ => return None,
-    })
+    let (_, text) = MANAGED.iter().find(|(n, _)| *n == name)?;
+    let mut version: Value = serde_json::from_str(text).ok()?;
+    Some(version["PolicyVersion"]["Document"].take())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn wildcards_match_as_iam_matches_them() {
@@ -357,5 +400,52 @@ mod tests {
             decide(&like, &slr.with("iam:AWSServiceName", "ec2.amazonaws.com")),
             Decision::ImplicitDeny
         );
+    }
+
+    #[test]
+    fn policy_variables_and_set_operators_decide_as_iam_does() {
+        let own = json!({"Statement": [{"Effect": "Allow", "Action": "ec2:DescribeVpcs", "Resource": "*",
+            "Condition": {"StringEquals": {"aws:ResourceAccount": "${aws:PrincipalAccount}"}}}]});
+        let ours = Request::new("ec2:DescribeVpcs", "arn:aws:ec2:r:123456789012:vpc/v")
+            .in_account("123456789012");
+        assert_eq!(decide(&own, &ours), Decision::Allow);
+        let theirs = Request::new("ec2:DescribeVpcs", "arn:aws:ec2:r:111111111111:vpc/v")
+            .in_account("123456789012");
+        assert_eq!(decide(&own, &theirs), Decision::ImplicitDeny);
+        // A variable the request does not carry grants nothing.
+        let bare = Request::new("ec2:DescribeVpcs", "arn:aws:ec2:r:123456789012:vpc/v")
+            .with("aws:ResourceAccount", "123456789012");
+        assert_eq!(decide(&own, &bare), Decision::ImplicitDeny);
+        let keys = json!({"Statement": [{"Effect": "Allow", "Action": "acm:AddTagsToCertificate", "Resource": "*",
+            "Condition": {"ForAllValues:StringEquals": {"aws:TagKeys": "CreatedBy"}}}]});
+        let tag = |ks: &[&str]| {
+            ks.iter()
+                .fold(Request::new("acm:AddTagsToCertificate", "c"), |r, k| {
+                    r.with("aws:TagKeys", k)
+                })
+        };
+        assert_eq!(decide(&keys, &tag(&["CreatedBy"])), Decision::Allow);
+        assert_eq!(
+            decide(&keys, &tag(&[])),
+            Decision::Allow,
+            "holds on no keys"
+        );
+        assert_eq!(
+            decide(&keys, &tag(&["CreatedBy", "Owner"])),
+            Decision::ImplicitDeny
+        );
+        let any = json!({"Statement": [{"Effect": "Allow", "Action": "acm:AddTagsToCertificate", "Resource": "*",
+            "Condition": {"ForAnyValue:StringEquals": {"aws:TagKeys": "CreatedBy"}}}]});
+        assert_eq!(decide(&any, &tag(&["Owner", "CreatedBy"])), Decision::Allow);
+        assert_eq!(decide(&any, &tag(&[])), Decision::ImplicitDeny);
+    }
+
+    #[test]
+    fn every_managed_policy_the_product_attaches_is_read() {
+        for name in managed_names() {
+            let doc = aws_managed(&format!("arn:aws:iam::aws:policy/{name}")).unwrap();
+            assert!(!statements(&doc).is_empty(), "{name}");
+        }
+        assert!(aws_managed("arn:aws:iam::aws:policy/AdministratorAccess").is_none());
     }
 }

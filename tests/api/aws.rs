@@ -311,6 +311,19 @@ async fn the_pipeline_runs_network_eks_and_hyperpod_against_moto() {
         .send()
         .await
         .unwrap();
+    // The tag AWS's training-operator policy (v3) requires before the operator describes nodes.
+    let tags = aws_sdk_sagemaker::Client::new(&aws.config)
+        .list_tags()
+        .resource_arn(sm.cluster_arn().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        tags.tags()
+            .iter()
+            .any(|t| t.key() == Some("SageMaker") && t.value() == Some("true")),
+        "{tags:?}"
+    );
     let ig = &sm.instance_groups()[0];
     assert_eq!(ig.threads_per_core(), Some(1));
     assert_eq!(

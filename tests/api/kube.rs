@@ -1001,6 +1001,14 @@ async fn import_detects_what_is_installed_and_status_serves_5000_pods_from_the_c
             .any(|t| t.key() == Some("instantstart:cluster") && t.value() == Some("theirs")),
         "{hp_tags:?}"
     );
+    // And the tag AWS's training-operator policy requires before it describes the nodes.
+    assert!(
+        hp_tags
+            .tags()
+            .iter()
+            .any(|t| t.key() == Some("SageMaker") && t.value() == Some("true")),
+        "{hp_tags:?}"
+    );
     // Its instance groups are read from HyperPod itself: nothing about them was recorded.
     let groups = get(
         &client,

@@ -174,12 +174,14 @@ pub fn trusts_service(role: &Value, service: &str) -> bool {
         .all(|a| allowed.iter().any(|x| x == a || x == "sts:*" || x == "*"))
 }
 
-/// Whether a sandbox role record may `req`: its policies intersected with its boundary.
+/// Whether a sandbox role record may `req`, made as a principal of the sandbox's account: its
+/// policies intersected with its boundary.
 pub fn role_permits(role: &Value, req: &Request) -> bool {
     let docs = role_documents(role);
     let refs: Vec<&Value> = docs.iter().collect();
     let boundary = role.get("boundary").filter(|b| b.is_object());
-    policy::effective(&refs, boundary, req) == Decision::Allow
+    let req = req.clone().in_account(super::ACCOUNT);
+    policy::effective(&refs, boundary, &req) == Decision::Allow
 }
 
 /// Whether a sandbox role record allows `action` on `resource` (no request context).
@@ -364,10 +366,20 @@ mod tests {
             "eks-auth:AssumeRoleForPodIdentity",
             "arn:aws:eks:us-west-2:1:cluster/c"
         ));
-        assert!(role_allows(
-            &role,
+        // Lifecycle scripts from a `sagemaker-` bucket of this account, and of no other.
+        let script = Request::new(
             "s3:GetObject",
-            "arn:aws:s3:::sagemaker-b/lifecycle/on_create.sh"
+            "arn:aws:s3:::sagemaker-b/lifecycle/on_create.sh",
+        );
+        assert!(role_permits(
+            &role,
+            &script
+                .clone()
+                .with("aws:ResourceAccount", super::super::ACCOUNT)
+        ));
+        assert!(!role_permits(
+            &role,
+            &script.with("aws:ResourceAccount", "111111111111")
         ));
     }
 

@@ -81,6 +81,14 @@ pub fn threads_per_core(instance_type: &str, capacity: &Capacity) -> u8 {
 
 pub const LIFECYCLE_PREFIX: &str = "lifecycle/";
 /// AWS-managed policy for HyperPod cluster instances.
+/// The tag AWS's `AmazonSageMakerHyperPodTrainingOperatorAccess` (v3, `src/cloud/managed`)
+/// requires on a cluster before the training operator may describe its nodes
+/// (`aws:ResourceTag/SageMaker` = `true`): every HyperPod cluster the product makes or imports
+/// carries it, or the operator's node-health reads are refused on a real account.
+pub fn operator_tag() -> crate::cloud::Tags {
+    crate::cloud::Tags::from([("SageMaker".to_string(), "true".to_string())])
+}
+
 pub const INSTANCE_ROLE_POLICY: &str = "AmazonSageMakerClusterInstanceRolePolicy";
 
 /// The on-create script every node runs: it only records that it ran, so nothing in it can fail
@@ -321,7 +329,11 @@ impl HyperPodClusterStep {
             node_recovery: "Automatic".into(),
             continuous_provisioning: crate::cloud::continuous_provisioning(&instance_groups),
             instance_groups,
-            tags: net_tags(cx, "hyperpod"),
+            tags: {
+                let mut tags = net_tags(cx, "hyperpod");
+                tags.extend(operator_tag());
+                tags
+            },
         })
     }
 }

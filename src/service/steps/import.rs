@@ -89,10 +89,9 @@ impl Step for ImportHyperPodStep {
                 format!("there is no HyperPod cluster named `{name}` in this region"),
             ));
         };
-        cx.cloud
-            .hyperpod
-            .tag_cluster(&hp.arn, &ownership_tag(cx))
-            .await?;
+        let mut tags = ownership_tag(cx);
+        tags.extend(super::hyperpod::operator_tag());
+        cx.cloud.hyperpod.tag_cluster(&hp.arn, &tags).await?;
         Ok(json!({"hyperPodClusterName": hp.name, "hyperPodClusterArn": hp.arn}))
     }
 }

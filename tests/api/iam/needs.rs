@@ -32,12 +32,14 @@ fn deny(role: &'static str, call: Request, why: &'static str) -> Need {
     }
 }
 
-/// A request as IAM sees it: an S3 one on a bucket of this account carries its account
-/// (`s3:ResourceAccount`), which the boundary requires.
+/// A request as IAM sees it, made by a principal of this account: an S3 one on a bucket of
+/// this account carries its account (`s3:ResourceAccount`), which the boundary requires.
 pub fn req(action: &str, resource: &str) -> Request {
-    let r = Request::new(action, resource);
+    let r = Request::new(action, resource).in_account(super::ACCOUNT);
     match action.starts_with("s3:") && resource.starts_with("arn:aws:s3:::") {
-        true => r.with("s3:ResourceAccount", super::ACCOUNT),
+        true => r
+            .with("s3:ResourceAccount", super::ACCOUNT)
+            .with("aws:ResourceAccount", super::ACCOUNT),
         false => r,
     }
 }
@@ -68,7 +70,12 @@ pub fn needs(place: &BucketPlace) -> Vec<Need> {
     let other_cluster = "arn:aws:sagemaker:us-west-2:123456789012:cluster/zzz999";
     let mut rows = vec![
         // The EKS control plane (AmazonEKSClusterPolicy).
-        allow("demo-eks-cluster", req("ec2:CreateNetworkInterface", eni), "cross-account ENIs"),
+        deny(
+            "demo-eks-cluster",
+            req("ec2:CreateNetworkInterface", eni),
+            "EKS makes its cross-account ENIs with its service-linked role, not the cluster role \
+             (AmazonEKSClusterPolicy v10 names no CreateNetworkInterface)",
+        ),
         allow("demo-eks-cluster", req("ec2:DescribeSubnets", "*"), "finds the cluster's subnets"),
         allow(
             "demo-eks-cluster",
@@ -150,7 +157,16 @@ pub fn needs(place: &BucketPlace) -> Vec<Need> {
         ),
         deny("demo-keda", req("aps:RemoteWrite", AMP), "queries only"),
         // The HyperPod training operator (AmazonSageMakerHyperPodTrainingOperatorAccess).
-        allow("demo-training-operator", req("sagemaker:DescribeClusterNode", HYPERPOD), "node health"),
+        allow(
+            "demo-training-operator",
+            req("sagemaker:DescribeClusterNode", HYPERPOD).with("aws:ResourceTag/SageMaker", "true"),
+            "node health, on the cluster the product tags SageMaker=true",
+        ),
+        deny(
+            "demo-training-operator",
+            req("sagemaker:DescribeClusterNode", HYPERPOD),
+            "the managed policy's tag condition: a cluster without SageMaker=true",
+        ),
         deny("demo-training-operator", req("sagemaker:DeleteCluster", HYPERPOD), "no mutation"),
         // The CloudWatch agent (CloudWatchAgentServerPolicy).
         allow("demo-cloudwatch-agent", req("cloudwatch:PutMetricData", "*"), "Container Insights"),
@@ -256,15 +272,26 @@ pub fn needs(place: &BucketPlace) -> Vec<Need> {
             "another HyperPod cluster's nodes",
         ),
         deny("demo-ebs-csi", req("s3:GetObject", &obj("data/x")), "reads no data"),
-        // The Spaces controller (AmazonSageMakerSpacesControllerPolicy).
-        allow(
+        // The Spaces controller (AmazonSageMakerSpacesControllerPolicy): its remote IDE access
+        // through Systems Manager is cut by the boundary (an activation passes a role).
+        allow("demo-spaces", req("kms:DescribeKey", "arn:aws:kms:us-west-2:123456789012:key/k"), "the key a space's volume names"),
+        deny(
             "demo-spaces",
             req("ssm:CreateActivation", "*")
                 .with("aws:RequestTag/sagemaker.amazonaws.com/managed-by", "amazon-sagemaker-spaces"),
-            "an activation for a space's remote IDE",
+            "a hybrid activation, even tagged as the add-on's",
         ),
-        allow("demo-spaces", req("ssm:DescribeSessions", "*"), "who is connected"),
-        deny("demo-spaces", req("ssm:CreateActivation", "*"), "an activation not tagged as the add-on's"),
+        deny(
+            "demo-spaces",
+            req("iam:PassRole", "arn:aws:iam::123456789012:role/sagemaker-space-ide")
+                .with("iam:PassedToService", "ssm.amazonaws.com"),
+            "passing a customer's role to Systems Manager",
+        ),
+        deny(
+            "demo-spaces",
+            req("ssm:StartSession", "arn:aws:ssm:us-west-2:123456789012:managed-instance/mi-1"),
+            "a session on a managed instance",
+        ),
         deny("demo-spaces", req("s3:GetObject", &obj("data/x")), "reads no data"),
         // The observability add-on's collector: remote write to the cluster's workspace only,
         // its logs under the clusters' log groups.
