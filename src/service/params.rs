@@ -13,6 +13,7 @@ use crate::service::{validate, ClusterParams, HyperPodParams, PipelineParams};
 /// Validates an import and returns (region, parameters).
 pub fn import_params(engine: &Engine, req: &ImportRequest) -> ApiResult<(String, Value)> {
     validate::cluster_name("eksClusterName", &req.eks_cluster_name)?;
+    unambiguous_roles("eksClusterName", &req.eks_cluster_name)?;
     if let Some(hp) = &req.hyperpod_cluster_name {
         let ok = !hp.is_empty()
             && hp.len() <= 63
@@ -33,6 +34,23 @@ pub fn import_params(engine: &Engine, req: &ImportRequest) -> ApiResult<(String,
     Ok((engine.cloud().network.region(), params))
 }
 
+/// Refuses a cluster name whose roles could be another cluster's (see
+/// [`crate::service::steps::roles::ambiguous_endings`]).
+fn unambiguous_roles(field: &str, name: &str) -> ApiResult<()> {
+    match crate::service::steps::roles::ambiguous_ending(name) {
+        None => Ok(()),
+        Some(ending) => Err(ApiError::validation_hint(
+            field,
+            format!(
+                "a cluster name may not end in `{ending}`: the IAM roles of `{name}` would share \
+                 names with those of cluster `{}`",
+                &name[..name.len() - ending.len()]
+            ),
+            json!(format!("any other name, e.g. `{}-1`", name)),
+        )),
+    }
+}
+
 pub async fn cluster_params(
     engine: &Engine,
     req: &CreateClusterRequest,
@@ -40,6 +58,7 @@ pub async fn cluster_params(
 ) -> ApiResult<ClusterParams> {
     let cloud = engine.cloud();
     validate::cluster_name("name", &req.name)?;
+    unambiguous_roles("name", &req.name)?;
     let region = validate::region("region", req.region.as_deref(), cloud)?;
     let kubernetes_version =
         validate::kubernetes_version("kubernetesVersion", req.kubernetes_version.as_deref())?;
@@ -237,6 +256,7 @@ pub async fn pipeline_params(engine: &Engine, req: &PipelineRequest) -> ApiResul
     };
     // Name first, so the most basic mistake is the one reported.
     validate::cluster_name("name", &req.name)?;
+    unambiguous_roles("name", &req.name)?;
     let hyperpod = hyperpod_params(engine, &hp_req).await?;
     let cluster = cluster_params(engine, &cluster_req, Some(&hyperpod.zone)).await?;
     validate::compute_subnet_fits(

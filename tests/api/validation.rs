@@ -151,6 +151,13 @@ async fn bad_pipeline_inputs_are_refused_with_the_field_and_nothing_is_persisted
         p["hint"]["zonesOffering"],
         json!(["us-west-2b", "us-west-2c"])
     );
+    // A name whose IAM roles would be another cluster's (`x` has `x-inference-keda`).
+    let r = app
+        .post_raw("/api/pipelines", &with("name", json!("demo-inference")))
+        .await;
+    let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert_eq!(p["field"], "name", "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("`demo`"), "{p}");
     let r = app
         .post_raw("/api/pipelines", &with("capacityType", json!("cheap")))
         .await;

@@ -139,3 +139,86 @@ pub fn cluster_role_names(cluster: &str) -> Vec<String> {
     .map(|r| r.name)
     .collect()
 }
+
+/// The endings a cluster name may not have, so that no two clusters' roles share a name: where
+/// one role's suffix ends with another's (`inference-keda` and `keda`), cluster `x`'s
+/// `x-inference-keda` would be cluster `x-inference`'s `keda` role. Derived from the inventory,
+/// so a new role suffix that would make names ambiguous adds its ending here by itself.
+pub fn ambiguous_endings() -> BTreeSet<String> {
+    const PROBE: &str = "c";
+    let suffixes: Vec<String> = cluster_role_names(PROBE)
+        .into_iter()
+        .filter_map(|n| n.strip_prefix(&format!("{PROBE}-")).map(str::to_string))
+        .collect();
+    let mut endings = BTreeSet::new();
+    for long in &suffixes {
+        for short in &suffixes {
+            if let Some(head) = long.strip_suffix(&format!("-{short}")) {
+                endings.insert(format!("-{head}"));
+            }
+        }
+    }
+    endings
+}
+
+/// The ending of `cluster` that would give one of its roles another cluster's role name.
+pub fn ambiguous_ending(cluster: &str) -> Option<String> {
+    ambiguous_endings()
+        .into_iter()
+        .find(|e| cluster.ends_with(e.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every name a cluster could take that ends in a piece of a role suffix, and a few others.
+    fn candidates() -> Vec<String> {
+        let mut names = vec!["x".to_string(), "x-y".to_string()];
+        for role in cluster_role_names("x") {
+            let suffix = role.trim_start_matches("x-");
+            let words: Vec<&str> = suffix.split('-').collect();
+            for i in 1..=words.len() {
+                names.push(format!("x-{}", words[..i].join("-")));
+            }
+        }
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    #[test]
+    fn no_two_clusters_the_product_accepts_share_a_role_name() {
+        let accepted: Vec<String> = candidates()
+            .into_iter()
+            .filter(|n| ambiguous_ending(n).is_none())
+            .collect();
+        let mut owner: std::collections::BTreeMap<String, String> = Default::default();
+        for cluster in &accepted {
+            for role in cluster_role_names(cluster) {
+                if let Some(other) = owner.insert(role.clone(), cluster.clone()) {
+                    panic!("`{cluster}` and `{other}` would both have the role `{role}`");
+                }
+            }
+        }
+        // And the account's own roles are no cluster's.
+        for role in account_roles(&BucketPlace::whole("-")) {
+            assert!(!owner.contains_key(&role.name), "{}", role.name);
+        }
+    }
+
+    #[test]
+    fn the_ambiguous_endings_are_exactly_those_that_collide() {
+        // Without the rule, a collision exists: `x` and `x-inference` share `x-inference-keda`.
+        let x: BTreeSet<String> = cluster_role_names("x").into_iter().collect();
+        let xi: BTreeSet<String> = cluster_role_names("x-inference").into_iter().collect();
+        assert!(x.intersection(&xi).next().is_some());
+        assert_eq!(
+            ambiguous_ending("x-inference").as_deref(),
+            Some("-inference")
+        );
+        assert_eq!(ambiguous_ending("inference"), None);
+        assert_eq!(ambiguous_ending("x-keda"), None);
+        assert_eq!(ambiguous_ending("demo"), None);
+    }
+}
