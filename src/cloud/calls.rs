@@ -44,6 +44,8 @@ pub struct Scope {
     /// The permissions boundary the product sets on the roles it makes.
     pub boundary: String,
     pub shared_bucket_arn: String,
+    /// The role the server runs as (what it names in its own access entries).
+    pub principal: String,
 }
 
 /// One question for IAM: may the principal call `action` on `resource` with `context`?
@@ -64,6 +66,7 @@ impl Scope {
             .replace("{probe_id}", "0probe000000")
             .replace("{boundary}", &self.boundary)
             .replace("{shared_bucket_arn}", &self.shared_bucket_arn)
+            .replace("{principal}", &self.principal)
     }
 
     /// The question a row asks in this account.
@@ -136,7 +139,7 @@ pub static CALLS: &[Call] = &[
     call("ChangeTaggedNetwork", "ec2:ReplaceRouteTableAssociation", "arn:{partition}:ec2:{region}:{account}:vpc/vpc-0probe", &[("aws:ResourceTag/instantstart:cluster", "{cluster}")]),
     call("CreateTaggedEksCluster", "eks:CreateCluster", "*", &[("aws:RequestTag/instantstart:cluster", "{cluster}")]),
     call("Eks", "eks:AssociateAccessPolicy", "arn:{partition}:eks:{region}:{account}:cluster/{cluster}", &[]),
-    call("EksOnOwnClusters", "eks:CreateAccessEntry", "arn:{partition}:eks:{region}:{account}:cluster/{cluster}", &[("aws:ResourceTag/instantstart:cluster", "{cluster}")]),
+    call("EksOnOwnClusters", "eks:CreateAccessEntry", "arn:{partition}:eks:{region}:{account}:cluster/{cluster}", &[("aws:ResourceTag/instantstart:cluster", "{cluster}"), ("eks:principalArn", "{principal}"), ("aws:PrincipalArn", "{principal}")]),
     call("EksOnOwnClusters", "eks:CreateAddon", "arn:{partition}:eks:{region}:{account}:cluster/{cluster}", &[("aws:ResourceTag/instantstart:cluster", "{cluster}")]),
     call("EksOnOwnClusters", "eks:CreatePodIdentityAssociation", "arn:{partition}:eks:{region}:{account}:cluster/{cluster}", &[("aws:ResourceTag/instantstart:cluster", "{cluster}")]),
     call("Eks", "eks:DeleteAccessEntry", "arn:{partition}:eks:{region}:{account}:cluster/{cluster}", &[]),
@@ -225,6 +228,7 @@ mod tests {
             cluster: "probe".into(),
             boundary: "arn:aws:iam::123456789012:policy/b".into(),
             shared_bucket_arn: "arn:aws:s3:::b".into(),
+            principal: "arn:aws:iam::123456789012:role/server".into(),
         };
         let create_role = CALLS.iter().find(|c| c.action == "iam:CreateRole").unwrap();
         let p = s.probe(create_role);

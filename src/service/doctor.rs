@@ -193,6 +193,7 @@ pub async fn run(engine: &Engine) -> ApiResult<Doctor> {
         cluster: PROBE_CLUSTER.into(),
         boundary: cloud.iam.permissions_boundary().unwrap_or_default(),
         shared_bucket_arn: format!("arn:{partition}:s3:::{shared}"),
+        principal: principal.clone(),
     };
     let probes: Vec<_> = CALLS.iter().map(|c| scope.probe(c)).collect();
     let decisions = cloud.iam.simulate(&principal, &probes).await?;

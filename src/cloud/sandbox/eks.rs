@@ -145,6 +145,23 @@ impl Eks for Sandbox {
         self.gate(api, true).await?;
         self.active_cluster(cluster, "CreateAccessEntry").await?;
         self.own_eks(cluster, api).await?;
+        // The template's `AccessEntriesForItselfOnly`: an entry for any principal but the
+        // server's own role is denied, as IAM denies it.
+        let me = super::iam::caller_role();
+        let asked = crate::cloud::policy::Request::new(api, &eks_arn(cluster))
+            .with(&format!("aws:ResourceTag/{CLUSTER_TAG}"), cluster)
+            .with("eks:principalArn", principal_arn)
+            .with("aws:PrincipalArn", &me);
+        if crate::cloud::policy::decide(&super::rules::instance_policy(), &asked)
+            != crate::cloud::policy::Decision::Allow
+        {
+            return Err(CloudError::new(
+                "eks",
+                "CreateAccessEntry",
+                "AccessDeniedException",
+                format!("User: arn:aws:sts::{ACCOUNT}:assumed-role/instantstart/sandbox is not authorized to perform: {api} on resource: {} with an explicit deny in an identity-based policy (an access entry for {principal_arn}, not for itself)", eks_arn(cluster)),
+            ));
+        }
         let data = json!({"cluster": cluster, "principalArn": principal_arn,
                           "policies": [{"policyArn": policy_arn, "accessScope": {"type": "cluster"}}]});
         let key = format!("{cluster}/{principal_arn}");

@@ -13,7 +13,7 @@ impl Iam for Sandbox {
         self.gate("sts:GetCallerIdentity", false).await?;
         Ok(CallerIdentity {
             account: ACCOUNT.to_string(),
-            arn: format!("arn:aws:iam::{ACCOUNT}:role/instantstart-sandbox"),
+            arn: caller_role(),
         })
     }
 
@@ -233,4 +233,9 @@ impl Iam for Sandbox {
             })
             .collect())
     }
+}
+
+/// The role the server runs as in the sandbox.
+pub(super) fn caller_role() -> String {
+    format!("arn:aws:iam::{ACCOUNT}:role/instantstart-sandbox")
 }

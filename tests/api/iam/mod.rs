@@ -392,6 +392,43 @@ fn the_control_plane_reads_the_price_list_and_no_bill() {
     }
 }
 
+/// Access to a cluster is the server's own: it may make an access entry on a cluster it made
+/// (or imported) for its own role, never for a person or another role, nor on another cluster.
+#[test]
+fn the_control_plane_makes_access_entries_for_itself_only() {
+    let cp = control_plane_policy();
+    let me = "arn:aws:iam::123456789012:role/instantstart-InstanceRole-AB12";
+    let entry = |cluster_tag: Option<&str>, principal: &str| {
+        let r = req("eks:CreateAccessEntry", EKS)
+            .with("aws:PrincipalArn", me)
+            .with("eks:principalArn", principal);
+        match cluster_tag {
+            Some(t) => r.with("aws:ResourceTag/instantstart:cluster", t),
+            None => r,
+        }
+    };
+    assert_eq!(
+        policy::decide(&cp, &entry(Some("demo"), me)),
+        Decision::Allow
+    );
+    for someone in [
+        "arn:aws:iam::123456789012:role/Admin",
+        "arn:aws:iam::123456789012:user/mallory",
+        "arn:aws:iam::111111111111:role/outsider",
+    ] {
+        assert_eq!(
+            policy::decide(&cp, &entry(Some("demo"), someone)),
+            Decision::ExplicitDeny,
+            "{someone}"
+        );
+    }
+    assert_ne!(
+        policy::decide(&cp, &entry(None, me)),
+        Decision::Allow,
+        "a cluster not its own"
+    );
+}
+
 #[test]
 fn the_control_plane_may_make_and_manage_every_role_only_within_the_boundary() {
     let cp = control_plane_policy();
@@ -483,9 +520,16 @@ fn the_control_plane_may_make_and_manage_every_role_only_within_the_boundary() {
         ("sagemaker:BatchDeleteClusterNodes", hp),
         ("sagemaker:BatchReplaceClusterNodes", hp),
     ] {
-        assert!(!may(req(action, arn)), "{action} on an untagged {arn}");
+        // (An access entry is for the server's own role: `AccessEntriesForItselfOnly`.)
+        let me = "arn:aws:iam::123456789012:role/instantstart-InstanceRole-AB12";
+        let asked = || {
+            req(action, arn)
+                .with("aws:PrincipalArn", me)
+                .with("eks:principalArn", me)
+        };
+        assert!(!may(asked()), "{action} on an untagged {arn}");
         assert!(
-            may(req(action, arn).with("aws:ResourceTag/instantstart:cluster", "theirs")),
+            may(asked().with("aws:ResourceTag/instantstart:cluster", "theirs")),
             "{action} on a tagged {arn}"
         );
     }
@@ -678,6 +722,12 @@ const JUSTIFIED: &[(&str, &str, &str, &str)] = &[
         "sagemaker:CreateCluster",
         "HyperPodPlans grants the training plan and reserved capacity a group names; the cluster \
          itself is granted apart (HyperPod, HyperPodOwnClusters with the cluster tag)",
+    ),
+    (
+        "MISMATCHED_TYPE",
+        "control-plane",
+        "eks:principalArn requires a value of type ARN but given ['${aws:PrincipalArn}']",
+        "a policy variable: IAM puts the caller's role ARN in its place before comparing",
     ),
     (
         "RESOURCE_STAR",
