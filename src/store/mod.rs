@@ -272,6 +272,26 @@ impl Store {
         self.with_phases(&rows).await
     }
 
+    /// A cluster's operations of the given kinds, oldest first, without their phases: what the
+    /// product itself was asked to do (its own record, not what the cluster says).
+    pub async fn operations_of_kinds(
+        &self,
+        cluster: &str,
+        kinds: &[&str],
+    ) -> anyhow::Result<Vec<Operation>> {
+        let kinds = serde_json::to_string(kinds)?;
+        let rows = sqlx::query(
+            "SELECT * FROM operations
+             WHERE cluster = ?1 AND kind IN (SELECT value FROM json_each(?2))
+             ORDER BY id",
+        )
+        .bind(cluster)
+        .bind(kinds)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(operation_of).collect()
+    }
+
     /// The newest operation of each kind for a cluster.
     pub async fn latest_per_kind(&self, cluster: &str) -> anyhow::Result<Vec<Operation>> {
         let rows = self.latest_rows(cluster).await?;

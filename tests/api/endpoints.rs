@@ -293,6 +293,18 @@ async fn an_endpoint_is_applied_followed_scaled_and_deleted_on_the_kubernetes_em
         "application/json",
     )
     .await;
+    // And one whose model bucket is well formed and reachable, but that nobody asked the
+    // product to mount: only the product's own records widen the role.
+    emu.send(
+        reqwest::Method::POST,
+        "/apis/inference.sagemaker.aws.amazon.com/v1/namespaces/default/inferenceendpointconfigs",
+        json!({"apiVersion": "inference.sagemaker.aws.amazon.com/v1", "kind": "InferenceEndpointConfig",
+               "metadata": {"name": "planted-too", "labels": {"app.kubernetes.io/managed-by": "instantstart"}},
+               "spec": {"modelSourceConfig": {"modelSourceType": "s3",
+                                              "s3Storage": {"bucketName": "their-payroll", "region": "us-west-2"}}}}),
+        "application/json",
+    )
+    .await;
     let accepted: Value = client
         .post(format!("{base}{ENDPOINTS}"))
         .json(&body)
@@ -349,6 +361,10 @@ async fn an_endpoint_is_applied_followed_scaled_and_deleted_on_the_kubernetes_em
     assert!(
         !granted.contains("arn:aws:s3:::*"),
         "a planted pattern widened the role: {granted}"
+    );
+    assert!(
+        !granted.contains("their-payroll"),
+        "a planted bucket widened the role: {granted}"
     );
 
     let deleted = delete_and_wait(&client, &base, &format!("{ENDPOINTS}/emu-ep")).await;

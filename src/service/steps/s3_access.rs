@@ -76,10 +76,13 @@ impl S3CsiRoleStep {
         }
         buckets.remove(&place.bucket);
         // What the cluster says is written by whoever may write there (a team member may make
-        // a labelled endpoint in their namespace): only a well-formed bucket name the boundary
-        // of the roles reaches widens the role, never a pattern (`*`) or any other text.
+        // a labelled endpoint or volume in their namespace): a bucket widens the role only if
+        // the product itself was asked to mount it (its own operations' records), and only a
+        // well-formed name the boundary of the roles reaches, never a pattern (`*`).
+        let requested = requested_buckets(cx).await?;
         buckets.retain(|b| {
-            let ok = crate::service::validate::bucket_name("bucketName", b).is_ok()
+            let ok = requested.contains(b)
+                && crate::service::validate::bucket_name("bucketName", b).is_ok()
                 && crate::service::bucket::reachable(cx.cloud, b);
             if !ok {
                 tracing::warn!(bucket = %b.chars().take(80).collect::<String>(),
@@ -146,22 +149,50 @@ pub fn model_bucket(manifest: &serde_json::Value) -> Option<String> {
 /// claim or an endpoint is removed (recounted).
 pub struct BucketAccessStep;
 
-impl BucketAccessStep {
-    /// The bucket this operation is about to mount: a storage claim's, or an endpoint's model's.
-    fn adding(cx: &StepCx<'_>) -> Option<String> {
-        match cx.op.kind.parse::<OpKind>().ok()? {
-            OpKind::Storage => match cx.param::<StorageParams>().ok()?.source {
-                VolumeSource::S3 { bucket, .. } => bucket,
-                VolumeSource::Fsx { .. } => None,
-            },
-            OpKind::EndpointDeploy | OpKind::EndpointUpdate => cx
-                .param::<ApplyParams>()
+/// The operation kinds that mount a bucket through the S3 CSI driver.
+const MOUNTING: [OpKind; 3] = [
+    OpKind::Storage,
+    OpKind::EndpointDeploy,
+    OpKind::EndpointUpdate,
+];
+
+/// The bucket an operation mounts: a storage claim's, or an endpoint's model's.
+fn mounted_by(op: &crate::store::Operation) -> Option<String> {
+    match op.kind.parse::<OpKind>().ok()? {
+        OpKind::Storage => match serde_json::from_value::<StorageParams>(op.params.clone())
+            .ok()?
+            .source
+        {
+            VolumeSource::S3 { bucket, .. } => bucket,
+            VolumeSource::Fsx { .. } => None,
+        },
+        OpKind::EndpointDeploy | OpKind::EndpointUpdate => {
+            serde_json::from_value::<ApplyParams>(op.params.clone())
                 .ok()?
                 .manifests
                 .iter()
-                .find_map(model_bucket),
-            _ => None,
+                .find_map(model_bucket)
         }
+        _ => None,
+    }
+}
+
+/// Every bucket the product was asked to mount on this cluster (its operations' parameters,
+/// validated at the API's edge when they were accepted).
+async fn requested_buckets(cx: &StepCx<'_>) -> StepResult<BTreeSet<String>> {
+    let kinds: Vec<&str> = MOUNTING.iter().map(|k| k.as_str()).collect();
+    let ops = cx
+        .engine
+        .store()
+        .operations_of_kinds(&cx.op.cluster, &kinds)
+        .await?;
+    Ok(ops.iter().filter_map(mounted_by).collect())
+}
+
+impl BucketAccessStep {
+    /// The bucket this operation is about to mount.
+    fn adding(cx: &StepCx<'_>) -> Option<String> {
+        mounted_by(cx.op)
     }
 }
 
