@@ -22,6 +22,8 @@ pub mod service;
 pub mod store;
 
 use std::sync::Arc;
+
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -58,8 +60,10 @@ pub struct AppParts {
     pub cloud_warning: Option<String>,
     /// The managed features users may enable (all when the list is empty).
     pub allowed_features: Arc<Vec<String>>,
-    /// The cap on log follows served at once.
-    pub follows: Arc<service::logs::Follows>,
+    /// The caps on what clients hold open: log follows, event streams, long-polls.
+    pub caps: Arc<service::caps::Caps>,
+    /// The MCP sessions open now (counted against `caps.mcp_sessions` at the edge).
+    pub mcp_sessions: Arc<LocalSessionManager>,
     /// The Prometheus KEDA reads for autoscaling when a request names none.
     pub prometheus_url: Option<Arc<str>>,
     /// The account's Grafana workspace the observability add-on's dashboards are in.
@@ -169,15 +173,12 @@ async fn aws_cloud(
 /// front of it, so rmcp's own host list is not used.
 fn mcp_service(
     cx: Arc<mcp::McpContext>,
-) -> rmcp::transport::StreamableHttpService<
-    mcp::McpServer,
-    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
-> {
-    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    sessions: Arc<LocalSessionManager>,
+) -> rmcp::transport::StreamableHttpService<mcp::McpServer, LocalSessionManager> {
     use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
     StreamableHttpService::new(
         move || Ok(mcp::McpServer { cx: cx.clone() }),
-        Arc::new(LocalSessionManager::default()),
+        sessions,
         StreamableHttpServerConfig::default().disable_allowed_hosts(),
     )
 }
@@ -322,13 +323,18 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
             .map_err(|e| anyhow::anyhow!("INSTANTSTART_GRAFANA_WORKSPACE: {e}"))?;
     }
     let pod_packages = service::training::PodPackages::parse(config.pod_package_index.as_deref())?;
+    let mcp_sessions = Arc::new(LocalSessionManager::default());
     let state = AppState(Arc::new(AppParts {
         engine: engine.clone(),
         edge,
         sandbox,
         cloud_warning,
         allowed_features: Arc::new(allowed_features),
-        follows: Arc::new(service::logs::Follows::new(config.max_log_follows.max(1))),
+        caps: Arc::new(service::caps::Caps::new(
+            &config.limits,
+            config.max_log_follows,
+        )),
+        mcp_sessions: mcp_sessions.clone(),
         prometheus_url: config.prometheus_url.as_deref().map(Arc::from),
         grafana_workspace: config.grafana_workspace.as_deref().map(Arc::from),
         pod_packages: Arc::new(pod_packages),
@@ -343,7 +349,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         config.token.as_ref().map(|t| t.0.clone()),
         config.mcp_read_only,
     );
-    let router = api::router(state.clone(), mcp_service(mcp.clone()));
+    let router = api::router(state.clone(), mcp_service(mcp.clone(), mcp_sessions));
     // The MCP tools dispatch into this same router (edge, validation, audit included).
     let _ = mcp.router.set(router.clone());
     let _ = mcp.audit.set(engine.clone());

@@ -149,6 +149,33 @@ fn refusal(policy: &EdgePolicy, request: &Request) -> Option<ApiError> {
     }
 }
 
+/// A request that would open one more MCP session (a POST without `Mcp-Session-Id`) once the
+/// server holds its cap of them: refused before rmcp makes a session and its worker. Idle
+/// sessions end by themselves after five minutes, freeing their places.
+fn mcp_sessions_full(state: &AppState, request: &Request) -> Option<ApiError> {
+    let opens = is_mcp(request.uri().path())
+        && request.method() == axum::http::Method::POST
+        && !request.headers().contains_key("mcp-session-id");
+    if !opens {
+        return None;
+    }
+    let cap = state.caps.mcp_sessions;
+    // A session being added or removed holds the lock for an instant: counted next time.
+    let open = state
+        .mcp_sessions
+        .sessions
+        .try_read()
+        .map(|s| s.len())
+        .ok()?;
+    (open >= cap).then(|| ApiError::Busy {
+        slug: "too-many-mcp-sessions",
+        detail: format!("this server already holds {cap} MCP sessions, its limit"),
+        hint: Some(Box::new(serde_json::json!(
+            "end a session you no longer use (DELETE /mcp with its Mcp-Session-Id), or wait: an idle one ends after five minutes"
+        ))),
+    })
+}
+
 fn is_mcp(path: &str) -> bool {
     path == "/mcp" || path.starts_with("/mcp/")
 }
@@ -267,7 +294,7 @@ where
             };
         }
         let sandbox = state.sandbox.is_some();
-        match refusal(&state.edge, &request) {
+        match refusal(&state.edge, &request).or_else(|| mcp_sessions_full(state, &request)) {
             Some(e) => EdgeFuture::Refused {
                 response: secure(e.into_response(), sandbox, false),
             },

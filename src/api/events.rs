@@ -24,11 +24,17 @@ use crate::AppState;
 const WINDOW: i64 = 50;
 
 pub async fn events(State(state): State<AppState>, ws: WebSocketUpgrade) -> Response {
+    // A place among the server's event streams, held while the socket lives; none left is a
+    // problem before the upgrade.
+    let permit = match state.caps.event_streams.admit() {
+        Ok(p) => p,
+        Err(e) => return axum::response::IntoResponse::into_response(e),
+    };
     ws.protocols(["instantstart.events"])
-        .on_upgrade(move |socket| push(state, socket))
+        .on_upgrade(move |socket| push(state, socket, permit))
 }
 
-async fn push(state: AppState, mut socket: WebSocket) {
+async fn push(state: AppState, mut socket: WebSocket, _permit: crate::service::caps::Permit) {
     let _open = crate::metrics::global().stream_opened("events");
     let mut changes = state.engine.subscribe();
     let mut noticed = Some(state.engine.cloud().kube.events());

@@ -70,7 +70,7 @@ pub async fn follow(
             ))),
         })?;
         let q = query(q)?;
-        let permit = state.follows.admit()?;
+        let permit = state.caps.log_follows.admit()?;
         let session = l::follow(&state.engine, &name, &kind, &workload, &q, permit).await?;
         Ok::<_, ApiError>((ws, session))
     };

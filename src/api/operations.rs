@@ -126,6 +126,10 @@ async fn get_operation(
             json!("0 to 60"),
         ));
     }
+    // A long-poll holds a place among the server's waiters; with none free it answers at
+    // once, as a plain read (the client polls again, as it would after a change).
+    let place = (wait > 0).then(|| state.caps.waiters.try_admit()).flatten();
+    let wait = if place.is_some() { wait } else { 0 };
     state
         .engine
         .wait_for_change(&id, Duration::from_secs(wait))

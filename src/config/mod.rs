@@ -209,6 +209,12 @@ pub struct ConnLimits {
     /// How long a connection may take to send a request's headers, counted from when the
     /// server waits for them: a slow client, or a keep-alive connection left idle, is closed.
     pub header_timeout: std::time::Duration,
+    /// Event WebSockets (`/api/events`, one per open browser tab) held at once.
+    pub max_event_streams: usize,
+    /// Operation long-polls (`?wait=`) waiting at once; one more is answered at once.
+    pub max_waiters: usize,
+    /// MCP sessions open at once (an idle one ends after five minutes).
+    pub max_mcp_sessions: usize,
 }
 
 impl Default for ConnLimits {
@@ -216,6 +222,9 @@ impl Default for ConnLimits {
         Self {
             max_connections: 1024,
             header_timeout: std::time::Duration::from_secs(10),
+            max_event_streams: 64,
+            max_waiters: 256,
+            max_mcp_sessions: 64,
         }
     }
 }

@@ -5,6 +5,7 @@
 pub mod arn;
 pub mod audit;
 pub mod bucket;
+pub mod caps;
 pub mod costs;
 pub mod dashboards;
 pub mod doctor;

@@ -1,6 +1,7 @@
 //! The edge: Host/Origin guard against DNS rebinding, and the token rule.
 
 use reqwest::StatusCode;
+use serde_json::{json, Value};
 
 use crate::helpers::*;
 
@@ -325,6 +326,7 @@ async fn slow_and_flooding_clients_are_cut_off_and_others_still_answered() {
         limits: Some(instantstart::config::ConnLimits {
             max_connections: 96,
             header_timeout: deadline,
+            ..Default::default()
         }),
         ..Default::default()
     })
@@ -393,4 +395,135 @@ async fn slow_and_flooding_clients_are_cut_off_and_others_still_answered() {
         "the server answers once the held connections are cut off"
     );
     drop(held);
+}
+
+/// What a client holds open is capped server-wide: event streams past the cap are refused
+/// before the upgrade (and a freed place is taken again), a long-poll past the waiters' cap is
+/// answered at once instead of held, and an MCP session past its cap is refused before one is
+/// made (ending one frees its place).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_streams_long_polls_and_mcp_sessions_are_capped() {
+    use std::time::{Duration, Instant};
+    let app = spawn_app_with(Opts {
+        limits: Some(instantstart::config::ConnLimits {
+            max_event_streams: 2,
+            max_waiters: 1,
+            max_mcp_sessions: 2,
+            ..Default::default()
+        }),
+        // Simulated time all but stands still: the pipeline sits in one phase.
+        time_scale: Some(0.001),
+        ..Default::default()
+    })
+    .await;
+
+    let a = ws_open(&app.base, "/api/events", "instantstart.events")
+        .await
+        .unwrap();
+    let _b = ws_open(&app.base, "/api/events", "instantstart.events")
+        .await
+        .unwrap();
+    let Err((status, p)) = ws_open(&app.base, "/api/events", "instantstart.events").await else {
+        panic!("a third event stream was opened past the cap of two");
+    };
+    assert_eq!(status, 429, "{p}");
+    assert_eq!(p["type"], "urn:instantstart:problem:too-many-event-streams");
+    drop(a);
+    let mut reopened = false;
+    for _ in 0..50 {
+        if ws_open(&app.base, "/api/events", "instantstart.events")
+            .await
+            .is_ok()
+        {
+            reopened = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(reopened, "a closed stream frees its place");
+
+    // Long-polls: one waits its full time; the second, past the cap, answers at once.
+    let r = app.post("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let id = r.json::<Value>().await.unwrap()["operationId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let poll = format!("/api/operations/{id}?wait=3");
+    // Until the pipeline sits in a phase that waits on simulated time: a poll then waits.
+    let mut settled = false;
+    for _ in 0..20 {
+        let started = Instant::now();
+        assert_eq!(app.get(&poll).await.status(), StatusCode::OK);
+        if started.elapsed() >= Duration::from_millis(2900) {
+            settled = true;
+            break;
+        }
+    }
+    assert!(settled, "the pipeline never settled in a waiting phase");
+    let held = {
+        let client = app.client.clone();
+        let url = app.url(&poll);
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let r = client.get(url).send().await.unwrap();
+            (r.status(), started.elapsed())
+        })
+    };
+    // The first poll has taken the one place once its answer is still pending.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    let r = app.get(&poll).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "a long-poll past the cap is answered at once, not held ({:?})",
+        started.elapsed()
+    );
+    let (status, waited) = held.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        waited >= Duration::from_secs(2),
+        "the first poll waited ({waited:?})"
+    );
+
+    // MCP sessions.
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let open = || {
+        app.client
+            .post(app.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .json(&init)
+            .send()
+    };
+    let first = open().await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    let session = first.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(open().await.unwrap().status(), StatusCode::OK);
+    let refused = open().await.unwrap();
+    assert_eq!(
+        problem(refused, StatusCode::TOO_MANY_REQUESTS).await["type"],
+        "urn:instantstart:problem:too-many-mcp-sessions"
+    );
+    let ended = app
+        .client
+        .delete(app.url("/mcp"))
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), StatusCode::OK);
+    let mut again = false;
+    for _ in 0..50 {
+        if open().await.unwrap().status() == StatusCode::OK {
+            again = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(again, "an ended session frees its place");
 }

@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use serde::Serialize;
-use serde_json::json;
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::{select_pods, workload, Grep, LogsQuery, PodRef, Workload, MAX_PODS};
@@ -28,47 +27,6 @@ const BUFFER: usize = 2000;
 const BATCH: usize = 256;
 /// Polls a session waits, once its workload ended, for streams that do not end by themselves.
 const GRACE_POLLS: u32 = 5;
-
-/// The server-wide cap on log follows.
-pub struct Follows {
-    permits: Arc<Semaphore>,
-    max: usize,
-}
-
-/// A place among the follows; freed when dropped.
-pub struct FollowPermit(#[allow(dead_code)] OwnedSemaphorePermit);
-
-impl Follows {
-    pub fn new(max: usize) -> Self {
-        Self {
-            permits: Arc::new(Semaphore::new(max)),
-            max,
-        }
-    }
-
-    /// A place for one more follow, or the refusal that says why there is none.
-    pub fn admit(&self) -> ApiResult<FollowPermit> {
-        self.permits
-            .clone()
-            .try_acquire_owned()
-            .map(FollowPermit)
-            .map_err(|_| ApiError::Busy {
-                slug: "too-many-log-streams",
-                detail: format!(
-                    "this server already follows {} log streams, its limit",
-                    self.max
-                ),
-                hint: Some(Box::new(json!(
-                    "close another log view, read a snapshot with GET …/logs instead, or raise --max-log-follows"
-                ))),
-            })
-    }
-
-    /// Follows open now.
-    pub fn active(&self) -> usize {
-        self.max - self.permits.available_permits()
-    }
-}
 
 /// One line of a followed log.
 #[derive(Debug, Clone, Serialize)]
@@ -110,7 +68,7 @@ pub struct Session {
     events: mpsc::Receiver<FollowEvent>,
     dropped: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
-    _permit: FollowPermit,
+    _permit: crate::service::caps::Permit,
 }
 
 impl Drop for Session {
@@ -151,7 +109,7 @@ pub async fn follow(
     kind: &str,
     name: &str,
     q: &LogsQuery,
-    permit: FollowPermit,
+    permit: crate::service::caps::Permit,
 ) -> ApiResult<Session> {
     if q.since.is_some() {
         return Err(ApiError::validation(
