@@ -306,6 +306,71 @@ async fn a_space_is_applied_followed_and_stopped_by_its_desired_status_on_the_ku
     let done = wait_terminal(&client, &base, &id).await;
     assert_eq!(done["state"], "succeeded", "{done}");
 
+    // Someone who may make pods in the namespace plants one with the space's label, running:
+    // the proxy connects only to the pod the Workspace controller made for this Workspace
+    // (Workspace → Deployment → ReplicaSet → pod), so it is refused, never reached.
+    emu.send(
+        reqwest::Method::POST,
+        "/api/v1/namespaces/default/pods",
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "look-alike", "namespace": "default",
+                            "labels": {"workspace.jupyter.org/workspace-name": "lab"}},
+               "spec": {"containers": [{"name": "x", "image": "evil"}]}}),
+        "application/json",
+    )
+    .await;
+    emu.merge_patch(
+        "/api/v1/namespaces/default/pods/look-alike/status",
+        json!({"status": {"phase": "Running"}}),
+    )
+    .await;
+    let opened: Value = client
+        .post(format!("{base}{LAB}/open"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let url = opened["url"].as_str().unwrap();
+    let port = base.rsplit(':').next().unwrap().to_string();
+    let raw = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let on_space = |path: String, cookie: Option<String>| {
+        let mut r = raw.get(format!("{base}{path}")).header(
+            reqwest::header::HOST,
+            format!("lab.demo.spaces.localhost:{port}"),
+        );
+        if let Some(c) = cookie {
+            r = r.header(reqwest::header::COOKIE, c);
+        }
+        r.send()
+    };
+    let r = on_space(url[url.find("/?").unwrap()..].to_string(), None)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let cookie = r.headers()[reqwest::header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let p = problem(
+        on_space("/".into(), Some(cookie)).await.unwrap(),
+        StatusCode::CONFLICT,
+    )
+    .await;
+    assert_eq!(
+        p["type"], "urn:instantstart:problem:space-not-running",
+        "{p}"
+    );
+    assert!(p["detail"].as_str().unwrap().contains("of its own"), "{p}");
+
     // The emulator holds workspaces to AWS's templates as jupyter-k8s's webhook does: the space
     // names the template where AWS's add-on keeps it, and nothing was refused on the way.
     assert_eq!(

@@ -277,6 +277,9 @@ impl Kube for Sandbox {
                 .find(|(p, ..)| p.namespace == ns && p.name == obj.name)
                 .map(|(p, age, created)| p.manifest(age, &crate::store::rfc3339_ms(created))));
         }
+        if let Some(made) = self.workspace_owned(target, obj).await? {
+            return Ok(Some(made));
+        }
         let Some(r) = self
             .by_name("k8s-object", &object_key(target, obj))
             .await?

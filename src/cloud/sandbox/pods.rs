@@ -55,6 +55,8 @@ pub(super) struct SimPod {
     image: String,
     pub(super) labels: Value,
     pub(super) annotations: Value,
+    /// Its `ownerReferences` (a space's pod names its ReplicaSet), or null.
+    pub(super) owners: Value,
     program: Program,
     /// Simulated seconds after the workload's apply at which the pod started.
     pub(super) start: f64,
@@ -90,6 +92,7 @@ pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
         image: image.clone(),
         labels,
         annotations: json!({}),
+        owners: Value::Null,
         program,
         start,
         end,
@@ -276,14 +279,17 @@ pub(super) fn pods_of(obj: &Value, age: f64, failures: u64) -> Vec<SimPod> {
             labels["workspace.jupyter.org/workspace-name"] = json!(name);
             labels["workspace.jupyter.org/component"] = json!("workspace");
             let base = s(obj, "/status/applicationBasePath").to_string();
-            vec![pod(
+            let mut p = pod(
                 super::spaces::pod_name(obj),
                 "workspace".into(),
                 labels,
                 Program::Space(base),
                 0.0,
                 None,
-            )]
+            );
+            let (_, replica_set) = super::spaces::owner_chain(obj);
+            p.owners = super::spaces::controlled_by(&replica_set);
+            vec![p]
         }
         Some("Job") => {
             let mut labels = obj
@@ -354,11 +360,15 @@ impl SimPod {
             _ => "Running",
         };
         let ready = if phase == "Running" { "True" } else { "False" };
-        json!({"apiVersion": "v1", "kind": "Pod",
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": self.name, "namespace": self.namespace, "labels": self.labels,
                             "annotations": self.annotations, "creationTimestamp": created},
                "spec": {"containers": [{"name": self.container, "image": self.image}]},
-               "status": {"phase": phase, "conditions": [{"type": "Ready", "status": ready}]}})
+               "status": {"phase": phase, "conditions": [{"type": "Ready", "status": ready}]}});
+        if !self.owners.is_null() {
+            pod["metadata"]["ownerReferences"] = self.owners.clone();
+        }
+        pod
     }
 
     /// Whether the pod's container is still writing at `age`.

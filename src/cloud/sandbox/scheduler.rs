@@ -357,6 +357,8 @@ impl Sandbox {
             m.remove(super::workload::SCALED);
         }
         o["metadata"]["creationTimestamp"] = json!(crate::store::rfc3339_ms(res.created_ms));
+        // Every object has a uid, as the API server gives it (owner references name it).
+        o["metadata"]["uid"] = json!(res.id);
         if super::spaces::is_workspace(&o) {
             let held = schedule.is_some_and(|s| s.kueue.gated.contains_key(&res.id));
             self.workspace_status(&mut o, res.created_ms, schedule, held, placed);

@@ -65,17 +65,50 @@ pub(super) fn admit(obj: &Value) -> crate::cloud::CloudResult<()> {
     }
 }
 
-/// The name of a workspace's pod: its Deployment's (`workspace-<name>`), then a ReplicaSet hash
-/// and a suffix.
+/// The name of a workspace's pod: its ReplicaSet's, then a suffix.
 pub(super) fn pod_name(obj: &Value) -> String {
+    let h = workspace_hash(obj);
+    format!("{}-{:05x}", replica_set_name(obj), (h >> 40) & 0xf_ffff)
+}
+
+fn workspace_hash(obj: &Value) -> u64 {
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();
     let namespace = obj["metadata"]["namespace"].as_str().unwrap_or("default");
-    let h = super::workload::fnv1a(&format!("{namespace}/{name}"));
+    super::workload::fnv1a(&format!("{namespace}/{name}"))
+}
+
+/// A workspace's ReplicaSet: its Deployment's name (`workspace-<name>`), then a hash.
+fn replica_set_name(obj: &Value) -> String {
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
     format!(
-        "workspace-{name}-{:09x}-{:05x}",
-        h & 0xf_ffff_ffff,
-        (h >> 40) & 0xf_ffff
+        "workspace-{name}-{:09x}",
+        workspace_hash(obj) & 0xf_ffff_ffff
     )
+}
+
+/// `ownerReferences` naming `owner` as the controller, as `SetControllerReference` writes them.
+pub(super) fn controlled_by(owner: &Value) -> Value {
+    json!([{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+            "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
+            "controller": true, "blockOwnerDeletion": true}])
+}
+
+/// The Deployment and ReplicaSet the Workspace controller makes for a workspace read back
+/// (with its uid): the Workspace controls the Deployment `workspace-<name>` (jupyter-k8s
+/// `GenerateDeploymentName`, internal/controller/constants.go at f2670353), which controls the
+/// ReplicaSet that controls the pod.
+pub(super) fn owner_chain(obj: &Value) -> (Value, Value) {
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    let namespace = obj["metadata"]["namespace"].as_str().unwrap_or("default");
+    let uid = obj["metadata"]["uid"].as_str().unwrap_or_default();
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": format!("workspace-{name}"), "namespace": namespace,
+                     "uid": format!("{uid}-deployment"), "ownerReferences": controlled_by(obj)}});
+    let replica_set = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": replica_set_name(obj), "namespace": namespace,
+                     "uid": format!("{uid}-replicaset"),
+                     "ownerReferences": controlled_by(&deployment)}});
+    (deployment, replica_set)
 }
 
 /// A running workspace's pod spec as Kueue sees it: its instance type and what it requests.
@@ -370,6 +403,46 @@ impl Sandbox {
             m.remove(SINCE);
             m.remove(ACTIVE);
         }
+    }
+}
+
+impl Sandbox {
+    /// The Deployment or ReplicaSet the Workspace controller made for a workspace of the
+    /// cluster, when `obj` names one (`workspace-…` in the workspace's namespace).
+    pub(super) async fn workspace_owned(
+        &self,
+        target: &crate::cloud::KubeTarget,
+        obj: &crate::cloud::ObjectRef,
+    ) -> crate::cloud::CloudResult<Option<Value>> {
+        let kind = obj.kind.as_str();
+        if obj.api_version != "apps/v1"
+            || !matches!(kind, "Deployment" | "ReplicaSet")
+            || !obj.name.starts_with("workspace-")
+        {
+            return Ok(None);
+        }
+        let ns = obj.namespace.as_deref().unwrap_or("default");
+        for r in self
+            .stored_objects(&format!("{}/", target.cluster))
+            .await?
+            .into_iter()
+            .filter(|r| r.deleted_ms.is_none() && is_workspace(&r.data))
+        {
+            let w = self.k8s_status(r, None);
+            if w["metadata"]["namespace"].as_str().unwrap_or("default") != ns {
+                continue;
+            }
+            let (deployment, replica_set) = owner_chain(&w);
+            let made = if kind == "Deployment" {
+                deployment
+            } else {
+                replica_set
+            };
+            if made["metadata"]["name"] == obj.name.as_str() {
+                return Ok(Some(made));
+            }
+        }
+        Ok(None)
     }
 }
 

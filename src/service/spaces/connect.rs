@@ -32,7 +32,12 @@ fn not_running(space: &str, why: &str) -> ApiError {
 /// The space's namespace and base path, refused unless it runs.
 pub async fn running(engine: &Engine, cluster: &str, space: &str) -> ApiResult<(String, String)> {
     let o = actual(engine, cluster, space).await?;
-    let (state, _) = space_state(&o);
+    running_at(&o, space)
+}
+
+/// A running space's namespace and base path, as its Workspace says.
+fn running_at(o: &Value, space: &str) -> ApiResult<(String, String)> {
+    let (state, _) = space_state(o);
     if state != "running" {
         return Err(not_running(space, &format!("is {state}")));
     }
@@ -70,13 +75,35 @@ pub struct SpacePod {
     pub base: String,
 }
 
-/// Finds the running space's pod (a read of the space and a list of its pods).
+/// Finds the running space's pod: the one the Workspace controller made for this Workspace
+/// (its owner chain, [`super::owner`]), never merely the first pod with the space's label.
 pub async fn locate(engine: &Engine, cluster: &str, space: &str) -> ApiResult<SpacePod> {
-    let (namespace, base) = running(engine, cluster, space).await?;
+    use super::owner;
+    let workspace = actual(engine, cluster, space).await?;
+    let (namespace, base) = running_at(&workspace, space)?;
+    let workspace_uid = workspace
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     let target = kube_target(engine, cluster).await?;
-    let pods = engine
-        .cloud()
-        .kube
+    let kube = &engine.cloud().kube;
+    let cloud = |e| ApiError::Cloud(Box::new(e));
+    let get = |kind: &str, name: &str| crate::cloud::ObjectRef {
+        api_version: "apps/v1".into(),
+        kind: kind.into(),
+        namespace: Some(namespace.clone()),
+        name: name.into(),
+    };
+    let deployment = kube
+        .get(&target, &get("Deployment", &owner::deployment_name(space)))
+        .await
+        .map_err(cloud)?
+        .filter(|d| {
+            !workspace_uid.is_empty() && owner::deployment_is_the_workspaces(d, &workspace_uid)
+        })
+        .ok_or_else(|| not_running(space, "has no server of its own yet"))?;
+    let pods = kube
         .list(
             &target,
             "v1",
@@ -85,18 +112,30 @@ pub async fn locate(engine: &Engine, cluster: &str, space: &str) -> ApiResult<Sp
             Some(&format!("{WORKSPACE_LABEL}={space}")),
         )
         .await
-        .map_err(|e| ApiError::Cloud(Box::new(e)))?;
-    let pod = pods
+        .map_err(cloud)?;
+    for pod in pods
         .iter()
-        .find(|p| p.pointer("/status/phase").and_then(Value::as_str) == Some("Running"))
-        .and_then(|p| p.pointer("/metadata/name").and_then(Value::as_str))
-        .ok_or_else(|| not_running(space, "has no running pod yet"))?
-        .to_string();
-    Ok(SpacePod {
-        namespace,
-        pod,
-        base,
-    })
+        .filter(|p| p.pointer("/status/phase").and_then(Value::as_str) == Some("Running"))
+    {
+        let Some((rs_name, rs_uid)) = owner::pod_replica_set(pod) else {
+            continue;
+        };
+        let rs = kube
+            .get(&target, &get("ReplicaSet", rs_name))
+            .await
+            .map_err(cloud)?;
+        if !rs.is_some_and(|rs| owner::replica_set_is_the_deployments(&rs, rs_uid, &deployment)) {
+            continue;
+        }
+        if let Some(name) = pod.pointer("/metadata/name").and_then(Value::as_str) {
+            return Ok(SpacePod {
+                namespace,
+                pod: name.to_string(),
+                base,
+            });
+        }
+    }
+    Err(not_running(space, "has no running pod of its own yet"))
 }
 
 /// Opens a stream to the server of a located space of `cluster`.

@@ -5,6 +5,7 @@
 
 mod connect;
 mod manifest;
+mod owner;
 pub mod state;
 mod views;
 
