@@ -30,7 +30,13 @@ export async function spaces() {
       slot.replaceChildren(h('a', { href: r.body.url, target: '_blank', rel: 'noopener', id: `space-link-${s.name}` }, `${s.name} ↗`));
       window.open(r.body.url, '_blank', 'noopener');
     } }, 'open');
-    slot.append(go);
+    // Ends every browser session of the space at once (a link shared by mistake, a lost laptop).
+    const end = h('button', { type: 'button', class: 'secondary', 'aria-label': `end the sessions of space ${s.name}`, onclick: async () => {
+      note.textContent = '';
+      const r = await api(path(s.name) + '/sessions', { method: 'DELETE' });
+      note.textContent = r.ok ? `${s.name}: ${r.body.ended} session(s) ended; open it again to get a new one.` : problemText(r.body);
+    } }, 'end sessions');
+    slot.append(go, ' ', end);
     return slot;
   };
   // A remote IDE over SSM: the add-on's link, shown once to copy (it opens VS Code, Kiro or

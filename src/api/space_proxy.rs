@@ -26,14 +26,24 @@ use crate::AppState;
 const TICKET: &str = "instantstart-ticket";
 const COOKIE: &str = "instantstart-space";
 const TICKET_TTL: Duration = Duration::from_secs(60);
-const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
+/// A session ends after this long without a request, and after [`SESSION_MAX`] in any case;
+/// stopping or deleting the space, or `DELETE …/sessions`, ends it at once.
+const SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
+const SESSION_MAX: Duration = Duration::from_secs(8 * 3600);
 /// How long a space's pod, once found, is reached without looking it up again: a page's many
 /// requests cost one lookup, and a pod gone sooner is looked up at once.
 const LOCATED_TTL: Duration = Duration::from_secs(10);
 /// Sessions kept at most (the oldest expire first).
 const MAX_SESSIONS: usize = 1024;
 
-type Grant = (String, String, Instant);
+/// What a ticket or session grants: one cluster's space, until `until` (pushed on by use, never
+/// past `ends`).
+struct Grant {
+    cluster: String,
+    space: String,
+    until: Instant,
+    ends: Instant,
+}
 
 /// Tickets and sessions, each for one cluster's space.
 #[derive(Default)]
@@ -50,32 +60,63 @@ fn secret() -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-fn grant(map: &Mutex<HashMap<String, Grant>>, cluster: &str, space: &str, ttl: Duration) -> String {
+fn grant(
+    map: &Mutex<HashMap<String, Grant>>,
+    cluster: &str,
+    space: &str,
+    idle: Duration,
+    max: Duration,
+) -> String {
     let mut m = map.lock().unwrap_or_else(|e| e.into_inner());
     let now = Instant::now();
-    m.retain(|_, (.., until)| *until > now);
+    m.retain(|_, g| g.until > now);
     if m.len() >= MAX_SESSIONS {
         if let Some(oldest) = m
             .iter()
-            .min_by_key(|(_, (.., u))| *u)
+            .min_by_key(|(_, g)| g.until)
             .map(|(k, _)| k.clone())
         {
             m.remove(&oldest);
         }
     }
     let key = secret();
-    m.insert(key.clone(), (cluster.into(), space.into(), now + ttl));
+    m.insert(
+        key.clone(),
+        Grant {
+            cluster: cluster.into(),
+            space: space.into(),
+            until: now + idle.min(max),
+            ends: now + max,
+        },
+    );
     key
 }
 
 fn holds(g: Option<&Grant>, cluster: &str, space: &str) -> bool {
-    g.is_some_and(|(c, s, until)| c == cluster && s == space && *until > Instant::now())
+    g.is_some_and(|g| g.cluster == cluster && g.space == space && g.until > Instant::now())
 }
 
 impl Sessions {
     /// A one-use ticket for a space, good for a minute.
     pub fn ticket(&self, cluster: &str, space: &str) -> String {
-        grant(&self.tickets, cluster, space, TICKET_TTL)
+        grant(&self.tickets, cluster, space, TICKET_TTL, TICKET_TTL)
+    }
+
+    /// Ends every ticket and session of a space (it was stopped or deleted, or someone asked);
+    /// how many sessions ended.
+    pub fn revoke(&self, cluster: &str, space: &str) -> usize {
+        let other = |g: &Grant| g.cluster != cluster || g.space != space;
+        self.tickets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, g| other(g));
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let before = sessions.len();
+        sessions.retain(|_, g| other(g));
+        let ended = before - sessions.len();
+        drop(sessions);
+        self.remember((cluster.to_string(), space.to_string()), None);
+        ended
     }
 
     /// Trades a ticket for a session of the same space; `None` if it is unknown, used, expired
@@ -87,7 +128,7 @@ impl Sessions {
             .unwrap_or_else(|e| e.into_inner())
             .remove(ticket);
         holds(g.as_ref(), cluster, space)
-            .then(|| grant(&self.sessions, cluster, space, SESSION_TTL))
+            .then(|| grant(&self.sessions, cluster, space, SESSION_IDLE, SESSION_MAX))
     }
 
     fn located(&self, key: &(String, String)) -> Option<SpacePod> {
@@ -104,15 +145,17 @@ impl Sessions {
         };
     }
 
+    /// Whether a session holds the space; a use pushes its idle end on (never past its end).
     fn valid(&self, session: &str, cluster: &str, space: &str) -> bool {
-        holds(
-            self.sessions
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(session),
-            cluster,
-            space,
-        )
+        let mut m = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(g) = m.get_mut(session) else {
+            return false;
+        };
+        if !holds(Some(g), cluster, space) {
+            return false;
+        }
+        g.until = (Instant::now() + SESSION_IDLE).min(g.ends);
+        true
     }
 }
 

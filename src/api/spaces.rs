@@ -23,6 +23,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(stop_space))
         .routes(routes!(open_space))
         .routes(routes!(connect_space))
+        .routes(routes!(end_sessions))
 }
 
 /// Ask the Spaces add-on for a connection to a running space: a remote IDE (VS Code, Kiro or
@@ -187,10 +188,13 @@ async fn stop_space(
     ClusterName(name): ClusterName,
     Path(path): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    match start::space_status(&state.engine, &name, &path.1, false, &caller).await? {
-        Some(accepted) => Ok(Started(accepted).into_response()),
-        None => Ok(unchanged(&state, &name, &path.1).await?),
-    }
+    let answer = match start::space_status(&state.engine, &name, &path.1, false, &caller).await? {
+        Some(accepted) => Started(accepted).into_response(),
+        None => unchanged(&state, &name, &path.1).await?,
+    };
+    // A stopped space's browser sessions end with it.
+    state.space_sessions.revoke(&name, &path.1);
+    Ok(answer)
 }
 
 /// Delete a space and its home directory (what it saved under /s3 stays). Confirm with the
@@ -205,7 +209,30 @@ async fn delete_space(
     ClusterName(name): ClusterName,
     Path(path): Path<(String, String)>,
 ) -> ApiResult<Started> {
-    Ok(Started(
-        start::space_delete(&state.engine, &name, &path.1, &caller).await?,
-    ))
+    let accepted = start::space_delete(&state.engine, &name, &path.1, &caller).await?;
+    state.space_sessions.revoke(&name, &path.1);
+    Ok(Started(accepted))
+}
+
+/// End every browser session and unused link of a space (space_open links included) at once:
+/// whoever holds one must open the space again. Stopping or deleting a space does this too.
+#[utoipa::path(delete, path = "/api/clusters/{name}/spaces/{space}/sessions", operation_id = "space_sessions_end",
+    extensions(("x-mcp" = json!({"destructive": true}))),
+    params(("name" = String, Path), ("space" = String, Path)),
+    responses((status = 200, body = SessionsEnded), (status = 404, body = Problem), (status = 422, body = Problem)))]
+async fn end_sessions(
+    State(state): State<AppState>,
+    ClusterName(name): ClusterName,
+    Path(path): Path<(String, String)>,
+) -> ApiResult<Json<SessionsEnded>> {
+    crate::service::spaces::actual(&state.engine, &name, &path.1).await?;
+    Ok(Json(SessionsEnded {
+        ended: state.space_sessions.revoke(&name, &path.1),
+    }))
+}
+
+/// How many browser sessions of the space ended.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct SessionsEnded {
+    pub ended: usize,
 }

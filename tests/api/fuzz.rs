@@ -97,6 +97,7 @@ const REFUSED_BY_STATE: &[(&str, &str)] = &[
     ("DELETE /api/clusters/{name}/jobs/{job}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
     ("DELETE /api/clusters/{name}/pools/{pool}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
     ("DELETE /api/clusters/{name}/spaces/{space}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
+    ("DELETE /api/clusters/{name}/spaces/{space}/sessions", "aimed at the spare cluster, which has no spaces (404), so demo's sessions stay"),
     ("DELETE /api/clusters/{name}/storage/{claim}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
     ("DELETE /api/clusters/{name}/teams/{team}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),
     ("DELETE /api/clusters/{name}/training-jobs/{job}", "aimed at the spare cluster, which has none, so demo's stay for the reads"),

@@ -803,11 +803,15 @@ async fn a_space_opens_through_the_control_plane_with_its_page_websocket_and_fil
         "{lifecycle}"
     );
 
-    // Stopped, it says so rather than hanging.
+    // Stopped, its browser sessions end with it, and it says so rather than hanging.
     let op = finished(&app, app.post(&format!("{LAB}/stop"), &json!({})).await).await;
     assert_eq!(op["state"], "succeeded", "{op}");
     let r = on_space(&base, Some(&cookie), None).await.unwrap();
-    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert_eq!(
+        r.status(),
+        StatusCode::UNAUTHORIZED,
+        "a stopped space's session is over"
+    );
     problem(
         app.post(&format!("{LAB}/open"), &json!({})).await,
         StatusCode::CONFLICT,
@@ -848,6 +852,21 @@ async fn a_space_opens_through_the_control_plane_with_its_page_websocket_and_fil
     );
     let (_, train) = read("s3/code/train.py", &cookie).await;
     assert_eq!(train["content"], script, "{train}");
+    // Its sessions can be ended at once, by whoever holds the API's token.
+    let ended = app
+        .client
+        .delete(app.url(&format!("{LAB}/sessions")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), StatusCode::OK);
+    assert_eq!(ended.json::<Value>().await.unwrap()["ended"], 1);
+    let (status, _) = read("s3/code/train.py", &cookie).await;
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "an ended session opens nothing"
+    );
 
     // Deleted and made again: a new home, the same bucket.
     assert_eq!(app.delete_and_wait(LAB).await["state"], "succeeded");
