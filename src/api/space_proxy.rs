@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use hyper_util::rt::TokioIo;
 
 use crate::error::{ApiError, ApiResult};
-use crate::service::spaces::{SpaceConnection, SpacePod};
+use crate::service::spaces::SpacePod;
 use crate::AppState;
 
 /// The query parameter carrying a ticket, and the cookie a ticket becomes.
@@ -35,6 +35,18 @@ const SESSION_MAX: Duration = Duration::from_secs(8 * 3600);
 const LOCATED_TTL: Duration = Duration::from_secs(10);
 /// Sessions kept at most (the oldest expire first).
 const MAX_SESSIONS: usize = 1024;
+/// Port-forwards to spaces open at once, server-wide: one more request that needs a new one
+/// is refused (`too-many-space-connections`) until one closes.
+const MAX_FORWARDS: usize = 64;
+/// How long an idle port-forward is kept for the next request of its space, and how many per
+/// space: a page's many requests share a few instead of opening one each.
+const IDLE_FORWARD: Duration = Duration::from_secs(30);
+const IDLE_PER_SPACE: usize = 6;
+
+/// An HTTP/1.1 connection to a space's server over a port-forward, ready for another request.
+type Upstream = hyper::client::conn::http1::SendRequest<Body>;
+/// The pod a connection reaches: (cluster, namespace, pod).
+type PodKey = (String, String, String);
 
 /// What a ticket or session grants: one cluster's space, until `until` (pushed on by use, never
 /// past `ends`).
@@ -45,12 +57,26 @@ struct Grant {
     ends: Instant,
 }
 
-/// Tickets and sessions, each for one cluster's space.
-#[derive(Default)]
+/// Tickets and sessions, each for one cluster's space; where each space's pod is; and the
+/// port-forwards to them, kept for reuse under a server-wide cap.
 pub struct Sessions {
     tickets: Mutex<HashMap<String, Grant>>,
     sessions: Mutex<HashMap<String, Grant>>,
     located: Mutex<HashMap<(String, String), (SpacePod, Instant)>>,
+    idle: Mutex<HashMap<PodKey, Vec<(Upstream, Instant)>>>,
+    forwards: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Self {
+            tickets: Mutex::default(),
+            sessions: Mutex::default(),
+            located: Mutex::default(),
+            idle: Mutex::default(),
+            forwards: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_FORWARDS)),
+        }
+    }
 }
 
 fn secret() -> String {
@@ -115,6 +141,18 @@ impl Sessions {
         sessions.retain(|_, g| other(g));
         let ended = before - sessions.len();
         drop(sessions);
+        if let Some((at, _)) = self
+            .located
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(cluster.to_string(), space.to_string()))
+        {
+            let key = (cluster.to_string(), at.namespace.clone(), at.pod.clone());
+            self.idle
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
+        }
         self.remember((cluster.to_string(), space.to_string()), None);
         ended
     }
@@ -143,6 +181,34 @@ impl Sessions {
             Some(at) => m.insert(key, (at, Instant::now() + LOCATED_TTL)),
             None => m.remove(&key),
         };
+    }
+
+    /// An idle connection to the pod, ready for a request; stale and closed ones are dropped
+    /// (which ends their port-forwards).
+    fn pooled(&self, key: &PodKey) -> Option<Upstream> {
+        let mut m = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        m.retain(|_, v| {
+            v.retain(|(u, since)| !u.is_closed() && now.duration_since(*since) < IDLE_FORWARD);
+            !v.is_empty()
+        });
+        let list = m.get_mut(key)?;
+        let at = list.iter().position(|(u, _)| u.is_ready())?;
+        Some(list.swap_remove(at).0)
+    }
+
+    /// Keeps a connection for the pod's next request (a few per space at most).
+    fn keep(&self, key: PodKey, upstream: Upstream) {
+        let mut m = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let list = m.entry(key).or_default();
+        if list.len() < IDLE_PER_SPACE {
+            list.push((upstream, Instant::now()));
+        }
+    }
+
+    /// Port-forwards open now.
+    pub fn forwards_open(&self) -> usize {
+        MAX_FORWARDS - self.forwards.available_permits()
     }
 
     /// Whether a session holds the space; a use pushes its idle end on (never past its end).
@@ -264,56 +330,105 @@ pub async fn serve(state: AppState, cluster: String, space: String, request: Req
     if !cookie(headers).is_some_and(|s| state.space_sessions.valid(&s, &cluster, &space)) {
         return refusal(ApiError::Unauthorized);
     }
-    let conn = match reach(&state, &cluster, &space).await {
-        Ok(c) => c,
+    let at = match located(&state, &cluster, &space).await {
+        Ok(at) => at,
         Err(e) => return refusal(e),
     };
     if request.uri().path() == "/" {
         let mut r = Response::new(Body::empty());
         *r.status_mut() = StatusCode::FOUND;
-        if let Ok(v) = HeaderValue::from_str(&format!("{}/", conn.base)) {
+        if let Ok(v) = HeaderValue::from_str(&format!("{}/", at.base)) {
             r.headers_mut().insert(header::LOCATION, v);
         }
         return r;
     }
-    forward(conn.stream, request).await.unwrap_or_else(|why| {
-        refusal(ApiError::Cloud(Box::new(crate::cloud::CloudError::new(
+    let key = (cluster.clone(), at.namespace.clone(), at.pod.clone());
+    let upstream = match state.space_sessions.pooled(&key) {
+        Some(u) => u,
+        None => match open(&state, &cluster, &space, &at).await {
+            Ok(u) => u,
+            Err(e) => return refusal(e),
+        },
+    };
+    forward(&state, key, upstream, request)
+        .await
+        .unwrap_or_else(|why| {
+            refusal(ApiError::Cloud(Box::new(crate::cloud::CloudError::new(
+                "k8s",
+                "PortForward",
+                "Unreachable",
+                format!("the space `{space}` did not answer: {why}"),
+            ))))
+        })
+}
+
+/// Where the space's server is: the pod found a moment ago, else the one looked up now.
+async fn located(state: &AppState, cluster: &str, space: &str) -> ApiResult<SpacePod> {
+    let key = (cluster.to_string(), space.to_string());
+    if let Some(at) = state.space_sessions.located(&key) {
+        return Ok(at);
+    }
+    let at = crate::service::spaces::locate(&state.engine, cluster, space).await?;
+    state.space_sessions.remember(key, Some(at.clone()));
+    Ok(at)
+}
+
+/// A new connection to the space's server, over a new port-forward held under the cap; when
+/// the pod found a moment ago is gone, the space is looked up again once.
+async fn open(state: &AppState, cluster: &str, space: &str, at: &SpacePod) -> ApiResult<Upstream> {
+    use crate::service::spaces::{connect, locate};
+    let sessions = &state.space_sessions;
+    let permit = sessions
+        .forwards
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| ApiError::Busy {
+            slug: "too-many-space-connections",
+            detail: format!(
+                "this server already holds {MAX_FORWARDS} connections to spaces, its limit"
+            ),
+            hint: Some(Box::new(serde_json::json!(
+                "close a space's tab, or try again in a moment: idle connections close after 30 seconds"
+            ))),
+        })?;
+    let conn = match connect(&state.engine, cluster, at).await {
+        Ok(c) => c,
+        Err(_) => {
+            let key = (cluster.to_string(), space.to_string());
+            sessions.remember(key.clone(), None);
+            let fresh = locate(&state.engine, cluster, space).await?;
+            let c = connect(&state.engine, cluster, &fresh).await?;
+            sessions.remember(key, Some(fresh));
+            c
+        }
+    };
+    let unreachable = |why: String| {
+        ApiError::Cloud(Box::new(crate::cloud::CloudError::new(
             "k8s",
             "PortForward",
             "Unreachable",
             format!("the space `{space}` did not answer: {why}"),
-        ))))
-    })
+        )))
+    };
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(conn.stream))
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+    // The port-forward lives as long as its connection, and holds its place under the cap.
+    tokio::spawn(async move {
+        let _place = permit;
+        let _ = connection.with_upgrades().await;
+    });
+    Ok(sender)
 }
 
-/// A stream to the space's server: to the pod found a moment ago, else (or when that one is
-/// gone) to the pod looked up now.
-async fn reach(state: &AppState, cluster: &str, space: &str) -> ApiResult<SpaceConnection> {
-    use crate::service::spaces::{connect, locate};
-    let key = (cluster.to_string(), space.to_string());
-    let sessions = &state.space_sessions;
-    if let Some(at) = sessions.located(&key) {
-        if let Ok(c) = connect(&state.engine, cluster, &at).await {
-            return Ok(c);
-        }
-        sessions.remember(key.clone(), None);
-    }
-    let at = locate(&state.engine, cluster, space).await?;
-    let c = connect(&state.engine, cluster, &at).await?;
-    sessions.remember(key, Some(at));
-    Ok(c)
-}
-
-/// Sends the request over the stream to the space's server, HTTP/1.1; a WebSocket upgrade is
+/// Sends the request over a connection to the space's server, HTTP/1.1; a WebSocket upgrade is
 /// then joined end to end.
 async fn forward(
-    stream: crate::cloud::PodStream,
+    state: &AppState,
+    key: PodKey,
+    mut sender: Upstream,
     mut request: Request,
 ) -> Result<Response, String> {
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(conn.with_upgrades());
     let upgrade = request
         .headers()
         .get(header::UPGRADE)
@@ -339,6 +454,11 @@ async fn forward(
         });
     }
     let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
+    // A plain exchange leaves the connection for the space's next request (ready once this
+    // answer's body has been read); an upgraded one now carries the WebSocket.
+    if !switching && !upgrade {
+        state.space_sessions.keep(key, sender);
+    }
     strip_hop_by_hop(response.headers_mut(), switching);
     let (parts, body) = response.into_parts();
     Ok(Response::from_parts(parts, Body::new(body)))

@@ -777,6 +777,14 @@ async fn a_space_opens_through_the_control_plane_with_its_page_websocket_and_fil
         .json("/api/clusters/demo/storage/s3-claim/objects?prefix=code/")
         .await;
     assert_eq!(objects["keys"], json!(["code/train.py"]), "{objects}");
+    // A page's requests share the port-forwards the proxy keeps, rather than opening one each.
+    let forwards_before = accepted_count(&app.calls().await, "k8s:PortForward");
+    for _ in 0..6 {
+        let (status, _) = read("s3/code/train.py", &cookie).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let opened = accepted_count(&app.calls().await, "k8s:PortForward") - forwards_before;
+    assert!(opened <= 1, "six requests opened {opened} port-forwards");
     let (_, root) = read("", &cookie).await;
     let names: Vec<&str> = root["content"]
         .as_array()
