@@ -132,6 +132,35 @@ mod tests {
         }
     }
 
+    /// The review of approvals against text that workloads write: what runs without asking
+    /// only reads (inside the account and its clusters, nowhere else); a tool that relays
+    /// workload text and acts (invoking a model) always asks, so an instruction planted in a
+    /// log line or a model's answer cannot run anything without the person's yes.
+    #[test]
+    fn nothing_that_relays_workload_text_and_acts_runs_without_asking() {
+        let agent = agent();
+        let allowed: Vec<&str> = agent["permissions"][0]["match"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e.as_str()?.strip_prefix("instantstart/"))
+            .collect();
+        for (tool, _) in super::super::UNTRUSTED {
+            let spec = super::super::catalog::tool(tool).unwrap();
+            assert_eq!(
+                allowed.contains(tool),
+                spec.read_only(),
+                "{tool}: auto-approved exactly when it only reads"
+            );
+        }
+        assert!(!allowed.contains(&"endpoint_invoke"));
+        assert!(allowed.contains(&"workload_logs"));
+        for name in &allowed {
+            let spec = super::super::catalog::tool(name).unwrap();
+            assert!(!spec.destructive, "{name} is destructive and auto-approved");
+        }
+    }
+
     #[test]
     fn the_markdown_profile_is_front_matter_then_the_prompt() {
         let text = profile();
