@@ -37,7 +37,7 @@ fn query(
 #[utoipa::path(get, path = "/api/clusters/{name}/workloads/{kind}/{workload}/logs", operation_id = "workload_logs",
     extensions(("x-mcp" = json!({"openWorld": true}))),
     params(("name" = String, Path), ("kind" = l::WorkloadKind, Path), ("workload" = String, Path), LogsQuery),
-    responses((status = 200, body = LogsView), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
+    responses((status = 200, body = LogsView), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem), (status = 429, body = Problem)))]
 async fn workload_logs(
     State(state): State<AppState>,
     ClusterName(name): ClusterName,
@@ -46,6 +46,8 @@ async fn workload_logs(
 ) -> ApiResult<Json<LogsView>> {
     let (_, kind, workload) = path;
     let q = query(q)?;
+    // Each snapshot may hold up to a MiB per pod while it is read: a place among the reads.
+    let _reading = state.caps.log_snapshots.admit()?;
     Ok(Json(
         l::snapshot(&state.engine, &name, &kind, &workload, &q).await?,
     ))

@@ -217,7 +217,6 @@ async fn delete_space(
 /// End every browser session and unused link of a space (space_open links included) at once:
 /// whoever holds one must open the space again. Stopping or deleting a space does this too.
 #[utoipa::path(delete, path = "/api/clusters/{name}/spaces/{space}/sessions", operation_id = "space_sessions_end",
-    extensions(("x-mcp" = json!({"destructive": true}))),
     params(("name" = String, Path), ("space" = String, Path)),
     responses((status = 200, body = SessionsEnded), (status = 404, body = Problem), (status = 422, body = Problem)))]
 async fn end_sessions(

@@ -215,6 +215,8 @@ pub struct ConnLimits {
     pub max_waiters: usize,
     /// MCP sessions open at once (an idle one ends after five minutes).
     pub max_mcp_sessions: usize,
+    /// Log snapshots (`GET …/logs`, up to 1 MiB from each of up to 64 pods) read at once.
+    pub max_log_snapshots: usize,
 }
 
 impl Default for ConnLimits {
@@ -225,6 +227,7 @@ impl Default for ConnLimits {
             max_event_streams: 64,
             max_waiters: 256,
             max_mcp_sessions: 64,
+            max_log_snapshots: 16,
         }
     }
 }

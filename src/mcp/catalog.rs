@@ -257,6 +257,7 @@ mod tests {
                         | "endpoint_invoke"
                         | "space_open"
                         | "space_connect"
+                        | "space_sessions_end"
                 );
             assert_eq!(t.duration.is_some(), starts_operation, "{}", t.name);
             if starts_operation {

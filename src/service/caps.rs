@@ -1,5 +1,5 @@
-//! Server-wide caps on what clients hold open: log follows, event streams, operation
-//! long-polls and MCP sessions. Each is a counted place, freed when its permit drops; one more
+//! Server-wide caps on what clients hold open: log follows and snapshots, event streams,
+//! operation long-polls and MCP sessions. Each is a counted place, freed when its permit drops; one more
 //! than the cap is refused with a problem that says which cap and what to do, so a few
 //! clients cannot hold the process's memory or tasks. (The server speaks HTTP/1.1, so one
 //! connection holds at most one of them at a time; the connection cap bounds the rest.)
@@ -73,6 +73,7 @@ pub struct Caps {
     pub log_follows: Cap,
     pub event_streams: Cap,
     pub waiters: Cap,
+    pub log_snapshots: Cap,
     pub mcp_sessions: usize,
 }
 
@@ -96,6 +97,12 @@ impl Caps {
                 "too-many-waiters",
                 "operation long-polls",
                 "poll without ?wait",
+            ),
+            log_snapshots: Cap::new(
+                limits.max_log_snapshots,
+                "too-many-log-reads",
+                "log snapshots being read",
+                "try again in a moment, or narrow the read (pod, tail, since)",
             ),
             mcp_sessions: limits.max_mcp_sessions.max(1),
         }
