@@ -188,3 +188,91 @@ fn the_readme_is_short_and_every_relative_link_resolves() {
     }
     assert_eq!(broken, Vec::<String>::new());
 }
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The quoted strings that follow `marker` in `text`.
+fn quoted_after<'a>(text: &'a str, marker: &str) -> Vec<&'a str> {
+    text.match_indices(marker)
+        .filter_map(|(at, _)| {
+            let rest = &text[at + marker.len()..];
+            rest.find('"').map(|end| &rest[..end])
+        })
+        .collect()
+}
+
+/// Every problem type the server answers (each `slug` its errors name, and the fixed ones of
+/// `error.rs`) is in the troubleshooting page's table with what to do; and the table lists none
+/// that the sources no longer name.
+#[test]
+fn every_problem_type_is_in_the_troubleshooting_table() {
+    let mut files = Vec::new();
+    rust_files(&root().join("src"), &mut files);
+    let mut named = std::collections::BTreeSet::new();
+    let mut everywhere = String::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let production = text.split("#[cfg(test)]").next().unwrap_or_default();
+        named.extend(
+            quoted_after(production, "slug: \"")
+                .into_iter()
+                .map(str::to_string),
+        );
+        // A problem written whole (the MCP edge's own refusals).
+        named.extend(
+            quoted_after(production, "\"urn:instantstart:problem:")
+                .into_iter()
+                .map(str::to_string),
+        );
+        if f.ends_with("error.rs") {
+            // The fixed problems: `ApiError::NotFound { .. } => ("not-found", "Not found")`.
+            named.extend(
+                quoted_after(production, "=> (\"")
+                    .into_iter()
+                    .map(str::to_string),
+            );
+        }
+        everywhere.push_str(&text);
+    }
+    named.remove(""); // the prefix itself (`PROBLEM_TYPE_PREFIX`)
+    assert!(named.len() > 40, "{named:?}");
+    let page = std::fs::read_to_string(root().join("docs/troubleshooting.md")).unwrap();
+    let listed: std::collections::BTreeSet<String> = page
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .filter_map(|l| l.split('|').nth(1))
+        .flat_map(|cell| {
+            cell.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let missing: Vec<&String> = named.difference(&listed).collect();
+    assert!(
+        missing.is_empty(),
+        "problems the server answers that docs/troubleshooting.md does not list: {missing:?}"
+    );
+    let stale: Vec<&String> = listed
+        .iter()
+        .filter(|s| {
+            !everywhere.contains(&format!("\"{s}\""))
+                && !everywhere.contains(&format!("problem:{s}\""))
+        })
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "listed but named nowhere in the sources: {stale:?}"
+    );
+}
