@@ -2,9 +2,11 @@
 //!
 //! Every path a file names (`use` trees, and `crate::`/`super::`/`self::`/module-alias paths in
 //! its code) is resolved to the file that defines the item: through the module tree, then
-//! through `pub use` re-exports (named or glob) to where the item really lives. A file naming
-//! its own ancestor module (a child using its parent's items) is not an edge: the parent owns
-//! the child. Tests (`#[cfg(test)]` onwards) and comments are not read.
+//! through `pub use` re-exports (named or glob) to where the item really lives. A child using
+//! what its parent file defines is an edge like any other; a file and its own ancestor using
+//! each other is the one pair allowed (the parent owns the child), but a longer way back through
+//! a parent file is a circle. (The check once dropped every edge to an ancestor, which hid such
+//! circles.) Tests (`#[cfg(test)]` onwards) and comments are not read.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -284,7 +286,8 @@ impl Graph {
         module
     }
 
-    /// File → the files it uses (its own ancestors aside).
+    /// File → the files it uses (its own ancestors included: a child using what its parent file
+    /// defines depends on that file like on any other).
     fn edges(&self) -> BTreeMap<Module, BTreeSet<Module>> {
         let mut edges = BTreeMap::new();
         for (module, source) in &self.sources {
@@ -292,7 +295,7 @@ impl Graph {
                 .uses
                 .iter()
                 .map(|p| self.resolve(p, 0))
-                .filter(|t| t != module && !module.starts_with(t) && self.sources.contains_key(t))
+                .filter(|t| t != module && self.sources.contains_key(t))
                 .collect();
             edges.insert(module.clone(), targets);
         }
@@ -332,56 +335,171 @@ fn absolute(modules: &BTreeSet<Module>, module: &[String], path: &str) -> Option
     Some(base.into_iter().chain(segments).collect())
 }
 
-/// Each circle of files (a strongly connected set of two or more), as `a -> b -> … -> a`.
-fn circles(edges: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<String> {
-    let name = |m: &Module| {
-        if m.is_empty() {
-            "lib".to_string()
-        } else {
-            m.join("/")
+fn name(m: &Module) -> String {
+    if m.is_empty() {
+        "lib".to_string()
+    } else {
+        m.join("/")
+    }
+}
+
+/// The shortest circle through `start`, as the files from `start` to the one that leads back.
+/// A file and one of its own ancestors using each other directly is the one pair allowed (the
+/// parent owns the child); a longer way back between them is a circle.
+fn circle_through(
+    edges: &BTreeMap<Module, BTreeSet<Module>>,
+    start: &Module,
+) -> Option<Vec<Module>> {
+    let lineage = |a: &Module, b: &Module| a.starts_with(b) || b.starts_with(a);
+    // The shortest path from `start` to `to`, without the direct edge `start -> to` if `skip`.
+    let path = |to: &Module, skip: bool| -> Option<Vec<Module>> {
+        let mut came_from: BTreeMap<Module, Module> = BTreeMap::new();
+        let mut queue = std::collections::VecDeque::from([start.clone()]);
+        while let Some(at) = queue.pop_front() {
+            for next in &edges[&at] {
+                if (skip && at == *start && next == to)
+                    || next == start
+                    || came_from.contains_key(next)
+                {
+                    continue;
+                }
+                came_from.insert(next.clone(), at.clone());
+                if next == to {
+                    let mut chain = vec![to.clone()];
+                    let mut back = to.clone();
+                    while back != *start {
+                        back = came_from[&back].clone();
+                        chain.push(back.clone());
+                    }
+                    chain.reverse();
+                    return Some(chain);
+                }
+                queue.push_back(next.clone());
+            }
         }
+        None
     };
+    edges
+        .iter()
+        .filter(|(_, to)| to.contains(start))
+        .filter_map(|(at, _)| path(at, lineage(at, start)))
+        .min_by_key(Vec::len)
+}
+
+/// Each file that a circle runs through, with that circle as `a -> b -> … -> a`.
+fn circles_by_file(edges: &BTreeMap<Module, BTreeSet<Module>>) -> BTreeMap<String, String> {
+    edges
+        .keys()
+        .filter_map(|start| {
+            let chain = circle_through(edges, start)?;
+            let mut ordered: Vec<String> = chain.iter().map(name).collect();
+            ordered.push(name(start));
+            Some((name(start), ordered.join(" -> ")))
+        })
+        .collect()
+}
+
+/// One circle per group of files, as `a -> b -> … -> a` (a file on a circle already shown is
+/// not shown again).
+fn circles(edges: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<String> {
     let mut found = Vec::new();
     let mut done: BTreeSet<Module> = BTreeSet::new();
     for start in edges.keys() {
         if done.contains(start) {
             continue;
         }
-        // The shortest way back to `start`, breadth first.
-        let mut came_from: BTreeMap<Module, Module> = BTreeMap::new();
-        let mut queue = std::collections::VecDeque::from([start.clone()]);
-        let mut back = None;
-        while let Some(at) = queue.pop_front() {
-            for next in &edges[&at] {
-                if next == start {
-                    back = Some(at.clone());
-                    break;
-                }
-                if !came_from.contains_key(next) && !done.contains(next) {
-                    came_from.insert(next.clone(), at.clone());
-                    queue.push_back(next.clone());
-                }
-            }
-            if back.is_some() {
-                break;
-            }
-        }
-        if let Some(mut at) = back {
-            // From the file that leads back to `start`, up the search to `start`'s own import.
-            let mut chain = Vec::new();
-            while at != *start {
-                chain.push(at.clone());
-                at = came_from[&at].clone();
-            }
-            let mut ordered = vec![name(start)];
-            ordered.extend(chain.iter().rev().map(name));
+        if let Some(chain) = circle_through(edges, start) {
+            let mut ordered: Vec<String> = chain.iter().map(name).collect();
             ordered.push(name(start));
             found.push(ordered.join(" -> "));
+            done.extend(chain);
         }
         done.insert(start.clone());
     }
     found
 }
+
+/// Files on a circle through a parent file, which the check did not see before it counted a
+/// child's use of what its parent file defines. Each is broken by moving what the children use
+/// out of the parent into a leaf (as `cloud/common.rs` did for the ports), the architecture
+/// issue's work. The list only shrinks: a file on a circle that is not listed fails, and a
+/// listed one no longer on a circle must leave the list.
+const KNOWN_ON_CIRCLES: &[&str] = &[
+    "api",
+    "api/agent",
+    "api/audit",
+    "api/aws",
+    "api/clusters",
+    "api/costs",
+    "api/edge",
+    "api/endpoints",
+    "api/events",
+    "api/evidence",
+    "api/extract",
+    "api/features",
+    "api/groups",
+    "api/logs",
+    "api/mlflow",
+    "api/openapi",
+    "api/operations",
+    "api/pools",
+    "api/serve",
+    "api/space_proxy",
+    "api/spaces",
+    "api/stages",
+    "api/teams",
+    "api/training",
+    "api/ui",
+    "api/utilization",
+    "api/workloads",
+    "cloud/sandbox",
+    "cloud/sandbox/eks",
+    "cloud/sandbox/hyperpod",
+    "cloud/sandbox/iam",
+    "cloud/sandbox/metrics",
+    "cloud/sandbox/rules",
+    "cloud/sandbox/shared",
+    "cloud/sandbox/triage",
+    "cloud/sandbox/verdicts",
+    "cloud/sandbox/workload",
+    "lib",
+    "mcp",
+    "mcp/catalog",
+    "mcp/kiro",
+    "mcp/schema",
+    "ops",
+    "ops/deadline",
+    "ops/step",
+    "service",
+    "service/endpoints",
+    "service/endpoints/invoke",
+    "service/endpoints/spec",
+    "service/endpoints/views",
+    "service/groups",
+    "service/incluster",
+    "service/incluster/features",
+    "service/logs",
+    "service/logs/follow",
+    "service/logs/query",
+    "service/nodes",
+    "service/params",
+    "service/steps/features",
+    "service/steps/features/addon",
+    "service/steps/features/autoscaling",
+    "service/steps/features/chain",
+    "service/steps/features/observability",
+    "service/steps/features/policies",
+    "service/steps/features/prerequisites",
+    "service/steps/features/tiered",
+    "service/submit",
+    "service/views",
+    "service/workloads",
+    "service/workloads/autoscale",
+    "service/workloads/deployments",
+    "service/workloads/listing",
+    "service/workloads/pools",
+    "service/workloads/server",
+];
 
 #[test]
 fn no_circle_of_files_in_the_sources() {
@@ -390,7 +508,21 @@ fn no_circle_of_files_in_the_sources() {
     assert!(edges.len() > 100, "the scan found too few files");
     let total: usize = edges.values().map(BTreeSet::len).sum();
     assert!(total > 300, "the scan found too few imports: {total}");
-    assert_eq!(circles(&edges), Vec::<String>::new());
+    let on = circles_by_file(&edges);
+    let new: Vec<&String> = on
+        .iter()
+        .filter(|(file, _)| !KNOWN_ON_CIRCLES.contains(&file.as_str()))
+        .map(|(_, circle)| circle)
+        .collect();
+    assert!(new.is_empty(), "circles of files: {new:#?}");
+    let broken: Vec<&&str> = KNOWN_ON_CIRCLES
+        .iter()
+        .filter(|k| !on.contains_key(**k))
+        .collect();
+    assert!(
+        broken.is_empty(),
+        "no longer on a circle, take them off KNOWN_ON_CIRCLES: {broken:?}"
+    );
 }
 
 /// The check itself: a constant and a type reached through a parent's re-export still close a
@@ -436,4 +568,23 @@ fn the_circle_check_finds_circles_through_re_exports_and_module_aliases() {
     );
     let found = circles(&Graph::read(dir.path()).edges());
     assert_eq!(found, ["a/x -> b -> a/x"], "{found:?}");
+    // Through a parent file: x uses its parent's constant, the parent uses b, b uses x. (A
+    // child and its parent using each other alone is allowed, as in the first layout.)
+    write(
+        "a/x.rs",
+        "pub fn go() -> u8 { super::TOP }
+",
+    );
+    write(
+        "a/mod.rs",
+        "mod x;\nmod y;\npub use x::*;\npub use y::Thing;\npub const TOP: u8 = crate::b::B;\n",
+    );
+    write(
+        "b.rs",
+        "pub const B: u8 = 2;
+pub fn f() -> u8 { crate::a::x::go() }
+",
+    );
+    let found = circles(&Graph::read(dir.path()).edges());
+    assert_eq!(found, ["a -> b -> a/x -> a"], "{found:?}");
 }

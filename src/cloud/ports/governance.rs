@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::cloud::*;
+use crate::cloud::common::*;
 
 /// The EKS add-on task governance runs on (Kueue and SageMaker's controllers for it).
 pub const TASK_GOVERNANCE_ADDON: &str = "amazon-sagemaker-hyperpod-taskgovernance";

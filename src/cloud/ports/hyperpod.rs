@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::cloud::*;
+use crate::cloud::common::*;
 
 /// How the instances of a group are paid for. Immutable for the group's life.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::cloud::*;
+use crate::cloud::common::*;
 
 /// A byte stream to one port of a pod.
 pub trait PodIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}

@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::cloud::*;
+use crate::cloud::common::*;
 
 /// One MLflow App.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
-use crate::cloud::*;
+use crate::cloud::common::*;
 
 /// An Availability Zone of the region.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 
-use crate::cloud::*;
+use crate::cloud::common::*;
 
 /// Who a bucket name belongs to, as S3 answers a `HeadBucket` that names the account expected
 /// to own it (`ExpectedBucketOwner`): bucket names are global, so a name the product would use
