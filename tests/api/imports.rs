@@ -2,7 +2,8 @@
 //!
 //! Every path a file names (`use` trees, and `crate::`/`super::`/`self::`/module-alias paths in
 //! its code) is resolved to the file that defines the item: through the module tree, then
-//! through `pub use` re-exports (named or glob) to where the item really lives. A child using
+//! through `pub use` re-exports (named or glob) to where the item really lives; a re-export is
+//! a façade, not a use of its own. A child using
 //! what its parent file defines is an edge like any other; a file and its own ancestor using
 //! each other is the one pair allowed (the parent owns the child), but a longer way back through
 //! a parent file is a circle. (The check once dropped every edge to an ancestor, which hid such
@@ -204,12 +205,15 @@ impl Graph {
                     let Some(mut absolute) = absolute(&modules, module, &path) else {
                         continue;
                     };
+                    // A public re-export is a façade, not a use: its users are resolved through
+                    // it to the file that defines the item.
                     if absolute.last().is_some_and(|s| s == "*") {
                         absolute.pop();
                         if *public {
-                            source.globs.push(absolute.clone());
+                            source.globs.push(absolute);
+                        } else {
+                            source.uses.push(absolute);
                         }
-                        source.uses.push(absolute);
                         continue;
                     }
                     if absolute.last().is_some_and(|s| s == "self") {
@@ -226,6 +230,7 @@ impl Graph {
                         if let Some(name) = absolute.last() {
                             source.reexports.insert(name.clone(), absolute.clone());
                         }
+                        continue;
                     }
                     source.uses.push(absolute);
                 }
@@ -420,10 +425,13 @@ fn circles(edges: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<String> {
 }
 
 /// Files on a circle through a parent file, which the check did not see before it counted a
-/// child's use of what its parent file defines. Each is broken by moving what the children use
-/// out of the parent into a leaf (as `cloud/common.rs` did for the ports), the architecture
-/// issue's work. The list only shrinks: a file on a circle that is not listed fails, and a
-/// listed one no longer on a circle must leave the list.
+/// child's use of what its parent file defines: the server layer (`AppState` in `lib.rs`, which
+/// every route file uses while `lib.rs` builds the routes; `api` and `mcp` calling each other)
+/// and the engine (`Engine` in `ops/mod.rs`, which a phase's context holds). Each is broken by
+/// moving what the children use out of the parent into a leaf (as `cloud/common.rs`,
+/// `store/types.rs`, `logs/pods.rs` and `endpoints/requests.rs` did), the architecture issue's
+/// work. The list only shrinks: a file on a circle that is not listed fails, and a listed one
+/// no longer on a circle must leave the list.
 const KNOWN_ON_CIRCLES: &[&str] = &[
     "api",
     "api/agent",
@@ -452,53 +460,13 @@ const KNOWN_ON_CIRCLES: &[&str] = &[
     "api/ui",
     "api/utilization",
     "api/workloads",
-    "cloud/sandbox",
-    "cloud/sandbox/eks",
-    "cloud/sandbox/hyperpod",
-    "cloud/sandbox/iam",
-    "cloud/sandbox/metrics",
-    "cloud/sandbox/rules",
-    "cloud/sandbox/shared",
-    "cloud/sandbox/triage",
-    "cloud/sandbox/verdicts",
-    "cloud/sandbox/workload",
     "lib",
     "mcp",
     "mcp/catalog",
     "mcp/kiro",
-    "mcp/schema",
     "ops",
     "ops/deadline",
     "ops/step",
-    "service",
-    "service/endpoints",
-    "service/endpoints/invoke",
-    "service/endpoints/spec",
-    "service/endpoints/views",
-    "service/groups",
-    "service/incluster",
-    "service/incluster/features",
-    "service/logs",
-    "service/logs/follow",
-    "service/logs/query",
-    "service/nodes",
-    "service/params",
-    "service/steps/features",
-    "service/steps/features/addon",
-    "service/steps/features/autoscaling",
-    "service/steps/features/chain",
-    "service/steps/features/observability",
-    "service/steps/features/policies",
-    "service/steps/features/prerequisites",
-    "service/steps/features/tiered",
-    "service/submit",
-    "service/views",
-    "service/workloads",
-    "service/workloads/autoscale",
-    "service/workloads/deployments",
-    "service/workloads/listing",
-    "service/workloads/pools",
-    "service/workloads/server",
 ];
 
 #[test]

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::manifests::{Autoscaling, EndpointSpec, L2Cache, ModelSource, MODEL_MOUNT};
-use super::{
+use super::requests::{
     AutoscalingRequest, EndpointRequest, KvCacheRequest, DEFAULT_IMAGE, ROUTING_STRATEGIES,
 };
 use crate::error::{ApiError, ApiResult};

@@ -3,9 +3,11 @@
 //! session behind the logs WebSocket ([`follow`]).
 
 mod follow;
+mod pods;
 mod query;
 
 pub use follow::*;
+pub use pods::PodRef;
 use query::since_seconds;
 pub use query::*;
 
@@ -148,32 +150,6 @@ pub struct Workload {
     /// `default`, or the namespace of the team it runs as.
     pub namespace: String,
     selector: String,
-}
-
-/// One pod of a workload.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PodRef {
-    pub pod: String,
-    /// Its rank (`0`, `1` …) or Ray node type (`head`, `worker`), where known.
-    pub rank: Option<String>,
-    /// The container whose log is read.
-    pub container: String,
-    /// `Pending`, `Running`, `Succeeded`, `Failed`.
-    pub phase: String,
-    /// Changes when a pod of the same name is recreated (a full-job restart).
-    #[serde(skip)]
-    uid: String,
-}
-
-impl PodRef {
-    /// `[pod rank 0]` or `[pod]`: what each of its lines is prefixed with.
-    pub fn prefix(&self) -> String {
-        match &self.rank {
-            Some(rank) => format!("[{} rank {rank}]", self.pod),
-            None => format!("[{}]", self.pod),
-        }
-    }
 }
 
 /// Resolves a workload of a cluster, refusing an unknown one with the names of those that exist.

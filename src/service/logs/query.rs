@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use super::PodRef;
+use super::pods::PodRef;
 use crate::error::{ApiError, ApiResult};
 use crate::service::validate;
 
