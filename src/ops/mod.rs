@@ -12,6 +12,10 @@
 //!
 //! The engine knows nothing about clusters: what each phase does is a [`Step`] provided by the
 //! domain (`service/`) through [`Stages`].
+//!
+//! Words (as in `docs/architecture.md`): an **operation** has a **kind** and ordered
+//! **phases**; a phase is one persisted row, run by its **step**; a **stage** is an operation a
+//! person can run on its own as part of making a cluster.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
