@@ -67,6 +67,7 @@ impl Scope {
             .replace("{boundary}", &self.boundary)
             .replace("{shared_bucket_arn}", &self.shared_bucket_arn)
             .replace("{principal}", &self.principal)
+            .replace("{url_suffix}", super::url_suffix(&self.partition))
     }
 
     /// The question a row asks in this account.
@@ -205,8 +206,8 @@ pub static CALLS: &[Call] = &[
     call("ChangePermissionsOfBoundedRoles", "iam:PutRolePolicy", "arn:{partition}:iam::{account}:role/instantstart/{cluster}-eks-cluster", &[("iam:PermissionsBoundary", "{boundary}")]),
     call("AttachOnlyTheManagedPoliciesItNeeds", "iam:AttachRolePolicy", "arn:{partition}:iam::{account}:role/instantstart/{cluster}-eks-cluster", &[("iam:PermissionsBoundary", "{boundary}"), ("iam:PolicyARN", "arn:{partition}:iam::aws:policy/AmazonEKSClusterPolicy")]),
     call("PassOwnRolesToTheirServices", "iam:PassRole", "arn:{partition}:iam::{account}:role/instantstart/{cluster}-eks-cluster", &[("iam:PassedToService", "eks.amazonaws.com")]),
-    call("OidcProviders", "iam:CreateOpenIDConnectProvider", "arn:{partition}:iam::{account}:oidc-provider/oidc.eks.{region}.amazonaws.com/id/PROBE", &[]),
-    call("OidcProviders", "iam:TagOpenIDConnectProvider", "arn:{partition}:iam::{account}:oidc-provider/oidc.eks.{region}.amazonaws.com/id/PROBE", &[]),
+    call("OidcProviders", "iam:CreateOpenIDConnectProvider", "arn:{partition}:iam::{account}:oidc-provider/oidc.eks.{region}.{url_suffix}/id/PROBE", &[]),
+    call("OidcProviders", "iam:TagOpenIDConnectProvider", "arn:{partition}:iam::{account}:oidc-provider/oidc.eks.{region}.{url_suffix}/id/PROBE", &[]),
     call("CreateNoOtherBucket", "s3:CreateBucket", "{shared_bucket_arn}", &[]),
     call("CreateNoOtherBucket", "s3:PutBucketPublicAccessBlock", "{shared_bucket_arn}", &[]),
     call("CreateNoOtherBucket", "s3:PutBucketTagging", "{shared_bucket_arn}", &[]),
@@ -240,5 +241,24 @@ mod tests {
             .context
             .contains(&("iam:PermissionsBoundary".into(), s.boundary.clone())));
         assert!(CALLS.iter().all(|c| !s.probe(c).resource.contains('{')));
+        // An EKS issuer's provider is named with the partition's DNS suffix, as the template's
+        // `AWS::URLSuffix` names it: China's is `amazonaws.com.cn`.
+        let oidc = CALLS
+            .iter()
+            .find(|c| c.action == "iam:CreateOpenIDConnectProvider")
+            .unwrap();
+        let china = Scope {
+            partition: "aws-cn".into(),
+            region: "cn-north-1".into(),
+            ..s.clone()
+        };
+        assert!(china
+            .probe(oidc)
+            .resource
+            .contains("oidc-provider/oidc.eks.cn-north-1.amazonaws.com.cn/id/"));
+        assert!(s
+            .probe(oidc)
+            .resource
+            .contains(".us-west-2.amazonaws.com/id/"));
     }
 }

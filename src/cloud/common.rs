@@ -61,3 +61,12 @@ impl CloudError {
 }
 
 pub type CloudResult<T> = Result<T, CloudError>;
+
+/// The DNS suffix of a partition's service endpoints, what CloudFormation's `AWS::URLSuffix`
+/// resolves to there: China's regions are under `amazonaws.com.cn`.
+pub fn url_suffix(partition: &str) -> &'static str {
+    match partition {
+        "aws-cn" => "amazonaws.com.cn",
+        _ => "amazonaws.com",
+    }
+}
