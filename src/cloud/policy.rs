@@ -65,7 +65,7 @@ pub enum Decision {
 }
 
 /// `Action`, `Resource` and their `Not` forms: a string or a list of strings.
-fn strings(v: &Value) -> Vec<&str> {
+pub fn strings(v: &Value) -> Vec<&str> {
     match v {
         Value::String(s) => vec![s.as_str()],
         Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
@@ -225,7 +225,8 @@ fn applies(statement: &Value, req: &Request) -> Option<bool> {
     }
 }
 
-fn statements(doc: &Value) -> Vec<&Value> {
+/// A document's statements (one statement or a list of them).
+pub fn statements(doc: &Value) -> Vec<&Value> {
     match doc.get("Statement") {
         Some(Value::Array(a)) => a.iter().collect(),
         Some(one @ Value::Object(_)) => vec![one],

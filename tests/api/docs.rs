@@ -189,18 +189,6 @@ fn the_readme_is_short_and_every_relative_link_resolves() {
     assert_eq!(broken, Vec::<String>::new());
 }
 
-/// Every `.rs` file under `dir`, recursively.
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
-
 /// The quoted strings that follow `marker` in `text`.
 fn quoted_after<'a>(text: &'a str, marker: &str) -> Vec<&'a str> {
     text.match_indices(marker)
@@ -217,7 +205,7 @@ fn quoted_after<'a>(text: &'a str, marker: &str) -> Vec<&'a str> {
 #[test]
 fn every_problem_type_is_in_the_troubleshooting_table() {
     let mut files = Vec::new();
-    rust_files(&root().join("src"), &mut files);
+    crate::layout::rust_files(&root().join("src"), &mut files);
     let mut named = std::collections::BTreeSet::new();
     let mut everywhere = String::new();
     for f in &files {

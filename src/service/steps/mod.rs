@@ -320,7 +320,7 @@ impl Stages for OperationKinds {
             ],
             OpKind::Feature(id) => {
                 let p: features::FeatureParams = serde_json::from_value(params.clone()).ok()?;
-                features::of(id).chain(&p)
+                features::of(id)?.chain(&p)?
             }
             // An endpoint loading its model from S3 gets the bucket on the S3 CSI role first.
             OpKind::EndpointDeploy | OpKind::EndpointUpdate => {

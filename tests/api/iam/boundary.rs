@@ -5,8 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use instantstart::cloud::policy::{self, glob, Decision, Request};
-use serde_json::{json, Value};
+use instantstart::cloud::policy::{self, glob, statements, strings, Decision, Request};
+use serde_json::json;
 
 use super::{boundary, identity, places, roles, ACCOUNT};
 
@@ -32,22 +32,6 @@ fn named_actions() -> BTreeMap<String, BTreeSet<String>> {
         }
     }
     named
-}
-
-fn statements(doc: &Value) -> Vec<&Value> {
-    match &doc["Statement"] {
-        Value::Array(a) => a.iter().collect(),
-        one @ Value::Object(_) => vec![one],
-        _ => vec![],
-    }
-}
-
-fn strings(v: &Value) -> Vec<&str> {
-    match v {
-        Value::String(s) => vec![s.as_str()],
-        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
-        _ => vec![],
-    }
 }
 
 /// The actions the boundary's `Allow` statements name (lower case).

@@ -32,7 +32,7 @@ impl Feature {
     }
 
     /// The phases that enable this feature, in order; disabling runs them in reverse.
-    pub fn steps(&self, enable: bool) -> Vec<Arc<dyn Step>> {
+    pub fn steps(&self, enable: bool) -> Option<Vec<Arc<dyn Step>>> {
         let mut chain: Vec<Arc<dyn Step>> = match self.family() {
             Family::Tiered => vec![
                 Arc::new(CheckpointRoleStep),
@@ -59,7 +59,7 @@ impl Feature {
                     chain.push(match enable {
                         true => Arc::new(handover::KedaHandoverStep),
                         false => {
-                            Arc::new(crate::service::steps::deps::ComponentStep(keda_component()))
+                            Arc::new(crate::service::steps::deps::ComponentStep(keda_component()?))
                         }
                     });
                 }
@@ -71,13 +71,13 @@ impl Feature {
         if !enable {
             chain.reverse();
         }
-        chain
+        Some(chain)
     }
 
     /// The phases of one change: [`Feature::steps`], after waiting for the prerequisites the
     /// same request enables.
-    pub fn chain(&self, p: &FeatureParams) -> Vec<Arc<dyn Step>> {
-        let mut chain = self.steps(p.enable);
+    pub fn chain(&self, p: &FeatureParams) -> Option<Vec<Arc<dyn Step>>> {
+        let mut chain = self.steps(p.enable)?;
         if p.enable && p.grafana_workspace.is_some() && self.id == FeatureId::Observability {
             // Before the add-on is told to put its dashboards there (after the AMP workspace).
             chain.insert(1, Arc::new(super::observability::GrafanaStep));
@@ -85,14 +85,13 @@ impl Feature {
         if p.enable && !p.after.is_empty() {
             chain.insert(0, Arc::new(prerequisites::PrerequisitesStep));
         }
-        chain
+        Some(chain)
     }
 }
 
 /// Our KEDA, the dependency component the inference operator's add-on stands in for.
-fn keda_component() -> &'static crate::service::steps::deps::Component {
+fn keda_component() -> Option<&'static crate::service::steps::deps::Component> {
     crate::service::steps::deps::COMPONENTS
         .iter()
         .find(|c| c.provided_by == Some(INFERENCE_OPERATOR_ADDON))
-        .expect("the KEDA component is declared")
 }

@@ -292,13 +292,9 @@ impl Feature {
     }
 }
 
-/// The feature an operation kind changes.
-pub fn of(id: FeatureId) -> &'static Feature {
-    // Every id has its row (a unit test walks them): the table is the feature's definition.
-    FEATURES
-        .iter()
-        .find(|f| f.id == id)
-        .expect("every feature id has a row in FEATURES")
+/// The feature an operation kind changes (every id has its row: a unit test walks them).
+pub fn of(id: FeatureId) -> Option<&'static Feature> {
+    FEATURES.iter().find(|f| f.id == id)
 }
 
 /// A feature's actual state.
@@ -390,13 +386,12 @@ pub struct FeatureParams {
 }
 
 pub(super) fn feature_of(cx: &StepCx<'_>) -> StepResult<&'static Feature> {
-    match cx.op.kind.parse() {
-        Ok(OpKind::Feature(id)) => Ok(of(id)),
-        _ => Err(StepError::fatal(
-            "bad-params",
-            format!("no feature for {}", cx.op.kind),
-        )),
-    }
+    let id = match cx.op.kind.parse() {
+        Ok(OpKind::Feature(id)) => Some(id),
+        _ => None,
+    };
+    id.and_then(of)
+        .ok_or_else(|| StepError::fatal("bad-params", format!("no feature for {}", cx.op.kind)))
 }
 
 #[cfg(test)]

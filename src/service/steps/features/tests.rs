@@ -15,7 +15,12 @@ fn every_feature_kind_has_exactly_one_row_and_every_row_its_own_kind() {
     assert_eq!(feature_kinds.len(), FEATURES.len());
     for id in feature_kinds {
         assert_eq!(FEATURES.iter().filter(|f| f.id == id).count(), 1, "{id:?}");
-        assert_eq!(of(id).kind(), OpKind::Feature(id));
+        assert_eq!(of(id).unwrap().kind(), OpKind::Feature(id));
+        // Every feature has phases both ways (the inference operator's disable needs the KEDA
+        // component it hands back to).
+        for enable in [true, false] {
+            assert!(of(id).unwrap().steps(enable).is_some(), "{id:?} {enable}");
+        }
     }
 }
 
