@@ -5,6 +5,7 @@ FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
+COPY crates ./crates
 COPY migrations ./migrations
 COPY web ./web
 COPY skills ./skills

@@ -16,7 +16,6 @@ pub mod config;
 pub mod error;
 pub mod heap;
 pub mod mcp;
-pub mod metrics;
 pub mod ops;
 pub mod service;
 pub mod store;
@@ -152,7 +151,7 @@ async fn aws_cloud(
             url.to_string(),
         ))),
         (None, Some(provider)) => Arc::new(cloud::kube::KubeRs::new(cloud::kube::KubeAuth::Eks(
-            Arc::new(cloud::aws::token::EksTokens::new(
+            Arc::new(cloud::kube::token::EksTokens::new(
                 provider,
                 aws.region.clone(),
             )),

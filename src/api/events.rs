@@ -35,7 +35,7 @@ pub async fn events(State(state): State<AppState>, ws: WebSocketUpgrade) -> Resp
 }
 
 async fn push(state: AppState, mut socket: WebSocket, _permit: crate::service::caps::Permit) {
-    let _open = crate::metrics::global().stream_opened("events");
+    let _open = crate::cloud::metrics::global().stream_opened("events");
     let mut changes = state.engine.subscribe();
     let mut noticed = Some(state.engine.cloud().kube.events());
     let mut seen: HashMap<String, u64> = HashMap::new();

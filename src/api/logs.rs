@@ -91,7 +91,7 @@ fn text(event: &impl serde::Serialize) -> Message {
 /// Client messages: `{"type":"pause"}` and `{"type":"resume"}`. While paused nothing is sent;
 /// the session's buffer fills and then counts what it drops, reported on resume.
 async fn pump(mut session: Session, mut socket: WebSocket) {
-    let _open = crate::metrics::global().stream_opened("log-follow");
+    let _open = crate::cloud::metrics::global().stream_opened("log-follow");
     let mut paused = false;
     loop {
         tokio::select! {

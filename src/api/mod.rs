@@ -364,7 +364,7 @@ async fn metrics(State(state): State<AppState>) -> ApiResult<Response> {
             axum::http::header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        crate::metrics::global().render(&scraped),
+        crate::cloud::metrics::global().render(&scraped),
     )
         .into_response())
 }

@@ -120,7 +120,7 @@ impl Trace {
             });
         }
         let route = self.route.as_ref().map_or("", |p| p.as_str());
-        crate::metrics::request(&self.method, route, status, elapsed);
+        crate::cloud::metrics::request(&self.method, route, status, elapsed);
         // The id's own bytes become the header's (no copy), under a name that is not copied.
         if let Ok(v) = HeaderValue::try_from(self.id) {
             response

@@ -432,9 +432,9 @@ impl ServerHandler for McpServer {
             ));
         };
         if self.cx.read_only && !spec.read_only() {
-            crate::metrics::global()
+            crate::cloud::metrics::global()
                 .tool_calls
-                .get_or_create(&crate::metrics::ToolLabels {
+                .get_or_create(&crate::cloud::metrics::ToolLabels {
                     tool: spec.name.to_string(),
                     outcome: "refused",
                 })
@@ -445,11 +445,11 @@ impl ServerHandler for McpServer {
             ));
         }
         let started = std::time::Instant::now();
-        let metrics = crate::metrics::global();
+        let metrics = crate::cloud::metrics::global();
         let count = |outcome| {
             metrics
                 .tool_calls
-                .get_or_create(&crate::metrics::ToolLabels {
+                .get_or_create(&crate::cloud::metrics::ToolLabels {
                     tool: spec.name.to_string(),
                     outcome,
                 })

@@ -257,9 +257,9 @@ impl Engine {
                 Err(_) => "failed",
             };
             let took = (time::OffsetDateTime::now_utc() - begun).as_seconds_f64();
-            crate::metrics::global()
+            crate::cloud::metrics::global()
                 .phase_seconds
-                .get_or_create(&crate::metrics::PhaseLabels {
+                .get_or_create(&crate::cloud::metrics::PhaseLabels {
                     phase: step.name().to_string(),
                     outcome,
                 })
@@ -367,7 +367,7 @@ impl Engine {
                                 && time::OffsetDateTime::now_utc() < due =>
                         {
                             tracing::warn!(phase = step.name(), error = %e.message, "transient error; looking again before acting");
-                            crate::metrics::global().retried("phase", e.cloud.as_deref());
+                            crate::cloud::metrics::global().retried("phase", e.cloud.as_deref());
                             tokio::time::sleep(self.backoff(transient)).await;
                             transient += 1;
                             adopt = true;
@@ -459,7 +459,7 @@ impl Engine {
                         && time::OffsetDateTime::now_utc() < watch.due =>
                 {
                     tracing::warn!(phase = step.name(), error = %e.message, "transient error while watching");
-                    crate::metrics::global().retried("phase", e.cloud.as_deref());
+                    crate::cloud::metrics::global().retried("phase", e.cloud.as_deref());
                     tokio::time::sleep(self.backoff(transient)).await;
                     transient += 1;
                     continue;

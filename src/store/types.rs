@@ -4,24 +4,12 @@
 
 use serde::Serialize;
 use serde_json::Value;
-use time::OffsetDateTime;
 
 use super::states::{Lifecycle, OpState, PhaseState};
 
 pub type Tx<'a> = sqlx::Transaction<'a, sqlx::Sqlite>;
 
-/// Current UTC time as RFC 3339.
-pub fn now() -> String {
-    format_utc(OffsetDateTime::now_utc())
-}
-
-/// Fixed-width RFC 3339 (millisecond precision), so stored timestamps sort as text.
-fn format_utc(t: OffsetDateTime) -> String {
-    const FORMAT: &[time::format_description::BorrowedFormatItem<'static>] = time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    );
-    t.format(FORMAT).unwrap_or_default()
-}
+pub use crate::cloud::clock::{now, rfc3339_ms};
 
 /// Where an operation is watched.
 pub fn status_url(id: &str) -> String {
@@ -31,13 +19,6 @@ pub fn status_url(id: &str) -> String {
 /// Whether a write failed on a UNIQUE constraint (a twin committed first).
 pub fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
-}
-
-/// Milliseconds since the epoch as RFC 3339.
-pub fn rfc3339_ms(ms: i64) -> String {
-    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .map(format_utc)
-        .unwrap_or_default()
 }
 
 /// One phase of an operation, as stored and as returned by the API.

@@ -657,7 +657,7 @@ async fn the_doctor_names_every_call_the_servers_role_is_denied() {
 
 #[tokio::test]
 async fn a_known_eks_token_is_reproduced_exactly() {
-    use instantstart::cloud::aws::token::eks_token;
+    use instantstart::cloud::kube::token::eks_token;
     let creds = aws_credential_types::Credentials::new(
         "AKIDEXAMPLE",
         "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",

@@ -279,7 +279,7 @@ fn iam_action(service: &str, op: &str) -> String {
     format!("{service}:{action}")
 }
 
-/// Every AWS operation named in the adapter (`src/cloud/aws/`): the string literals that are
+/// Every AWS operation named in the adapter (`crates/aws/src/`): the string literals that are
 /// operation names, attributed to the file's service or to the service named right before them.
 fn adapter_actions() -> BTreeSet<String> {
     const VERBS: &[&str] = &[
@@ -305,7 +305,7 @@ fn adapter_actions() -> BTreeSet<String> {
         "Update",
     ];
     let mut out = BTreeSet::new();
-    for entry in std::fs::read_dir(root().join("src/cloud/aws")).unwrap() {
+    for entry in std::fs::read_dir(root().join("crates/aws/src")).unwrap() {
         let path = entry.unwrap().path();
         let src = std::fs::read_to_string(&path).unwrap();
         let file_service = src

@@ -493,6 +493,27 @@ fn no_circle_of_files_in_the_sources() {
     );
 }
 
+/// The ports' and the adapters' crates: no file of theirs is on a circle, none listed.
+#[test]
+fn no_circle_of_files_in_the_crates() {
+    let dirs = super::layout::source_dirs();
+    assert!(dirs.len() >= 5, "the server and four crates: {dirs:?}");
+    for src in &dirs[1..] {
+        let edges = Graph::read(src).edges();
+        assert!(
+            edges.len() > 5,
+            "the scan found too few files in {}",
+            src.display()
+        );
+        let on = circles_by_file(&edges);
+        assert!(
+            on.is_empty(),
+            "circles of files in {}: {on:#?}",
+            src.display()
+        );
+    }
+}
+
 /// The check itself: a constant and a type reached through a parent's re-export still close a
 /// circle; a child using its parent does not.
 #[test]

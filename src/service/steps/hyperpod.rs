@@ -81,7 +81,7 @@ pub fn threads_per_core(instance_type: &str, capacity: &Capacity) -> u8 {
 
 pub const LIFECYCLE_PREFIX: &str = "lifecycle/";
 /// AWS-managed policy for HyperPod cluster instances.
-/// The tag AWS's `AmazonSageMakerHyperPodTrainingOperatorAccess` (v3, `src/cloud/managed`)
+/// The tag AWS's `AmazonSageMakerHyperPodTrainingOperatorAccess` (v3, `crates/ports/src/managed`)
 /// requires on a cluster before the training operator may describe its nodes
 /// (`aws:ResourceTag/SageMaker` = `true`): every HyperPod cluster the product makes or imports
 /// carries it, or the operator's node-health reads are refused on a real account.

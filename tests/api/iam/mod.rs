@@ -658,7 +658,8 @@ fn the_vendored_documents_are_the_upstream_files_listed_here() {
     let listed = crate::helpers::assert_provenance(&dir, &[""], ".json");
     assert!(!listed.is_empty());
     // The AWS-managed policies the roles carry: the files the evaluator reads are those listed.
-    let managed = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/cloud/managed");
+    let managed =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/ports/src/managed");
     let listed = crate::helpers::assert_provenance(&managed, &[""], ".json");
     let known: Vec<String> = policy::managed_names()
         .map(|n| format!("{n}.json"))

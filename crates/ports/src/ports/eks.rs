@@ -1,0 +1,148 @@
+//! EKS: the control plane, its add-ons, access entries and pod identity associations.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::common::*;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum EksStatus {
+    Creating,
+    Active,
+    Updating,
+    Deleting,
+    Failed,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateEksCluster {
+    pub name: String,
+    pub version: String,
+    pub role_arn: String,
+    pub subnet_ids: Vec<String>,
+    pub security_group_ids: Vec<String>,
+    /// `API` or `API_AND_CONFIG_MAP`.
+    pub authentication_mode: String,
+    /// Give the creating principal (this control plane) a cluster-admin access entry.
+    pub bootstrap_creator_admin: bool,
+    pub tags: Tags,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EksCluster {
+    pub name: String,
+    pub arn: String,
+    pub status: EksStatus,
+    pub version: String,
+    pub endpoint: Option<String>,
+    pub certificate_authority: Option<String>,
+    pub oidc_issuer: Option<String>,
+    pub vpc_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum AddonStatus {
+    Creating,
+    Active,
+    CreateFailed,
+    Updating,
+    Deleting,
+    DeleteFailed,
+    Degraded,
+    UpdateFailed,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateAddon {
+    pub cluster: String,
+    pub name: String,
+    pub version: Option<String>,
+    pub service_account_role_arn: Option<String>,
+    /// JSON configuration values, as EKS takes them.
+    pub configuration_values: Option<String>,
+    /// `OVERWRITE` | `NONE` | `PRESERVE`.
+    pub resolve_conflicts: String,
+    /// Pod identity associations EKS creates with the add-on (`podIdentityAssociations`), so
+    /// its pods have their role's credentials from their first start: EKS injects them when a
+    /// pod is admitted, and an association made after the add-on's pods run reaches none of
+    /// them until they restart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pod_identity_associations: Vec<AddonPodIdentity>,
+}
+
+/// One of an add-on's pod identity associations: its service account (in the add-on's own
+/// namespace) and the role it gets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonPodIdentity {
+    pub service_account: String,
+    pub role_arn: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Addon {
+    pub name: String,
+    pub arn: String,
+    pub status: AddonStatus,
+    pub version: Option<String>,
+    /// The health issues EKS reports (`code: message`, joined), when there are any.
+    #[serde(default)]
+    pub health: Option<String>,
+    /// Its configuration values (JSON), as installed.
+    #[serde(default)]
+    pub configuration_values: Option<String>,
+}
+
+#[async_trait]
+pub trait Eks: Send + Sync {
+    async fn create_cluster(&self, req: &CreateEksCluster) -> CloudResult<EksCluster>;
+    /// `None` when no cluster has that name.
+    async fn describe_cluster(&self, name: &str) -> CloudResult<Option<EksCluster>>;
+    async fn delete_cluster(&self, name: &str) -> CloudResult<()>;
+    /// Tags the cluster `arn` (an imported cluster gets the product's cluster tag, which the
+    /// control plane's policy requires before it deletes, grants access to or installs on it).
+    async fn tag_cluster(&self, arn: &str, tags: &Tags) -> CloudResult<()>;
+    /// Whether `principal_arn` has an access entry on the cluster.
+    async fn has_access_entry(&self, cluster: &str, principal_arn: &str) -> CloudResult<bool>;
+    /// Creates an access entry and associates `policy_arn` with cluster scope.
+    async fn create_access_entry(
+        &self,
+        cluster: &str,
+        principal_arn: &str,
+        policy_arn: &str,
+    ) -> CloudResult<()>;
+    async fn create_addon(&self, req: &CreateAddon) -> CloudResult<Addon>;
+    async fn describe_addon(&self, cluster: &str, name: &str) -> CloudResult<Option<Addon>>;
+    async fn delete_addon(&self, cluster: &str, name: &str) -> CloudResult<()>;
+    /// Changes an add-on's version, role or configuration (`resolve_conflicts` as in create).
+    async fn update_addon(&self, req: &CreateAddon) -> CloudResult<()>;
+    /// The versions of an add-on EKS offers in this region for a Kubernetes version
+    /// (`DescribeAddonVersions`), newest first; none when it is not offered there.
+    async fn addon_versions(
+        &self,
+        addon: &str,
+        kubernetes_version: &str,
+    ) -> CloudResult<Vec<String>>;
+    /// The association id binding `namespace/service_account` to a role, if one exists.
+    async fn find_pod_identity(
+        &self,
+        cluster: &str,
+        namespace: &str,
+        service_account: &str,
+    ) -> CloudResult<Option<String>>;
+    async fn create_pod_identity(
+        &self,
+        cluster: &str,
+        namespace: &str,
+        service_account: &str,
+        role_arn: &str,
+    ) -> CloudResult<String>;
+    /// Removes a pod identity association (absent is fine).
+    async fn delete_pod_identity(&self, cluster: &str, association_id: &str) -> CloudResult<()>;
+}
