@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::step::{Step, StepError};
+use super::outcome::StepError;
 
 /// Overrides by phase name (`*`: every phase without its own).
 #[derive(Debug, Clone, Default)]
@@ -41,13 +41,13 @@ impl Deadlines {
         Ok(Self(map))
     }
 
-    /// The deadline of a step's phase: the override, else what the step says.
-    pub fn of(&self, step: &dyn Step) -> Duration {
+    /// The deadline of a phase: the override, else what its step says (`default`).
+    pub fn of(&self, phase: &str, default: Duration) -> Duration {
         self.0
-            .get(step.name())
+            .get(phase)
             .or_else(|| self.0.get("*"))
             .copied()
-            .unwrap_or_else(|| step.deadline())
+            .unwrap_or(default)
     }
 }
 

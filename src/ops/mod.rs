@@ -28,9 +28,11 @@ use crate::cloud::Cloud;
 use crate::store::{OpState, Operation, PhaseState, PhaseUpdate, Store};
 
 pub mod deadline;
+mod outcome;
 mod step;
 mod wake;
 pub use deadline::Deadlines;
+pub use outcome::*;
 pub use step::*;
 pub use wake::InFlight;
 
@@ -324,7 +326,7 @@ impl Engine {
         let (seq, state) = (phase.seq, phase.state);
         let id = op.id.as_str();
         let cx = self.cx(op).await?;
-        let limit = self.inner.config.deadlines.of(step);
+        let limit = self.inner.config.deadlines.of(step.name(), step.deadline());
         let now = time::OffsetDateTime::now_utc();
         let (outputs, due) = match (state, phase.outputs.clone()) {
             (PhaseState::Submitted, Some(outputs)) => {
