@@ -1,6 +1,7 @@
 //! The agent kit: the Kiro CLI 3 agent profile (Markdown and JSON), its prompt, a generic MCP
 //! client configuration, the skills.
 
+use axum::extract::State;
 use axum::Json;
 use serde::Serialize;
 use serde_json::Value;
@@ -35,15 +36,16 @@ pub struct AgentConfig {
 /// The hypd-inst-agent configuration for Kiro CLI, its prompt, a generic MCP client configuration
 /// and the skills.
 #[utoipa::path(get, path = "/api/agent/config", operation_id = "agent_config_get", responses((status = 200, body = AgentConfig)))]
-async fn agent_config() -> ApiResult<Json<AgentConfig>> {
+async fn agent_config(State(state): State<AppState>) -> ApiResult<Json<AgentConfig>> {
     let parse = |text: &str| serde_json::from_str::<Value>(text).map_err(anyhow::Error::from);
     let skills: serde_json::Map<String, Value> = crate::mcp::skills::SKILLS
         .iter()
         .map(|(name, text)| (name.to_string(), Value::String(text.to_string())))
         .collect();
+    let (profile, agent) = (state.agent_profile)();
     Ok(Json(AgentConfig {
-        profile: crate::mcp::kiro::profile(),
-        agent: crate::mcp::kiro::agent(),
+        profile,
+        agent,
         prompt: crate::mcp::skills::AGENT_PROMPT.to_string(),
         mcp_client: parse(include_str!("../../skills/hypd-inst-agent/mcp.json"))?,
         skills: Value::Object(skills),

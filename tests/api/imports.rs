@@ -424,49 +424,6 @@ fn circles(edges: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<String> {
     found
 }
 
-/// Files on a circle through a parent file, which the check did not see before it counted a
-/// child's use of what its parent file defines: the server layer (`AppState` in `lib.rs`, which
-/// every route file uses while `lib.rs` builds the routes; `api` and `mcp` calling each other).
-/// (The engine's, through `Engine` in `ops/mod.rs`, is broken: what a step returns is the leaf
-/// `ops/outcome.rs`, and a phase's deadline is looked up by name.) Each is broken by
-/// moving what the children use out of the parent into a leaf (as `cloud/common.rs`,
-/// `store/types.rs`, `logs/pods.rs` and `endpoints/requests.rs` did), the architecture issue's
-/// work. The list only shrinks: a file on a circle that is not listed fails, and a listed one
-/// no longer on a circle must leave the list.
-const KNOWN_ON_CIRCLES: &[&str] = &[
-    "api",
-    "api/agent",
-    "api/audit",
-    "api/aws",
-    "api/clusters",
-    "api/costs",
-    "api/edge",
-    "api/endpoints",
-    "api/events",
-    "api/evidence",
-    "api/extract",
-    "api/features",
-    "api/groups",
-    "api/logs",
-    "api/mlflow",
-    "api/openapi",
-    "api/operations",
-    "api/pools",
-    "api/serve",
-    "api/space_proxy",
-    "api/spaces",
-    "api/stages",
-    "api/teams",
-    "api/training",
-    "api/ui",
-    "api/utilization",
-    "api/workloads",
-    "lib",
-    "mcp",
-    "mcp/catalog",
-    "mcp/kiro",
-];
-
 #[test]
 fn no_circle_of_files_in_the_sources() {
     let graph = Graph::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
@@ -475,19 +432,10 @@ fn no_circle_of_files_in_the_sources() {
     let total: usize = edges.values().map(BTreeSet::len).sum();
     assert!(total > 300, "the scan found too few imports: {total}");
     let on = circles_by_file(&edges);
-    let new: Vec<&String> = on
-        .iter()
-        .filter(|(file, _)| !KNOWN_ON_CIRCLES.contains(&file.as_str()))
-        .map(|(_, circle)| circle)
-        .collect();
-    assert!(new.is_empty(), "circles of files: {new:#?}");
-    let broken: Vec<&&str> = KNOWN_ON_CIRCLES
-        .iter()
-        .filter(|k| !on.contains_key(**k))
-        .collect();
     assert!(
-        broken.is_empty(),
-        "no longer on a circle, take them off KNOWN_ON_CIRCLES: {broken:?}"
+        on.is_empty(),
+        "circles of files: {:#?}",
+        on.values().collect::<Vec<_>>()
     );
 }
 
