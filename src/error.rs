@@ -9,12 +9,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::cloud::CloudError;
+use crate::problem::ProblemType;
 
 /// Valid values or the next step, boxed to keep the error small on the happy path.
 pub type Hint = Box<Value>;
-
-/// Prefix of every problem `type`; the suffix is a stable slug documented in the README.
-pub const PROBLEM_TYPE_PREFIX: &str = "urn:instantstart:problem:";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -28,7 +26,7 @@ pub enum ApiError {
     /// The body is not the JSON the route takes (400): malformed, wrong type, unknown field.
     #[error("{detail}")]
     BadRequest {
-        slug: &'static str,
+        slug: ProblemType,
         field: Option<String>,
         detail: String,
         hint: Option<Hint>,
@@ -40,7 +38,7 @@ pub enum ApiError {
     /// The request collides with existing state (409), e.g. an operation already running.
     #[error("{detail}")]
     Conflict {
-        slug: &'static str,
+        slug: ProblemType,
         detail: String,
         field: Option<String>,
         operation_id: Option<String>,
@@ -48,11 +46,11 @@ pub enum ApiError {
     #[error("missing or invalid bearer token")]
     Unauthorized,
     #[error("{detail}")]
-    Forbidden { slug: &'static str, detail: String },
+    Forbidden { slug: ProblemType, detail: String },
     /// A server-wide limit is reached (429); the request may succeed later.
     #[error("{detail}")]
     Busy {
-        slug: &'static str,
+        slug: ProblemType,
         detail: String,
         hint: Option<Hint>,
     },
@@ -89,7 +87,7 @@ impl ApiError {
 
     pub fn conflict(detail: impl Into<String>, operation_id: Option<String>) -> Self {
         ApiError::Conflict {
-            slug: "conflict",
+            slug: ProblemType::Conflict,
             detail: detail.into(),
             field: None,
             operation_id,
@@ -156,19 +154,21 @@ impl ApiError {
     pub fn problem(&self) -> Problem {
         let status = self.status();
         let (slug, title) = match self {
-            ApiError::Validation { .. } => ("validation", "Invalid field value"),
+            ApiError::Validation { .. } => (ProblemType::Validation, "Invalid field value"),
             ApiError::BadRequest { slug, .. } => (*slug, "Malformed request"),
-            ApiError::PayloadTooLarge { .. } => ("payload-too-large", "Request body too large"),
-            ApiError::NotFound { .. } => ("not-found", "Not found"),
+            ApiError::PayloadTooLarge { .. } => {
+                (ProblemType::PayloadTooLarge, "Request body too large")
+            }
+            ApiError::NotFound { .. } => (ProblemType::NotFound, "Not found"),
             ApiError::Conflict { slug, .. } => (*slug, "Conflict with existing state"),
-            ApiError::Unauthorized => ("unauthorized", "Authentication required"),
+            ApiError::Unauthorized => (ProblemType::Unauthorized, "Authentication required"),
             ApiError::Forbidden { slug, .. } => (*slug, "Request refused"),
             ApiError::Busy { slug, .. } => (*slug, "Too many requests"),
-            ApiError::Cloud(_) => ("cloud-error", "A cloud API call failed"),
-            ApiError::Internal(_) => ("internal", "Internal error"),
+            ApiError::Cloud(_) => (ProblemType::CloudError, "A cloud API call failed"),
+            ApiError::Internal(_) => (ProblemType::Internal, "Internal error"),
         };
         let mut p = Problem {
-            type_: format!("{PROBLEM_TYPE_PREFIX}{slug}"),
+            type_: slug.uri(),
             title: title.to_string(),
             status: status.as_u16(),
             detail: self.to_string(),

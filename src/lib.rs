@@ -17,6 +17,7 @@ pub mod error;
 pub mod heap;
 pub mod mcp;
 pub mod ops;
+pub mod problem;
 pub mod service;
 pub mod state;
 pub mod store;

@@ -18,6 +18,7 @@ use futures::future::BoxFuture;
 use super::edge_policy::EdgePolicy;
 use super::{space_proxy, CLOUD_HEADER};
 use crate::error::ApiError;
+use crate::problem::ProblemType;
 use crate::AppState;
 
 /// Paths served without the token: the health probe and the UI's static files (they hold no
@@ -35,12 +36,12 @@ fn refusal(policy: &EdgePolicy, request: &Request) -> Option<ApiError> {
     let headers = request.headers();
     if !policy.host_ok(headers) {
         Some(ApiError::Forbidden {
-            slug: "forbidden-host",
+            slug: ProblemType::ForbiddenHost,
             detail: "the Host header does not name this server; add it with --allowed-host if it is a proxy or port-forward you trust".into(),
         })
     } else if !policy.origin_ok(headers) {
         Some(ApiError::Forbidden {
-            slug: "forbidden-origin",
+            slug: ProblemType::ForbiddenOrigin,
             detail: "cross-origin requests are refused".into(),
         })
     } else if !is_public(request.uri().path()) && !policy.token_ok(headers) {
@@ -74,7 +75,7 @@ fn mcp_sessions_full(state: &AppState, request: &Request) -> Option<ApiError> {
         .map(|s| s.len())
         .ok()?;
     (open >= cap).then(|| ApiError::Busy {
-        slug: "too-many-mcp-sessions",
+        slug: ProblemType::TooManyMcpSessions,
         detail: format!("this server already holds {cap} MCP sessions, its limit"),
         hint: Some(Box::new(serde_json::json!(
             "end a session you no longer use (DELETE /mcp with its Mcp-Session-Id), or wait: an idle one ends after five minutes"

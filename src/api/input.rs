@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use crate::error::ApiError;
+use crate::problem::ProblemType;
 
 /// Largest accepted request body.
 pub const BODY_LIMIT: usize = 64 * 1024;
@@ -29,7 +30,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Actor {
             None => Ok(Actor("api".into())),
             Some(Ok(v)) if ACTORS.contains(&v) => Ok(Actor(v.to_string())),
             Some(_) => Err(ApiError::BadRequest {
-                slug: "invalid-header",
+                slug: ProblemType::InvalidHeader,
                 field: Some("X-InstantStart-Actor".into()),
                 detail: "unknown actor".into(),
                 hint: Some(Box::new(json!(ACTORS))),
@@ -52,7 +53,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
                 Ok(IdempotencyKey(Some(format!("client:{k}"))))
             }
             _ => Err(ApiError::BadRequest {
-                slug: "invalid-header",
+                slug: ProblemType::InvalidHeader,
                 field: Some("Idempotency-Key".into()),
                 detail: "Idempotency-Key must be 1–255 visible ASCII characters".into(),
                 hint: Some(Box::new(json!("e.g. a UUID"))),
@@ -99,7 +100,7 @@ fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                 .nth(1)
                 .map(|s| s.split(" at line").next().unwrap_or(s).replace('`', ""));
             return ApiError::BadRequest {
-                slug: "unknown-field",
+                slug: ProblemType::UnknownField,
                 field: Some(field.clone()),
                 detail: format!("unknown field `{field}`"),
                 hint: expected.map(|e| {
@@ -109,7 +110,7 @@ fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         }
         if let Some(field) = quoted("missing field `") {
             return ApiError::BadRequest {
-                slug: "missing-field",
+                slug: ProblemType::MissingField,
                 field: Some(field.clone()),
                 detail: format!("missing required field `{field}`"),
                 hint: None,
@@ -118,9 +119,9 @@ fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         let syntax = inner.is_syntax() || inner.is_eof();
         ApiError::BadRequest {
             slug: if syntax {
-                "malformed-json"
+                ProblemType::MalformedJson
             } else {
-                "invalid-type"
+                ProblemType::InvalidType
             },
             field: Some(if path == "." || syntax {
                 "body".into()
@@ -140,7 +141,7 @@ pub(super) async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result
             ApiError::PayloadTooLarge { limit: BODY_LIMIT }
         } else {
             ApiError::BadRequest {
-                slug: "malformed-json",
+                slug: ProblemType::MalformedJson,
                 field: Some("body".into()),
                 detail: e.body_text(),
                 hint: None,
@@ -166,7 +167,7 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Ap
     let bytes = read_body(req, state).await?;
     if !bytes.is_empty() && is_json != Some(true) {
         return Err(ApiError::BadRequest {
-            slug: "unsupported-media-type",
+            slug: ProblemType::UnsupportedMediaType,
             field: Some("Content-Type".into()),
             detail: "send the body as JSON".into(),
             hint: Some(Box::new(json!("application/json"))),
@@ -181,7 +182,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
         let bytes = body_bytes(req, state).await?;
         if bytes.is_empty() {
             return Err(ApiError::BadRequest {
-                slug: "malformed-json",
+                slug: ProblemType::MalformedJson,
                 field: Some("body".into()),
                 detail: "a JSON body is required".into(),
                 hint: None,

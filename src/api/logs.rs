@@ -9,6 +9,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::extract::ClusterName;
 use crate::error::{ApiError, ApiResult, Problem};
+use crate::problem::ProblemType;
 use crate::service::logs::{self as l, FollowEvent, LogsQuery, LogsView, Session};
 use crate::AppState;
 
@@ -64,7 +65,7 @@ pub async fn follow(
 ) -> Response {
     let started = async {
         let ws = ws.map_err(|e| ApiError::BadRequest {
-            slug: "websocket-required",
+            slug: ProblemType::WebsocketRequired,
             field: None,
             detail: format!("this path follows logs over a WebSocket: {}", e.body_text()),
             hint: Some(Box::new(serde_json::json!(

@@ -16,6 +16,7 @@ use hyper_util::rt::TokioIo;
 
 use super::space_sessions::{PodKey, Upstream, MAX_FORWARDS};
 use crate::error::{ApiError, ApiResult};
+use crate::problem::ProblemType;
 use crate::service::spaces::SpacePod;
 use crate::AppState;
 
@@ -98,7 +99,7 @@ pub async fn serve(state: AppState, cluster: String, space: String, request: Req
             .is_ok_and(|o| own.iter().any(|x| x == &o.to_ascii_lowercase()))
         {
             return refusal(ApiError::Forbidden {
-                slug: "forbidden-origin",
+                slug: ProblemType::ForbiddenOrigin,
                 detail: "a space answers its own pages only".into(),
             });
         }
@@ -180,7 +181,7 @@ async fn open(state: &AppState, cluster: &str, space: &str, at: &SpacePod) -> Ap
         .clone()
         .try_acquire_owned()
         .map_err(|_| ApiError::Busy {
-            slug: "too-many-space-connections",
+            slug: ProblemType::TooManySpaceConnections,
             detail: format!(
                 "this server already holds {MAX_FORWARDS} connections to spaces, its limit"
             ),

@@ -242,7 +242,7 @@ impl McpServer {
 /// The problem a mutating tool answers behind the write gate.
 fn writes_disabled(tool: &str) -> Value {
     json!({
-        "type": "urn:instantstart:problem:writes-disabled",
+        "type": crate::problem::ProblemType::WritesDisabled.uri(),
         "title": "Writes are disabled for agents on this server",
         "status": 403,
         "detail": format!("`{tool}` changes the account, and this server serves its MCP tools read-only"),

@@ -10,12 +10,13 @@ use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::{ApiError, ApiResult};
+use crate::problem::ProblemType;
 
 /// One cap: how many places, and what a refusal says.
 pub struct Cap {
     permits: Arc<Semaphore>,
     max: usize,
-    slug: &'static str,
+    slug: ProblemType,
     /// What is counted, plural (`log streams`).
     what: &'static str,
     hint: &'static str,
@@ -25,7 +26,7 @@ pub struct Cap {
 pub struct Permit(#[allow(dead_code)] OwnedSemaphorePermit);
 
 impl Cap {
-    pub fn new(max: usize, slug: &'static str, what: &'static str, hint: &'static str) -> Self {
+    pub fn new(max: usize, slug: ProblemType, what: &'static str, hint: &'static str) -> Self {
         let max = max.max(1);
         Self {
             permits: Arc::new(Semaphore::new(max)),
@@ -82,25 +83,25 @@ impl Caps {
         Self {
             log_follows: Cap::new(
                 max_log_follows,
-                "too-many-log-streams",
+                ProblemType::TooManyLogStreams,
                 "log streams",
                 "close another log view, read a snapshot with GET …/logs instead, or raise --max-log-follows",
             ),
             event_streams: Cap::new(
                 limits.max_event_streams,
-                "too-many-event-streams",
+                ProblemType::TooManyEventStreams,
                 "event streams",
                 "close another browser tab of this control plane, or poll GET /api/operations",
             ),
             waiters: Cap::new(
                 limits.max_waiters,
-                "too-many-waiters",
+                ProblemType::TooManyWaiters,
                 "operation long-polls",
                 "poll without ?wait",
             ),
             log_snapshots: Cap::new(
                 limits.max_log_snapshots,
-                "too-many-log-reads",
+                ProblemType::TooManyLogReads,
                 "log snapshots being read",
                 "try again in a moment, or narrow the read (pod, tail, since)",
             ),
@@ -115,7 +116,7 @@ mod tests {
 
     #[test]
     fn a_cap_admits_its_count_and_frees_a_place_when_a_permit_drops() {
-        let cap = Cap::new(2, "too-many-x", "xs", "close one");
+        let cap = Cap::new(2, ProblemType::TooManyWaiters, "xs", "close one");
         let a = cap.admit().unwrap();
         let _b = cap.admit().unwrap();
         assert_eq!(cap.active(), 2);
@@ -123,7 +124,7 @@ mod tests {
         assert!(matches!(
             refused,
             ApiError::Busy {
-                slug: "too-many-x",
+                slug: ProblemType::TooManyWaiters,
                 ..
             }
         ));

@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 use super::steps;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 use crate::service::params::hyperpod_params;
 use crate::service::records::live_cluster;
 use crate::service::requests::CreateHyperPodRequest;
@@ -75,7 +76,7 @@ async fn described_groups(
     Vec<crate::cloud::InstanceGroupStatus>,
 )> {
     let not_ready = || ApiError::Conflict {
-        slug: "stage-not-ready",
+        slug: ProblemType::StageNotReady,
         detail: format!("`{name}` has no HyperPod cluster yet: run the hyperpod stage first"),
         field: None,
         operation_id: None,
@@ -340,7 +341,7 @@ pub async fn delete_group_params(engine: &Engine, name: &str, group: &str) -> Ap
     if governed.iter().any(|g| g == group) {
         // AWS: a group deleted while a node class names it makes the class unusable.
         return Err(ApiError::Conflict {
-            slug: "group-autoscaled",
+            slug: ProblemType::GroupAutoscaled,
             detail: format!("managed autoscaling governs `{group}`: take it out of managedAutoscalingInstanceGroups (features_update) first"),
             field: Some("group".into()),
             operation_id: None,
@@ -348,7 +349,7 @@ pub async fn delete_group_params(engine: &Engine, name: &str, group: &str) -> Ap
     }
     if existing.len() == 1 {
         return Err(ApiError::Conflict {
-            slug: "last-instance-group",
+            slug: ProblemType::LastInstanceGroup,
             detail: format!(
                 "`{group}` is the last instance group of `{name}`; delete the cluster instead"
             ),

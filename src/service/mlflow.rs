@@ -15,6 +15,7 @@ use super::steps::mlflow::{tracking_sa_ref, APP_NAME};
 use crate::cloud::{KubeTarget, MlflowApp, TrackingCall};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 use crate::service::validate;
 
 /// Seconds a presigned MLflow UI URL stays valid (it is also single-use).
@@ -60,7 +61,7 @@ pub async fn setup_cluster(engine: &Engine, req: &MlflowSetupRequest) -> ApiResu
         .is_none()
     {
         return Err(ApiError::Conflict {
-            slug: "stage-not-ready",
+            slug: ProblemType::StageNotReady,
             detail: format!("`{name}` has no place for objects yet (its bucket, or its prefix of the shared bucket): run its hyperpod stage first"),
             field: Some("cluster".into()),
             operation_id: None,

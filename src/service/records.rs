@@ -6,6 +6,7 @@ use serde_json::json;
 use crate::cloud::KubeTarget;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 use crate::service::resources::ClusterResources;
 
 pub fn cluster_not_found(name: &str) -> ApiError {
@@ -46,7 +47,7 @@ pub async fn kube_target(engine: &Engine, name: &str) -> ApiResult<KubeTarget> {
     // Every status poll passes here: the memoized record is read, not copied.
     let record = live_shared(engine, name).await?;
     target_of(&record).ok_or_else(|| ApiError::Conflict {
-        slug: "stage-not-ready",
+        slug: ProblemType::StageNotReady,
         detail: format!("`{name}` has no EKS cluster yet: run the cluster stage first"),
         field: None,
         operation_id: None,
@@ -68,7 +69,7 @@ pub async fn hyperpod_of(engine: &Engine, name: &str) -> ApiResult<String> {
     ClusterResources::of(&record.resources)
         .hyperpod_cluster_name
         .ok_or_else(|| ApiError::Conflict {
-            slug: "stage-not-ready",
+            slug: ProblemType::StageNotReady,
             detail: format!("`{name}` has no HyperPod cluster yet"),
             field: None,
             operation_id: None,

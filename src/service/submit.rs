@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 use crate::service::kind::OpKind;
 use crate::store::{is_unique_violation, NewOperation, NewSubmission, Operation, Store};
 
@@ -138,7 +139,7 @@ async fn replay(store: &Store, sub: &Submission) -> ApiResult<Option<Accepted>> 
     };
     if sub.request_hash.is_some() && hash != sub.request_hash {
         return Err(ApiError::Conflict {
-            slug: "idempotency-key-reused",
+            slug: ProblemType::IdempotencyKeyReused,
             detail: "this Idempotency-Key was used with a different request".into(),
             field: Some("Idempotency-Key".into()),
             operation_id: Some(id),
@@ -218,7 +219,7 @@ pub(super) async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResul
                 }
             };
             return Err(ApiError::Conflict {
-                slug: "cluster-exists",
+                slug: ProblemType::ClusterExists,
                 detail: format!("cluster `{}` already exists", c.name),
                 field: Some("name".into()),
                 operation_id: creator,
@@ -268,7 +269,7 @@ pub(super) async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResul
     if sub.kind == OpKind::NodeAction {
         if recorded.hyperpod_cluster_name.is_none() {
             return Err(ApiError::Conflict {
-                slug: "stage-not-ready",
+                slug: ProblemType::StageNotReady,
                 detail: format!("`{}` has no HyperPod cluster yet", cluster.name),
                 field: None,
                 operation_id: latest
@@ -320,7 +321,7 @@ pub(super) async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResul
             .find(|o| o.kind == OpKind::Cluster)
             .map(|o| o.id.clone());
         return Err(ApiError::Conflict {
-            slug: "stage-not-ready",
+            slug: ProblemType::StageNotReady,
             detail: format!(
                 "the EKS cluster of `{}` is not ready yet: the cluster stage must succeed first",
                 cluster.name
@@ -331,7 +332,7 @@ pub(super) async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResul
     }
     if sub.kind == OpKind::HyperPod && recorded.hyperpod_cluster_arn.is_some() {
         return Err(ApiError::Conflict {
-            slug: "hyperpod-exists",
+            slug: ProblemType::HyperpodExists,
             detail: format!("`{}` already has a HyperPod cluster", cluster.name),
             field: None,
             operation_id: latest

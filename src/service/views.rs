@@ -7,6 +7,7 @@ use utoipa::ToSchema;
 
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 use crate::service::kind::OpKind;
 use crate::service::records::{cluster_not_found, live_cluster};
 use crate::service::submit::load;
@@ -264,7 +265,7 @@ pub async fn retry(engine: &Engine, id: &str) -> ApiResult<Operation> {
         crate::store::OpState::Failed | crate::store::OpState::Cancelled
     ) {
         return Err(ApiError::Conflict {
-            slug: "not-retryable",
+            slug: ProblemType::NotRetryable,
             detail: format!(
                 "operation {id} is {}; only failed or cancelled operations can be retried",
                 op.state.as_str()
@@ -296,7 +297,7 @@ pub async fn cancel(engine: &Engine, id: &str) -> ApiResult<Operation> {
     let op = load(store, id).await?;
     if op.state.is_terminal() {
         return Err(ApiError::Conflict {
-            slug: "already-finished",
+            slug: ProblemType::AlreadyFinished,
             detail: format!("operation {id} already {}", op.state.as_str()),
             field: None,
             operation_id: Some(id.to_string()),

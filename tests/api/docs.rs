@@ -189,78 +189,76 @@ fn the_readme_is_short_and_every_relative_link_resolves() {
     assert_eq!(broken, Vec::<String>::new());
 }
 
-/// The quoted strings that follow `marker` in `text`.
-fn quoted_after<'a>(text: &'a str, marker: &str) -> Vec<&'a str> {
-    text.match_indices(marker)
-        .filter_map(|(at, _)| {
-            let rest = &text[at + marker.len()..];
-            rest.find('"').map(|end| &rest[..end])
-        })
-        .collect()
+/// The block of a page between `<!-- {name}:begin -->` and `<!-- {name}:end -->` is what
+/// `generated` says; `INSTANTSTART_BLESS=1` rewrites it (then commit the page).
+pub(crate) fn generated_block(page: &str, name: &str, generated: &str, test: &str) {
+    let path = root().join(page);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (begin, end) = (
+        format!("<!-- {name}:begin -->\n"),
+        format!("<!-- {name}:end -->"),
+    );
+    let (Some(a), Some(b)) = (text.find(&begin), text.find(&end)) else {
+        panic!("{page} has no {begin:?} … {end:?} block");
+    };
+    let written = &text[a + begin.len()..b];
+    if written != generated && std::env::var_os("INSTANTSTART_BLESS").is_some() {
+        let text = format!("{}{generated}{}", &text[..a + begin.len()], &text[b..]);
+        std::fs::write(&path, text).unwrap();
+        return;
+    }
+    assert!(
+        written == generated,
+        "{page}'s {name} block differs from what the sources say: run \
+         `INSTANTSTART_BLESS=1 cargo test --test api {test}` and commit it"
+    );
 }
 
-/// Every problem type the server answers (each `slug` its errors name, and the fixed ones of
-/// `error.rs`) is in the troubleshooting page's table with what to do; and the table lists none
-/// that the sources no longer name.
+/// Every problem type is documented: the troubleshooting page's table is generated from the
+/// server's one list of them (`ProblemType::ALL`), no source names a problem by a loose
+/// string, and every type in the list is one the sources answer with.
 #[test]
 fn every_problem_type_is_in_the_troubleshooting_table() {
+    use instantstart::problem::ProblemType;
+    let table = ProblemType::table();
+    generated_block(
+        "docs/troubleshooting.md",
+        "problems",
+        &table,
+        "docs::every_problem_type",
+    );
+    assert!(table.lines().count() > 40, "{table}");
     let mut files = Vec::new();
     crate::layout::rust_files(&root().join("src"), &mut files);
-    let mut named = std::collections::BTreeSet::new();
     let mut everywhere = String::new();
     for f in &files {
+        if f.ends_with("problem.rs") {
+            continue;
+        }
         let text = std::fs::read_to_string(f).unwrap();
         let production = text.split("#[cfg(test)]").next().unwrap_or_default();
-        named.extend(
-            quoted_after(production, "slug: \"")
-                .into_iter()
-                .map(str::to_string),
-        );
-        // A problem written whole (the MCP edge's own refusals).
-        named.extend(
-            quoted_after(production, "\"urn:instantstart:problem:")
-                .into_iter()
-                .map(str::to_string),
-        );
-        if f.ends_with("error.rs") {
-            // The fixed problems: `ApiError::NotFound { .. } => ("not-found", "Not found")`.
-            named.extend(
-                quoted_after(production, "=> (\"")
-                    .into_iter()
-                    .map(str::to_string),
+        for loose in ["\"urn:instantstart:problem:", "slug: \""] {
+            assert!(
+                !production.contains(loose),
+                "{} names a problem by a string (`{loose}`): name its `ProblemType`",
+                f.display()
             );
         }
-        everywhere.push_str(&text);
+        everywhere.push_str(production);
     }
-    named.remove(""); // the prefix itself (`PROBLEM_TYPE_PREFIX`)
-    assert!(named.len() > 40, "{named:?}");
-    let page = std::fs::read_to_string(root().join("docs/troubleshooting.md")).unwrap();
-    let listed: std::collections::BTreeSet<String> = page
-        .lines()
-        .filter(|l| l.starts_with("| `"))
-        .filter_map(|l| l.split('|').nth(1))
-        .flat_map(|cell| {
-            cell.split('`')
-                .skip(1)
-                .step_by(2)
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    let missing: Vec<&String> = named.difference(&listed).collect();
-    assert!(
-        missing.is_empty(),
-        "problems the server answers that docs/troubleshooting.md does not list: {missing:?}"
-    );
-    let stale: Vec<&String> = listed
+    let unused: Vec<String> = ProblemType::ALL
         .iter()
-        .filter(|s| {
-            !everywhere.contains(&format!("\"{s}\""))
-                && !everywhere.contains(&format!("problem:{s}\""))
+        .map(|t| format!("ProblemType::{t:?}"))
+        .filter(|named| {
+            // Named whole: `ProblemType::Conflict` is not `ProblemType::ConflictX`.
+            !everywhere.match_indices(named.as_str()).any(|(at, _)| {
+                !everywhere[at + named.len()..]
+                    .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+            })
         })
         .collect();
     assert!(
-        stale.is_empty(),
-        "listed but named nowhere in the sources: {stale:?}"
+        unused.is_empty(),
+        "problem types the server never answers with (take them out of src/problem.rs): {unused:?}"
     );
 }

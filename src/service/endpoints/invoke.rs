@@ -8,6 +8,7 @@ use super::views::get_endpoint;
 use crate::cloud::ServiceCall;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 use crate::service::incluster::kube_target;
 use crate::service::workloads::InvokeRequest;
 
@@ -22,7 +23,7 @@ pub async fn invoke_endpoint(
     // An endpoint scaling (or with workers Kueue holds) still serves from its ready ones.
     if e.state != "DeploymentComplete" && e.ready_replicas == 0 {
         return Err(ApiError::Conflict {
-            slug: "endpoint-not-ready",
+            slug: ProblemType::EndpointNotReady,
             detail: format!(
                 "`{name}` is {} with no worker ready: wait for its operation (operation_get) first",
                 e.state
@@ -34,7 +35,7 @@ pub async fn invoke_endpoint(
     // The path is read back from the cluster: held to what a request may name.
     if !super::spec::invocation_path_ok(&e.invocation_path) {
         return Err(ApiError::Conflict {
-            slug: "endpoint-path-unsafe",
+            slug: ProblemType::EndpointPathUnsafe,
             detail: format!(
                 "`{name}`'s invocation path in the cluster is not a plain relative path: it is not called. Redeploy the endpoint with a valid invocationPath"
             ),

@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 use crate::cloud::ObjectRef;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 use crate::service::incluster::{addon_active, kube_target};
 use crate::service::labels::is_workload_namespace;
 use crate::service::steps::workloads::ApplyParams;
@@ -110,7 +111,7 @@ pub async fn endpoint_params(
     let mut spec = spec_of(req, source)?;
     if !addon_active(engine, cluster, INFERENCE_OPERATOR_ADDON).await? {
         return Err(ApiError::Conflict {
-            slug: "inference-operator-missing",
+            slug: ProblemType::InferenceOperatorMissing,
             detail: format!("endpoints run on the HyperPod inference operator, which is not active on `{cluster}`: enable it with PATCH /api/clusters/{cluster}/features {{\"inferenceOperator\": true}} (features_update), then deploy again"),
             field: None,
             operation_id: None,
@@ -126,7 +127,7 @@ pub async fn endpoint_params(
     let target = kube_target(engine, cluster).await?;
     if find(engine, &target, &req.endpoint_name).await?.is_some() {
         return Err(ApiError::Conflict {
-            slug: "endpoint-exists",
+            slug: ProblemType::EndpointExists,
             detail: format!("an endpoint `{}` already exists on `{cluster}`: change it with PATCH, or pick another name", req.endpoint_name),
             field: Some("endpointName".into()),
             operation_id: None,

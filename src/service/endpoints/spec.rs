@@ -9,6 +9,7 @@ use super::requests::{
 };
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 use crate::service::incluster::list_storage;
 use crate::service::steps::workloads::WORKLOAD_NAMESPACE;
 use crate::service::validate;
@@ -61,7 +62,7 @@ pub(super) async fn model_source(
             .find(|c| c.claim_name == "s3-claim" && c.namespace == WORKLOAD_NAMESPACE)
             .and_then(|c| Some((c.bucket.clone()?, c.prefix.clone().unwrap_or_default())))
             .ok_or_else(|| ApiError::Conflict {
-                slug: "storage-missing",
+                slug: ProblemType::StorageMissing,
                 detail: format!("`{cluster}` has no s3-claim to serve /s3 paths from: create it with storage_setup, or name an s3:// location"),
                 field: Some("model".into()),
                 operation_id: None,

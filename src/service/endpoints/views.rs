@@ -12,6 +12,7 @@ use super::{
 use crate::cloud::KubeTarget;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 use crate::service::incluster::kube_target;
 use crate::service::labels::Placement;
 use crate::service::steps::workloads::{ApplyParams, WORKLOAD_NAMESPACE};
@@ -219,7 +220,7 @@ pub async fn patch_params(
     if let Some(r) = &patch.routing {
         if view.routing.as_deref() != Some(r.as_str()) {
             return Err(ApiError::Conflict {
-                slug: "routing-immutable",
+                slug: ProblemType::RoutingImmutable,
                 detail: format!(
                     "the inference operator cannot {} intelligent routing on an existing endpoint (it is {}): delete `{name}` and deploy it again with the routing you want",
                     if view.routing.is_some() { "change or remove" } else { "add" },

@@ -7,6 +7,7 @@ use utoipa::ToSchema;
 
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 use crate::service::incluster::kube_target;
 
 /// `GET /api/clusters/{name}/features`: every managed feature's actual state.
@@ -317,7 +318,7 @@ pub async fn plan_features(
                     None => "run the dependencies stage (dependencies_install)".to_string(),
                 };
                 return Err(ApiError::Conflict {
-                    slug: "feature-prerequisite",
+                    slug: ProblemType::FeaturePrerequisite,
                     detail: format!("{key} needs the {req} add-on to be ACTIVE first: {how}"),
                     field: Some(key.to_string()),
                     operation_id: None,

@@ -7,6 +7,7 @@ use utoipa::ToSchema;
 
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 use crate::service::incluster::{kube_target, MANAGED_BY};
 use crate::service::steps::storage::{
     claim_view, ClaimView, StorageParams, VolumeSource, CLAIM_LABEL,
@@ -150,7 +151,7 @@ pub async fn storage_params(
                 && !same_source(c, &params)
         }) {
             return Err(ApiError::Conflict {
-                slug: "claim-exists",
+                slug: ProblemType::ClaimExists,
                 detail: format!(
                     "claim `{}` already exists in namespace `{}` with a different source; delete it first or choose another name",
                     params.claim_name, params.namespace
@@ -236,7 +237,7 @@ pub async fn storage_delete_params(
         .collect();
     if namespace == crate::service::labels::WORKLOAD_NAMESPACE && !copies.is_empty() {
         return Err(ApiError::Conflict {
-            slug: "claim-shared-by-teams",
+            slug: ProblemType::ClaimSharedByTeams,
             detail: format!(
                 "`{claim}` is the cluster's claim, and the teams' namespaces {} mount copies of it: their workloads would lose `/s3`. Delete those copies first (this route with ?namespace=<namespace>), or remove the teams",
                 copies.join(", ")

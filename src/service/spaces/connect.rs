@@ -9,6 +9,7 @@ use super::{actual, state::space_state};
 use crate::cloud::PodStream;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 use crate::service::incluster::kube_target;
 
 /// The label jupyter-k8s puts on a workspace's pod.
@@ -22,7 +23,7 @@ pub struct SpaceConnection {
 
 fn not_running(space: &str, why: &str) -> ApiError {
     ApiError::Conflict {
-        slug: "space-not-running",
+        slug: ProblemType::SpaceNotRunning,
         detail: format!("`{space}` {why}: start it (space_start), then open it again"),
         field: None,
         operation_id: None,
@@ -241,7 +242,7 @@ async fn remote_access_configured(
         return Ok(());
     }
     Err(ApiError::Conflict {
-        slug: "space-remote-access-unsupported",
+        slug: ProblemType::SpaceRemoteAccessUnsupported,
         detail: format!(
             "a {} connection needs the Spaces add-on's remote access (its `remoteAccess` \
              configuration: an SSM managed-node role and the SSM agent sidecar, see AWS's Spaces \
@@ -277,7 +278,7 @@ pub async fn connection(
         .await
         .map_err(|e| match e.code.as_str() {
             "BadRequest" | "NotFound" | "Forbidden" | "Http400" => ApiError::Conflict {
-                slug: "space-connection-refused",
+                slug: ProblemType::SpaceConnectionRefused,
                 detail: format!(
                     "the Spaces add-on refused a {} connection to `{space}`: {}. Open it through \
                      this control plane instead (space_open), which needs nothing set up",
@@ -294,7 +295,7 @@ pub async fn connection(
         .and_then(Value::as_str)
         .filter(|u| !u.is_empty())
         .ok_or_else(|| ApiError::Conflict {
-            slug: "space-connection-refused",
+            slug: ProblemType::SpaceConnectionRefused,
             detail: format!(
                 "the Spaces add-on answered a {} connection without a URL",
                 kind.as_str()

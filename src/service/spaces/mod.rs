@@ -21,6 +21,7 @@ use crate::cloud::workspace_templates::{TemplateBounds, TEMPLATE_API_VERSION, TE
 use crate::cloud::{KubeTarget, ObjectRef};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 use crate::service::incluster::{addon_active, kube_target};
 use crate::service::labels::is_workload_namespace;
 use crate::service::steps::features::SPACES_ADDON;
@@ -331,7 +332,7 @@ async fn spaces_active(engine: &Engine, cluster: &str) -> ApiResult<()> {
         return Ok(());
     }
     Err(ApiError::Conflict {
-        slug: "spaces-missing",
+        slug: ProblemType::SpacesMissing,
         detail: format!("spaces run on the {SPACES_ADDON} add-on, which is not active on `{cluster}`: enable it with PATCH /api/clusters/{cluster}/features {{\"ebsCsi\": true, \"spaces\": true}} (features_update), then create the space again"),
         field: None,
         operation_id: None,
@@ -402,7 +403,7 @@ pub async fn space_spec(
     .await?;
     if find(engine, &target, &req.space_name).await?.is_some() {
         return Err(ApiError::Conflict {
-            slug: "space-exists",
+            slug: ProblemType::SpaceExists,
             detail: format!(
                 "a space `{}` already exists on `{cluster}`: change it with PATCH, or pick another name",
                 req.space_name
@@ -453,7 +454,7 @@ pub async fn patch_params(
 ) -> ApiResult<Option<Value>> {
     let actual = actual(engine, cluster, name).await?;
     let mut spec = spec_of(&actual).ok_or_else(|| ApiError::Conflict {
-        slug: "space-unreadable",
+        slug: ProblemType::SpaceUnreadable,
         detail: format!("the space `{name}` was changed outside this control plane and is not one it can change"),
         field: None,
         operation_id: None,
@@ -461,7 +462,7 @@ pub async fn patch_params(
     if let Some(g) = patch.storage_gib {
         if u32::try_from(g).ok() != Some(spec.storage_gib) {
             return Err(ApiError::Conflict {
-                slug: "space-storage-fixed",
+                slug: ProblemType::SpaceStorageFixed,
                 detail: format!("a space's home volume keeps its size ({} GiB): make a new space for another size", spec.storage_gib),
                 field: Some("storageGib".into()),
                 operation_id: None,

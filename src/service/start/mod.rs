@@ -15,6 +15,7 @@ use super::{
 use crate::cloud::NodeAction;
 use crate::error::ApiResult;
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 
 mod workloads;
 pub use workloads::*;
@@ -327,7 +328,7 @@ async fn replayed(
     };
     if hash.as_deref() != Some(request_hash(kind.as_str(), cluster, body).as_str()) {
         return Err(crate::error::ApiError::Conflict {
-            slug: "idempotency-key-reused",
+            slug: ProblemType::IdempotencyKeyReused,
             detail: "this Idempotency-Key was used with a different request".into(),
             field: Some("Idempotency-Key".into()),
             operation_id: Some(id),

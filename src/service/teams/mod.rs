@@ -14,6 +14,7 @@ use crate::cloud::{
 };
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 use crate::service::steps::governance::{PolicyParams, TeamParams};
 
 mod admission;
@@ -166,7 +167,7 @@ async fn governed(engine: &Engine, name: &str, need_addon: bool) -> ApiResult<(G
     let record = super::records::live_cluster(engine, name).await?;
     let Some(arn) = super::ClusterResources::of(&record.resources).hyperpod_cluster_arn else {
         return Err(ApiError::Conflict {
-            slug: "stage-not-ready",
+            slug: ProblemType::StageNotReady,
             detail: format!("`{name}` has no HyperPod cluster yet: run the hyperpod stage first"),
             field: None,
             operation_id: None,
@@ -175,7 +176,7 @@ async fn governed(engine: &Engine, name: &str, need_addon: bool) -> ApiResult<(G
     let enabled = super::incluster::addon_active(engine, name, TASK_GOVERNANCE_ADDON).await?;
     if need_addon && !enabled {
         return Err(ApiError::Conflict {
-            slug: "feature-prerequisite",
+            slug: ProblemType::FeaturePrerequisite,
             detail: format!("task governance is off on `{name}`: enable taskGovernance first (features_update with {{\"taskGovernance\": true}})"),
             field: Some("taskGovernance".into()),
             operation_id: None,
@@ -328,7 +329,7 @@ pub async fn create_params(
     let others = quotas(engine, &g).await?;
     if others.iter().any(|(t, _)| *t == req.team_name) {
         return Err(ApiError::Conflict {
-            slug: "team-exists",
+            slug: ProblemType::TeamExists,
             detail: format!(
                 "team `{}` already exists on `{name}`: change it with team_update",
                 req.team_name

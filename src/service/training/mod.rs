@@ -27,6 +27,7 @@ use super::validate;
 use crate::cloud::{gpus_per_instance, Capacity, CloudError, ObjectRef};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 
 /// KubeRay's `MaxRayJobNameLength` (`ray-operator/controllers/ray/utils/constant.go`).
 pub const MAX_RAY_JOB_NAME: usize = 47;
@@ -382,7 +383,7 @@ pub async fn training_params(
             .map_err(cloud_err)?;
         if !addon.is_some_and(|a| a.status == crate::cloud::AddonStatus::Active) {
             return Err(ApiError::Conflict {
-                slug: "training-operator-missing",
+                slug: ProblemType::TrainingOperatorMissing,
                 detail: format!(
                     "recipe `{}` runs on the HyperPod training operator, which is not active on `{cluster}`: enable it with PATCH /api/clusters/{cluster}/features {{\"trainingOperator\": true}} (features_update), then submit again",
                     recipe.name
@@ -407,7 +408,7 @@ pub async fn training_params(
             .is_none()
         {
             return Err(ApiError::Conflict {
-                slug: "kuberay-missing",
+                slug: ProblemType::KuberayMissing,
                 detail: format!("recipe `{}` runs on KubeRay, whose RayJob kind is not installed on `{cluster}`: run the dependency stage (dependencies_install), then submit again", recipe.name),
                 field: Some("recipe".into()),
                 operation_id: None,
@@ -420,7 +421,7 @@ pub async fn training_params(
         .any(|c| c.claim_name == DATA_CLAIM && c.namespace == namespace)
     {
         return Err(ApiError::Conflict {
-            slug: "storage-missing",
+            slug: ProblemType::StorageMissing,
             detail: format!("training pods mount `{DATA_CLAIM}` at /s3, and `{cluster}` has none in namespace {namespace}: create it with storage_setup (no arguments; a team's namespace gets a copy), then submit again"),
             field: None,
             operation_id: None,
@@ -434,7 +435,7 @@ pub async fn training_params(
         .any(|j| j.name == req.job_name)
     {
         return Err(ApiError::Conflict {
-            slug: "job-exists",
+            slug: ProblemType::JobExists,
             detail: format!("a training job `{}` already exists on `{cluster}`: pick another name, or delete it first (training_job_delete)", req.job_name),
             field: Some("jobName".into()),
             operation_id: None,

@@ -13,6 +13,7 @@ use super::{cloud_err, job_ref, Runtime};
 use crate::cloud::MANAGED_BY;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 use crate::service::incluster::kube_target;
 use crate::service::kind::OpKind;
 use crate::service::labels::{is_workload_namespace, Placement};
@@ -191,7 +192,7 @@ pub async fn training_delete_params(engine: &Engine, cluster: &str, job: &str) -
     let view = get_training_job(engine, cluster, job).await?;
     if view.origin != "instantstart" {
         return Err(ApiError::Conflict {
-            slug: "not-managed",
+            slug: ProblemType::NotManaged,
             detail: format!("`{job}` was created outside this control plane: it is shown read-only, never deleted from here"),
             field: None,
             operation_id: None,

@@ -15,6 +15,7 @@ use super::router::{self, RouterRequest};
 use super::server::{bounded, server_pod, ServerFields};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 use crate::service::incluster::{addon_active, kube_target, INFERENCE_OPERATOR_ADDON};
 use crate::service::labels::Placement;
 use crate::service::steps::pools::{POOL_LABEL, SERVES_LABEL};
@@ -157,7 +158,7 @@ pub async fn deployment_params(
         && !addon_active(engine, name, INFERENCE_OPERATOR_ADDON).await?
     {
         return Err(ApiError::Conflict {
-            slug: "load-balancer-controller-missing",
+            slug: ProblemType::LoadBalancerControllerMissing,
             detail: format!("an external load balancer is made by the AWS Load Balancer Controller, which `{name}` does not run: enable the inference operator (it brings the controller) with PATCH /api/clusters/{name}/features {{\"inferenceOperator\": true}} (features_update), or use service `load-balancer` (internal to the VPC)"),
             field: Some("service".into()),
             operation_id: None,
@@ -218,7 +219,7 @@ pub async fn deployment_params(
         .find(|d| &d.name == dep && d.namespace != ns)
     {
         return Err(ApiError::Conflict {
-            slug: "name-taken",
+            slug: ProblemType::NameTaken,
             detail: format!("`{dep}` already runs in namespace {}: a model keeps its namespace (delete it first to move it), or choose another name", other.namespace),
             field: Some("deploymentName".into()),
             operation_id: None,
@@ -462,7 +463,7 @@ pub async fn invoke(
     let d = known_deployment(engine, name, dep).await?;
     if d.state != "ready" {
         return Err(ApiError::Conflict {
-            slug: "deployment-not-ready",
+            slug: ProblemType::DeploymentNotReady,
             detail: format!(
                 "`{dep}` has {}/{} replicas ready: wait for its operation (operation_get) first",
                 d.ready_replicas, d.replicas
@@ -474,7 +475,7 @@ pub async fn invoke(
     let target = kube_target(engine, name).await?;
     let Some(port) = d.port else {
         return Err(ApiError::Conflict {
-            slug: "deployment-not-ready",
+            slug: ProblemType::DeploymentNotReady,
             detail: format!("`{dep}` has no service port: delete and deploy it again"),
             field: None,
             operation_id: None,

@@ -34,6 +34,7 @@ use super::steps::workloads::{
 use crate::cloud::{KubeTarget, ObjectRef, ServiceCall, MANAGED_BY};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 
 pub(super) const MODEL_LABEL: &str = "instantstart.io/model";
 /// Image of the download job: Python only; `huggingface_hub` is installed at start.
@@ -127,7 +128,7 @@ pub(super) async fn put_token_secret(
         let ours = labels[MANAGED_BY.0] == MANAGED_BY.1 && labels[WORKLOAD_LABEL] == workload;
         if !ours {
             return Err(ApiError::Conflict {
-                slug: "secret-exists",
+                slug: ProblemType::SecretExists,
                 detail: format!("a Secret `{namespace}/{secret}` exists and is not this workload's: it is never overwritten. Delete or rename it, or give the workload another name"),
                 field: Some("hfToken".into()),
                 operation_id: None,

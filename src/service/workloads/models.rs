@@ -7,6 +7,7 @@ use utoipa::ToSchema;
 
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 use crate::service::incluster::kube_target;
 use crate::service::validate;
 use crate::service::workloads::{
@@ -126,7 +127,7 @@ pub async fn model_params(
     {
         let state = workload_state(&existing);
         return Err(ApiError::Conflict {
-            slug: "download-exists",
+            slug: ProblemType::DownloadExists,
             detail: format!(
                 "{} @ {rev} was already downloaded or is downloading (job {job}, {}); to download it again, delete that job first (job_delete)",
                 req.model_id,

@@ -6,6 +6,7 @@ use utoipa::ToSchema;
 
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 use crate::service::validate;
 use crate::service::workloads::{cloud_err, list_storage};
 
@@ -60,7 +61,7 @@ pub async fn list_objects(
     };
     let Some(bucket) = c.bucket.clone() else {
         return Err(ApiError::Conflict {
-            slug: "not-s3",
+            slug: ProblemType::NotS3,
             detail: format!(
                 "`{claim}` is an FSx for Lustre volume, not an S3 bucket: look into it from a pod"
             ),

@@ -12,6 +12,7 @@ use super::listing::pod_ready;
 use super::server::{bounded, server_pod, ServerFields};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::problem::ProblemType;
 use crate::service::incluster::kube_target;
 use crate::service::labels::{is_workload_namespace, Placement};
 use crate::service::steps::pools::{AssignParams, POOL_LABEL, SERVES_LABEL, UNASSIGNED};
@@ -197,7 +198,7 @@ pub async fn pool_params(engine: &Engine, name: &str, req: &PoolRequest) -> ApiR
 
 pub(super) fn taken(field: &str, name: &str) -> ApiError {
     ApiError::Conflict {
-        slug: "name-taken",
+        slug: ProblemType::NameTaken,
         detail: format!(
             "`{name}` already names a deployment or a warm pool of this cluster: choose another name"
         ),
@@ -357,7 +358,7 @@ pub async fn pool_scale_params(
         let models: std::collections::BTreeSet<&str> =
             p.pods.iter().filter_map(|x| x.serves.as_deref()).collect();
         return Err(ApiError::Conflict {
-            slug: "pool-pods-assigned",
+            slug: ProblemType::PoolPodsAssigned,
             detail: format!(
                 "{} of `{pool}`'s pods serve models ({}): the pool can shrink to {} at the least \
                  ({} of its pods are free). Unassign pods first (pool_unassign).",
@@ -408,7 +409,7 @@ pub async fn pool_delete_params(engine: &Engine, name: &str, pool: &str) -> ApiR
     let p = known_pool(engine, name, pool).await?;
     if p.assigned > 0 {
         return Err(ApiError::Conflict {
-            slug: "pool-pods-assigned",
+            slug: ProblemType::PoolPodsAssigned,
             detail: format!(
                 "{} of `{pool}`'s pods still serve models: delete those models or unassign the pods first",
                 p.assigned
@@ -453,7 +454,7 @@ pub async fn assign_params(
     let pod = pod_of(&p, &req.pod)?;
     if !pod.ready {
         return Err(ApiError::Conflict {
-            slug: "pod-not-ready",
+            slug: ProblemType::PodNotReady,
             detail: format!(
                 "pod `{}` is not ready yet: assign a ready pod ({} are free)",
                 pod.name, p.free

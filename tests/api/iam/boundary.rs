@@ -289,23 +289,12 @@ fn boundary_table() -> String {
 /// rewrites the table after the template changes.
 #[test]
 fn the_security_guide_shows_the_boundary_the_template_has() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/security.md");
-    let page = std::fs::read_to_string(&path).unwrap();
-    let (begin, end) = ("<!-- boundary:begin -->\n", "<!-- boundary:end -->");
-    let (Some(a), Some(b)) = (page.find(begin), page.find(end)) else {
-        panic!("docs/security.md has no {begin:?} … {end:?} block");
-    };
     let table = boundary_table();
-    let written = &page[a + begin.len()..b];
-    if written != table && std::env::var_os("INSTANTSTART_BLESS").is_some() {
-        let page = format!("{}{table}{}", &page[..a + begin.len()], &page[b..]);
-        std::fs::write(&path, page).unwrap();
-        return;
-    }
-    assert!(
-        written == table,
-        "docs/security.md's boundary table differs from the template: run \
-         `INSTANTSTART_BLESS=1 cargo test --test api iam::boundary::the_security_guide` and commit it"
+    crate::docs::generated_block(
+        "docs/security.md",
+        "boundary",
+        &table,
+        "iam::boundary::the_security_guide",
     );
     assert!(table.contains("| NeverTheCrownJewels | Deny |"));
 }
