@@ -1,7 +1,7 @@
 // Page: one cluster: stages, dependencies, nodes and GPUs, the teams' split when teams share
 // it, storage claims.
 
-import { api, h, live, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
+import { api, h, scoped, stateBadge, errorBox, table, follow, readyCell, claimsTable, removeWorkload } from './kit.js';
 import { shareChart } from './teams.js';
 
 export async function cluster(name) {

@@ -1,6 +1,6 @@
 // Page: the clusters, each with its stages.
 
-import { api, h, live, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
+import { api, h, scoped, stateBadge, errorBox, table, follow } from './kit.js';
 
 export async function clusters() {
   const show = scoped();

@@ -1,7 +1,7 @@
 // Pages: the create-cluster form and the progress panel of a pipeline (retry of a failed stage).
 
 import { evidenceButton } from './evidence.js';
-import { api, h, live, newest, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
+import { api, h, newest, refreshClusterSelect, scoped, session, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow } from './kit.js';
 
 export async function create() {
   const show = scoped();

@@ -1,6 +1,6 @@
 // Page: advanced features, sending only the toggles that change.
 
-import { api, h, live, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
+import { api, h, scoped, session, stateBadge, errorBox, needsActive } from './kit.js';
 
 export async function features() {
   const show = scoped();

@@ -2,7 +2,7 @@
 
 import { evidenceButton } from './evidence.js';
 import { utilizationChart } from './utilization.js';
-import { api, h, live, newest, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
+import { api, h, newest, scoped, session, problemText, errorBox, table, follow, readyCell, needsActive } from './kit.js';
 
 export async function nodes() {
   const show = scoped();

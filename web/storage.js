@@ -1,6 +1,6 @@
 // Page: storage claims (add, remove) and what an S3 claim holds.
 
-import { api, h, live, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload } from './kit.js';
+import { api, h, scoped, session, errorBox, claimsTable, needsActive } from './kit.js';
 
 export async function storage() {
   const show = scoped();

@@ -1,7 +1,7 @@
 // Pages: model downloads and self-managed inference (with a smoke test).
 
 import { utilizationChart } from './utilization.js';
-import { api, h, live, onOperations, refreshClusterSelect, scoped, session, show, TERMINAL, expected, stateBadge, elapsed, problemText, errorBox, table, follow, readyCell, claimsTable, needsActive, startForm, input, removeWorkload, teamFields, teamCell } from './kit.js';
+import { api, h, scoped, session, stateBadge, problemText, errorBox, table, follow, needsActive, startForm, input, removeWorkload, teamFields, teamCell } from './kit.js';
 import { logViewer } from './logs.js';
 import { managedSection } from './endpoints.js';
 import { poolsSection } from './pools.js';
