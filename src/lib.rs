@@ -175,7 +175,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         }
         CloudMode::Aws => {
             if let Some(b) = &config.permissions_boundary {
-                service::validate::policy_arn("INSTANTSTART_PERMISSIONS_BOUNDARY", b)
+                service::cluster::validate::policy_arn("INSTANTSTART_PERMISSIONS_BOUNDARY", b)
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
             }
             if let Some(e) = &config.mlflow_endpoint {
@@ -198,7 +198,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
     };
 
     if let Some(bucket) = config.shared_bucket.as_deref().filter(|b| !b.is_empty()) {
-        service::bucket::check_shared_bucket_setting(bucket)
+        service::storage::bucket::check_shared_bucket_setting(bucket)
             .map_err(|e| anyhow::anyhow!("INSTANTSTART_SHARED_BUCKET: {e}"))?;
         cloud.shared_bucket = Some(Arc::from(bucket));
     }
@@ -209,7 +209,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         .filter(|b| !b.is_empty())
         .collect();
     for p in &patterns {
-        service::bucket::check_data_bucket_setting(p)
+        service::storage::bucket::check_data_bucket_setting(p)
             .map_err(|e| anyhow::anyhow!("INSTANTSTART_DATA_BUCKETS: {e}"))?;
     }
     if config.cloud == CloudMode::Sandbox || config.permissions_boundary.is_some() {
@@ -275,7 +275,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         service::workloads::check_prometheus_setting(url)?;
     }
     if let Some(id) = &config.grafana_workspace {
-        service::dashboards::check_workspace_id(id)
+        service::features::dashboards::check_workspace_id(id)
             .map_err(|e| anyhow::anyhow!("INSTANTSTART_GRAFANA_WORKSPACE: {e}"))?;
     }
     let pod_packages = service::training::PodPackages::parse(config.pod_package_index.as_deref())?;

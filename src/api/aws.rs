@@ -180,7 +180,7 @@ async fn preflight(
 ) -> ApiResult<Json<service::Preflight>> {
     let Query(q) = query.map_err(|e| ApiError::validation("query", e.body_text()))?;
     Ok(Json(
-        service::preflight(
+        service::cluster::preflight(
             &state.engine,
             q.instance_type.as_deref(),
             q.count,

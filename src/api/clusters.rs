@@ -154,7 +154,7 @@ async fn forget_cluster(
 #[utoipa::path(get, path = "/api/clusters/{name}/status", operation_id = "cluster_status",
     extensions(("x-mcp" = json!({"openWorld": true}))),
     params(("name" = String, Path), ("If-None-Match" = Option<String>, Header, pattern = r"^[\x21-\x7e]+( *, *[\x21-\x7e]+)*$", description = "an ETag of an earlier answer")),
-    responses((status = 200, body = service::incluster::ClusterStatus, headers(("ETag" = String, description = "weak; changes with the view"),
+    responses((status = 200, body = service::cluster::live::ClusterStatus, headers(("ETag" = String, description = "weak; changes with the view"),
                        ("Content-Encoding" = String, description = "`gzip` when the request's Accept-Encoding takes it (answers of 1 KiB or more)"),
                        ("Vary" = String, description = "`accept-encoding`"))),
                (status = 304, description = "unchanged since the ETag given"),
@@ -167,7 +167,7 @@ async fn cluster_status(
 ) -> ApiResult<axum::response::Response> {
     use axum::http::header::{ETAG, IF_NONE_MATCH};
     use axum::response::IntoResponse as _;
-    let live = service::incluster::live_state(&state.engine, &name).await?;
+    let live = service::cluster::live::live_state(&state.engine, &name).await?;
     let etag = format!("W/\"{}\"", live.cache.revision);
     let unchanged = headers
         .get(IF_NONE_MATCH)
@@ -181,7 +181,7 @@ async fn cluster_status(
     }
     // Serialized once per change of the view, then the same bytes for every reader.
     let body = state.status_memo.body(&name, &etag, || {
-        serde_json::to_vec(&service::incluster::status_of(&name, &live))
+        serde_json::to_vec(&service::cluster::live::status_of(&name, &live))
             .map_err(anyhow::Error::from)
     })?;
     let etag = axum::http::HeaderValue::try_from(etag).map_err(anyhow::Error::from)?;

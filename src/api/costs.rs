@@ -60,7 +60,7 @@ async fn cluster_costs(
     query: Result<Query<CostsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(q) = query.map_err(|e| ApiError::validation("query", e.body_text()))?;
-    crate::service::validate::cluster_name("cluster", &q.cluster)?;
+    crate::service::cluster::validate::cluster_name("cluster", &q.cluster)?;
     let report = costs::costs(
         &state.engine,
         &state.price_book,

@@ -35,7 +35,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ClusterName {
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let name = path_param(parts, state, "name").await?;
-        crate::service::validate::cluster_name("name", &name)?;
+        crate::service::cluster::validate::cluster_name("name", &name)?;
         Ok(Self(name))
     }
 }

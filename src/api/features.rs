@@ -27,13 +27,13 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(get, path = "/api/clusters/{name}/features", operation_id = "features_get",
     extensions(("x-mcp" = json!({"openWorld": true}))),
     params(("name" = String, Path)),
-    responses((status = 200, body = service::incluster::FeaturesView), (status = 404, body = Problem), (status = 409, body = Problem)))]
+    responses((status = 200, body = service::features::FeaturesView), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn get_features(
     State(state): State<AppState>,
     ClusterName(name): ClusterName,
-) -> ApiResult<Json<service::incluster::FeaturesView>> {
+) -> ApiResult<Json<service::features::FeaturesView>> {
     Ok(Json(
-        service::incluster::features(&state.engine, &name, &state.allowed_features).await?,
+        service::features::features(&state.engine, &name, &state.allowed_features).await?,
     ))
 }
 
@@ -54,7 +54,7 @@ pub struct FeaturesPatched {
 #[utoipa::path(patch, path = "/api/clusters/{name}/features", operation_id = "features_update",
     extensions(("x-mcp" = json!({"destructive": true, "openWorld": true, "duration": "2-5 minutes on AWS"}))),
     params(("name" = String, Path)),
-    request_body = service::incluster::FeaturesPatch,
+    request_body = service::features::FeaturesPatch,
     responses((status = 200, body = FeaturesPatched, description = "nothing to change"),
               (status = 202, body = FeaturesPatched, description = "at least one operation started"),
               (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
@@ -62,13 +62,13 @@ async fn patch_features(
     State(state): State<AppState>,
     caller: Caller,
     ClusterName(name): ClusterName,
-    ApiJson(req): ApiJson<service::incluster::FeaturesPatch>,
+    ApiJson(req): ApiJson<service::features::FeaturesPatch>,
 ) -> ApiResult<Response> {
     let (started, features) = start::features(
         &state.engine,
         &name,
         &req,
-        &service::incluster::FeatureSettings {
+        &service::features::FeatureSettings {
             allowed: &state.allowed_features,
             grafana_workspace: state.grafana_workspace.as_deref(),
         },

@@ -105,7 +105,7 @@ const OPERATION_ID: &str = "^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a
 
 /// What the extractors and validators accept for a path parameter, the same on every route.
 fn path_pattern(path: &str, param: &str) -> Option<String> {
-    let max = crate::service::validate::MAX_CLUSTER_NAME;
+    let max = crate::service::cluster::validate::MAX_CLUSTER_NAME;
     match (param, path) {
         ("name", p) if p.starts_with("/api/clusters/{name}") => {
             Some(format!("^[a-z]([a-z0-9-]{{0,{}}}[a-z0-9])?$", max - 2))
@@ -375,7 +375,7 @@ mod tests {
     /// Each declared pattern decides a sample as its validator does.
     #[test]
     fn every_path_pattern_agrees_with_its_validator() {
-        use crate::service::validate;
+        use crate::service::cluster::validate;
         let agree = |path: &str, param: &str, ok: &dyn Fn(&str) -> bool, samples: &[&str]| {
             let schema = json!({"type": "string", "pattern": path_pattern(path, param).unwrap()});
             for s in samples {
@@ -437,7 +437,7 @@ mod tests {
         ] {
             assert_eq!(
                 jsonschema::is_valid(&schema, &json!(name)),
-                crate::service::validate::cluster_name("name", name).is_ok(),
+                crate::service::cluster::validate::cluster_name("name", name).is_ok(),
                 "`{name}`"
             );
         }

@@ -46,13 +46,13 @@ async fn create_pipeline(
 #[utoipa::path(get, path = "/api/clusters/{name}/dependencies", operation_id = "dependencies_get",
     extensions(("x-mcp" = json!({"openWorld": true}))),
     params(("name" = String, Path)),
-    responses((status = 200, body = service::incluster::DependencyReport), (status = 404, body = Problem), (status = 409, body = Problem)))]
+    responses((status = 200, body = service::cluster::live::DependencyReport), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn get_dependencies(
     State(state): State<AppState>,
     ClusterName(name): ClusterName,
-) -> ApiResult<Json<service::incluster::DependencyReport>> {
+) -> ApiResult<Json<service::cluster::live::DependencyReport>> {
     Ok(Json(
-        service::incluster::dependencies(&state.engine, &name).await?,
+        service::cluster::live::dependencies(&state.engine, &name).await?,
     ))
 }
 
@@ -99,13 +99,13 @@ async fn create_hyperpod(
 #[utoipa::path(post, path = "/api/clusters/{name}/storage", operation_id = "storage_setup",
     extensions(("x-mcp" = json!({"openWorld": true, "duration": "1-2 minutes on AWS"}))),
     params(("name" = String, Path)),
-    request_body(content = service::incluster::StorageRequest, description = "optional: omitted, the shared bucket is mounted as `s3-claim`"),
+    request_body(content = service::storage::StorageRequest, description = "optional: omitted, the shared bucket is mounted as `s3-claim`"),
     responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn create_storage(
     State(state): State<AppState>,
     caller: Caller,
     ClusterName(name): ClusterName,
-    OptionalJson(req): OptionalJson<service::incluster::StorageRequest>,
+    OptionalJson(req): OptionalJson<service::storage::StorageRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
         start::storage(&state.engine, &name, &req, &caller).await?,
@@ -123,7 +123,7 @@ async fn list_storage(
     ClusterName(name): ClusterName,
 ) -> ApiResult<Json<Vec<crate::service::steps::storage::ClaimView>>> {
     Ok(Json(
-        service::incluster::list_storage(&state.engine, &name).await?,
+        service::storage::list_storage(&state.engine, &name).await?,
     ))
 }
 

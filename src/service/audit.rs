@@ -39,7 +39,7 @@ pub async fn page(
     limit: Option<i64>,
     cursor: Option<&str>,
 ) -> ApiResult<(Vec<AuditEntry>, Option<String>)> {
-    let limit = super::views::page_limit(limit)?;
+    let limit = super::cluster::views::page_limit(limit)?;
     one_of("actor", filter.actor, &ACTORS)?;
     one_of("outcome", filter.outcome, &OUTCOMES)?;
     one_of("method", filter.method, &METHODS)?;

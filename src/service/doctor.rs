@@ -13,7 +13,7 @@ use crate::cloud::calls::{Scope, CALLS};
 use crate::cloud::{BucketOwner, ClusterUsageQuota};
 use crate::error::ApiResult;
 use crate::ops::Engine;
-use crate::service::arn::{arn_scope, principal_arn};
+use crate::service::shared::arn::{arn_scope, principal_arn};
 
 /// A cluster the product would make, named in the probes (nothing is made: IAM only evaluates).
 pub const PROBE_CLUSTER: &str = "instantstart-doctor";
@@ -108,7 +108,7 @@ pub(crate) fn installed_addons() -> Vec<&'static str> {
 /// The questions are independent: a few are asked at once (the adapter rides out throttling).
 async fn addon_offers(engine: &Engine) -> ApiResult<(Vec<String>, Vec<MissingAddon>)> {
     let eks = &engine.cloud().eks;
-    let versions = crate::service::validate::KUBERNETES_VERSIONS;
+    let versions = crate::service::cluster::validate::KUBERNETES_VERSIONS;
     let pairs: Vec<(&'static str, &'static str)> = versions
         .iter()
         .flat_map(|v| installed_addons().into_iter().map(move |a| (*v, a)))

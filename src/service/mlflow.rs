@@ -9,14 +9,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
 
-use super::incluster::kube_target;
-use super::resources::ClusterResources;
+use super::shared::resources::ClusterResources;
 use super::steps::mlflow::{tracking_sa_ref, APP_NAME};
 use crate::cloud::{KubeTarget, MlflowApp, TrackingCall};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
-use crate::service::validate;
+use crate::service::cluster::records::kube_target;
+use crate::service::cluster::validate;
 
 /// Seconds a presigned MLflow UI URL stays valid (it is also single-use).
 pub const URL_SECONDS: u32 = 300;

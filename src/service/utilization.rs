@@ -11,8 +11,8 @@ use utoipa::ToSchema;
 use crate::cloud::{RangeQuery, Series, Workspace};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
-use crate::service::labels::TEAM_NAMESPACE_PREFIX;
-use crate::service::records::kube_target;
+use crate::service::cluster::records::kube_target;
+use crate::service::shared::labels::TEAM_NAMESPACE_PREFIX;
 
 /// The exporter's GPU utilization gauge, in percent.
 pub const GPU_UTIL: &str = "DCGM_FI_DEV_GPU_UTIL";
@@ -79,7 +79,7 @@ pub struct Utilization {
     pub stragglers: Vec<Straggler>,
     /// AWS's observability dashboards for this cluster in the account's Grafana workspace
     /// (`INSTANTSTART_GRAFANA_WORKSPACE`), the one for this view first; empty without one.
-    pub dashboards: Vec<crate::service::dashboards::DashboardLink>,
+    pub dashboards: Vec<crate::service::features::dashboards::DashboardLink>,
 }
 
 /// A validated query.
@@ -251,7 +251,7 @@ pub async fn utilization(
         ));
     }
     if let Some(w) = &q.workload {
-        crate::service::validate::dns_label("workload", "a workload name", w)?;
+        crate::service::cluster::validate::dns_label("workload", "a workload name", w)?;
     }
     let target = kube_target(engine, &q.cluster).await?;
     let end = time::OffsetDateTime::now_utc().unix_timestamp();
@@ -273,16 +273,22 @@ pub async fn utilization(
     };
     let cloud = engine.cloud();
     if let Some(g) =
-        crate::service::dashboards::active_workspace(cloud, sources.grafana_workspace).await
+        crate::service::features::dashboards::active_workspace(cloud, sources.grafana_workspace)
+            .await
     {
-        let hyperpod = crate::service::records::hyperpod_name_of(engine, &q.cluster).await?;
+        let hyperpod =
+            crate::service::cluster::records::hyperpod_name_of(engine, &q.cluster).await?;
         let first = match q.by {
             UtilBy::Node => "cluster",
             UtilBy::Team => "tasks",
             UtilBy::Pod => "training",
         };
-        out.dashboards =
-            crate::service::dashboards::links(&g, &hyperpod, first, q.workload.as_deref());
+        out.dashboards = crate::service::features::dashboards::links(
+            &g,
+            &hyperpod,
+            first,
+            q.workload.as_deref(),
+        );
     }
     let Some(ws) = workspace(engine, &q.cluster, sources.prometheus_url).await? else {
         out.how_to_enable = Some(HOW_TO_ENABLE.to_string());
@@ -298,7 +304,7 @@ pub async fn utilization(
     out.workspace = Some(ws.url.clone());
     out.available = true;
     let record = crate::service::live_cluster(engine, &q.cluster).await?;
-    let cluster_id = crate::service::resources::ClusterResources::of(&record.resources)
+    let cluster_id = crate::service::shared::resources::ClusterResources::of(&record.resources)
         .hyperpod_cluster_arn
         .and_then(|a| a.rsplit('/').next().map(str::to_string));
     let Some(cluster_id) = cluster_id.filter(|_| gpus) else {

@@ -38,7 +38,7 @@ impl Store {
     }
 
     /// Marks a write as committed. Writes made in a caller's transaction call this after the
-    /// commit (see `service::submit`).
+    /// commit (see `service::shared::submit`).
     pub fn changed(&self) {
         self.revision.fetch_add(1, Ordering::AcqRel);
     }

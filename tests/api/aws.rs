@@ -369,7 +369,7 @@ async fn the_pipeline_runs_network_eks_and_hyperpod_against_moto() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_compute_subnet_function_is_idempotent_and_skips_overlaps_on_moto() {
     use instantstart::cloud::{cluster_tags, CreateRouteTable, CreateSubnet, Network};
-    use instantstart::service::subnets::{
+    use instantstart::service::cluster::subnets::{
         ensure_compute_subnet, ComputeSubnetRequest, SubnetLocks,
     };
     let moto = Moto::start().await;

@@ -660,8 +660,9 @@ async fn a_job_reports_to_mlflow_only_within_its_roles_effective_policy() {
         .unwrap();
     let refused = experiment().await.unwrap_err();
     assert_eq!(refused.code, "NotFound", "{refused:?}");
-    let place =
-        instantstart::service::bucket::BucketPlace::whole("sagemaker-instantstart-c-123456789012");
+    let place = instantstart::service::storage::bucket::BucketPlace::whole(
+        "sagemaker-instantstart-c-123456789012",
+    );
     s.cloud
         .iam
         .put_role_policy("c-mlflow-tracking", "t", &tracking_policy(&app, &place))

@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 use crate::cloud::instances::gpus_per_instance;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
-use crate::service::labels::TEAM_NAMESPACE_PREFIX;
+use crate::service::shared::labels::TEAM_NAMESPACE_PREFIX;
 use crate::store::{GpuSeconds, NodeLifetime};
 pub use prices::{Price, PriceBook, PriceSource, RegionPrices};
 use sample::{day_of, now_ms, IDLE};
@@ -328,7 +328,7 @@ async fn plan_prices(
     engine: &Engine,
     record: &crate::store::ClusterRecord,
 ) -> HashMap<String, Price> {
-    let groups = crate::service::resources::ClusterResources::of(&record.resources)
+    let groups = crate::service::shared::resources::ClusterResources::of(&record.resources)
         .instance_groups
         .unwrap_or_default();
     let planned: Vec<_> = groups
@@ -364,7 +364,9 @@ pub async fn costs(engine: &Engine, book: &PriceBook, q: &CostQuery) -> ApiResul
     let first = first_day(q.since.as_deref(), now)?;
     // History outlives the cluster: a deleted cluster's costs can still be read.
     let Some(record) = engine.store().get_cluster(&q.cluster).await? else {
-        return Err(crate::service::records::cluster_not_found(&q.cluster));
+        return Err(crate::service::cluster::records::cluster_not_found(
+            &q.cluster,
+        ));
     };
     // The record just read is the one sampled: no second read of it.
     if let Err(e) = sample::sample_record(engine, &record).await {

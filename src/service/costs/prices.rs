@@ -110,7 +110,7 @@ pub struct RegionPrices {
 /// Whether a region is in AWS's commercial partition, the one the table's USD figures are from.
 /// GovCloud (`us-gov-…`) prices differ and China's (`cn-…`) are in CNY: neither is estimated.
 pub fn commercial(region: &str) -> bool {
-    crate::service::arn::partition_of_region(region) == "aws"
+    crate::service::shared::arn::partition_of_region(region) == "aws"
 }
 
 /// Why a region outside the commercial partition has no estimates.

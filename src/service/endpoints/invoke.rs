@@ -9,7 +9,7 @@ use crate::cloud::ServiceCall;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
-use crate::service::incluster::kube_target;
+use crate::service::cluster::records::kube_target;
 use crate::service::workloads::InvokeRequest;
 
 pub async fn invoke_endpoint(

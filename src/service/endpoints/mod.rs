@@ -22,12 +22,12 @@ use crate::cloud::ObjectRef;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
-use crate::service::incluster::{addon_active, kube_target};
-use crate::service::labels::is_workload_namespace;
+use crate::service::cluster::validate;
+use crate::service::shared::labels::is_workload_namespace;
 use crate::service::steps::workloads::ApplyParams;
-use crate::service::validate;
+use crate::service::{cluster::records::kube_target, features::addon_active};
 
-pub use crate::service::incluster::INFERENCE_OPERATOR_ADDON;
+pub use crate::service::features::INFERENCE_OPERATOR_ADDON;
 
 fn cloud_err(e: crate::cloud::CloudError) -> ApiError {
     ApiError::Cloud(Box::new(e))
@@ -136,8 +136,8 @@ pub async fn endpoint_params(
     // The operator keeps its self-signed TLS certificate in the cluster's place for objects
     // (whatever bucket the model comes from), under the one prefix its role may write.
     let record = crate::service::live_cluster(engine, cluster).await?;
-    let recorded = crate::service::resources::ClusterResources::of(&record.resources);
-    if let Some(place) = crate::service::bucket::BucketPlace::recorded(&recorded) {
+    let recorded = crate::service::shared::resources::ClusterResources::of(&record.resources);
+    if let Some(place) = crate::service::storage::bucket::BucketPlace::recorded(&recorded) {
         spec.tls_output = Some(place.uri(&format!(
             "{}{}",
             crate::service::steps::features::TLS_PREFIX,

@@ -10,9 +10,9 @@ use super::requests::{
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
-use crate::service::incluster::list_storage;
+use crate::service::cluster::validate;
 use crate::service::steps::workloads::WORKLOAD_NAMESPACE;
-use crate::service::validate;
+use crate::service::storage::list_storage;
 use crate::service::workloads::{bounded, image};
 
 /// The model source a `model` string names.
@@ -81,7 +81,7 @@ pub(super) async fn model_source(
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
         if bucket_ok && clean(prefix) {
-            crate::service::bucket::check_reachable(engine.cloud(), "model", bucket)?;
+            crate::service::storage::bucket::check_reachable(engine.cloud(), "model", bucket)?;
             return Ok(ModelSource::S3 {
                 bucket: bucket.to_string(),
                 region: engine.cloud().network.region(),

@@ -13,11 +13,11 @@ use crate::cloud::KubeTarget;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
-use crate::service::incluster::kube_target;
-use crate::service::labels::Placement;
+use crate::service::cluster::records::kube_target;
+use crate::service::cluster::validate;
+use crate::service::shared::labels::Placement;
 use crate::service::steps::workloads::{ApplyParams, WORKLOAD_NAMESPACE};
 use crate::service::teams::{with_admission, PodsAdmission};
-use crate::service::validate;
 use crate::service::workloads::bounded;
 
 /// One managed endpoint.

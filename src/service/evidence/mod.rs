@@ -16,8 +16,8 @@ use utoipa::ToSchema;
 use crate::cloud::{CloudError, ClusterEvent, LogLine, NodeDetail, ObjectRef};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
-use crate::service::records::{hyperpod_of, kube_target, live_cluster};
-use crate::service::resources::ClusterResources;
+use crate::service::cluster::records::{hyperpod_of, kube_target, live_cluster};
+use crate::service::shared::resources::ClusterResources;
 use streams::{lifecycle_prefixes, tails};
 
 /// Newest lines read of each stream, events kept, streams read.

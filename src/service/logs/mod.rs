@@ -18,12 +18,12 @@ use utoipa::ToSchema;
 use crate::cloud::{KubeTarget, LogQuery, ObjectRef};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
-use crate::service::incluster::kube_target;
-use crate::service::labels::TEAM_NAMESPACE_PREFIX;
+use crate::service::cluster::records::kube_target;
+use crate::service::cluster::validate;
+use crate::service::shared::labels::TEAM_NAMESPACE_PREFIX;
 use crate::service::steps::training::{training_state, TrainingState};
 use crate::service::steps::workloads::{workload_state, WorkloadState, WORKLOAD_NAMESPACE};
 use crate::service::training::JOB_LABEL;
-use crate::service::validate;
 
 /// Lines a snapshot returns per pod when `tail` is not given, and at most.
 const DEFAULT_TAIL: u32 = 100;

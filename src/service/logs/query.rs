@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::pods::PodRef;
 use crate::error::{ApiError, ApiResult};
-use crate::service::validate;
+use crate::service::cluster::validate;
 
 /// Query of the logs snapshot (and, without `since`, of the follow WebSocket).
 #[derive(Debug, Default, Clone, Deserialize, utoipa::IntoParams)]

@@ -10,7 +10,7 @@ use crate::cloud::PodStream;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
-use crate::service::incluster::kube_target;
+use crate::service::cluster::records::kube_target;
 
 /// The label jupyter-k8s puts on a workspace's pod.
 const WORKSPACE_LABEL: &str = "workspace.jupyter.org/workspace-name";
@@ -44,7 +44,7 @@ fn running_at(o: &Value, space: &str) -> ApiResult<(String, String)> {
     }
     let s = |p: &str| o.pointer(p).and_then(Value::as_str).map(str::to_string);
     let namespace = s("/metadata/namespace")
-        .unwrap_or_else(|| crate::service::labels::WORKLOAD_NAMESPACE.to_string());
+        .unwrap_or_else(|| crate::service::shared::labels::WORKLOAD_NAMESPACE.to_string());
     let default = format!("/workspaces/{namespace}/{space}");
     let base = safe_base(s("/status/applicationBasePath"), &default);
     Ok((namespace, base.trim_end_matches('/').to_string()))

@@ -5,7 +5,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::cloud::MANAGED_BY;
-use crate::service::labels::{Placement, WORKLOAD_LABEL};
+use crate::service::shared::labels::{Placement, WORKLOAD_LABEL};
 
 pub const API_VERSION: &str = "workspace.jupyter.org/v1alpha1";
 pub const KIND: &str = "Workspace";

@@ -22,11 +22,11 @@ use crate::cloud::{KubeTarget, ObjectRef};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
-use crate::service::incluster::{addon_active, kube_target};
-use crate::service::labels::is_workload_namespace;
+use crate::service::cluster::validate;
+use crate::service::shared::labels::is_workload_namespace;
 use crate::service::steps::features::SPACES_ADDON;
 use crate::service::steps::workloads::ApplyParams;
-use crate::service::validate;
+use crate::service::{cluster::records::kube_target, features::addon_active};
 
 /// Home storage when none is asked for (GiB); its bounds are the template's.
 pub const DEFAULT_STORAGE_GIB: i64 = 20;
@@ -107,7 +107,7 @@ pub(crate) async fn ours(engine: &Engine, target: &KubeTarget) -> ApiResult<Vec<
         "{}={},{}=space",
         crate::cloud::MANAGED_BY.0,
         crate::cloud::MANAGED_BY.1,
-        crate::service::labels::WORKLOAD_LABEL
+        crate::service::shared::labels::WORKLOAD_LABEL
     );
     match engine
         .cloud()
@@ -224,7 +224,7 @@ async fn claims_for(
     cluster: &str,
     namespace: &str,
 ) -> ApiResult<Vec<(String, String)>> {
-    let claims = crate::service::incluster::list_storage(engine, cluster).await?;
+    let claims = crate::service::storage::list_storage(engine, cluster).await?;
     let mut out = Vec::new();
     if let Some(c) = claims.iter().find(|c| {
         c.namespace == namespace && c.claim_name == crate::service::steps::storage::SHARED_CLAIM
@@ -512,7 +512,7 @@ pub async fn status_params(
     let ns = actual
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
-        .unwrap_or(crate::service::labels::WORKLOAD_NAMESPACE);
+        .unwrap_or(crate::service::shared::labels::WORKLOAD_NAMESPACE);
     Ok(Some(
         json!({"workload": format!("space/{name}"), "watch": ref_of(ns, name),
                    "running": running}),

@@ -11,8 +11,8 @@ use super::{actual, ours};
 use crate::cloud::KubeTarget;
 use crate::error::ApiResult;
 use crate::ops::Engine;
-use crate::service::incluster::kube_target;
-use crate::service::labels::{Placement, WORKLOAD_NAMESPACE};
+use crate::service::cluster::records::kube_target;
+use crate::service::shared::labels::{Placement, WORKLOAD_NAMESPACE};
 use crate::service::teams::{with_admission, PodsAdmission};
 
 /// A path the space sees and the claim behind it.

@@ -5,7 +5,8 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::incluster::{self, FeatureChange, FeaturesPatch, StorageRequest};
+use super::features::{FeatureChange, FeaturesPatch};
+use super::storage::StorageRequest;
 use super::{
     add_group_params, delete_group_params, hyperpod_params, import_params, node_params,
     pipeline_params, request_hash, scale_params, submit, Accepted, CreateClusterRequest,
@@ -194,7 +195,7 @@ pub async fn storage(
     req: &StorageRequest,
     caller: &Caller,
 ) -> ApiResult<Accepted> {
-    let params = incluster::storage_params(engine, name, req).await?;
+    let params = crate::service::storage::storage_params(engine, name, req).await?;
     start(engine, OpKind::Storage, name, &params, caller).await
 }
 
@@ -205,7 +206,8 @@ pub async fn storage_delete(
     namespace: Option<&str>,
     caller: &Caller,
 ) -> ApiResult<Accepted> {
-    let params = incluster::storage_delete_params(engine, name, claim, namespace).await?;
+    let params =
+        crate::service::storage::storage_delete_params(engine, name, claim, namespace).await?;
     start(engine, OpKind::StorageDelete, name, &params, caller).await
 }
 
@@ -227,7 +229,7 @@ pub async fn group_update(
     req: &UpdateGroupRequest,
     caller: &Caller,
 ) -> ApiResult<Option<Accepted>> {
-    super::validate::instance_group_name("group", group)?;
+    super::cluster::validate::instance_group_name("group", group)?;
     match scale_params(engine, name, group, req).await? {
         None => Ok(None),
         Some(params) => Ok(Some(
@@ -242,7 +244,7 @@ pub async fn group_delete(
     group: &str,
     caller: &Caller,
 ) -> ApiResult<Accepted> {
-    super::validate::instance_group_name("group", group)?;
+    super::cluster::validate::instance_group_name("group", group)?;
     let params = delete_group_params(engine, name, group).await?;
     start(engine, OpKind::InstanceGroupDelete, name, &params, caller).await
 }
@@ -269,10 +271,10 @@ pub async fn features(
     engine: &Engine,
     name: &str,
     req: &FeaturesPatch,
-    settings: &incluster::FeatureSettings<'_>,
+    settings: &crate::service::features::FeatureSettings<'_>,
     caller: &Caller,
 ) -> ApiResult<(bool, Value)> {
-    let plan = incluster::plan_features(engine, name, req, settings).await?;
+    let plan = crate::service::features::plan_features(engine, name, req, settings).await?;
     let mut out = serde_json::Map::new();
     let mut started = false;
     for (field, change) in plan {
@@ -334,8 +336,8 @@ async fn replayed(
             operation_id: Some(id),
         });
     }
-    Ok(Some(super::submit::accepted(
-        super::submit::load(store, &id).await?,
+    Ok(Some(super::shared::submit::accepted(
+        super::shared::submit::load(store, &id).await?,
         false,
     )))
 }

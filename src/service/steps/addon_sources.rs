@@ -25,7 +25,7 @@ fn inputs(roles: &[&'static str]) -> AddonInputs {
             .iter()
             .map(|r| (*r, format!("arn:aws:iam::123456789012:role/demo-{r}")))
             .collect(),
-        place: crate::service::bucket::BucketPlace::whole("sagemaker-instantstart-demo"),
+        place: crate::service::storage::bucket::BucketPlace::whole("sagemaker-instantstart-demo"),
         hyperpod_cluster_arn: "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdefghijkl"
             .into(),
         workspace: Some(crate::cloud::AmpWorkspace {
@@ -132,7 +132,7 @@ fn each_addons_request_and_roles_match_its_aws_source() {
         }
         if let Some(actions) = e["inlineActions"].as_array() {
             let f = feature.unwrap();
-            let place = crate::service::bucket::BucketPlace::whole("b");
+            let place = crate::service::storage::bucket::BucketPlace::whole("b");
             let arn = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdefghijkl";
             let docs: Vec<Value> = f
                 .own_roles

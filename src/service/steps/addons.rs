@@ -6,7 +6,7 @@ use serde_json::json;
 use super::net_tags;
 use crate::cloud::KubeTarget;
 use crate::ops::{StepCx, StepResult};
-use crate::service::resources::Recorded;
+use crate::service::shared::resources::Recorded;
 
 /// Where to reach the cluster's API server, from what the `cluster` stage recorded.
 pub fn kube_target(cx: &StepCx<'_>) -> StepResult<KubeTarget> {
@@ -75,7 +75,7 @@ pub fn with_team_namespaces(
     let exact = equals.remove(&key).unwrap_or_default();
     let teams = format!(
         "system:serviceaccount:{}*:{service_account}",
-        crate::service::labels::TEAM_NAMESPACE_PREFIX
+        crate::service::shared::labels::TEAM_NAMESPACE_PREFIX
     );
     cond["StringLike"] = json!({ key: [exact, teams] });
     trust

@@ -26,7 +26,7 @@ use crate::cloud::{
     scheduler_status_done, ComputeQuota, SchedulerConfig, SchedulerPolicy, TeamQuota,
 };
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
-use crate::service::kind::OpKind;
+use crate::service::shared::kind::OpKind;
 
 /// Parameters of a `scheduling-policy` operation.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -10,7 +10,7 @@ use super::hyperpod::{deep_health_checks, hyperpod_of, threads_per_core};
 use super::HyperPodParams;
 use crate::cloud::{HyperPodStatus, InstanceGroupSpec, InstanceGroupStatus};
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
-use crate::service::resources::Recorded;
+use crate::service::shared::resources::Recorded;
 
 /// Every group HyperPod has now, each with a full spec: the recorded one for a group this
 /// control plane made or last changed, the described one for any other (an imported

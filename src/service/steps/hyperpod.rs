@@ -9,14 +9,14 @@ use crate::cloud::{
     BucketOwner, Capacity, CreateHyperPodCluster, HyperPodStatus, InstanceGroupSpec, Zone,
 };
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
-use crate::service::arn::{arn_scope, managed_policy};
-use crate::service::bucket::{place_of, BucketPlace};
-use crate::service::resources::Recorded;
-use crate::service::subnets::{
+use crate::service::cluster::subnets::{
     ensure_compute_subnet, ComputeSubnetRequest, COMPUTE_PREFIX, PROCESS_SUBNET_LOCKS,
 };
+use crate::service::shared::arn::{arn_scope, managed_policy};
+use crate::service::shared::resources::Recorded;
+use crate::service::storage::bucket::{place_of, BucketPlace};
 
-pub use crate::service::resources::hyperpod_name;
+pub use crate::service::shared::resources::hyperpod_name;
 
 /// The checks HyperPod runs on new nodes when deep health checks are on.
 pub fn deep_health_checks(on: bool) -> Vec<String> {
@@ -291,7 +291,7 @@ impl Step for LifecycleScriptStep {
         "lifecycle-script"
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let place = crate::service::bucket::recorded_place(cx)?;
+        let place = crate::service::storage::bucket::recorded_place(cx)?;
         cx.cloud
             .objects
             .put_object(

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::deps::{self, ComponentState};
 use crate::cloud::{EksStatus, KubeTarget};
 use crate::ops::{Step, StepCx, StepError, StepResult};
-use crate::service::resources::Recorded;
+use crate::service::shared::resources::Recorded;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -104,7 +104,8 @@ impl Step for AccessEntryStep {
         "access-entry"
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let me = crate::service::arn::principal_arn(&cx.cloud.iam.caller_identity().await?.arn);
+        let me =
+            crate::service::shared::arn::principal_arn(&cx.cloud.iam.caller_identity().await?.arn);
         if cx.cloud.eks.has_access_entry(&cx.op.cluster, &me).await? {
             return Ok(json!({"accessPrincipal": me, "accessEntryCreated": false}));
         }
@@ -113,7 +114,7 @@ impl Step for AccessEntryStep {
             .create_access_entry(
                 &cx.op.cluster,
                 &me,
-                &crate::service::arn::cluster_admin_policy(&me),
+                &crate::service::shared::arn::cluster_admin_policy(&me),
             )
             .await?;
         Ok(json!({"accessPrincipal": me, "accessEntryCreated": true}))

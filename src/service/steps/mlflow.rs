@@ -17,10 +17,10 @@ use serde_json::{json, Value};
 
 use crate::cloud::{cluster_tags, CreateMlflowApp, ObjectRef, MANAGED_BY};
 use crate::ops::{Poll, Reconcile, Step, StepCx, StepError, StepResult};
-use crate::service::bucket::BucketPlace;
-use crate::service::resources::Recorded;
+use crate::service::shared::resources::Recorded;
 use crate::service::steps::addons::{ensure_role, kube_target, IrsaRole};
 use crate::service::steps::features::checkpoint_role_name;
+use crate::service::storage::bucket::BucketPlace;
 
 /// The account's MLflow App, by name (one per account and region).
 pub const APP_NAME: &str = "instantstart";
@@ -92,7 +92,7 @@ impl Reconcile for MlflowRoleStep {
         "mlflow-role"
     }
     async fn reconcile(&self, cx: &StepCx<'_>) -> StepResult<Value> {
-        let place = crate::service::bucket::recorded_place(cx)?;
+        let place = crate::service::storage::bucket::recorded_place(cx)?;
         let trust = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
             "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}]});
         // The account's MLflow role serves every cluster: any cluster of the product may own it.
@@ -134,7 +134,7 @@ impl Step for MlflowAppStep {
         if let Some(found) = self.find(cx).await? {
             return Ok(found);
         }
-        let place = crate::service::bucket::recorded_place(cx)?;
+        let place = crate::service::storage::bucket::recorded_place(cx)?;
         let Some(role) = super::ownership::find_role(cx, APP_ROLE, None)
             .await?
             .adopt()?
@@ -189,7 +189,7 @@ impl Reconcile for TrackingAccessStep {
                 "the MLflow app is missing",
             ));
         };
-        let place = crate::service::bucket::recorded_place(cx)?;
+        let place = crate::service::storage::bucket::recorded_place(cx)?;
         let policy = tracking_policy(&app.arn, &place);
         let role = IrsaRole {
             name: tracking_role_name(&cx.op.cluster),

@@ -71,7 +71,7 @@ use serde_json::{json, Value};
 
 use crate::cloud::{cluster_tags, Capacity, NetKind, Tags, Zone, CLUSTER_TAG, ROLE_TAG};
 use crate::ops::{Poll, Stages, Step, StepCx, StepError, StepResult};
-use crate::service::kind::OpKind;
+use crate::service::shared::kind::OpKind;
 use crate::store::OpState;
 
 /// Parameters of the `cluster` stage (validated).

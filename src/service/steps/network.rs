@@ -9,9 +9,9 @@ use crate::cloud::{
     ResourceState,
 };
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
-use crate::service::arn::{managed_policy, partition_of_region};
-use crate::service::resources::Recorded;
-use crate::service::subnets::free_vpc_cidr;
+use crate::service::cluster::subnets::free_vpc_cidr;
+use crate::service::shared::arn::{managed_policy, partition_of_region};
+use crate::service::shared::resources::Recorded;
 
 pub struct VpcStep;
 
@@ -437,7 +437,7 @@ impl Step for EksClusterStep {
                 "eksClusterArn": c.arn, "eksClusterName": c.name, "eksEndpoint": c.endpoint,
                 "eksCertificateAuthority": c.certificate_authority, "oidcIssuer": c.oidc_issuer,
                 "kubernetesVersion": c.version,
-                "adminPrincipalArn": crate::service::arn::principal_arn(&cx.cloud.iam.caller_identity().await?.arn),
+                "adminPrincipalArn": crate::service::shared::arn::principal_arn(&cx.cloud.iam.caller_identity().await?.arn),
             }))),
             EksStatus::Creating | EksStatus::Updating => Ok(Poll::Pending(
                 format!("EKS cluster {:?}", c.status).to_uppercase(),

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::addons::kube_target;
 use crate::cloud::{KubeTarget, ObjectRef};
 use crate::ops::{Poll, Reconcile, StepCx, StepResult};
-use crate::service::labels::WORKLOAD_NAMESPACE;
+use crate::service::shared::labels::WORKLOAD_NAMESPACE;
 
 /// Label naming a pool's pods (and the pool's own objects).
 pub const POOL_LABEL: &str = "instantstart.io/pool";

@@ -13,8 +13,8 @@ use super::keda::{keda_policy, keda_role_name};
 use super::mlflow::{app_role_policy, tracking_policy, tracking_role_name, APP_ROLE};
 use super::network::{eks_role_name, EKS_CLUSTER_POLICY};
 use super::s3_access::{s3_csi_role_name, S3CsiRoleStep};
-use crate::service::arn::{arn_scope, managed_policy};
-use crate::service::bucket::BucketPlace;
+use crate::service::shared::arn::{arn_scope, managed_policy};
+use crate::service::storage::bucket::BucketPlace;
 
 /// One role and what it is given.
 #[derive(Debug, Clone)]

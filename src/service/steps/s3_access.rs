@@ -11,8 +11,8 @@ use super::storage::{claim_view, StorageParams, VolumeSource};
 use super::workloads::ApplyParams;
 use crate::cloud::MANAGED_BY;
 use crate::ops::{Reconcile, StepCx, StepResult};
-use crate::service::bucket::BucketPlace;
-use crate::service::resources::Recorded;
+use crate::service::shared::resources::Recorded;
+use crate::service::storage::bucket::BucketPlace;
 use crate::service::OpKind;
 
 /// Service account the Mountpoint for S3 CSI driver runs as.
@@ -82,8 +82,8 @@ impl S3CsiRoleStep {
         let requested = requested_buckets(cx).await?;
         buckets.retain(|b| {
             let ok = requested.contains(b)
-                && crate::service::validate::bucket_name("bucketName", b).is_ok()
-                && crate::service::bucket::reachable(cx.cloud, b);
+                && crate::service::cluster::validate::bucket_name("bucketName", b).is_ok()
+                && crate::service::storage::bucket::reachable(cx.cloud, b);
             if !ok {
                 tracing::warn!(bucket = %b.chars().take(80).collect::<String>(),
                     "a bucket named in the cluster is not one the S3 CSI role may be given: left out");
@@ -96,7 +96,7 @@ impl S3CsiRoleStep {
     /// The role's ARN, creating the role when it does not exist. The bucket policy is (re)put
     /// either way: this runs only while the add-on is being installed.
     pub async fn ensure(cx: &StepCx<'_>) -> StepResult<String> {
-        let place = crate::service::bucket::place_of(cx).await?;
+        let place = crate::service::storage::bucket::place_of(cx).await?;
         let claimed = Self::claimed_buckets(cx, &place).await?;
         let role = IrsaRole {
             name: s3_csi_role_name(&cx.op.cluster),
@@ -122,7 +122,7 @@ impl S3CsiRoleStep {
             return Ok(json!({"changed": false,
                 "note": format!("no role {name}: the S3 CSI driver's own role must allow the claimed bucket")}));
         }
-        let place = crate::service::bucket::place_of(cx).await?;
+        let place = crate::service::storage::bucket::place_of(cx).await?;
         let mut claimed = Self::claimed_buckets(cx, &place).await?;
         claimed.extend(adding.filter(|b| *b != place.bucket).map(str::to_string));
         let changed = crate::cloud::ensure_role_policy(

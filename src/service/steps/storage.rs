@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::addons::kube_target;
 use crate::cloud::{json_contains, ObjectRef, MANAGED_BY};
 use crate::ops::{Reconcile, Step, StepCx, StepError, StepResult};
-use crate::service::bucket::BucketPlace;
+use crate::service::storage::bucket::BucketPlace;
 
 /// Default claim name of the shared bucket.
 pub const SHARED_CLAIM: &str = "s3-claim";
@@ -184,7 +184,7 @@ impl VolumeStep {
                 bucket: Some(b), ..
             } => Some(BucketPlace::whole(b.clone())),
             VolumeSource::S3 { bucket: None, .. } => {
-                Some(crate::service::bucket::recorded_place(cx)?)
+                Some(crate::service::storage::bucket::recorded_place(cx)?)
             }
             VolumeSource::Fsx { .. } => None,
         };

@@ -12,7 +12,7 @@ use super::hyperpod::hyperpod_of;
 use crate::cloud::{json_contains, HyperPodStatus, ObjectRef, MANAGED_BY};
 use crate::ops::{Poll, Reconcile, Step, StepCx, StepError, StepResult};
 
-pub use crate::service::labels::{WORKLOAD_LABEL, WORKLOAD_NAMESPACE};
+pub use crate::service::shared::labels::{WORKLOAD_LABEL, WORKLOAD_NAMESPACE};
 
 /// Parameters of a workload operation: the manifests to apply, in order, and the object whose
 /// state decides completion. Manifests never carry secrets (only Secret references).

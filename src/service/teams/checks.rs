@@ -6,7 +6,7 @@ use serde_json::json;
 use super::Governed;
 use crate::cloud::{QuotaResource, SchedulerPolicy, Sharing, TeamQuota};
 use crate::error::{ApiError, ApiResult};
-use crate::service::validate::truncate;
+use crate::service::cluster::validate::truncate;
 
 /// At most this many priority classes (SageMaker's limit).
 pub const MAX_CLASSES: usize = 10;

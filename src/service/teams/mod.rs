@@ -164,7 +164,7 @@ pub(super) struct Governed {
 async fn governed(engine: &Engine, name: &str, need_addon: bool) -> ApiResult<(Governed, bool)> {
     // The ARN the hyperpod (or import) stage recorded: the groups below describe the cluster
     // once, and say so when it is not there.
-    let record = super::records::live_cluster(engine, name).await?;
+    let record = super::cluster::records::live_cluster(engine, name).await?;
     let Some(arn) = super::ClusterResources::of(&record.resources).hyperpod_cluster_arn else {
         return Err(ApiError::Conflict {
             slug: ProblemType::StageNotReady,
@@ -173,7 +173,8 @@ async fn governed(engine: &Engine, name: &str, need_addon: bool) -> ApiResult<(G
             operation_id: None,
         });
     };
-    let enabled = super::incluster::addon_active(engine, name, TASK_GOVERNANCE_ADDON).await?;
+    let enabled =
+        crate::service::features::addon_active(engine, name, TASK_GOVERNANCE_ADDON).await?;
     if need_addon && !enabled {
         return Err(ApiError::Conflict {
             slug: ProblemType::FeaturePrerequisite,
@@ -201,7 +202,7 @@ pub async fn view(engine: &Engine, name: &str) -> ApiResult<GovernanceView> {
     } else {
         (vec![], vec![])
     };
-    let running = super::submit::active_operations(engine.store(), name).await?;
+    let running = super::shared::submit::active_operations(engine.store(), name).await?;
     let mut teams: Vec<TeamView> = quotas
         .into_iter()
         .map(|q| TeamView {
@@ -230,7 +231,7 @@ pub async fn view(engine: &Engine, name: &str) -> ApiResult<GovernanceView> {
         })
         .collect();
     if !teams.is_empty() {
-        let target = super::incluster::kube_target(engine, name).await?;
+        let target = crate::service::cluster::records::kube_target(engine, name).await?;
         let names: Vec<String> = teams.iter().map(|t| t.name.clone()).collect();
         let mut usage = usage::usage(engine, &target, &names).await?;
         for t in &mut teams {
@@ -290,7 +291,7 @@ pub async fn team(engine: &Engine, name: &str, team: &str) -> ApiResult<TeamView
         .ok_or_else(|| {
             ApiError::not_found(format!(
                 "team `{}` on `{name}`",
-                super::validate::truncate(team)
+                super::cluster::validate::truncate(team)
             ))
         })
 }
@@ -359,7 +360,7 @@ pub async fn update_params(
     let Some((_, current)) = all.iter().find(|(t, _)| t == team) else {
         return Err(ApiError::not_found(format!(
             "team `{}` on `{name}`",
-            super::validate::truncate(team)
+            super::cluster::validate::truncate(team)
         )));
     };
     let sharing = patch.sharing.unwrap_or(current.sharing);
@@ -396,7 +397,7 @@ pub async fn delete_params(engine: &Engine, name: &str, team: &str) -> ApiResult
     if !quotas(engine, &g).await?.iter().any(|(t, _)| t == team) {
         return Err(ApiError::not_found(format!(
             "team `{}` on `{name}`",
-            super::validate::truncate(team)
+            super::cluster::validate::truncate(team)
         )));
     }
     Ok(TeamParams {

@@ -7,8 +7,8 @@ use serde_json::json;
 
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
-use crate::service::labels::Placement;
-use crate::service::validate;
+use crate::service::cluster::validate;
+use crate::service::shared::labels::Placement;
 
 /// Resolves a submission's `team` and `priority` on a cluster.
 pub async fn placement(
@@ -23,11 +23,11 @@ pub async fn placement(
     if let Some(p) = priority {
         validate::dns_label("priority", "priority class", p)?;
     }
-    let record = crate::service::records::live_cluster(engine, cluster).await?;
+    let record = crate::service::cluster::records::live_cluster(engine, cluster).await?;
     let arn = crate::service::ClusterResources::of(&record.resources).hyperpod_cluster_arn;
     let governed = match &arn {
         Some(_) => {
-            crate::service::incluster::addon_active(
+            crate::service::features::addon_active(
                 engine,
                 cluster,
                 crate::cloud::TASK_GOVERNANCE_ADDON,

@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 
 use super::{Elastic, HangDetection, RecoveryBudget};
 use crate::cloud::{efa_interfaces, MANAGED_BY};
-use crate::service::labels::Placement;
+use crate::service::shared::labels::Placement;
 use crate::service::steps::mlflow::TRACKING_SA;
 use crate::service::steps::workloads::WORKLOAD_LABEL;
 

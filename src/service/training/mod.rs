@@ -19,8 +19,8 @@ pub use views::*;
 
 use serde_json::{json, Value};
 
-use super::incluster::{kube_target, list_storage};
-use super::resources::ClusterResources;
+use super::shared::resources::ClusterResources;
+use super::{cluster::records::kube_target, storage::list_storage};
 
 use super::steps::workloads::ApplyParams;
 use super::validate;

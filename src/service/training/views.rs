@@ -14,14 +14,14 @@ use crate::cloud::MANAGED_BY;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
-use crate::service::incluster::kube_target;
-use crate::service::kind::OpKind;
-use crate::service::labels::{is_workload_namespace, Placement};
+use crate::service::cluster::records::kube_target;
+use crate::service::cluster::validate;
+use crate::service::shared::kind::OpKind;
+use crate::service::shared::labels::{is_workload_namespace, Placement};
+use crate::service::shared::submit::active_operations;
 use crate::service::steps::training::{restarts, training_state};
 use crate::service::steps::workloads::DeleteParams;
-use crate::service::submit::active_operations;
 use crate::service::teams::{with_admission, Admission};
-use crate::service::validate;
 use crate::store::PhaseState;
 
 /// A training job and where it stands.

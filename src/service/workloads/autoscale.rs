@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use crate::cloud::ObjectRef;
 use crate::error::{ApiError, ApiResult};
-use crate::service::validate;
+use crate::service::cluster::validate;
 use crate::service::workloads::{bounded, labels, obj_in};
 
 pub const KEDA_API: &str = "keda.sh/v1alpha1";

@@ -16,10 +16,11 @@ use super::server::{bounded, server_pod, ServerFields};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
-use crate::service::incluster::{addon_active, kube_target, INFERENCE_OPERATOR_ADDON};
-use crate::service::labels::Placement;
+use crate::service::cluster::records::kube_target;
+use crate::service::cluster::validate;
+use crate::service::features::{addon_active, INFERENCE_OPERATOR_ADDON};
+use crate::service::shared::labels::Placement;
 use crate::service::steps::pools::{POOL_LABEL, SERVES_LABEL};
-use crate::service::validate;
 use crate::service::workloads::{
     cloud_err, deployment_objects, labels, list_deployments, obj_in, ApplyParams, DeleteParams,
     DeploymentView, ServiceCall,

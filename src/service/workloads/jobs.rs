@@ -6,8 +6,8 @@ use utoipa::ToSchema;
 
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
-use crate::service::incluster::kube_target;
-use crate::service::validate;
+use crate::service::cluster::records::kube_target;
+use crate::service::cluster::validate;
 use crate::service::workloads::{
     cloud_err, obj, workload_state, DeleteParams, MANAGED_BY, WORKLOAD_NAMESPACE,
 };

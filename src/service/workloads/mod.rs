@@ -27,7 +27,6 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::incluster::list_storage;
 use super::steps::workloads::{
     workload_state, ApplyParams, DeleteParams, WORKLOAD_LABEL, WORKLOAD_NAMESPACE,
 };
@@ -35,6 +34,7 @@ use crate::cloud::{KubeTarget, ObjectRef, ServiceCall, MANAGED_BY};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
+use crate::service::storage::list_storage;
 
 pub(super) const MODEL_LABEL: &str = "instantstart.io/model";
 /// Image of the download job: Python only; `huggingface_hub` is installed at start.

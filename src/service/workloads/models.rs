@@ -8,8 +8,8 @@ use utoipa::ToSchema;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
-use crate::service::incluster::kube_target;
-use crate::service::validate;
+use crate::service::cluster::records::kube_target;
+use crate::service::cluster::validate;
 use crate::service::workloads::{
     cloud_err, labels, list_storage, obj, put_token_secret, slug, workload_state, ApplyParams,
     DOWNLOAD_IMAGE, DOWNLOAD_SCRIPT, MODEL_LABEL, WORKLOAD_LABEL, WORKLOAD_NAMESPACE,

@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
-use crate::service::validate;
+use crate::service::cluster::validate;
 use crate::service::workloads::{cloud_err, list_storage};
 
 /// Query of `GET /api/clusters/{name}/storage/{claim}/objects`.

@@ -13,11 +13,11 @@ use super::server::{bounded, server_pod, ServerFields};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
-use crate::service::incluster::kube_target;
-use crate::service::labels::{is_workload_namespace, Placement};
+use crate::service::cluster::records::kube_target;
+use crate::service::cluster::validate;
+use crate::service::shared::labels::{is_workload_namespace, Placement};
 use crate::service::steps::pools::{AssignParams, POOL_LABEL, SERVES_LABEL, UNASSIGNED};
 use crate::service::teams::{with_admission, PodsAdmission};
-use crate::service::validate;
 use crate::service::workloads::{
     cloud_err, labels, obj_in, ApplyParams, DeleteParams, WORKLOAD_LABEL,
 };

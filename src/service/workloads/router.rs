@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 
 use crate::cloud::ObjectRef;
 use crate::error::{ApiError, ApiResult};
-use crate::service::validate;
+use crate::service::cluster::validate;
 #[cfg(test)]
 use crate::service::workloads::WORKLOAD_NAMESPACE;
 use crate::service::workloads::{labels, obj_in};

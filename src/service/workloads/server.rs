@@ -6,8 +6,8 @@ use serde_json::{json, Value};
 
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
-use crate::service::incluster::kube_target;
-use crate::service::validate;
+use crate::service::cluster::records::kube_target;
+use crate::service::cluster::validate;
 use crate::service::workloads::{list_storage, put_token_secret};
 
 /// What a request says of the server it runs (each field optional, with the defaults below).

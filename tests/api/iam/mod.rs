@@ -9,10 +9,10 @@ use std::collections::BTreeSet;
 
 use instantstart::cloud::policy::{self, Decision, Request};
 use instantstart::cloud::sandbox::rules::{template_boundary, template_document};
-use instantstart::service::bucket::BucketPlace;
 use instantstart::service::steps::features::policies::{inference_alb_policy, LBC_POLICY};
 use instantstart::service::steps::features::PolicyInputs;
 use instantstart::service::steps::roles::{account_roles, cluster_roles, RoleDocs, RoleInputs};
+use instantstart::service::storage::bucket::BucketPlace;
 use serde_json::{json, Value};
 
 mod boundary;

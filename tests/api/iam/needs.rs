@@ -2,7 +2,7 @@
 //! the cluster's objects: from the upstream published policies and the SDK calls each makes.
 
 use instantstart::cloud::policy::Request;
-use instantstart::service::bucket::BucketPlace;
+use instantstart::service::storage::bucket::BucketPlace;
 
 use super::{AMP, APP, CLAIMED, EKS, HYPERPOD};
 

@@ -21,7 +21,7 @@ use super::addons::kube_target;
 use super::s3_access::S3CsiRoleStep;
 use crate::cloud::{json_contains, CreateAddon, ObjectRef};
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
-use crate::service::resources::Recorded;
+use crate::service::shared::resources::Recorded;
 
 /// How a component is installed.
 pub enum Install {

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use crate::cloud::{AddonPodIdentity, AddonStatus, CreateAddon};
 use crate::ops::{Poll, Reconcile, StepCx, StepError, StepResult};
-use crate::service::arn::managed_policy;
+use crate::service::shared::arn::managed_policy;
 use crate::service::steps::addons::irsa_trust;
 use crate::service::steps::features::{
     feature_of, service_trust, AddonInputs, Feature, FeatureParams, OwnRole, PolicyInputs, Trust,
@@ -106,7 +106,7 @@ pub(super) async fn addon_inputs(cx: &StepCx<'_>, f: &Feature) -> StepResult<Add
     let hyperpod_cluster_arn = crate::service::steps::hyperpod::described(cx).await?.arn;
     Ok(AddonInputs {
         roles,
-        place: crate::service::bucket::place_of(cx).await?,
+        place: crate::service::storage::bucket::place_of(cx).await?,
         amg_workspace: super::observability::amg_workspace_of(cx, &hyperpod_cluster_arn).await?,
         hyperpod_cluster_arn,
         workspace: super::observability::workspace_of(cx).await?,
@@ -260,7 +260,7 @@ impl OwnRoleStep {
     async fn ensure(
         cx: &StepCx<'_>,
         own: &OwnRole,
-        place: &crate::service::bucket::BucketPlace,
+        place: &crate::service::storage::bucket::BucketPlace,
         cluster_arn: &str,
     ) -> StepResult<String> {
         let name = own.name(&cx.op.cluster);
@@ -324,7 +324,7 @@ impl Reconcile for OwnRoleStep {
             return Ok(json!({"changed": removed > 0}));
         }
         let cluster_arn = crate::service::steps::hyperpod::described(cx).await?.arn;
-        let place = crate::service::bucket::place_of(cx).await?;
+        let place = crate::service::storage::bucket::place_of(cx).await?;
         let mut arns = serde_json::Map::new();
         for own in f.own_roles {
             let arn = Self::ensure(cx, own, &place, &cluster_arn).await?;

@@ -10,7 +10,7 @@ use super::{
     FeatureIdentityStep, NodeClassStep, OwnRoleStep, TieredConfigStep, INFERENCE_OPERATOR_ADDON,
 };
 use crate::ops::Step;
-use crate::service::kind::FeatureId;
+use crate::service::shared::kind::FeatureId;
 
 /// Which chain of steps a feature runs.
 pub enum Family {

@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use crate::cloud::{AddonStatus, Cloud, CloudResult, KubeTarget};
 use crate::ops::{StepCx, StepError, StepResult};
-use crate::service::kind::{FeatureId, OpKind};
+use crate::service::shared::kind::{FeatureId, OpKind};
 
 /// One feature.
 pub struct Feature {
@@ -78,7 +78,7 @@ pub struct OwnRole {
 /// What a feature's own role's policy is built from.
 pub struct PolicyInputs<'a> {
     /// The cluster's place for objects.
-    pub place: &'a crate::service::bucket::BucketPlace,
+    pub place: &'a crate::service::storage::bucket::BucketPlace,
     /// The HyperPod cluster's ARN (its partition, region and account scope the policy).
     pub cluster_arn: &'a str,
     /// The cluster's Amazon Managed Service for Prometheus workspace, for a feature that
@@ -91,7 +91,7 @@ pub struct AddonInputs {
     /// Own role ARNs by suffix.
     pub roles: std::collections::BTreeMap<&'static str, String>,
     /// The cluster's place for objects.
-    pub place: crate::service::bucket::BucketPlace,
+    pub place: crate::service::storage::bucket::BucketPlace,
     pub hyperpod_cluster_arn: String,
     /// The cluster's Amazon Managed Service for Prometheus workspace, for a feature that
     /// writes to it.

@@ -15,9 +15,9 @@ use serde_json::{json, Value};
 use super::{AddonInputs, FeatureParams, PolicyInputs};
 use crate::cloud::{AmpWorkspace, GrafanaWorkspace};
 use crate::ops::{Poll, Reconcile, StepCx, StepError, StepResult};
-use crate::service::arn::arn_scope;
-use crate::service::dashboards;
-use crate::service::kind::{FeatureId, OpKind};
+use crate::service::features::dashboards;
+use crate::service::shared::arn::arn_scope;
+use crate::service::shared::kind::{FeatureId, OpKind};
 
 /// The add-on.
 pub const ADDON: &str = "amazon-sagemaker-hyperpod-observability";
@@ -241,7 +241,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::service::bucket::BucketPlace;
+    use crate::service::storage::bucket::BucketPlace;
 
     const HYPERPOD: &str = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abc";
     const WS: &str = "arn:aws:aps:us-west-2:123456789012:workspace/ws-1";

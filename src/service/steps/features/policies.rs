@@ -85,7 +85,7 @@ pub(super) fn inference_keda_policy(i: &PolicyInputs<'_>) -> Value {
          "Resource": [format!("arn:{partition}:aps:{region}:{account}:workspace/*")]}]})
 }
 
-pub use crate::service::arn::arn_scope;
+pub use crate::service::shared::arn::arn_scope;
 
 /// The AWS Load Balancer Controller's published policy (`docs/install/iam_policy.json`,
 /// vendored with its provenance in `vendored/README.md`), byte for byte.

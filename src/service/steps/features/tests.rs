@@ -71,7 +71,7 @@ fn the_inference_add_on_gets_the_documented_configuration_and_roles() {
             .iter()
             .map(|r| (r.suffix, format!("arn:aws:iam::1:role/demo-{}", r.suffix)))
             .collect(),
-        place: crate::service::bucket::BucketPlace::whole("sagemaker-instantstart-demo-1"),
+        place: crate::service::storage::bucket::BucketPlace::whole("sagemaker-instantstart-demo-1"),
         hyperpod_cluster_arn: "arn:aws:sagemaker:us-west-2:1:cluster/abc".into(),
         workspace: None,
         amg_workspace: None,
@@ -154,7 +154,7 @@ fn operators_get_their_own_roles_with_aws_managed_policies() {
 #[test]
 fn the_inference_role_reads_only_its_bucket_and_its_cluster() {
     let arn = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abc123def456";
-    let own = crate::service::bucket::BucketPlace::whole("sagemaker-instantstart-demo");
+    let own = crate::service::storage::bucket::BucketPlace::whole("sagemaker-instantstart-demo");
     let doc = inference_policy(&PolicyInputs {
         place: &own,
         cluster_arn: arn,

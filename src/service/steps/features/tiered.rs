@@ -91,7 +91,7 @@ pub(super) async fn tiered_actual(
 }
 
 /// The checkpointing role's policy: `checkpoints/` of the cluster's place only.
-pub fn checkpoint_policy(place: &crate::service::bucket::BucketPlace) -> Value {
+pub fn checkpoint_policy(place: &crate::service::storage::bucket::BucketPlace) -> Value {
     json!({"Version": "2012-10-17",
            "Statement": place.read_write_statements("Checkpoints", CHECKPOINT_PREFIX)})
 }
@@ -112,7 +112,7 @@ impl Reconcile for CheckpointRoleStep {
             let existed = crate::service::steps::ownership::delete_own_role(cx, &name).await?;
             return Ok(json!({"changed": existed}));
         }
-        let place = crate::service::bucket::place_of(cx).await?;
+        let place = crate::service::storage::bucket::place_of(cx).await?;
         let doc = checkpoint_policy(&place);
         let role = IrsaRole {
             name,

@@ -46,13 +46,13 @@ pub async fn vpc_cidr(field: &str, cidr: &str, cloud: &Cloud) -> ApiResult<Ipv4N
     if let Some(other) = vpcs.iter().find(|v| {
         v.cidrs
             .iter()
-            .any(|c| crate::service::subnets::overlaps(c, &net))
+            .any(|c| crate::service::cluster::subnets::overlaps(c, &net))
     }) {
         let taken: Vec<_> = vpcs
             .iter()
             .flat_map(|v| v.cidrs.iter().map(|c| c.to_string()))
             .collect();
-        let free = crate::service::subnets::free_vpc_cidr(&vpcs);
+        let free = crate::service::cluster::subnets::free_vpc_cidr(&vpcs);
         return Err(ApiError::validation_hint(
             field,
             format!("`{cidr}` overlaps VPC {}", other.id),
@@ -83,7 +83,7 @@ pub fn compute_subnet_fits(
     vpc: Option<Ipv4Net>,
     secondary: Option<Ipv4Net>,
 ) -> ApiResult<()> {
-    let size = size.unwrap_or(crate::service::subnets::COMPUTE_PREFIX);
+    let size = size.unwrap_or(crate::service::cluster::subnets::COMPUTE_PREFIX);
     let primary = vpc.map_or(16, |v| v.prefix_len());
     let in_secondary = secondary.is_some_and(|s| s.prefix_len() <= size);
     // The primary block's first /20 is taken, so only a strictly smaller block fits beside it.
@@ -128,7 +128,7 @@ pub async fn secondary_cidr(
             json!("e.g. 100.64.0.0/16"),
         ));
     }
-    if let Some(p) = primary.filter(|p| crate::service::subnets::overlaps(p, &net)) {
+    if let Some(p) = primary.filter(|p| crate::service::cluster::subnets::overlaps(p, &net)) {
         return Err(ApiError::validation(
             field,
             format!("`{cidr}` overlaps the VPC block {p}"),
@@ -138,7 +138,7 @@ pub async fn secondary_cidr(
     if let Some(other) = vpcs.iter().find(|v| {
         v.cidrs
             .iter()
-            .any(|c| crate::service::subnets::overlaps(c, &net))
+            .any(|c| crate::service::cluster::subnets::overlaps(c, &net))
     }) {
         return Err(ApiError::validation(
             field,

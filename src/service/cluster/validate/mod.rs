@@ -121,7 +121,7 @@ pub async fn instance_type_in_zone(
             json!("HyperPod instance types start with `ml.`, e.g. ml.g5.8xlarge"),
         ));
     };
-    let here = crate::service::reads::retrying(|| {
+    let here = crate::service::shared::reads::retrying(|| {
         cloud.network.describe_instance_type_offerings(&zone.name)
     })
     .await?;
@@ -131,7 +131,7 @@ pub async fn instance_type_in_zone(
     let mut offering = Vec::new();
     for z in zones {
         if z.name != zone.name
-            && crate::service::reads::retrying(|| {
+            && crate::service::shared::reads::retrying(|| {
                 cloud.network.describe_instance_type_offerings(&z.name)
             })
             .await?
@@ -177,7 +177,7 @@ pub async fn instance_count(
                 json!("1 to 1000"),
             )
         })?;
-    match crate::service::reads::retrying(|| cloud.quotas.hyperpod_cluster_usage(instance_type)).await {
+    match crate::service::shared::reads::retrying(|| cloud.quotas.hyperpod_cluster_usage(instance_type)).await {
         Ok(Some(quota)) if n > quota => Err(ApiError::validation_hint(
             field,
             format!("{n} × {instance_type} exceeds the account's HyperPod cluster-usage quota of {quota}"),

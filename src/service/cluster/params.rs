@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
-use crate::service::requests::{
+use crate::service::cluster::requests::{
     CreateClusterRequest, CreateHyperPodRequest, ImportRequest, PipelineRequest,
 };
 use crate::service::{validate, ClusterParams, HyperPodParams, PipelineParams};
@@ -63,7 +63,8 @@ pub async fn cluster_params(
     let kubernetes_version =
         validate::kubernetes_version("kubernetesVersion", req.kubernetes_version.as_deref())?;
     let all =
-        crate::service::reads::retrying(|| cloud.network.describe_availability_zones()).await?;
+        crate::service::shared::reads::retrying(|| cloud.network.describe_availability_zones())
+            .await?;
     let zones = match &req.zones {
         Some(names) => {
             if names.len() != 2 || names[0] == names[1] {
@@ -131,7 +132,8 @@ pub async fn hyperpod_params(
         req.training_plan_arn.as_deref(),
     )?;
     let zones =
-        crate::service::reads::retrying(|| cloud.network.describe_availability_zones()).await?;
+        crate::service::shared::reads::retrying(|| cloud.network.describe_availability_zones())
+            .await?;
     let plan_zone = match &capacity {
         crate::cloud::Capacity::TrainingPlan { arn } => {
             training_plan_zone(cloud, arn, &req.instance_type).await?
@@ -191,12 +193,13 @@ pub async fn hyperpod_params(
 
 /// The AZ a training plan reserves for this instance type, from the plan's reservation
 /// details (never from its ARN). `None` when the plan does not say.
-pub(super) async fn training_plan_zone(
+pub(in crate::service) async fn training_plan_zone(
     cloud: &crate::cloud::Cloud,
     arn: &str,
     instance_type: &str,
 ) -> ApiResult<Option<String>> {
-    let plans = crate::service::reads::retrying(|| cloud.hyperpod.list_training_plans()).await?;
+    let plans =
+        crate::service::shared::reads::retrying(|| cloud.hyperpod.list_training_plans()).await?;
     let Some(plan) = plans.iter().find(|p| p.arn == arn) else {
         return Err(ApiError::validation_hint(
             "trainingPlanArn",

@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
-use crate::service::validate;
+use crate::service::cluster::validate;
 
 /// The quota check of a preflight.
 #[derive(Debug, Serialize, ToSchema)]
@@ -87,18 +87,21 @@ pub async fn preflight(
             (None, None)
         }
     };
-    let training_plans =
-        match crate::service::reads::retrying(|| cloud.hyperpod.list_training_plans()).await {
-            Ok(plans) => plans,
-            Err(e) => {
-                advice.push(format!("Training plans could not be listed ({}).", e.code));
-                Vec::new()
-            }
-        };
+    let training_plans = match crate::service::shared::reads::retrying(|| {
+        cloud.hyperpod.list_training_plans()
+    })
+    .await
+    {
+        Ok(plans) => plans,
+        Err(e) => {
+            advice.push(format!("Training plans could not be listed ({}).", e.code));
+            Vec::new()
+        }
+    };
     let quota = match instance_type {
         None => None,
         Some(t) => {
-            let limit = match crate::service::reads::retrying(|| {
+            let limit = match crate::service::shared::reads::retrying(|| {
                 cloud.quotas.hyperpod_cluster_usage(t)
             })
             .await

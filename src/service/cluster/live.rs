@@ -1,22 +1,15 @@
-//! What the REST edge asks of a cluster's Kubernetes side: the dependencies report, storage
-//! claims, managed features, and live node/GPU state from the watch-backed cache.
-
-mod features;
-mod storage;
-
-pub use features::*;
-pub use storage::*;
-// Reached through here by the workload files; it reads the cluster record.
-pub use super::records::kube_target;
+//! What a cluster's Kubernetes side says now: the dependencies report, and live node/GPU state
+//! and the cluster's status from the watch-backed cache.
 
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::steps::deps::{self, ComponentState, ComponentStatus};
-use crate::cloud::{ClusterState, MANAGED_BY};
+use super::records::kube_target;
+use crate::cloud::ClusterState;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
-use crate::service::kind::OpKind;
+use crate::service::shared::kind::OpKind;
+use crate::service::steps::deps::{self, ComponentState, ComponentStatus};
 use crate::store::{OpState, PhaseState};
 
 #[derive(Debug, Serialize, ToSchema)]

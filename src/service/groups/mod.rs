@@ -1,18 +1,22 @@
 //! Instance groups as HyperPod describes them (with the specs recorded for the ones this
 //! control plane made), and the parameters of adding, changing and removing one.
 
+mod nodes;
+
+pub use nodes::*;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
-use super::steps;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
-use crate::service::params::hyperpod_params;
-use crate::service::records::live_cluster;
-use crate::service::requests::CreateHyperPodRequest;
-use crate::service::{incluster, validate, ClusterResources, HyperPodParams};
+use crate::service::cluster::params::hyperpod_params;
+use crate::service::cluster::records::live_cluster;
+use crate::service::cluster::requests::CreateHyperPodRequest;
+use crate::service::steps;
+use crate::service::{validate, ClusterResources, HyperPodParams};
 
 /// One instance group: what was asked for (fixed for its life) and where it stands.
 #[derive(Debug, Serialize, ToSchema)]
@@ -164,7 +168,7 @@ pub async fn add_group_params(
     let autoscaling = engine
         .cloud()
         .hyperpod
-        .describe_cluster(&crate::service::records::hyperpod_name_of(engine, name).await?)
+        .describe_cluster(&crate::service::cluster::records::hyperpod_name_of(engine, name).await?)
         .await?
         .and_then(|c| c.autoscaling)
         .is_some_and(|a| a.enabled);
@@ -272,7 +276,7 @@ pub async fn scale_params(
 /// Zero instances is allowed only for a group managed autoscaling governs (Karpenter brings
 /// it back when pods are pending).
 pub(super) async fn zero_count(engine: &Engine, name: &str, group: &str) -> ApiResult<u32> {
-    let target = incluster::kube_target(engine, name).await?;
+    let target = crate::service::cluster::records::kube_target(engine, name).await?;
     let governed = steps::features::autoscaled_groups(engine.cloud(), &target)
         .await
         .map_err(|e| ApiError::Cloud(Box::new(e)))?;
@@ -334,7 +338,7 @@ pub async fn delete_group_params(engine: &Engine, name: &str, group: &str) -> Ap
             )),
         });
     }
-    let target = incluster::kube_target(engine, name).await?;
+    let target = crate::service::cluster::records::kube_target(engine, name).await?;
     let governed = steps::features::autoscaled_groups(engine.cloud(), &target)
         .await
         .map_err(|e| ApiError::Cloud(Box::new(e)))?;

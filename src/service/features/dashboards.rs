@@ -79,7 +79,7 @@ pub fn check_workspace_id(id: &str) -> Result<(), String> {
 /// The workspace's ARN, in the partition, region and account of `scope_arn` (AMG's
 /// `DescribeWorkspace` does not return it).
 pub fn workspace_arn(scope_arn: &str, id: &str) -> String {
-    let (partition, region, account) = crate::service::arn::arn_scope(scope_arn);
+    let (partition, region, account) = crate::service::shared::arn::arn_scope(scope_arn);
     format!("arn:{partition}:grafana:{region}:{account}:/workspaces/{id}")
 }
 

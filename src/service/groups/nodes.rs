@@ -4,11 +4,10 @@ use serde::Serialize;
 use serde_json::json;
 use utoipa::ToSchema;
 
-use super::steps;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
-use crate::service::incluster;
-use crate::service::records::hyperpod_of;
+use crate::service::cluster::records::hyperpod_of;
+use crate::service::steps;
 
 /// The nodes of a cluster's HyperPod cluster, with the escalation order for unhealthy ones.
 #[derive(Debug, Serialize, ToSchema)]
@@ -37,10 +36,11 @@ pub struct NodeView {
 pub async fn list_nodes(engine: &Engine, name: &str) -> ApiResult<NodeList> {
     let hyperpod = hyperpod_of(engine, name).await?;
     let nodes = steps::nodes::all_nodes(engine.cloud(), &hyperpod).await?;
-    let (mut k8s, kubernetes_error) = match incluster::live_state(engine, name).await {
-        Ok(s) => (s.nodes.clone(), None),
-        Err(e) => (Vec::new(), Some(e.to_string())),
-    };
+    let (mut k8s, kubernetes_error) =
+        match crate::service::cluster::live::live_state(engine, name).await {
+            Ok(s) => (s.nodes.clone(), None),
+            Err(e) => (Vec::new(), Some(e.to_string())),
+        };
     let nodes: Vec<NodeView> = nodes
         .into_iter()
         .map(|node| {

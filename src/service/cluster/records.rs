@@ -7,7 +7,7 @@ use crate::cloud::KubeTarget;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
-use crate::service::resources::ClusterResources;
+use crate::service::shared::resources::ClusterResources;
 
 pub fn cluster_not_found(name: &str) -> ApiError {
     ApiError::NotFound {

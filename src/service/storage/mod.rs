@@ -1,18 +1,21 @@
 //! Storage claims: a request validated into a claim, the claims listed, a claim checked before
 //! it is deleted.
 
+pub mod bucket;
+
 use serde::Deserialize;
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
+use crate::cloud::MANAGED_BY;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
-use crate::service::incluster::{kube_target, MANAGED_BY};
+use crate::service::cluster::records::kube_target;
+use crate::service::cluster::validate;
 use crate::service::steps::storage::{
     claim_view, ClaimView, StorageParams, VolumeSource, CLAIM_LABEL,
 };
-use crate::service::validate;
 
 /// Body of `POST /api/clusters/{name}/storage`. Omitted: the shared bucket as `s3-claim`.
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -73,7 +76,7 @@ pub async fn storage_params(
             }
             if let Some(b) = &req.bucket {
                 validate::bucket_name("bucket", b)?;
-                crate::service::bucket::check_reachable(engine.cloud(), "bucket", b)?;
+                crate::service::storage::bucket::check_reachable(engine.cloud(), "bucket", b)?;
             }
             if let Some(r) = &req.region {
                 validate::region_code("region", r)?;
@@ -231,11 +234,11 @@ pub async fn storage_delete_params(
         .filter(|c| c.claim_name == claim && c.namespace != namespace)
         .filter(|c| {
             c.namespace
-                .starts_with(crate::service::labels::TEAM_NAMESPACE_PREFIX)
+                .starts_with(crate::service::shared::labels::TEAM_NAMESPACE_PREFIX)
         })
         .map(|c| c.namespace.as_str())
         .collect();
-    if namespace == crate::service::labels::WORKLOAD_NAMESPACE && !copies.is_empty() {
+    if namespace == crate::service::shared::labels::WORKLOAD_NAMESPACE && !copies.is_empty() {
         return Err(ApiError::Conflict {
             slug: ProblemType::ClaimSharedByTeams,
             detail: format!(

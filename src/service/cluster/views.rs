@@ -8,9 +8,9 @@ use utoipa::ToSchema;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
-use crate::service::kind::OpKind;
-use crate::service::records::{cluster_not_found, live_cluster};
-use crate::service::submit::load;
+use crate::service::cluster::records::{cluster_not_found, live_cluster};
+use crate::service::shared::kind::OpKind;
+use crate::service::shared::submit::load;
 use crate::service::{validate, ACTIVE_CLUSTER};
 use crate::store::{ClusterRecord, Operation};
 
@@ -239,9 +239,10 @@ pub async fn list_operations(
 pub async fn instance_types(engine: &Engine, zone: &str) -> ApiResult<(String, Vec<String>)> {
     let cloud = engine.cloud();
     let zones =
-        crate::service::reads::retrying(|| cloud.network.describe_availability_zones()).await?;
+        crate::service::shared::reads::retrying(|| cloud.network.describe_availability_zones())
+            .await?;
     let zone = validate::zone("zone", zone, &zones)?;
-    let mut types: Vec<String> = crate::service::reads::retrying(|| {
+    let mut types: Vec<String> = crate::service::shared::reads::retrying(|| {
         cloud.network.describe_instance_type_offerings(&zone.name)
     })
     .await?

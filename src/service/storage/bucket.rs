@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use crate::cloud::Cloud;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::{StepCx, StepResult};
-use crate::service::resources::{ClusterResources, Recorded};
+use crate::service::shared::resources::{ClusterResources, Recorded};
 
 /// The bucket a cluster gets when the deployment has no shared bucket. The `sagemaker-` prefix
 /// is what HyperPod asks of lifecycle-script locations.
@@ -17,7 +17,8 @@ pub fn own_bucket_name(cluster: &str, account: &str) -> String {
 
 /// The shared-bucket setting: a valid bucket name that HyperPod accepts lifecycle scripts from.
 pub fn check_shared_bucket_setting(bucket: &str) -> Result<(), String> {
-    crate::service::validate::bucket_name("sharedBucket", bucket).map_err(|e| e.to_string())?;
+    crate::service::cluster::validate::bucket_name("sharedBucket", bucket)
+        .map_err(|e| e.to_string())?;
     if !bucket.starts_with("sagemaker-") {
         return Err(format!(
             "`{bucket}` does not begin with `sagemaker-`: HyperPod takes lifecycle scripts only from such buckets"
@@ -36,7 +37,7 @@ pub fn check_data_bucket_setting(pattern: &str) -> Result<(), String> {
             "`{pattern}` would reach nearly every bucket: name a bucket, or a pattern with at least three characters beside `*`"
         ));
     }
-    crate::service::validate::bucket_name("dataBuckets", &pattern.replace('*', "a"))
+    crate::service::cluster::validate::bucket_name("dataBuckets", &pattern.replace('*', "a"))
         .map_err(|e| e.to_string())
 }
 
@@ -117,7 +118,7 @@ impl BucketPlace {
 
     /// The same place, its ARNs in the partition of `region`.
     pub fn in_region(mut self, region: &str) -> Self {
-        self.partition = crate::service::arn::partition_of_region(region);
+        self.partition = crate::service::shared::arn::partition_of_region(region);
         self
     }
 
@@ -332,7 +333,7 @@ mod tests {
 
     #[test]
     fn own_bucket_names_fit_s3_limits_for_the_longest_cluster_name() {
-        let name = "a".repeat(crate::service::validate::MAX_CLUSTER_NAME);
+        let name = "a".repeat(crate::service::cluster::validate::MAX_CLUSTER_NAME);
         assert!(own_bucket_name(&name, "123456789012").len() <= 63);
     }
 }

@@ -1,6 +1,8 @@
 //! Managed features as the REST edge sees them: their actual state, and a PATCH planned field
 //! by field against it.
 
+pub mod dashboards;
+
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
@@ -8,7 +10,7 @@ use utoipa::ToSchema;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
-use crate::service::incluster::kube_target;
+use crate::service::cluster::records::kube_target;
 
 /// `GET /api/clusters/{name}/features`: every managed feature's actual state.
 #[derive(Debug, Serialize, ToSchema)]
@@ -24,7 +26,7 @@ pub async fn features(engine: &Engine, name: &str, allowed: &[String]) -> ApiRes
     let target = kube_target(engine, name).await?;
     // Kind, state, id and params are read; phases are not (one query, not one more per operation).
     let latest = engine.store().latest_heads(name).await?;
-    let hyperpod = crate::service::records::hyperpod_name_of(engine, name).await?;
+    let hyperpod = crate::service::cluster::records::hyperpod_name_of(engine, name).await?;
     let mut out = Vec::new();
     for f in crate::service::steps::features::FEATURES {
         let mut state =
@@ -168,7 +170,7 @@ pub(super) async fn autoscaling_groups(
                     None => {
                         return Err(ApiError::validation_hint(
                             FIELD,
-                            format!("`{}` is not an instance group of `{name}`", crate::service::validate::truncate(g)),
+                            format!("`{}` is not an instance group of `{name}`", crate::service::cluster::validate::truncate(g)),
                             json!(eligible_names),
                         ))
                     }
@@ -222,7 +224,7 @@ pub async fn plan_features(
     let allowed = settings.allowed;
     use crate::service::steps::features as f;
     let target = kube_target(engine, name).await?;
-    let hyperpod = crate::service::records::hyperpod_name_of(engine, name).await?;
+    let hyperpod = crate::service::cluster::records::hyperpod_name_of(engine, name).await?;
     if let Some(p) = patch.tiered_checkpointing_memory_percent {
         if patch.tiered_checkpointing == Some(false) || !(1..=100).contains(&p) {
             return Err(ApiError::validation_hint(

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
-use crate::service::kind::OpKind;
+use crate::service::shared::kind::OpKind;
 use crate::store::{is_unique_violation, NewOperation, NewSubmission, Operation, Store};
 
 /// A request to start an operation.
@@ -98,7 +98,7 @@ pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
             setting: sub
                 .new_cluster
                 .as_ref()
-                .map(|_| (super::ACTIVE_CLUSTER, sub.cluster.clone())),
+                .map(|_| (crate::service::ACTIVE_CLUSTER, sub.cluster.clone())),
             creates: sub.new_cluster.clone(),
         })
         .await;
@@ -148,14 +148,14 @@ async fn replay(store: &Store, sub: &Submission) -> ApiResult<Option<Accepted>> 
     Ok(Some(accepted(load(store, &id).await?, false)))
 }
 
-pub(super) async fn load(store: &Store, id: &str) -> ApiResult<Operation> {
+pub(in crate::service) async fn load(store: &Store, id: &str) -> ApiResult<Operation> {
     store
         .get_operation(id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("operation {id}")))
 }
 
-pub(super) fn accepted(op: Operation, created: bool) -> Accepted {
+pub(in crate::service) fn accepted(op: Operation, created: bool) -> Accepted {
     Accepted {
         operation_id: op.id,
         status_url: op.status_url,
@@ -167,7 +167,7 @@ pub(super) fn accepted(op: Operation, created: bool) -> Accepted {
 }
 
 /// 409 naming the operation that is in the way.
-pub(super) fn still_running(busy: &Operation, cluster: &str, advice: &str) -> ApiError {
+pub(in crate::service) fn still_running(busy: &Operation, cluster: &str, advice: &str) -> ApiError {
     ApiError::conflict(
         format!(
             "operation {} ({}) is still running on `{cluster}`: {advice}",
@@ -178,7 +178,10 @@ pub(super) fn still_running(busy: &Operation, cluster: &str, advice: &str) -> Ap
 }
 
 /// Operations of a cluster that have not finished.
-pub(super) async fn active_operations(store: &Store, cluster: &str) -> ApiResult<Vec<Operation>> {
+pub(in crate::service) async fn active_operations(
+    store: &Store,
+    cluster: &str,
+) -> ApiResult<Vec<Operation>> {
     let mut ops = store
         .list_operations(Some(cluster), Some(crate::store::OpState::Running), 1000)
         .await?;
@@ -190,7 +193,7 @@ pub(super) async fn active_operations(store: &Store, cluster: &str) -> ApiResult
     Ok(ops)
 }
 
-pub(super) async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResult<()> {
+pub(in crate::service) async fn check_conflicts(store: &Store, sub: &Submission) -> ApiResult<()> {
     let existing = store.get_cluster(&sub.cluster).await?;
     // A new name needs no operation read: under a burst of creations, every query held under
     // the write lock is one more wait for the submissions queued behind it.
