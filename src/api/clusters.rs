@@ -11,7 +11,7 @@ use super::extract::{ClusterName, Started};
 use super::memo::AcceptsGzip;
 use super::ApiJson;
 use crate::error::{ApiResult, Problem};
-use crate::service::start::{self, Caller};
+use crate::service::start::Caller;
 use crate::service::{self, Accepted, ActiveClusterRequest, ClusterView, CreateClusterRequest};
 use crate::AppState;
 
@@ -81,7 +81,7 @@ async fn create_cluster(
     ApiJson(req): ApiJson<CreateClusterRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::create_cluster(&state.engine, &req, &caller).await?,
+        crate::service::cluster::start::create_cluster(&state.engine, &req, &caller).await?,
     ))
 }
 
@@ -98,7 +98,7 @@ async fn import_cluster(
     ApiJson(req): ApiJson<service::ImportRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::import_cluster(&state.engine, &req, &caller).await?,
+        crate::service::cluster::start::import_cluster(&state.engine, &req, &caller).await?,
     ))
 }
 
@@ -126,7 +126,7 @@ async fn delete_cluster(
     ClusterName(name): ClusterName,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::delete_cluster(&state.engine, &name, &caller).await?,
+        crate::service::cluster::start::delete_cluster(&state.engine, &name, &caller).await?,
     ))
 }
 
@@ -143,7 +143,7 @@ async fn forget_cluster(
     ClusterName(name): ClusterName,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::forget_cluster(&state.engine, &name, &caller).await?,
+        crate::service::cluster::start::forget_cluster(&state.engine, &name, &caller).await?,
     ))
 }
 

@@ -12,7 +12,7 @@ use super::extract::{ClusterName, Started};
 use super::ApiJson;
 use crate::error::{ApiResult, Problem};
 use crate::service::endpoints::{self as e, EndpointPatch, EndpointRequest, EndpointView};
-use crate::service::start::{self, Caller};
+use crate::service::start::Caller;
 use crate::service::workloads::InvokeRequest;
 use crate::service::Accepted;
 use crate::AppState;
@@ -42,7 +42,7 @@ async fn deploy_endpoint(
     ApiJson(req): ApiJson<EndpointRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::endpoint(&state.engine, &name, &req, &caller).await?,
+        crate::service::endpoints::start::endpoint(&state.engine, &name, &req, &caller).await?,
     ))
 }
 
@@ -86,7 +86,15 @@ async fn update_endpoint(
     Path(path): Path<(String, String)>,
     ApiJson(patch): ApiJson<EndpointPatch>,
 ) -> ApiResult<Response> {
-    match start::endpoint_update(&state.engine, &name, &path.1, &patch, &caller).await? {
+    match crate::service::endpoints::start::endpoint_update(
+        &state.engine,
+        &name,
+        &path.1,
+        &patch,
+        &caller,
+    )
+    .await?
+    {
         Some(accepted) => Ok(Started(accepted).into_response()),
         None => Ok((
             StatusCode::OK,
@@ -109,7 +117,8 @@ async fn delete_endpoint(
     Path(path): Path<(String, String)>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::endpoint_delete(&state.engine, &name, &path.1, &caller).await?,
+        crate::service::endpoints::start::endpoint_delete(&state.engine, &name, &path.1, &caller)
+            .await?,
     ))
 }
 

@@ -13,7 +13,7 @@ use super::extract::ClusterName;
 use super::ApiJson;
 use crate::error::{ApiResult, Problem};
 use crate::service;
-use crate::service::start::{self, Caller};
+use crate::service::start::Caller;
 use crate::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -64,7 +64,7 @@ async fn patch_features(
     ClusterName(name): ClusterName,
     ApiJson(req): ApiJson<service::features::FeaturesPatch>,
 ) -> ApiResult<Response> {
-    let (started, features) = start::features(
+    let (started, features) = crate::service::features::start::features(
         &state.engine,
         &name,
         &req,

@@ -11,7 +11,7 @@ use super::extract::{ClusterName, Started};
 use super::ApiJson;
 use crate::cloud::NodeAction;
 use crate::error::{ApiResult, Problem};
-use crate::service::start::{self, Caller};
+use crate::service::start::Caller;
 use crate::service::{self, Accepted, CreateHyperPodRequest};
 use crate::AppState;
 
@@ -54,7 +54,7 @@ async fn add_group(
     ApiJson(req): ApiJson<CreateHyperPodRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::group_add(&state.engine, &name, &req, &caller).await?,
+        crate::service::groups::start::group_add(&state.engine, &name, &req, &caller).await?,
     ))
 }
 
@@ -85,7 +85,15 @@ async fn update_group(
 ) -> ApiResult<Response> {
     let group = path.1;
     Ok(
-        match start::group_update(&state.engine, &name, &group, &req, &caller).await? {
+        match crate::service::groups::start::group_update(
+            &state.engine,
+            &name,
+            &group,
+            &req,
+            &caller,
+        )
+        .await?
+        {
             Some(accepted) => Started(accepted).into_response(),
             None => Json(Unchanged {
                 unchanged: true,
@@ -110,7 +118,7 @@ async fn delete_group(
 ) -> ApiResult<Started> {
     let group = path.1;
     Ok(Started(
-        start::group_delete(&state.engine, &name, &group, &caller).await?,
+        crate::service::groups::start::group_delete(&state.engine, &name, &group, &caller).await?,
     ))
 }
 
@@ -136,7 +144,8 @@ async fn node_action(
     action: NodeAction,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::node_action(&state.engine, name, node, action, caller).await?,
+        crate::service::groups::start::node_action(&state.engine, name, node, action, caller)
+            .await?,
     ))
 }
 

@@ -10,7 +10,7 @@ use super::extract::Started;
 use super::ApiJson;
 use crate::error::{ApiError, ApiResult, Problem};
 use crate::service::mlflow::{self as m, MetricsView, MlflowSetupRequest, MlflowView, RunView};
-use crate::service::start::{self, Caller};
+use crate::service::start::Caller;
 use crate::service::Accepted;
 use crate::AppState;
 
@@ -35,7 +35,7 @@ async fn setup_mlflow(
     ApiJson(req): ApiJson<MlflowSetupRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::mlflow_setup(&state.engine, &req, &caller).await?,
+        crate::service::mlflow::start::mlflow_setup(&state.engine, &req, &caller).await?,
     ))
 }
 

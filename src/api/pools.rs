@@ -10,7 +10,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::extract::{ClusterName, Started};
 use super::ApiJson;
 use crate::error::{ApiResult, Problem};
-use crate::service::start::{self, Caller};
+use crate::service::start::Caller;
 use crate::service::workloads::{
     self as w, AssignRequest, PoolPatch, PoolRequest, PoolView, UnassignRequest,
 };
@@ -41,7 +41,7 @@ async fn create_pool(
     ApiJson(req): ApiJson<PoolRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::pool(&state.engine, &name, &req, &caller).await?,
+        crate::service::workloads::start::pool(&state.engine, &name, &req, &caller).await?,
     ))
 }
 
@@ -85,7 +85,15 @@ async fn scale_pool(
     Path(path): Path<(String, String)>,
     ApiJson(patch): ApiJson<PoolPatch>,
 ) -> ApiResult<Response> {
-    match start::pool_scale(&state.engine, &name, &path.1, &patch, &caller).await? {
+    match crate::service::workloads::start::pool_scale(
+        &state.engine,
+        &name,
+        &path.1,
+        &patch,
+        &caller,
+    )
+    .await?
+    {
         Some(accepted) => Ok(Started(accepted).into_response()),
         None => Ok((
             StatusCode::OK,
@@ -107,7 +115,8 @@ async fn delete_pool(
     Path(path): Path<(String, String)>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::pool_delete(&state.engine, &name, &path.1, &caller).await?,
+        crate::service::workloads::start::pool_delete(&state.engine, &name, &path.1, &caller)
+            .await?,
     ))
 }
 
@@ -127,7 +136,8 @@ async fn assign_pod(
     ApiJson(req): ApiJson<AssignRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::pool_assign(&state.engine, &name, &path.1, &req, &caller).await?,
+        crate::service::workloads::start::pool_assign(&state.engine, &name, &path.1, &req, &caller)
+            .await?,
     ))
 }
 
@@ -146,6 +156,13 @@ async fn unassign_pod(
     ApiJson(req): ApiJson<UnassignRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::pool_unassign(&state.engine, &name, &path.1, &req, &caller).await?,
+        crate::service::workloads::start::pool_unassign(
+            &state.engine,
+            &name,
+            &path.1,
+            &req,
+            &caller,
+        )
+        .await?,
     ))
 }

@@ -11,7 +11,7 @@ use super::extract::{ClusterName, Started};
 use super::{ApiJson, OptionalJson};
 use crate::error::{ApiResult, Problem};
 use crate::service::spaces::{self as s, SpacePatch, SpaceRequest, SpaceView};
-use crate::service::start::{self, Caller};
+use crate::service::start::Caller;
 use crate::service::Accepted;
 use crate::AppState;
 
@@ -102,7 +102,7 @@ async fn create_space(
     ApiJson(req): ApiJson<SpaceRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::space(&state.engine, &name, &req, &caller).await?,
+        crate::service::spaces::start::space(&state.engine, &name, &req, &caller).await?,
     ))
 }
 
@@ -146,7 +146,15 @@ async fn update_space(
     Path(path): Path<(String, String)>,
     ApiJson(patch): ApiJson<SpacePatch>,
 ) -> ApiResult<Response> {
-    match start::space_update(&state.engine, &name, &path.1, &patch, &caller).await? {
+    match crate::service::spaces::start::space_update(
+        &state.engine,
+        &name,
+        &path.1,
+        &patch,
+        &caller,
+    )
+    .await?
+    {
         Some(accepted) => Ok(Started(accepted).into_response()),
         None => Ok(unchanged(&state, &name, &path.1).await?),
     }
@@ -171,7 +179,9 @@ async fn start_space(
     ClusterName(name): ClusterName,
     Path(path): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    match start::space_status(&state.engine, &name, &path.1, true, &caller).await? {
+    match crate::service::spaces::start::space_status(&state.engine, &name, &path.1, true, &caller)
+        .await?
+    {
         Some(accepted) => Ok(Started(accepted).into_response()),
         None => Ok(unchanged(&state, &name, &path.1).await?),
     }
@@ -188,7 +198,15 @@ async fn stop_space(
     ClusterName(name): ClusterName,
     Path(path): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    let answer = match start::space_status(&state.engine, &name, &path.1, false, &caller).await? {
+    let answer = match crate::service::spaces::start::space_status(
+        &state.engine,
+        &name,
+        &path.1,
+        false,
+        &caller,
+    )
+    .await?
+    {
         Some(accepted) => Started(accepted).into_response(),
         None => unchanged(&state, &name, &path.1).await?,
     };
@@ -209,7 +227,8 @@ async fn delete_space(
     ClusterName(name): ClusterName,
     Path(path): Path<(String, String)>,
 ) -> ApiResult<Started> {
-    let accepted = start::space_delete(&state.engine, &name, &path.1, &caller).await?;
+    let accepted =
+        crate::service::spaces::start::space_delete(&state.engine, &name, &path.1, &caller).await?;
     state.space_sessions.revoke(&name, &path.1);
     Ok(Started(accepted))
 }

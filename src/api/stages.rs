@@ -11,7 +11,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::extract::{ClusterName, Started};
 use super::{ApiJson, OptionalJson};
 use crate::error::{ApiResult, Problem};
-use crate::service::start::{self, Caller};
+use crate::service::start::Caller;
 use crate::service::{self, Accepted, CreateHyperPodRequest, PipelineRequest};
 use crate::AppState;
 
@@ -37,7 +37,7 @@ async fn create_pipeline(
     ApiJson(req): ApiJson<PipelineRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::create_pipeline(&state.engine, &req, &caller).await?,
+        crate::service::cluster::start::create_pipeline(&state.engine, &req, &caller).await?,
     ))
 }
 
@@ -71,7 +71,7 @@ async fn create_dependencies(
     OptionalJson(req): OptionalJson<service::DependenciesRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::dependencies(&state.engine, &name, &req, &caller).await?,
+        crate::service::cluster::start::dependencies(&state.engine, &name, &req, &caller).await?,
     ))
 }
 
@@ -89,7 +89,7 @@ async fn create_hyperpod(
     ApiJson(req): ApiJson<CreateHyperPodRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::hyperpod(&state.engine, &name, &req, &caller).await?,
+        crate::service::cluster::start::hyperpod(&state.engine, &name, &req, &caller).await?,
     ))
 }
 
@@ -108,7 +108,7 @@ async fn create_storage(
     OptionalJson(req): OptionalJson<service::storage::StorageRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::storage(&state.engine, &name, &req, &caller).await?,
+        crate::service::storage::start::storage(&state.engine, &name, &req, &caller).await?,
     ))
 }
 
@@ -153,6 +153,13 @@ async fn delete_storage(
     let claim = path.1;
     let namespace = q.namespace.as_deref();
     Ok(Started(
-        start::storage_delete(&state.engine, &name, &claim, namespace, &caller).await?,
+        crate::service::storage::start::storage_delete(
+            &state.engine,
+            &name,
+            &claim,
+            namespace,
+            &caller,
+        )
+        .await?,
     ))
 }

@@ -10,7 +10,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::extract::{ClusterName, Started};
 use super::ApiJson;
 use crate::error::{ApiResult, Problem};
-use crate::service::start::{self, Caller};
+use crate::service::start::Caller;
 use crate::service::teams::{
     self as t, GovernanceView, PolicyRequest, PolicyView, TeamPatch, TeamRequest, TeamView,
 };
@@ -56,7 +56,7 @@ async fn create_team(
     ApiJson(req): ApiJson<TeamRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::team_create(&state.engine, &name, &req, &caller).await?,
+        crate::service::teams::start::team_create(&state.engine, &name, &req, &caller).await?,
     ))
 }
 
@@ -87,7 +87,9 @@ async fn update_team(
     Path(path): Path<(String, String)>,
     ApiJson(patch): ApiJson<TeamPatch>,
 ) -> ApiResult<Response> {
-    match start::team_update(&state.engine, &name, &path.1, &patch, &caller).await? {
+    match crate::service::teams::start::team_update(&state.engine, &name, &path.1, &patch, &caller)
+        .await?
+    {
         Some(accepted) => Ok(Started(accepted).into_response()),
         None => Ok((
             StatusCode::OK,
@@ -109,7 +111,7 @@ async fn delete_team(
     Path(path): Path<(String, String)>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::team_delete(&state.engine, &name, &path.1, &caller).await?,
+        crate::service::teams::start::team_delete(&state.engine, &name, &path.1, &caller).await?,
     ))
 }
 
@@ -148,7 +150,9 @@ async fn put_policy(
     ClusterName(name): ClusterName,
     ApiJson(req): ApiJson<PolicyRequest>,
 ) -> ApiResult<Response> {
-    match start::scheduling_policy(&state.engine, &name, &req, &caller).await? {
+    match crate::service::teams::start::scheduling_policy(&state.engine, &name, &req, &caller)
+        .await?
+    {
         Some(accepted) => Ok(Started(accepted).into_response()),
         None => Ok(get_policy(State(state), ClusterName(name))
             .await?

@@ -8,7 +8,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::extract::{ClusterName, Started};
 use super::ApiJson;
 use crate::error::{ApiResult, Problem};
-use crate::service::start::{self, Caller};
+use crate::service::start::Caller;
 use crate::service::training::{self as t, Recipe, TrainingJobRequest, TrainingJobView};
 use crate::service::Accepted;
 use crate::AppState;
@@ -47,7 +47,14 @@ async fn submit_training_job(
     ApiJson(req): ApiJson<TrainingJobRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::training_job(&state.engine, &name, &req, &state.pod_packages, &caller).await?,
+        crate::service::training::start::training_job(
+            &state.engine,
+            &name,
+            &req,
+            &state.pod_packages,
+            &caller,
+        )
+        .await?,
     ))
 }
 
@@ -95,6 +102,12 @@ async fn delete_training_job(
     Path(path): Path<(String, String)>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::training_job_delete(&state.engine, &name, &path.1, &caller).await?,
+        crate::service::training::start::training_job_delete(
+            &state.engine,
+            &name,
+            &path.1,
+            &caller,
+        )
+        .await?,
     ))
 }

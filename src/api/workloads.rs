@@ -11,7 +11,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::extract::{ClusterName, Started};
 use super::ApiJson;
 use crate::error::{ApiResult, Problem};
-use crate::service::start::{self, Caller};
+use crate::service::start::Caller;
 use crate::service::workloads::{self as w};
 use crate::service::Accepted;
 use crate::AppState;
@@ -44,7 +44,8 @@ async fn download_model(
     ApiJson(req): ApiJson<w::ModelDownloadRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::model_download(&state.engine, &name, &req, &caller).await?,
+        crate::service::workloads::start::model_download(&state.engine, &name, &req, &caller)
+            .await?,
     ))
 }
 
@@ -90,7 +91,8 @@ async fn delete_job(
     let job = path.1;
     let kind = q.kind.as_deref();
     Ok(Started(
-        start::job_delete(&state.engine, &name, &job, kind, &caller).await?,
+        crate::service::training::start::job_delete(&state.engine, &name, &job, kind, &caller)
+            .await?,
     ))
 }
 
@@ -115,7 +117,7 @@ async fn create_deployment(
     ApiJson(req): ApiJson<w::DeploymentRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::deployment(
+        crate::service::workloads::start::deployment(
             &state.engine,
             &name,
             &req,
@@ -169,7 +171,13 @@ async fn delete_deployment(
 ) -> ApiResult<Started> {
     let deployment = path.1;
     Ok(Started(
-        start::deployment_delete(&state.engine, &name, &deployment, &caller).await?,
+        crate::service::workloads::start::deployment_delete(
+            &state.engine,
+            &name,
+            &deployment,
+            &caller,
+        )
+        .await?,
     ))
 }
 
@@ -205,7 +213,7 @@ async fn update_software(
     ClusterName(name): ClusterName,
 ) -> ApiResult<Started> {
     Ok(Started(
-        start::software_update(&state.engine, &name, &caller).await?,
+        crate::service::groups::start::software_update(&state.engine, &name, &caller).await?,
     ))
 }
 

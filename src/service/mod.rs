@@ -11,7 +11,7 @@ pub mod endpoints;
 pub mod evidence;
 pub mod features;
 pub mod gauges;
-mod groups;
+pub mod groups;
 pub mod logs;
 pub mod mlflow;
 pub mod shared;

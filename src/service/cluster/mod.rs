@@ -3,6 +3,8 @@
 //! (`preflight`), its address plan (`subnets`), its record (`records`) and what is read of it and
 //! of its operations (`views`).
 
+pub mod start;
+
 pub mod live;
 pub mod params;
 pub mod preflight;

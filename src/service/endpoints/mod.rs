@@ -3,6 +3,8 @@
 //! bucket or FSx; the worker; managed tiered KV cache; intelligent routing; autoscaling), the
 //! views of the endpoints a cluster runs, and changes with the diff contract.
 
+pub mod start;
+
 mod invoke;
 mod manifests;
 mod requests;

@@ -1,6 +1,8 @@
 //! Managed features as the REST edge sees them: their actual state, and a PATCH planned field
 //! by field against it.
 
+pub mod start;
+
 pub mod dashboards;
 
 use serde::{Deserialize, Serialize};

@@ -3,6 +3,8 @@
 //! `/s3` — the path every training pod and model server reads — and a home directory of their
 //! own. A request is validated field by field into a [`SpaceSpec`]; nothing is applied here.
 
+pub mod start;
+
 mod connect;
 mod manifest;
 mod owner;

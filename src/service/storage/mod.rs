@@ -1,6 +1,8 @@
 //! Storage claims: a request validated into a claim, the claims listed, a claim checked before
 //! it is deleted.
 
+pub mod start;
+
 pub mod bucket;
 
 use serde::Deserialize;

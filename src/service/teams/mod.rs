@@ -3,6 +3,8 @@
 //! (a quota never larger than the instance groups hold, instance types of the cluster only,
 //! team names that make valid namespaces).
 
+pub mod start;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};

@@ -3,6 +3,8 @@
 //! has, the operator installed), submitted as an operation that follows it to the end; and the
 //! jobs on a cluster (ours and others'), read from their operators' status.
 
+pub mod start;
+
 mod manifests;
 mod recipes;
 mod request;

@@ -2,6 +2,8 @@
 //! the HyperPod software update and a look into a storage claim. Validates every field, turns a
 //! request into the named objects an operation applies, and reads what is running.
 
+pub mod start;
+
 mod autoscale;
 mod deployments;
 mod jobs;

@@ -3,6 +3,8 @@
 //! histories through the tracking server's REST API, and what a training job needs to report to
 //! it (its ARN, when the app is ready and the cluster's training identity exists).
 
+pub mod start;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,76 @@
+//! Starting operations on instance groups and nodes: add, change, remove a group, act on a node, roll software. Each validates its
+//! request, then hands one submission to `service::start`.
+
+use serde_json::json;
+
+use crate::cloud::NodeAction;
+use crate::error::ApiResult;
+use crate::ops::Engine;
+use crate::service::start::*;
+use crate::service::*;
+
+pub async fn group_add(
+    engine: &Engine,
+    name: &str,
+    req: &CreateHyperPodRequest,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = add_group_params(engine, name, req).await?;
+    start(engine, OpKind::InstanceGroupAdd, name, &params, caller).await
+}
+
+/// `None` when the PATCH matches the group as it is: nothing is started.
+pub async fn group_update(
+    engine: &Engine,
+    name: &str,
+    group: &str,
+    req: &UpdateGroupRequest,
+    caller: &Caller,
+) -> ApiResult<Option<Accepted>> {
+    crate::service::cluster::validate::instance_group_name("group", group)?;
+    match scale_params(engine, name, group, req).await? {
+        None => Ok(None),
+        Some(params) => Ok(Some(
+            start(engine, OpKind::InstanceGroupScale, name, &params, caller).await?,
+        )),
+    }
+}
+
+pub async fn group_delete(
+    engine: &Engine,
+    name: &str,
+    group: &str,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    crate::service::cluster::validate::instance_group_name("group", group)?;
+    let params = delete_group_params(engine, name, group).await?;
+    start(engine, OpKind::InstanceGroupDelete, name, &params, caller).await
+}
+
+pub async fn node_action(
+    engine: &Engine,
+    name: &str,
+    node: &str,
+    action: NodeAction,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let params = node_params(engine, name, node, action).await?;
+    let mut accepted = start(engine, OpKind::NodeAction, name, &params, caller).await?;
+    if action == NodeAction::Replace {
+        accepted.warning = Some("replacing a node loses its instance volumes (local NVMe and the EBS volume under /opt/sagemaker); data in /s3 and FSx is kept".into());
+    }
+    Ok(accepted)
+}
+
+pub async fn software_update(engine: &Engine, name: &str, caller: &Caller) -> ApiResult<Accepted> {
+    // The cluster must have a HyperPod cluster: the same lookup the group routes use.
+    crate::service::list_groups(engine, name).await?;
+    start(
+        engine,
+        OpKind::HyperPodSoftwareUpdate,
+        name,
+        &json!({}),
+        caller,
+    )
+    .await
+}
