@@ -214,6 +214,41 @@ pub(crate) fn generated_block(page: &str, name: &str, generated: &str, test: &st
     );
 }
 
+/// The architecture page lists every file of the REST layer with what it owns, generated from
+/// each file's own `//!` line, so the list cannot drift from the tree.
+#[test]
+fn the_architecture_page_lists_every_api_file() {
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(root().join("src/api"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .collect();
+    files.sort();
+    assert!(files.len() > 20, "{files:?}");
+    let mut table = String::from("| file | what it owns |\n|---|---|\n");
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let doc: Vec<&str> = text
+            .lines()
+            .map_while(|l| l.strip_prefix("//!"))
+            .map(str::trim)
+            .take_while(|l| !l.is_empty())
+            .collect();
+        let doc = doc.join(" ");
+        // The first sentence: up to a full stop that ends one (not `e.g.` or a path's dot).
+        let first = doc.find(". ").map_or(doc.as_str(), |at| &doc[..=at]);
+        assert!(!first.is_empty(), "{} says what it owns in a //! line", f.display());
+        let name = f.file_name().unwrap().to_string_lossy();
+        table.push_str(&format!("| `{name}` | {} |\n", first.replace('|', "\\|")));
+    }
+    generated_block(
+        "docs/architecture.md",
+        "api-files",
+        &table,
+        "docs::the_architecture_page_lists_every_api_file",
+    );
+}
+
 /// Every problem type is documented: the troubleshooting page's table is generated from the
 /// server's one list of them (`ProblemType::ALL`), no source names a problem by a loose
 /// string, and every type in the list is one the sources answer with.
