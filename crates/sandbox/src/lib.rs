@@ -7,6 +7,37 @@
 //! `describe` computes `CREATING → ACTIVE` from the clock. Every accepted mutating call is counted
 //! in the same transaction as its effect (`GET /api/sandbox/calls`), which lets tests prove that
 //! no mutation was ever replayed.
+//!
+//! # What it simulates
+//!
+//! - The account: EC2 networking (`network`), EKS clusters, add-ons, access entries and pod
+//!   identity (`eks`), HyperPod clusters, groups, nodes and their lifecycles (`hyperpod`), IAM
+//!   and STS (`iam`), S3 and Service Quotas (`objects`), task governance (`governance`), managed
+//!   MLflow (`mlflow`), Managed Prometheus's GPU series (`metrics`), the Price List (`prices`),
+//!   and upstream release files (`releases`).
+//! - What a real account refuses, from its recorded state (`rules`, `verdicts`): IAM documents
+//!   evaluated with the AWS-managed policies as published, security groups that would not let a
+//!   node join, an execution role a node could not use, quotas, names taken.
+//! - The clusters: the Kubernetes API's objects as applied, with the status their controllers
+//!   would write (`kube`); a scheduler that places replicas on ready nodes with free GPUs
+//!   (`scheduler`); Kueue admission and preemption (`kueue`, `queues`); the training operators
+//!   (`training`), the inference operator (`endpoints`), Deployments, ReplicaSets and KEDA
+//!   scaling (`serving`), the Spaces controller and a stand-in for JupyterLab (`spaces`,
+//!   `space_app`, `space_files`); pods and the logs they write (`pods`, `log_text`).
+//! - Faults on request (`faults`): failed creations, throttling, denied actions, unhealthy nodes,
+//!   struck ranks, and what the evidence then says (`triage`).
+//!
+//! # What it deliberately does not
+//!
+//! - Run anything: no container, no GPU, no network traffic between pods; a job's progress and
+//!   a model's answers are functions of time and the request, enough to drive every flow.
+//! - Validate a custom resource's full schema (the tests check generated objects against the real
+//!   CRDs) or an add-on's configuration values beyond what the product sends.
+//! - Model AWS's eventual consistency, pagination limits, or every error code: the refusals are
+//!   the ones a product change could trip over, each citing the rule it mirrors.
+//! - Keep tables of its own: its two tables (`sandbox_resources`, `sandbox_calls`) were created by
+//!   the server's migration `0002_sandbox.sql`, which history keeps; the sandbox only reads and
+//!   writes them.
 
 mod eks;
 mod endpoints;
