@@ -237,7 +237,11 @@ fn the_architecture_page_lists_every_api_file() {
         let doc = doc.join(" ");
         // The first sentence: up to a full stop that ends one (not `e.g.` or a path's dot).
         let first = doc.find(". ").map_or(doc.as_str(), |at| &doc[..=at]);
-        assert!(!first.is_empty(), "{} says what it owns in a //! line", f.display());
+        assert!(
+            !first.is_empty(),
+            "{} says what it owns in a //! line",
+            f.display()
+        );
         let name = f.file_name().unwrap().to_string_lossy();
         table.push_str(&format!("| `{name}` | {} |\n", first.replace('|', "\\|")));
     }
