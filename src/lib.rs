@@ -5,7 +5,7 @@
 //!                                                                           │
 //!                               ops/ (durable operations in SQLite) ◄───────┘
 //!                                 │ calls ports only
-//!                               cloud/ ── aws/ (SDK) · kube/ (kube-rs) · sandbox/ (embedded default)
+//!                               cloud.rs ── crates/: ports · aws (SDK) · kube (kube-rs) · sandbox (embedded)
 //! ```
 //!
 //! [`build_app`] is the one constructor, used by `main` and by the tests.

@@ -1,5 +1,6 @@
 //! The sandbox cloud: an in-process simulated AWS account and Kubernetes clusters behind the
-//! same ports as the real adapters, the embedded default (`--cloud sandbox`).
+//! same ports as the real adapters, embedded in the binary (`--cloud sandbox`; `aws` is the
+//! default).
 //!
 //! State lives in the `sandbox_*` tables of the server's own SQLite file, so a restart (even a
 //! kill -9) sees the same world. Lifecycles are a pure function of a resource's creation time and
