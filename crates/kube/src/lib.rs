@@ -25,8 +25,8 @@ use serde_json::Value;
 
 use crate::token::EksTokens;
 use cloud::{
-    CloudError, CloudResult, ClusterState, Kube, KubeTarget, LogLines, LogQuery, ObjectRef,
-    PodStream, ServiceCall,
+    CloudError, CloudResult, ClusterState, Kube, KubeTarget, ListQuery, LogLines, LogQuery,
+    ObjectRef, PodStream, ServiceCall,
 };
 
 pub use summary::{summarize, Summary};
@@ -295,40 +295,18 @@ impl Kube for KubeRs {
             .map_err(|e| CloudError::new("k8s", "Create", "Decode", e.to_string()))
     }
 
-    async fn list(
-        &self,
-        target: &KubeTarget,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        labels: Option<&str>,
-    ) -> CloudResult<Vec<Value>> {
-        let api = self.api(target, api_version, kind, namespace).await?;
+    async fn list(&self, target: &KubeTarget, query: &ListQuery<'_>) -> CloudResult<Vec<Value>> {
+        let api = self
+            .api(target, query.api_version, query.kind, query.namespace)
+            .await?;
         let mut params = ListParams::default();
-        if let Some(l) = labels {
-            params = params.labels(l);
+        if let Some(labels) = query.labels {
+            params = params.labels(labels);
+        }
+        if let Some(fields) = query.fields {
+            params = params.fields(fields);
         }
         let list = api.list(&params).await.map_err(|e| k8s_err("List", e))?;
-        list.items
-            .into_iter()
-            .map(serde_json::to_value)
-            .collect::<Result<_, _>>()
-            .map_err(|e| CloudError::new("k8s", "List", "Decode", e.to_string()))
-    }
-
-    async fn list_fields(
-        &self,
-        target: &KubeTarget,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        fields: &str,
-    ) -> CloudResult<Vec<Value>> {
-        let api = self.api(target, api_version, kind, namespace).await?;
-        let list = api
-            .list(&ListParams::default().fields(fields))
-            .await
-            .map_err(|e| k8s_err("List", e))?;
         list.items
             .into_iter()
             .map(serde_json::to_value)

@@ -12,7 +12,8 @@ use rand::Rng as _;
 use serde_json::Value;
 
 use super::{
-    CloudResult, ClusterState, Kube, KubeTarget, LogLines, LogQuery, ObjectRef, ServiceCall,
+    CloudResult, ClusterState, Kube, KubeTarget, ListQuery, LogLines, LogQuery, ObjectRef,
+    ServiceCall,
 };
 
 /// Attempts in all of an idempotent AWS call, the first included: the AWS adapter's own
@@ -99,29 +100,8 @@ impl Kube for RetryingKube {
         // A create is not repeatable (a second connection is another session): never repeated.
         self.0.create(target, manifest).await
     }
-    async fn list(
-        &self,
-        target: &KubeTarget,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        labels: Option<&str>,
-    ) -> CloudResult<Vec<Value>> {
-        repeatable(|| self.0.list(target, api_version, kind, namespace, labels)).await
-    }
-    async fn list_fields(
-        &self,
-        target: &KubeTarget,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        fields: &str,
-    ) -> CloudResult<Vec<Value>> {
-        repeatable(|| {
-            self.0
-                .list_fields(target, api_version, kind, namespace, fields)
-        })
-        .await
+    async fn list(&self, target: &KubeTarget, query: &ListQuery<'_>) -> CloudResult<Vec<Value>> {
+        repeatable(|| self.0.list(target, query)).await
     }
     async fn cluster_state(&self, target: &KubeTarget) -> CloudResult<Arc<ClusterState>> {
         repeatable(|| self.0.cluster_state(target)).await

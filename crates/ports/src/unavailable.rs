@@ -7,9 +7,9 @@ use crate::{
     ClusterState, ClusterUsageQuota, ComputeQuota, CreateAddon, CreateEksCluster,
     CreateHyperPodCluster, CreateMlflowApp, CreateRouteTable, CreateSecurityGroup, CreateSubnet,
     Eks, EksCluster, Governance, GrafanaWorkspace, HyperPod, HyperPodCluster, Iam,
-    InstanceGroupSpec, Kube, KubeTarget, ListedPrice, LogLine, LogStream, Logs, Metrics, Mlflow,
-    MlflowApp, NetKind, Network, NodeAction, NodeActionResult, NodeDetail, NodePage, ObjectRef,
-    ObjectStore, PriceList, Quotas, RangeQuery, ResourceState, Role, SchedulerConfig,
+    InstanceGroupSpec, Kube, KubeTarget, ListQuery, ListedPrice, LogLine, LogStream, Logs, Metrics,
+    Mlflow, MlflowApp, NetKind, Network, NodeAction, NodeActionResult, NodeDetail, NodePage,
+    ObjectRef, ObjectStore, PriceList, Quotas, RangeQuery, ResourceState, Role, SchedulerConfig,
     SchedulerPolicy, Series, ServiceCall, Subnet, Tags, TeamQuota, TieredStorage, TrackingCall,
     TrainingPlan, Vpc, Workspace, Zone,
 };
@@ -397,14 +397,7 @@ impl Kube for Unavailable {
     async fn create(&self, _target: &KubeTarget, _manifest: &Value) -> CloudResult<Value> {
         Err(self.refuse("create"))
     }
-    async fn list(
-        &self,
-        _target: &KubeTarget,
-        _api_version: &str,
-        _kind: &str,
-        _namespace: Option<&str>,
-        _labels: Option<&str>,
-    ) -> CloudResult<Vec<Value>> {
+    async fn list(&self, _target: &KubeTarget, _query: &ListQuery<'_>) -> CloudResult<Vec<Value>> {
         Err(self.refuse("list"))
     }
     async fn cluster_state(

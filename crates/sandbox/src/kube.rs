@@ -11,7 +11,7 @@ use super::{new_id, Sandbox};
 use cloud::*;
 
 /// `k=v` terms of a label selector, all of which must hold (what the control plane sends).
-fn matches_labels(o: &Value, labels: Option<&str>) -> bool {
+pub(super) fn matches_labels(o: &Value, labels: Option<&str>) -> bool {
     labels
         .unwrap_or("")
         .split(',')
@@ -25,7 +25,7 @@ fn matches_labels(o: &Value, labels: Option<&str>) -> bool {
 }
 
 /// The Kueue kinds the simulated Kueue writes (none are applied by the control plane).
-fn kueue_kind<'a>(api_version: &str, kind: &'a str) -> Option<&'a str> {
+pub(super) fn kueue_kind<'a>(api_version: &str, kind: &'a str) -> Option<&'a str> {
     (api_version == "kueue.x-k8s.io/v1beta1"
         && matches!(kind, "Workload" | "ClusterQueue" | "LocalQueue"))
     .then_some(kind)
@@ -341,80 +341,24 @@ impl Kube for Sandbox {
         Ok(answer)
     }
 
-    async fn list(
-        &self,
-        target: &KubeTarget,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        labels: Option<&str>,
-    ) -> CloudResult<Vec<Value>> {
-        self.gate("k8s:List", false).await?;
-        match (api_version, kind) {
-            ("v1", "Node") => {
-                return Ok(self
-                    .schedule(target)
-                    .await?
-                    .nodes
-                    .iter()
-                    .map(super::triage::node_manifest)
-                    .filter(|o| matches_labels(o, labels))
-                    .collect())
-            }
-            // The events HyperPod's health agent records, in `default` as a node's are.
-            ("v1", "Event") if namespace.is_none_or(|ns| ns == "default") => {
-                let now = super::now_ms();
-                return Ok(self
-                    .schedule(target)
-                    .await?
-                    .nodes
-                    .iter()
-                    .filter(|n| n.unschedulable && n.ready)
-                    .flat_map(|n| super::triage::node_events(&n.name, now))
-                    .collect());
-            }
-            _ => {}
-        }
-        if (api_version, kind) == ("v1", "Pod") {
-            return Ok(self
-                .sim_pods(target)
-                .await?
+    async fn list(&self, target: &KubeTarget, query: &ListQuery<'_>) -> CloudResult<Vec<Value>> {
+        let objects = self
+            .list_of_kind(
+                target,
+                query.api_version,
+                query.kind,
+                query.namespace,
+                query.labels,
+            )
+            .await?;
+        // No server to push a field selector to: the selector filters what the kind holds.
+        Ok(match query.fields {
+            Some(fields) => objects
                 .into_iter()
-                .filter(|(p, ..)| namespace.is_none_or(|ns| p.namespace == ns))
-                .map(|(p, age, created)| p.manifest(age, &cloud::clock::rfc3339_ms(created)))
-                .filter(|o| matches_labels(o, labels))
-                .collect());
-        }
-        let in_ns = |o: &Value| {
-            namespace.is_none_or(|ns| {
-                o.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns)
-            })
-        };
-        if let Some(kueue) = kueue_kind(api_version, kind) {
-            // What Kueue keeps, from the simulated admission.
-            let s = self.schedule(target).await?.kueue;
-            let objects = match kueue {
-                "Workload" => s.workloads,
-                "LocalQueue" => s.local_queues,
-                _ => s.cluster_queues,
-            };
-            return Ok(objects
-                .into_iter()
-                .filter(|o| in_ns(o) && matches_labels(o, labels))
-                .collect());
-        }
-        let schedule = if scheduled_kind(kind) {
-            Some(self.schedule(target).await?)
-        } else {
-            None
-        };
-        Ok(self
-            .stored_objects(&format!("{}/{api_version}/{kind}/", target.cluster))
-            .await?
-            .into_iter()
-            .map(|r| self.k8s_status(r, schedule.as_ref()))
-            .filter(|o| in_ns(o) && matches_labels(o, labels))
-            .collect())
+                .filter(|o| matches_fields(o, fields))
+                .collect(),
+            None => objects,
+        })
     }
 
     async fn pod_log(

@@ -48,6 +48,7 @@ mod hyperpod;
 mod iam;
 mod kube;
 mod kueue;
+mod listing;
 mod log_text;
 mod metrics;
 pub use metrics::GRAFANA_WORKSPACE;

@@ -20,6 +20,7 @@ pub use views::*;
 
 use serde_json::{json, Value};
 
+use crate::cloud::ListQuery;
 use crate::cloud::ObjectRef;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
@@ -69,7 +70,16 @@ pub(crate) async fn in_workload_namespaces(
         match engine
             .cloud()
             .kube
-            .list(target, API_VERSION, kind, None, None)
+            .list(
+                target,
+                &ListQuery {
+                    api_version: API_VERSION,
+                    kind,
+                    namespace: None,
+                    labels: None,
+                    fields: None,
+                },
+            )
             .await
         {
             Ok(items) => out.extend(items.into_iter().filter(|o| {

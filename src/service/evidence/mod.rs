@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
-use crate::cloud::{CloudError, ClusterEvent, LogLine, NodeDetail, ObjectRef};
+use crate::cloud::{CloudError, ClusterEvent, ListQuery, LogLine, NodeDetail, ObjectRef};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::cluster::records::{hyperpod_of, kube_target, live_cluster};
@@ -342,7 +342,16 @@ pub async fn node_evidence(engine: &Engine, cluster: &str, id: &str) -> ApiResul
             let of_node = format!("involvedObject.kind=Node,involvedObject.name={name}");
             match cloud
                 .kube
-                .list_fields(&target, "v1", "Event", None, &of_node)
+                .list(
+                    &target,
+                    &ListQuery {
+                        api_version: "v1",
+                        kind: "Event",
+                        namespace: None,
+                        labels: None,
+                        fields: Some(&of_node),
+                    },
+                )
                 .await
             {
                 Ok(list) => events.extend(list.iter().map(kube_event)),
@@ -351,7 +360,16 @@ pub async fn node_evidence(engine: &Engine, cluster: &str, id: &str) -> ApiResul
             let on_node = format!("spec.nodeName={name}");
             match cloud
                 .kube
-                .list_fields(&target, "v1", "Pod", None, &on_node)
+                .list(
+                    &target,
+                    &ListQuery {
+                        api_version: "v1",
+                        kind: "Pod",
+                        namespace: None,
+                        labels: None,
+                        fields: Some(&on_node),
+                    },
+                )
                 .await
             {
                 Ok(pods) => {
@@ -365,7 +383,16 @@ pub async fn node_evidence(engine: &Engine, cluster: &str, id: &str) -> ApiResul
                         let ns = Some(s("/metadata/namespace")).filter(|n| !n.is_empty());
                         match cloud
                             .kube
-                            .list_fields(&target, "v1", "Event", ns, &of_pod)
+                            .list(
+                                &target,
+                                &ListQuery {
+                                    api_version: "v1",
+                                    kind: "Event",
+                                    namespace: ns,
+                                    labels: None,
+                                    fields: Some(&of_pod),
+                                },
+                            )
                             .await
                         {
                             Ok(list) => events.extend(list.iter().map(kube_event)),

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
-use crate::cloud::{KubeTarget, LogQuery, ObjectRef};
+use crate::cloud::{KubeTarget, ListQuery, LogQuery, ObjectRef};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::cluster::records::kube_target;
@@ -224,7 +224,16 @@ async fn current(
     }
     let r = kind.object("", name);
     Ok(kube
-        .list(target, &r.api_version, &r.kind, None, None)
+        .list(
+            target,
+            &ListQuery {
+                api_version: &r.api_version,
+                kind: &r.kind,
+                namespace: None,
+                labels: None,
+                fields: None,
+            },
+        )
         .await?
         .into_iter()
         .find(|o| {
@@ -260,10 +269,13 @@ impl Workload {
             .kube
             .list(
                 &self.target,
-                "v1",
-                "Pod",
-                Some(&self.namespace),
-                Some(&self.selector),
+                &ListQuery {
+                    api_version: "v1",
+                    kind: "Pod",
+                    namespace: Some(&self.namespace),
+                    labels: Some(&self.selector),
+                    fields: None,
+                },
             )
             .await?;
         let mut pods: Vec<PodRef> = items

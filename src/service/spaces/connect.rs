@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::manifest::PORT;
 use super::{actual, state::space_state};
+use crate::cloud::ListQuery;
 use crate::cloud::PodStream;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
@@ -107,10 +108,13 @@ pub async fn locate(engine: &Engine, cluster: &str, space: &str) -> ApiResult<Sp
     let pods = kube
         .list(
             &target,
-            "v1",
-            "Pod",
-            Some(&namespace),
-            Some(&format!("{WORKSPACE_LABEL}={space}")),
+            &ListQuery {
+                api_version: "v1",
+                kind: "Pod",
+                namespace: Some(&namespace),
+                labels: Some(&format!("{WORKSPACE_LABEL}={space}")),
+                fields: None,
+            },
         )
         .await
         .map_err(cloud)?;

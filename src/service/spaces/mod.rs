@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use utoipa::ToSchema;
 
 use crate::cloud::workspace_templates::{TemplateBounds, TEMPLATE_API_VERSION, TEMPLATE_KIND};
-use crate::cloud::{KubeTarget, ObjectRef};
+use crate::cloud::{KubeTarget, ListQuery, ObjectRef};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
@@ -114,7 +114,16 @@ pub(crate) async fn ours(engine: &Engine, target: &KubeTarget) -> ApiResult<Vec<
     match engine
         .cloud()
         .kube
-        .list(target, API_VERSION, KIND, None, Some(&selector))
+        .list(
+            target,
+            &ListQuery {
+                api_version: API_VERSION,
+                kind: KIND,
+                namespace: None,
+                labels: Some(&selector),
+                fields: None,
+            },
+        )
         .await
     {
         Ok(items) => Ok(items
@@ -305,10 +314,13 @@ async fn mig_advertised(
         .kube
         .list(
             target,
-            "v1",
-            "Node",
-            None,
-            Some(&format!("node.kubernetes.io/instance-type={instance_type}")),
+            &ListQuery {
+                api_version: "v1",
+                kind: "Node",
+                namespace: None,
+                labels: Some(&format!("node.kubernetes.io/instance-type={instance_type}")),
+                fields: None,
+            },
         )
         .await
         .map_err(cloud_err)?;

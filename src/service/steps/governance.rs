@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::cloud::{
-    scheduler_status_done, ComputeQuota, SchedulerConfig, SchedulerPolicy, TeamQuota,
+    scheduler_status_done, ComputeQuota, ListQuery, SchedulerConfig, SchedulerPolicy, TeamQuota,
 };
 use crate::ops::{Poll, Step, StepCx, StepError, StepResult};
 use crate::service::shared::kind::OpKind;
@@ -343,10 +343,13 @@ async fn team_queue_ready(
         .kube
         .list(
             target,
-            "kueue.x-k8s.io/v1beta1",
-            "LocalQueue",
-            Some(&ns),
-            None,
+            &ListQuery {
+                api_version: "kueue.x-k8s.io/v1beta1",
+                kind: "LocalQueue",
+                namespace: Some(&ns),
+                labels: None,
+                fields: None,
+            },
         )
         .await?;
     let queue = crate::cloud::team_queue(team);
@@ -388,7 +391,16 @@ impl crate::ops::Reconcile for TeamStorageStep {
         let pvs = cx
             .cloud
             .kube
-            .list(&target, "v1", "PersistentVolume", None, Some(&selector))
+            .list(
+                &target,
+                &ListQuery {
+                    api_version: "v1",
+                    kind: "PersistentVolume",
+                    namespace: None,
+                    labels: Some(&selector),
+                    fields: None,
+                },
+            )
             .await?;
         let label = CLAIM_LABEL.replace('/', "~1");
         let in_ns = |pv: &&Value, want: &str| {

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::addons::kube_target;
-use crate::cloud::{KubeTarget, ObjectRef};
+use crate::cloud::{KubeTarget, ListQuery, ObjectRef};
 use crate::ops::{Poll, Reconcile, StepCx, StepResult};
 use crate::service::shared::labels::WORKLOAD_NAMESPACE;
 
@@ -68,7 +68,16 @@ pub(super) async fn release(
     let pods = cx
         .cloud
         .kube
-        .list(target, "v1", "Pod", Some(namespace), Some(selector))
+        .list(
+            target,
+            &ListQuery {
+                api_version: "v1",
+                kind: "Pod",
+                namespace: Some(namespace),
+                labels: Some(selector),
+                fields: None,
+            },
+        )
         .await?;
     let (labels, annotations) = assignment(UNASSIGNED);
     for p in &pods {

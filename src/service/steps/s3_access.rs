@@ -9,6 +9,7 @@ use serde_json::json;
 use super::addons::{kube_target, IrsaRole};
 use super::storage::{claim_view, StorageParams, VolumeSource};
 use super::workloads::ApplyParams;
+use crate::cloud::ListQuery;
 use crate::cloud::MANAGED_BY;
 use crate::ops::{Reconcile, StepCx, StepResult};
 use crate::service::shared::resources::Recorded;
@@ -54,7 +55,16 @@ impl S3CsiRoleStep {
         let volumes = cx
             .cloud
             .kube
-            .list(&target, "v1", "PersistentVolume", None, Some(&selector))
+            .list(
+                &target,
+                &ListQuery {
+                    api_version: "v1",
+                    kind: "PersistentVolume",
+                    namespace: None,
+                    labels: Some(&selector),
+                    fields: None,
+                },
+            )
             .await?;
         let mut buckets: BTreeSet<String> = volumes
             .iter()
@@ -66,7 +76,16 @@ impl S3CsiRoleStep {
         match cx
             .cloud
             .kube
-            .list(&target, API_VERSION, KIND, None, Some(&selector))
+            .list(
+                &target,
+                &ListQuery {
+                    api_version: API_VERSION,
+                    kind: KIND,
+                    namespace: None,
+                    labels: Some(&selector),
+                    fields: None,
+                },
+            )
             .await
         {
             Ok(endpoints) => buckets.extend(endpoints.iter().filter(live).filter_map(model_bucket)),

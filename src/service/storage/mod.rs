@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
+use crate::cloud::ListQuery;
 use crate::cloud::MANAGED_BY;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
@@ -188,7 +189,16 @@ pub async fn list_storage(engine: &Engine, name: &str) -> ApiResult<Vec<ClaimVie
     let pvs = engine
         .cloud()
         .kube
-        .list(&target, "v1", "PersistentVolume", None, Some(&selector))
+        .list(
+            &target,
+            &ListQuery {
+                api_version: "v1",
+                kind: "PersistentVolume",
+                namespace: None,
+                labels: Some(&selector),
+                fields: None,
+            },
+        )
         .await
         .map_err(|e| ApiError::Cloud(Box::new(e)))?;
     let mut claims: Vec<ClaimView> = pvs

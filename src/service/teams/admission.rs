@@ -7,6 +7,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::cloud::KubeTarget;
+use crate::cloud::ListQuery;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 
@@ -71,7 +72,16 @@ pub async fn workloads(engine: &Engine, target: &KubeTarget) -> ApiResult<Worklo
     match engine
         .cloud()
         .kube
-        .list(target, "kueue.x-k8s.io/v1beta1", "Workload", None, None)
+        .list(
+            target,
+            &ListQuery {
+                api_version: "kueue.x-k8s.io/v1beta1",
+                kind: "Workload",
+                namespace: None,
+                labels: None,
+                fields: None,
+            },
+        )
         .await
     {
         Ok(items) => Ok(Workloads(items)),

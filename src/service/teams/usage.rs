@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::cloud::{team_cluster_queue, KubeTarget};
+use crate::cloud::{team_cluster_queue, KubeTarget, ListQuery};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 
@@ -79,7 +79,16 @@ pub async fn usage(
     let queues = match engine
         .cloud()
         .kube
-        .list(target, "kueue.x-k8s.io/v1beta1", "ClusterQueue", None, None)
+        .list(
+            target,
+            &ListQuery {
+                api_version: "kueue.x-k8s.io/v1beta1",
+                kind: "ClusterQueue",
+                namespace: None,
+                labels: None,
+                fields: None,
+            },
+        )
         .await
     {
         Ok(items) => items,

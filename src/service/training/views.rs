@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use utoipa::ToSchema;
 
 use super::{cloud_err, job_ref, Runtime};
+use crate::cloud::ListQuery;
 use crate::cloud::MANAGED_BY;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
@@ -135,7 +136,16 @@ pub async fn list_training_jobs(engine: &Engine, cluster: &str) -> ApiResult<Vec
         match engine
             .cloud()
             .kube
-            .list(&target, &r.api_version, &r.kind, None, None)
+            .list(
+                &target,
+                &ListQuery {
+                    api_version: &r.api_version,
+                    kind: &r.kind,
+                    namespace: None,
+                    labels: None,
+                    fields: None,
+                },
+            )
             .await
         {
             Ok(items) => out.extend(

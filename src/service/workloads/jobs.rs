@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
+use crate::cloud::ListQuery;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::service::cluster::records::kube_target;
@@ -89,10 +90,13 @@ pub async fn list_jobs(engine: &Engine, name: &str) -> ApiResult<Vec<JobView>> {
             .kube
             .list(
                 &target,
-                api_version,
-                k8s_kind,
-                Some(WORKLOAD_NAMESPACE),
-                None,
+                &ListQuery {
+                    api_version,
+                    kind: k8s_kind,
+                    namespace: Some(WORKLOAD_NAMESPACE),
+                    labels: None,
+                    fields: None,
+                },
             )
             .await
         {

@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 
 use super::autoscale::{scaling_view, AutoscalingView, KEDA_API};
 use super::router::{router_view, RouterView, ROUTER_FOR_LABEL};
+use crate::cloud::ListQuery;
 use crate::error::ApiResult;
 use crate::ops::Engine;
 use crate::service::cluster::records::kube_target;
@@ -111,7 +112,16 @@ async fn deployments(
         let target = target.clone();
         async move {
             let all = kube
-                .list(&target, api_version, kind, None, Some(&selector))
+                .list(
+                    &target,
+                    &ListQuery {
+                        api_version,
+                        kind,
+                        namespace: None,
+                        labels: Some(&selector),
+                        fields: None,
+                    },
+                )
                 .await?;
             Ok::<_, crate::cloud::CloudError>(
                 all.into_iter()

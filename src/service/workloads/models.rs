@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
+use crate::cloud::ListQuery;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
@@ -187,10 +188,13 @@ pub async fn list_models(engine: &Engine, name: &str) -> ApiResult<Vec<ModelView
         .kube
         .list(
             &target,
-            "batch/v1",
-            "Job",
-            Some(WORKLOAD_NAMESPACE),
-            Some(&format!("{WORKLOAD_LABEL}=model-download")),
+            &ListQuery {
+                api_version: "batch/v1",
+                kind: "Job",
+                namespace: Some(WORKLOAD_NAMESPACE),
+                labels: Some(&format!("{WORKLOAD_LABEL}=model-download")),
+                fields: None,
+            },
         )
         .await
         .map_err(cloud_err)?;

@@ -10,6 +10,7 @@ use utoipa::ToSchema;
 
 use super::listing::pod_ready;
 use super::server::{bounded, server_pod, ServerFields};
+use crate::cloud::ListQuery;
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
@@ -224,14 +225,32 @@ async fn pools(engine: &Engine, name: &str, admission: bool) -> ApiResult<Vec<Po
             .collect()
     };
     let deployments = ours(
-        kube.list(&target, "apps/v1", "Deployment", None, Some(&selector))
-            .await
-            .map_err(cloud_err)?,
+        kube.list(
+            &target,
+            &ListQuery {
+                api_version: "apps/v1",
+                kind: "Deployment",
+                namespace: None,
+                labels: Some(&selector),
+                fields: None,
+            },
+        )
+        .await
+        .map_err(cloud_err)?,
     );
     let pods = ours(
-        kube.list(&target, "v1", "Pod", None, Some(&selector))
-            .await
-            .map_err(cloud_err)?,
+        kube.list(
+            &target,
+            &ListQuery {
+                api_version: "v1",
+                kind: "Pod",
+                namespace: None,
+                labels: Some(&selector),
+                fields: None,
+            },
+        )
+        .await
+        .map_err(cloud_err)?,
     );
     let mut by_pool: BTreeMap<(&str, &str), Vec<PoolPod>> = BTreeMap::new();
     for p in &pods {

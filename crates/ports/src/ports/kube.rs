@@ -302,6 +302,20 @@ pub struct ClusterState {
     pub claims: Vec<GpuClaim>,
 }
 
+/// What a list asks for, each part by name (no two `Option<&str>` to swap): one kind,
+/// optionally in one namespace, matching a label selector (`app=x,team in (a,b)`) and a field
+/// selector (`involvedObject.name=…`, `spec.nodeName=…`; terms joined by commas, `=` or `!=`),
+/// how the events of one object or the pods of one node are read without listing them all.
+/// Adapters that cannot push a field selector to a server filter with [`matches_fields`].
+#[derive(Debug, Clone, Copy)]
+pub struct ListQuery<'a> {
+    pub api_version: &'a str,
+    pub kind: &'a str,
+    pub namespace: Option<&'a str>,
+    pub labels: Option<&'a str>,
+    pub fields: Option<&'a str>,
+}
+
 #[async_trait]
 pub trait Kube: Send + Sync {
     /// Server-side apply with field manager `instantstart`.
@@ -331,34 +345,9 @@ pub trait Kube: Send + Sync {
     /// resource hands back its result — jupyter-k8s's `WorkspaceConnection` answers with the
     /// URL of a connection, and is never stored.
     async fn create(&self, target: &KubeTarget, manifest: &Value) -> CloudResult<Value>;
-    /// Objects of one kind, optionally in one namespace and matching a label selector.
-    async fn list(
-        &self,
-        target: &KubeTarget,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        labels: Option<&str>,
-    ) -> CloudResult<Vec<Value>>;
-    /// Objects of one kind matching a field selector (`involvedObject.name=…`,
-    /// `spec.nodeName=…`; terms joined by commas, `=` or `!=`): how the events of one object or
-    /// the pods of one node are read without listing them all. Adapters that cannot push the
-    /// selector to a server filter what `list` returns.
-    async fn list_fields(
-        &self,
-        target: &KubeTarget,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        fields: &str,
-    ) -> CloudResult<Vec<Value>> {
-        Ok(self
-            .list(target, api_version, kind, namespace, None)
-            .await?
-            .into_iter()
-            .filter(|o| matches_fields(o, fields))
-            .collect())
-    }
+    /// The objects a [`ListQuery`] names: one kind, optionally in one namespace, matching its
+    /// label and field selectors.
+    async fn list(&self, target: &KubeTarget, query: &ListQuery<'_>) -> CloudResult<Vec<Value>>;
     /// Nodes and GPU demand, from a watch-backed cache (started on first use, kept live after).
     /// The same `Arc` until the view changes (its `cache.revision` says when it does).
     async fn cluster_state(&self, target: &KubeTarget)
