@@ -1,14 +1,14 @@
 //! Managed inference endpoints (the HyperPod inference operator's `InferenceEndpointConfig`):
 //! deploy, list, read, change with the diff contract, delete, smoke-test.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::Value;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::extract::{ClusterName, Started};
+use super::extract::{ClusterItem, ClusterName, Started};
 use super::ApiJson;
 use crate::error::{ApiResult, Problem};
 use crate::service::endpoints::{self as e, EndpointPatch, EndpointRequest, EndpointView};
@@ -66,10 +66,9 @@ async fn list_endpoints(
     responses((status = 200, body = EndpointView), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn get_endpoint(
     State(state): State<AppState>,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Json<EndpointView>> {
-    Ok(Json(e::get_endpoint(&state.engine, &name, &path.1).await?))
+    Ok(Json(e::get_endpoint(&state.engine, &name, &item).await?))
 }
 
 /// Change an endpoint: only replicas and autoscaling (send only what changes). Equal to what it
@@ -82,14 +81,13 @@ async fn get_endpoint(
 async fn update_endpoint(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
     ApiJson(patch): ApiJson<EndpointPatch>,
 ) -> ApiResult<Response> {
     match crate::service::endpoints::start::endpoint_update(
         &state.engine,
         &name,
-        &path.1,
+        &item,
         &patch,
         &caller,
     )
@@ -98,7 +96,7 @@ async fn update_endpoint(
         Some(accepted) => Ok(Started(accepted).into_response()),
         None => Ok((
             StatusCode::OK,
-            Json(e::get_endpoint(&state.engine, &name, &path.1).await?),
+            Json(e::get_endpoint(&state.engine, &name, &item).await?),
         )
             .into_response()),
     }
@@ -113,11 +111,10 @@ async fn update_endpoint(
 async fn delete_endpoint(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Started> {
     Ok(Started(
-        crate::service::endpoints::start::endpoint_delete(&state.engine, &name, &path.1, &caller)
+        crate::service::endpoints::start::endpoint_delete(&state.engine, &name, &item, &caller)
             .await?,
     ))
 }
@@ -131,11 +128,10 @@ async fn delete_endpoint(
     responses((status = 200, description = "the model server's OpenAI-style chat completion", body = Object), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem), (status = 502, body = Problem)))]
 async fn invoke_endpoint(
     State(state): State<AppState>,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
     ApiJson(req): ApiJson<InvokeRequest>,
 ) -> ApiResult<Json<Value>> {
     Ok(Json(
-        e::invoke_endpoint(&state.engine, &name, &path.1, &req).await?,
+        e::invoke_endpoint(&state.engine, &name, &item, &req).await?,
     ))
 }

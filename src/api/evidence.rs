@@ -1,10 +1,10 @@
 //! Failure evidence: a node's, and a cluster's failed creation's — read only, in one request.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::extract::ClusterName;
+use super::extract::{ClusterItem, ClusterName};
 use crate::error::{ApiResult, Problem};
 use crate::service::evidence::{self, ClusterEvidence, NodeEvidence};
 use crate::AppState;
@@ -26,11 +26,10 @@ pub fn router() -> OpenApiRouter<AppState> {
     responses((status = 200, body = NodeEvidence), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn node_evidence(
     State(state): State<AppState>,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Json<NodeEvidence>> {
     Ok(Json(
-        evidence::node_evidence(&state.engine, &name, &path.1).await?,
+        evidence::node_evidence(&state.engine, &name, &item).await?,
     ))
 }
 

@@ -40,6 +40,29 @@ impl<S: Send + Sync> FromRequestParts<S> for ClusterName {
     }
 }
 
+/// `{name}` and the item of a cluster's item route (`…/teams/{team}`, `…/jobs/{job}`): the
+/// cluster name validated as [`ClusterName`] is, the item (the path's last parameter) as given,
+/// each topic validating its own kind of name.
+pub struct ClusterItem(pub String, pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClusterItem {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let ClusterName(name) = ClusterName::from_request_parts(parts, state).await?;
+        let params = RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::validation("path", e.body_text()))?;
+        let item = params
+            .iter()
+            .filter(|(k, _)| *k != "name")
+            .last()
+            .map(|(_, v)| v.to_string())
+            .ok_or_else(|| ApiError::validation("path", "the path names no item of the cluster"))?;
+        Ok(Self(name, item))
+    }
+}
+
 /// The `{id}` of an operation route, validated as an operation id (a UUID).
 pub struct OperationId(pub String);
 

@@ -1,13 +1,13 @@
 //! Instance groups (add, scale, change, remove) and their nodes (list, reboot, replace, delete).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::extract::{ClusterName, Started};
+use super::extract::{ClusterItem, ClusterName, Started};
 use super::ApiJson;
 use crate::cloud::NodeAction;
 use crate::error::{ApiResult, Problem};
@@ -79,11 +79,10 @@ pub struct Unchanged {
 async fn update_group(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
     ApiJson(req): ApiJson<service::UpdateGroupRequest>,
 ) -> ApiResult<Response> {
-    let group = path.1;
+    let group = item;
     Ok(
         match crate::service::groups::start::group_update(
             &state.engine,
@@ -113,10 +112,9 @@ async fn update_group(
 async fn delete_group(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Started> {
-    let group = path.1;
+    let group = item;
     Ok(Started(
         crate::service::groups::start::group_delete(&state.engine, &name, &group, &caller).await?,
     ))
@@ -157,10 +155,9 @@ async fn node_action(
 async fn reboot_node(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Started> {
-    let id = path.1;
+    let id = item;
     node_action(&state, &caller, &name, &id, NodeAction::Reboot).await
 }
 
@@ -173,10 +170,9 @@ async fn reboot_node(
 async fn replace_node(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Started> {
-    let id = path.1;
+    let id = item;
     node_action(&state, &caller, &name, &id, NodeAction::Replace).await
 }
 
@@ -188,9 +184,8 @@ async fn replace_node(
 async fn delete_node(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Started> {
-    let id = path.1;
+    let id = item;
     node_action(&state, &caller, &name, &id, NodeAction::Delete).await
 }

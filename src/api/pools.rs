@@ -1,13 +1,13 @@
 //! Warm GPU pools: create, list, read, resize and delete a pool, and give its pods to models
 //! (or back) by label.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::extract::{ClusterName, Started};
+use super::extract::{ClusterItem, ClusterName, Started};
 use super::ApiJson;
 use crate::error::{ApiResult, Problem};
 use crate::service::start::Caller;
@@ -65,10 +65,9 @@ async fn list_pools(
     responses((status = 200, body = PoolView), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn get_pool(
     State(state): State<AppState>,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Json<PoolView>> {
-    Ok(Json(w::get_pool(&state.engine, &name, &path.1).await?))
+    Ok(Json(w::get_pool(&state.engine, &name, &item).await?))
 }
 
 /// Resize a warm pool. Shrinking removes free pods only, and never below the pods assigned to
@@ -81,23 +80,16 @@ async fn get_pool(
 async fn scale_pool(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
     ApiJson(patch): ApiJson<PoolPatch>,
 ) -> ApiResult<Response> {
-    match crate::service::workloads::start::pool_scale(
-        &state.engine,
-        &name,
-        &path.1,
-        &patch,
-        &caller,
-    )
-    .await?
+    match crate::service::workloads::start::pool_scale(&state.engine, &name, &item, &patch, &caller)
+        .await?
     {
         Some(accepted) => Ok(Started(accepted).into_response()),
         None => Ok((
             StatusCode::OK,
-            Json(w::get_pool(&state.engine, &name, &path.1).await?),
+            Json(w::get_pool(&state.engine, &name, &item).await?),
         )
             .into_response()),
     }
@@ -111,12 +103,10 @@ async fn scale_pool(
 async fn delete_pool(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Started> {
     Ok(Started(
-        crate::service::workloads::start::pool_delete(&state.engine, &name, &path.1, &caller)
-            .await?,
+        crate::service::workloads::start::pool_delete(&state.engine, &name, &item, &caller).await?,
     ))
 }
 
@@ -131,12 +121,11 @@ async fn delete_pool(
 async fn assign_pod(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
     ApiJson(req): ApiJson<AssignRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        crate::service::workloads::start::pool_assign(&state.engine, &name, &path.1, &req, &caller)
+        crate::service::workloads::start::pool_assign(&state.engine, &name, &item, &req, &caller)
             .await?,
     ))
 }
@@ -151,18 +140,11 @@ async fn assign_pod(
 async fn unassign_pod(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
     ApiJson(req): ApiJson<UnassignRequest>,
 ) -> ApiResult<Started> {
     Ok(Started(
-        crate::service::workloads::start::pool_unassign(
-            &state.engine,
-            &name,
-            &path.1,
-            &req,
-            &caller,
-        )
-        .await?,
+        crate::service::workloads::start::pool_unassign(&state.engine, &name, &item, &req, &caller)
+            .await?,
     ))
 }

@@ -1,13 +1,13 @@
 //! Development spaces (the `amazon-sagemaker-spaces` add-on's `Workspace`): create, list, read,
 //! change with the diff contract, start, stop, delete.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::extract::{ClusterName, Started};
+use super::extract::{ClusterItem, ClusterName, Started};
 use super::{ApiJson, OptionalJson};
 use crate::error::{ApiResult, Problem};
 use crate::service::spaces::{self as s, SpacePatch, SpaceRequest, SpaceView};
@@ -38,12 +38,11 @@ pub fn router() -> OpenApiRouter<AppState> {
     responses((status = 201, body = s::SpaceLink), (status = 400, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn connect_space(
     State(state): State<AppState>,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
     OptionalJson(req): OptionalJson<s::ConnectionRequest>,
 ) -> ApiResult<(StatusCode, Json<s::SpaceLink>)> {
     let kind = req.kind.unwrap_or(s::ConnectionType::VsCode);
-    let link = s::connection(&state.engine, &name, &path.1, kind).await?;
+    let link = s::connection(&state.engine, &name, &item, kind).await?;
     Ok((StatusCode::CREATED, Json(link)))
 }
 
@@ -66,11 +65,10 @@ pub struct SpaceOpen {
     responses((status = 200, body = SpaceOpen), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn open_space(
     State(state): State<AppState>,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
     headers: axum::http::HeaderMap,
 ) -> ApiResult<Json<SpaceOpen>> {
-    let space = path.1;
+    let space = item;
     crate::service::spaces::running(&state.engine, &name, &space).await?;
     let host = headers
         .get(axum::http::header::HOST)
@@ -126,10 +124,9 @@ async fn list_spaces(
     responses((status = 200, body = SpaceView), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn get_space(
     State(state): State<AppState>,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Json<SpaceView>> {
-    Ok(Json(s::get_space(&state.engine, &name, &path.1).await?))
+    Ok(Json(s::get_space(&state.engine, &name, &item).await?))
 }
 
 /// Change a space: GPUs or MIG slice, idle shutdown, image (send only what changes). Equal to
@@ -142,21 +139,14 @@ async fn get_space(
 async fn update_space(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
     ApiJson(patch): ApiJson<SpacePatch>,
 ) -> ApiResult<Response> {
-    match crate::service::spaces::start::space_update(
-        &state.engine,
-        &name,
-        &path.1,
-        &patch,
-        &caller,
-    )
-    .await?
+    match crate::service::spaces::start::space_update(&state.engine, &name, &item, &patch, &caller)
+        .await?
     {
         Some(accepted) => Ok(Started(accepted).into_response()),
-        None => Ok(unchanged(&state, &name, &path.1).await?),
+        None => Ok(unchanged(&state, &name, &item).await?),
     }
 }
 
@@ -176,14 +166,13 @@ async fn unchanged(state: &AppState, name: &str, space: &str) -> ApiResult<Respo
 async fn start_space(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Response> {
-    match crate::service::spaces::start::space_status(&state.engine, &name, &path.1, true, &caller)
+    match crate::service::spaces::start::space_status(&state.engine, &name, &item, true, &caller)
         .await?
     {
         Some(accepted) => Ok(Started(accepted).into_response()),
-        None => Ok(unchanged(&state, &name, &path.1).await?),
+        None => Ok(unchanged(&state, &name, &item).await?),
     }
 }
 
@@ -195,23 +184,22 @@ async fn start_space(
 async fn stop_space(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Response> {
     let answer = match crate::service::spaces::start::space_status(
         &state.engine,
         &name,
-        &path.1,
+        &item,
         false,
         &caller,
     )
     .await?
     {
         Some(accepted) => Started(accepted).into_response(),
-        None => unchanged(&state, &name, &path.1).await?,
+        None => unchanged(&state, &name, &item).await?,
     };
     // A stopped space's browser sessions end with it.
-    state.space_sessions.revoke(&name, &path.1);
+    state.space_sessions.revoke(&name, &item);
     Ok(answer)
 }
 
@@ -224,12 +212,11 @@ async fn stop_space(
 async fn delete_space(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Started> {
     let accepted =
-        crate::service::spaces::start::space_delete(&state.engine, &name, &path.1, &caller).await?;
-    state.space_sessions.revoke(&name, &path.1);
+        crate::service::spaces::start::space_delete(&state.engine, &name, &item, &caller).await?;
+    state.space_sessions.revoke(&name, &item);
     Ok(Started(accepted))
 }
 
@@ -240,12 +227,11 @@ async fn delete_space(
     responses((status = 200, body = SessionsEnded), (status = 404, body = Problem), (status = 422, body = Problem)))]
 async fn end_sessions(
     State(state): State<AppState>,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Json<SessionsEnded>> {
-    crate::service::spaces::actual(&state.engine, &name, &path.1).await?;
+    crate::service::spaces::actual(&state.engine, &name, &item).await?;
     Ok(Json(SessionsEnded {
-        ended: state.space_sessions.revoke(&name, &path.1),
+        ended: state.space_sessions.revoke(&name, &item),
     }))
 }
 

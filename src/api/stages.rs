@@ -1,6 +1,6 @@
 //! The stages of a cluster run on their own or as one pipeline: dependencies, HyperPod, storage.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 
 use super::ApiQuery;
 use axum::Json;
@@ -8,7 +8,7 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::extract::{ClusterName, Started};
+use super::extract::{ClusterItem, ClusterName, Started};
 use super::{ApiJson, OptionalJson};
 use crate::error::{ApiResult, Problem};
 use crate::service::start::Caller;
@@ -146,11 +146,10 @@ struct NamespaceQuery {
 async fn delete_storage(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
     ApiQuery(q): ApiQuery<NamespaceQuery>,
 ) -> ApiResult<Started> {
-    let claim = path.1;
+    let claim = item;
     let namespace = q.namespace.as_deref();
     Ok(Started(
         crate::service::storage::start::storage_delete(

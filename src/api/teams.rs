@@ -1,13 +1,13 @@
 //! Teams sharing a cluster (HyperPod task governance): the scheduling policy, and each team's
 //! compute quota made, read, changed by diff and removed.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::extract::{ClusterName, Started};
+use super::extract::{ClusterItem, ClusterName, Started};
 use super::ApiJson;
 use crate::error::{ApiResult, Problem};
 use crate::service::start::Caller;
@@ -67,10 +67,9 @@ async fn create_team(
     responses((status = 200, body = TeamView), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn get_team(
     State(state): State<AppState>,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Json<TeamView>> {
-    Ok(Json(t::team(&state.engine, &name, &path.1).await?))
+    Ok(Json(t::team(&state.engine, &name, &item).await?))
 }
 
 /// Change a team's quota: send only the fields to change. A patch equal to what SageMaker has
@@ -83,17 +82,16 @@ async fn get_team(
 async fn update_team(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
     ApiJson(patch): ApiJson<TeamPatch>,
 ) -> ApiResult<Response> {
-    match crate::service::teams::start::team_update(&state.engine, &name, &path.1, &patch, &caller)
+    match crate::service::teams::start::team_update(&state.engine, &name, &item, &patch, &caller)
         .await?
     {
         Some(accepted) => Ok(Started(accepted).into_response()),
         None => Ok((
             StatusCode::OK,
-            Json(t::team(&state.engine, &name, &path.1).await?),
+            Json(t::team(&state.engine, &name, &item).await?),
         )
             .into_response()),
     }
@@ -107,11 +105,10 @@ async fn update_team(
 async fn delete_team(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Started> {
     Ok(Started(
-        crate::service::teams::start::team_delete(&state.engine, &name, &path.1, &caller).await?,
+        crate::service::teams::start::team_delete(&state.engine, &name, &item, &caller).await?,
     ))
 }
 

@@ -1,11 +1,11 @@
 //! Training: recipes, and training jobs submitted from them (HyperPodPyTorchJob or RayJob),
 //! listed with their recovery budget, and deleted.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::extract::{ClusterName, Started};
+use super::extract::{ClusterItem, ClusterName, Started};
 use super::ApiJson;
 use crate::error::{ApiResult, Problem};
 use crate::service::start::Caller;
@@ -81,11 +81,10 @@ async fn list_training_jobs(
     responses((status = 200, body = TrainingJobView), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn get_training_job(
     State(state): State<AppState>,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Json<TrainingJobView>> {
     Ok(Json(
-        t::get_training_job(&state.engine, &name, &path.1).await?,
+        t::get_training_job(&state.engine, &name, &item).await?,
     ))
 }
 
@@ -98,16 +97,10 @@ async fn get_training_job(
 async fn delete_training_job(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Started> {
     Ok(Started(
-        crate::service::training::start::training_job_delete(
-            &state.engine,
-            &name,
-            &path.1,
-            &caller,
-        )
-        .await?,
+        crate::service::training::start::training_job_delete(&state.engine, &name, &item, &caller)
+            .await?,
     ))
 }

@@ -1,14 +1,14 @@
 //! Workloads: model downloads, jobs, self-managed inference deployments, the HyperPod software
 //! update and the contents of a storage claim.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 
 use super::ApiQuery;
 use axum::Json;
 use serde_json::Value;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::extract::{ClusterName, Started};
+use super::extract::{ClusterItem, ClusterName, Started};
 use super::ApiJson;
 use crate::error::{ApiResult, Problem};
 use crate::service::start::Caller;
@@ -84,11 +84,10 @@ async fn list_jobs(
 async fn delete_job(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
     ApiQuery(q): ApiQuery<w::JobKindQuery>,
 ) -> ApiResult<Started> {
-    let job = path.1;
+    let job = item;
     let kind = q.kind.as_deref();
     Ok(Started(
         crate::service::training::start::job_delete(&state.engine, &name, &job, kind, &caller)
@@ -149,12 +148,9 @@ async fn list_deployments(
     responses((status = 200, body = w::DeploymentView), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn get_deployment(
     State(state): State<AppState>,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Json<w::DeploymentView>> {
-    Ok(Json(
-        w::get_deployment(&state.engine, &name, &path.1).await?,
-    ))
+    Ok(Json(w::get_deployment(&state.engine, &name, &item).await?))
 }
 
 /// Stop serving: removes the deployment, its service, router, ScaledObject and token Secret; pool
@@ -166,10 +162,9 @@ async fn get_deployment(
 async fn delete_deployment(
     State(state): State<AppState>,
     caller: Caller,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Started> {
-    let deployment = path.1;
+    let deployment = item;
     Ok(Started(
         crate::service::workloads::start::deployment_delete(
             &state.engine,
@@ -190,11 +185,10 @@ async fn delete_deployment(
     responses((status = 200, description = "the model server's OpenAI-style chat completion", body = Object), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem), (status = 502, body = Problem)))]
 async fn invoke_deployment(
     State(state): State<AppState>,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
     ApiJson(req): ApiJson<w::InvokeRequest>,
 ) -> ApiResult<Json<Value>> {
-    let deployment = path.1;
+    let deployment = item;
     Ok(Json(
         w::invoke(&state.engine, &name, &deployment, &req).await?,
     ))
@@ -225,11 +219,10 @@ async fn update_software(
     responses((status = 200, body = w::ObjectList), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn list_objects(
     State(state): State<AppState>,
-    ClusterName(name): ClusterName,
-    Path(path): Path<(String, String)>,
+    ClusterItem(name, item): ClusterItem,
     ApiQuery(q): ApiQuery<w::ObjectsQuery>,
 ) -> ApiResult<Json<w::ObjectList>> {
-    let claim = path.1;
+    let claim = item;
     Ok(Json(
         w::list_objects(&state.engine, &name, &claim, q.prefix.as_deref()).await?,
     ))
