@@ -49,15 +49,21 @@ impl<S: Send + Sync> FromRequestParts<S> for ClusterItem {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let ClusterName(name) = ClusterName::from_request_parts(parts, state).await?;
+        // The path's parameters are read once for both.
         let params = RawPathParams::from_request_parts(parts, state)
             .await
-            .map_err(|e| ApiError::validation("path", e.body_text()))?;
-        let item = params
-            .iter()
-            .filter(|(k, _)| *k != "name")
-            .last()
-            .map(|(_, v)| v.to_string())
+            .map_err(|e| ApiError::validation("name", e.body_text()))?;
+        let (mut name, mut item) = (None, None);
+        for (k, v) in &params {
+            if k == "name" {
+                name = Some(v.to_string());
+            } else {
+                item = Some(v.to_string());
+            }
+        }
+        let name = name.ok_or_else(|| ApiError::validation("name", "the path has no `name`"))?;
+        crate::service::cluster::validate::cluster_name("name", &name)?;
+        let item = item
             .ok_or_else(|| ApiError::validation("path", "the path names no item of the cluster"))?;
         Ok(Self(name, item))
     }

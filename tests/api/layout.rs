@@ -191,11 +191,7 @@ fn harness_files() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
-            // Data, caches, and the lint's installed packages (not the project's).
-            if path.ends_with("tests/fixtures")
-                || path.ends_with("__pycache__")
-                || path.ends_with("node_modules")
-            {
+            if path.ends_with("tests/fixtures") || path.ends_with("__pycache__") {
                 continue;
             }
             if path.is_dir() {

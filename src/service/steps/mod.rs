@@ -39,7 +39,6 @@
 //! forget-cluster  forget (the record only; nothing in the account is touched)
 //! ```
 
-#[cfg(test)]
 mod addon_sources;
 pub mod addons;
 pub mod deps;
