@@ -1,12 +1,16 @@
-//! Starting a cluster's operations: create (or a whole pipeline), import, delete, forget, and its dependency and HyperPod stages. Each validates its
-//! request, then hands one submission to `service::start`.
+//! Starting a cluster's operations: create (or a whole pipeline), import, delete, forget, and its
+//! dependency and HyperPod stages. Each validates its request, then hands one submission to
+//! `service::start`.
 
 use serde_json::json;
 
 use crate::error::ApiResult;
 use crate::ops::Engine;
-use crate::service::start::*;
-use crate::service::*;
+use crate::service::start::{json_of, start, Caller};
+use crate::service::{
+    hyperpod_params, import_params, pipeline_params, submit, Accepted, CreateClusterRequest,
+    CreateHyperPodRequest, DependenciesRequest, ImportRequest, OpKind, PipelineRequest, Submission,
+};
 
 pub async fn create_cluster(
     engine: &Engine,

@@ -1,10 +1,10 @@
-//! Starting endpoint operations: deploy, change, delete. Each validates its
-//! request, then hands one submission to `service::start`.
+//! Starting endpoint operations: deploy, change, delete. Each validates its request, then hands one
+//! submission to `service::start`.
 
 use crate::error::ApiResult;
 use crate::ops::Engine;
-use crate::service::start::*;
-use crate::service::*;
+use crate::service::start::{start, Caller};
+use crate::service::{Accepted, OpKind};
 
 /// A managed inference endpoint, deployed through the HyperPod inference operator.
 pub async fn endpoint(

@@ -1,12 +1,12 @@
-//! Starting a change of managed features: the diff of what is asked against what is installed. Each validates its
-//! request, then hands one submission to `service::start`.
+//! Starting a change of managed features: the diff of what is asked against what is installed. Each
+//! validates its request, then hands one submission to `service::start`.
 
 use serde_json::{json, Value};
 
 use super::{FeatureChange, FeaturesPatch};
 use crate::error::ApiResult;
 use crate::ops::Engine;
-use crate::service::start::*;
+use crate::service::start::{start, Caller};
 
 /// One operation per feature that differs from its actual state. Per feature:
 /// `{"result": "unchanged"}` or `{"result": "started", "enable", "operationId", "statusUrl"}`;

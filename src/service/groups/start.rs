@@ -1,13 +1,16 @@
-//! Starting operations on instance groups and nodes: add, change, remove a group, act on a node, roll software. Each validates its
-//! request, then hands one submission to `service::start`.
+//! Starting operations on instance groups and nodes: add, change, remove a group, act on a node,
+//! roll software. Each validates its request, then hands one submission to `service::start`.
 
 use serde_json::json;
 
 use crate::cloud::NodeAction;
 use crate::error::ApiResult;
 use crate::ops::Engine;
-use crate::service::start::*;
-use crate::service::*;
+use crate::service::start::{start, Caller};
+use crate::service::{
+    add_group_params, delete_group_params, node_params, scale_params, Accepted,
+    CreateHyperPodRequest, OpKind, UpdateGroupRequest,
+};
 
 pub async fn group_add(
     engine: &Engine,

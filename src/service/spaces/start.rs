@@ -1,10 +1,10 @@
-//! Starting space operations: create, change, start or stop, delete. Each validates its
-//! request, then hands one submission to `service::start`.
+//! Starting space operations: create, change, start or stop, delete. Each validates its request,
+//! then hands one submission to `service::start`.
 
 use crate::error::ApiResult;
 use crate::ops::Engine;
-use crate::service::start::*;
-use crate::service::*;
+use crate::service::start::{start, Caller};
+use crate::service::{Accepted, OpKind};
 
 /// A development space, made and followed until it runs.
 pub async fn space(

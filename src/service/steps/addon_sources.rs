@@ -1,8 +1,7 @@
 //! Every EKS add-on the product installs, held to how AWS's own set-up installs it
 //! (`tests/fixtures/aws/addons.yaml`, each entry with its source): the same name, the same kind
 //! of role (pod identity passed in the add-on, an IRSA role, or none) for the same service
-//! account, AWS's managed policies, and no configuration key AWS does not use. Test code only.
-#![cfg(test)]
+//! account, AWS's managed policies, and no configuration key AWS does not use.
 
 use std::collections::BTreeSet;
 

@@ -39,6 +39,7 @@
 //! forget-cluster  forget (the record only; nothing in the account is touched)
 //! ```
 
+#[cfg(test)]
 mod addon_sources;
 pub mod addons;
 pub mod deps;

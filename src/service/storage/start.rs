@@ -1,11 +1,11 @@
-//! Starting storage operations: add a claim, remove one. Each validates its
-//! request, then hands one submission to `service::start`.
+//! Starting storage operations: add a claim, remove one. Each validates its request, then hands one
+//! submission to `service::start`.
 
 use super::StorageRequest;
 use crate::error::ApiResult;
 use crate::ops::Engine;
-use crate::service::start::*;
-use crate::service::*;
+use crate::service::start::{start, Caller};
+use crate::service::{Accepted, OpKind};
 
 pub async fn storage(
     engine: &Engine,

@@ -1,10 +1,10 @@
-//! Starting team operations: create, change, delete a team, the cluster's scheduling policy. Each validates its
-//! request, then hands one submission to `service::start`.
+//! Starting team operations: create, change, delete a team, the cluster's scheduling policy. Each
+//! validates its request, then hands one submission to `service::start`.
 
 use crate::error::ApiResult;
 use crate::ops::Engine;
-use crate::service::start::*;
-use crate::service::*;
+use crate::service::start::{start, Caller};
+use crate::service::{Accepted, OpKind};
 
 /// A team's compute quota, made.
 pub async fn team_create(

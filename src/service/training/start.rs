@@ -1,10 +1,10 @@
-//! Starting training operations: submit a job, delete one. Each validates its
-//! request, then hands one submission to `service::start`.
+//! Starting training operations: submit a job, delete one. Each validates its request, then hands
+//! one submission to `service::start`.
 
 use crate::error::ApiResult;
 use crate::ops::Engine;
-use crate::service::start::*;
-use crate::service::*;
+use crate::service::start::{json_of, replayed, start, Caller};
+use crate::service::{request_hash, submit, Accepted, OpKind, Submission};
 
 pub async fn training_job(
     engine: &Engine,

@@ -3,8 +3,8 @@
 
 use crate::error::ApiResult;
 use crate::ops::Engine;
-use crate::service::start::*;
-use crate::service::*;
+use crate::service::start::{start, Caller};
+use crate::service::{Accepted, OpKind};
 
 pub async fn model_download(
     engine: &Engine,
