@@ -108,6 +108,20 @@ fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                 }),
             };
         }
+        if let Some(given) = quoted("unknown variant `") {
+            // A value outside a wire enum is a mistake in a valid field, refused like the
+            // validators refuse one: by field, with the values it takes.
+            let expected: Vec<&str> = msg
+                .split_once("expected")
+                .map(|(_, rest)| rest.split('`').skip(1).step_by(2).collect())
+                .unwrap_or_default();
+            let given: String = given.chars().take(64).collect();
+            return ApiError::validation_hint(
+                &path,
+                format!("`{given}` is not one of {}", expected.join(", ")),
+                json!(expected),
+            );
+        }
         if let Some(field) = quoted("missing field `") {
             return ApiError::BadRequest {
                 slug: ProblemType::MissingField,

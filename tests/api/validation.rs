@@ -202,6 +202,30 @@ async fn bad_pipeline_inputs_are_refused_with_the_field_and_nothing_is_persisted
         problem(r, StatusCode::BAD_REQUEST).await["field"],
         "X-InstantStart-Actor"
     );
+    // A wire enum refuses a value outside it like a validator does: by field, with the values
+    // it takes, and the OpenAPI document lists the same values.
+    let r = app
+        .client
+        .post(app.url("/api/pipelines"))
+        .body(with("capacityType", json!("cheap")))
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert_eq!(
+        p["hint"],
+        json!(["on-demand", "spot", "training-plan"]),
+        "{p}"
+    );
+    assert!(p["detail"].as_str().unwrap().contains("`cheap`"), "{p}");
+    let doc = app.json("/api/openapi.json").await;
+    let schemas = &doc["components"]["schemas"];
+    assert_eq!(schemas["CapacityType"]["enum"], p["hint"]);
+    assert_eq!(
+        schemas["PipelineRequest"]["properties"]["capacityType"]["$ref"],
+        "#/components/schemas/CapacityType"
+    );
     let r = app.get("/api/operations/not-an-id").await;
     assert_eq!(
         problem(r, StatusCode::UNPROCESSABLE_ENTITY).await["field"],

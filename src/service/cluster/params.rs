@@ -126,11 +126,7 @@ pub async fn hyperpod_params(
         .clone()
         .unwrap_or_else(|| "workers".into());
     validate::instance_group_name("instanceGroupName", &group)?;
-    let capacity = validate::capacity(
-        "capacityType",
-        &req.capacity_type,
-        req.training_plan_arn.as_deref(),
-    )?;
+    let capacity = validate::capacity(req.capacity_type, req.training_plan_arn.as_deref())?;
     let zones =
         crate::service::shared::reads::retrying(|| cloud.network.describe_availability_zones())
             .await?;
@@ -170,7 +166,7 @@ pub async fn hyperpod_params(
     let volume_size_gb = validate::volume_size("volumeSizeGb", req.volume_size_gb)?;
     let network_interface = validate::network_interface(
         "networkInterface",
-        req.network_interface.as_deref(),
+        req.network_interface,
         &req.instance_type,
     )?;
     Ok(HyperPodParams {
@@ -249,12 +245,12 @@ pub async fn pipeline_params(engine: &Engine, req: &PipelineRequest) -> ApiResul
         instance_type: req.instance_type.clone(),
         instance_count: req.instance_count,
         zone: req.zone.clone(),
-        capacity_type: req.capacity_type.clone(),
+        capacity_type: req.capacity_type,
         training_plan_arn: req.training_plan_arn.clone(),
         deep_health_checks: req.deep_health_checks,
         volume_size_gb: req.volume_size_gb,
         instance_group_name: req.instance_group_name.clone(),
-        network_interface: req.network_interface.clone(),
+        network_interface: req.network_interface,
         compute_subnet_size: req.compute_subnet_size,
     };
     // Name first, so the most basic mistake is the one reported.

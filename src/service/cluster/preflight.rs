@@ -6,6 +6,7 @@ use utoipa::ToSchema;
 
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
+use crate::service::cluster::requests::CapacityType;
 use crate::service::cluster::validate;
 
 /// The quota check of a preflight.
@@ -38,18 +39,16 @@ pub async fn preflight(
     count: Option<i64>,
     capacity_type: Option<&str>,
 ) -> ApiResult<Preflight> {
-    if let Some(c) = capacity_type {
-        if !validate::CAPACITY_TYPES.contains(&c) {
-            return Err(ApiError::validation_hint(
+    let capacity_type = match capacity_type {
+        None => None,
+        Some(c) => Some(CapacityType::parse(c).ok_or_else(|| {
+            ApiError::validation_hint(
                 "capacityType",
-                format!(
-                    "`{}` is not a capacity type",
-                    c.chars().take(32).collect::<String>()
-                ),
-                json!(validate::CAPACITY_TYPES),
-            ));
-        }
-    }
+                format!("`{}` is not a capacity type", validate::truncate(c)),
+                json!(CapacityType::ALL),
+            )
+        })?),
+    };
     let cloud = engine.cloud();
     let requested = match count {
         None => 1,
@@ -139,7 +138,7 @@ pub async fn preflight(
             })
         }
     };
-    if capacity_type == Some("spot") {
+    if capacity_type == Some(CapacityType::Spot) {
         advice.push("Spot capacity can be reclaimed at any time, and elastic training does not cover Spot, managed tiered checkpointing or checkpointless training: plan checkpoints accordingly.".into());
     }
     Ok(Preflight {

@@ -3,6 +3,62 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+/// How an instance group's nodes are bought; fixed for the group's life. An unknown value is
+/// refused by field, with these values as the hint (see `api::input`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum CapacityType {
+    OnDemand,
+    Spot,
+    /// Needs `trainingPlanArn`.
+    TrainingPlan,
+}
+
+impl CapacityType {
+    pub const ALL: [CapacityType; 3] = [Self::OnDemand, Self::Spot, Self::TrainingPlan];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OnDemand => "on-demand",
+            Self::Spot => "spot",
+            Self::TrainingPlan => "training-plan",
+        }
+    }
+
+    /// The wire value `s` names, for the query strings that carry one.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
+    /// The kind of a group's capacity.
+    pub fn of(capacity: &crate::cloud::Capacity) -> Self {
+        match capacity {
+            crate::cloud::Capacity::OnDemand => Self::OnDemand,
+            crate::cloud::Capacity::Spot => Self::Spot,
+            crate::cloud::Capacity::TrainingPlan { .. } => Self::TrainingPlan,
+        }
+    }
+}
+
+/// A new group's network interface; fixed for the group's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkInterface {
+    /// HyperPod's default: EFA with ENA where the instance type supports EFA.
+    Standard,
+    /// EFA-capable instance types only.
+    EfaOnly,
+}
+
+impl NetworkInterface {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Standard => "standard",
+            Self::EfaOnly => "efa-only",
+        }
+    }
+}
+
 /// `POST /api/clusters`: network + EKS control plane.
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -39,9 +95,7 @@ pub struct CreateHyperPodRequest {
     /// with `training-plan`: the plan's reservation decides it.
     #[schema(pattern = r"^[a-z]{2}(-[a-z]+)+-[0-9]+[a-z]$")]
     pub zone: Option<String>,
-    /// `on-demand`, `spot` or `training-plan`.
-    #[schema(pattern = r"^(on-demand|spot|training-plan)$")]
-    pub capacity_type: String,
+    pub capacity_type: CapacityType,
     /// Required with `training-plan`.
     pub training_plan_arn: Option<String>,
     /// Run `InstanceStress` and `InstanceConnectivity` deep health checks at start (default false).
@@ -53,7 +107,7 @@ pub struct CreateHyperPodRequest {
     pub instance_group_name: Option<String>,
     /// `standard` (default: EFA with ENA where the instance type supports EFA) or `efa-only`
     /// (EFA-capable types only). Fixed for the group's life.
-    pub network_interface: Option<String>,
+    pub network_interface: Option<NetworkInterface>,
     /// Prefix length (16–24, default 20) of the zone's compute subnet when this request creates
     /// it. A /20 holds roughly 30–40 p5-class nodes once the VPC CNI's warm IP pools are
     /// counted; larger fleets need a wider subnet, usually in a `secondaryCidr`.
@@ -76,9 +130,7 @@ pub struct PipelineRequest {
     pub instance_type: String,
     #[schema(minimum = 1, maximum = 1000)]
     pub instance_count: i64,
-    /// `on-demand`, `spot` or `training-plan`.
-    #[schema(pattern = r"^(on-demand|spot|training-plan)$")]
-    pub capacity_type: String,
+    pub capacity_type: CapacityType,
     pub training_plan_arn: Option<String>,
     /// Install the dependencies stage (default true).
     pub dependencies: Option<bool>,
@@ -92,7 +144,7 @@ pub struct PipelineRequest {
     pub vpc_cidr: Option<String>,
     pub kubernetes_version: Option<String>,
     /// `standard` (default) or `efa-only`.
-    pub network_interface: Option<String>,
+    pub network_interface: Option<NetworkInterface>,
     /// A second VPC block for large fleets (see `POST /api/clusters`).
     pub secondary_cidr: Option<String>,
     /// Prefix length of the compute subnet, 16–24 (default 20).

@@ -16,7 +16,7 @@ use crate::ops::Engine;
 use crate::problem::ProblemType;
 use crate::service::cluster::params::hyperpod_params;
 use crate::service::cluster::records::live_cluster;
-use crate::service::cluster::requests::CreateHyperPodRequest;
+use crate::service::cluster::requests::{CapacityType, CreateHyperPodRequest, NetworkInterface};
 use crate::service::steps;
 use crate::service::{validate, ClusterResources, HyperPodParams};
 
@@ -26,8 +26,8 @@ use crate::service::{validate, ClusterResources, HyperPodParams};
 pub struct GroupView {
     pub name: String,
     pub instance_type: String,
-    /// `on-demand`, `spot` or `training-plan`: fixed for the group's life.
-    pub capacity_type: String,
+    /// Fixed for the group's life.
+    pub capacity_type: CapacityType,
     pub training_plan_arn: Option<String>,
     pub target_count: u32,
     pub current_count: u32,
@@ -35,8 +35,8 @@ pub struct GroupView {
     pub subnet_ids: Vec<String>,
     pub deep_health_checks: Vec<String>,
     pub volume_size_gb: u32,
-    /// `standard` or `efa-only`: fixed for the group's life.
-    pub network_interface: String,
+    /// Fixed for the group's life.
+    pub network_interface: NetworkInterface,
     /// Whether the instance type carries EFA.
     pub efa_supported: bool,
     /// The on-create lifecycle script (under the cluster's lifecycle prefix).
@@ -51,25 +51,28 @@ pub struct UpdateGroupRequest {
     /// Run `InstanceStress` and `InstanceConnectivity` on the group's new nodes.
     pub deep_health_checks: Option<bool>,
     /// Accepted only when equal to the current one: capacity is fixed for a group's life.
-    pub capacity_type: Option<String>,
+    pub capacity_type: Option<CapacityType>,
     pub training_plan_arn: Option<String>,
     /// Accepted only when equal to the current one: fixed for the group's life.
-    pub network_interface: Option<String>,
+    pub network_interface: Option<NetworkInterface>,
     /// Another on-create lifecycle script for new nodes: a `.sh` file already under the
     /// cluster's lifecycle prefix in its bucket.
     pub lifecycle_on_create: Option<String>,
 }
 
-pub(super) fn interface_name(spec: &crate::cloud::InstanceGroupSpec) -> &str {
-    spec.network_interface.as_deref().unwrap_or("standard")
+pub(super) fn interface_name(spec: &crate::cloud::InstanceGroupSpec) -> NetworkInterface {
+    match spec.network_interface.as_deref() {
+        Some("efa-only") => NetworkInterface::EfaOnly,
+        _ => NetworkInterface::Standard,
+    }
 }
 
-pub(super) fn capacity_name(c: &crate::cloud::Capacity) -> (&'static str, Option<String>) {
-    match c {
-        crate::cloud::Capacity::OnDemand => ("on-demand", None),
-        crate::cloud::Capacity::Spot => ("spot", None),
-        crate::cloud::Capacity::TrainingPlan { arn } => ("training-plan", Some(arn.clone())),
-    }
+pub(super) fn capacity_name(c: &crate::cloud::Capacity) -> (CapacityType, Option<String>) {
+    let plan = match c {
+        crate::cloud::Capacity::TrainingPlan { arn } => Some(arn.clone()),
+        _ => None,
+    };
+    (CapacityType::of(c), plan)
 }
 
 /// The cluster's groups as HyperPod has them now, with their specs (see
@@ -122,12 +125,12 @@ pub async fn list_groups(engine: &Engine, name: &str) -> ApiResult<Vec<GroupView
         .map(|g| {
             let status = live.iter().find(|s| s.name == g.name);
             let (capacity_type, training_plan_arn) = capacity_name(&g.capacity);
-            let network_interface = interface_name(&g).to_string();
+            let network_interface = interface_name(&g);
             let efa_supported = crate::cloud::efa_supported(&g.instance_type);
             GroupView {
                 target_count: status.map(|s| s.target_count).unwrap_or(g.instance_count),
                 current_count: status.map(|s| s.current_count).unwrap_or(0),
-                capacity_type: capacity_type.to_string(),
+                capacity_type,
                 training_plan_arn,
                 name: g.name,
                 instance_type: g.instance_type,
@@ -221,26 +224,23 @@ pub async fn scale_params(
         });
     };
     let (current_type, current_plan) = capacity_name(&spec.capacity);
-    let type_changes = req
-        .capacity_type
-        .as_deref()
-        .is_some_and(|t| t != current_type);
+    let type_changes = req.capacity_type.is_some_and(|t| t != current_type);
     let plan_changes = req.training_plan_arn.is_some() && req.training_plan_arn != current_plan;
     const REPLACE: &str = "to change it, add a new instance group with the setting you want, move the work, then delete this one";
     if type_changes || plan_changes {
         return Err(ApiError::validation_hint(
             if type_changes { "capacityType" } else { "trainingPlanArn" },
-            format!("the capacity of instance group `{group}` is `{current_type}` and is fixed for the group's life"),
+            format!("the capacity of instance group `{group}` is `{}` and is fixed for the group's life", current_type.as_str()),
             json!(REPLACE),
         ));
     }
-    if let Some(wanted) = req.network_interface.as_deref() {
+    if let Some(wanted) = req.network_interface {
         if wanted != interface_name(spec) {
             return Err(ApiError::validation_hint(
                 "networkInterface",
                 format!(
                     "the network interface of instance group `{group}` is `{}` and is fixed for the group's life",
-                    interface_name(spec)
+                    interface_name(spec).as_str()
                 ),
                 json!(REPLACE),
             ));

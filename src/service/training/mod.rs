@@ -15,7 +15,8 @@ pub use manifests::{
 };
 pub use recipes::{recipe, CommandInputs, Recipe, RecipeInput, Runtime, RECIPES};
 pub use request::{
-    Elastic, ElasticAgent, HangDetection, PodPackages, RecoveryBudget, TrainingJobRequest,
+    Checkpointing, Elastic, ElasticAgent, HangDetection, PodPackages, RecoveryBudget,
+    TrainingJobRequest,
 };
 pub use views::*;
 
@@ -256,20 +257,7 @@ pub async fn training_params(
     }
     let extra = req.args.clone().unwrap_or_default();
     args("args", &extra)?;
-    let tiered = match req.checkpointing.as_deref().unwrap_or("none") {
-        "none" => false,
-        "managed-tiered" => true,
-        other => {
-            return Err(ApiError::validation_hint(
-                "checkpointing",
-                format!(
-                    "`{}` is not a checkpointing mode",
-                    validate::truncate(other)
-                ),
-                json!(["none", "managed-tiered"]),
-            ))
-        }
-    };
+    let tiered = req.checkpointing == Some(Checkpointing::ManagedTiered);
     if !pytorch {
         for (field, given) in [
             ("recovery", req.recovery.is_some()),

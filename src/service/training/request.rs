@@ -43,8 +43,8 @@ pub struct TrainingJobRequest {
     pub monitoring: Option<HangDetection>,
     /// Elastic training between a minimum and a maximum node count (HyperPodPyTorchJob recipes).
     pub elastic: Option<Elastic>,
-    /// `none` (default) or `managed-tiered` (the cluster's managed tiered checkpointing).
-    pub checkpointing: Option<String>,
+    /// Default `none`.
+    pub checkpointing: Option<Checkpointing>,
     /// Where the HyperPod elastic agent (`hyperpodrun`) comes from (HyperPodPyTorchJob
     /// recipes): `install` (default: an init container installs it at pod start, with the
     /// image's own Python) or `bundled` (the image carries it, e.g. one built from
@@ -57,6 +57,17 @@ pub struct TrainingJobRequest {
     /// A priority class of the cluster's scheduling policy (with `team`).
     #[schema(pattern = r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
     pub priority: Option<String>,
+}
+
+/// How a job's checkpoints are kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Checkpointing {
+    /// The job saves its own (under `/s3`, for instance).
+    #[default]
+    None,
+    /// The cluster's managed tiered checkpointing (a feature to enable first).
+    ManagedTiered,
 }
 
 /// Where a job's elastic agent comes from.

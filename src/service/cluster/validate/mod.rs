@@ -6,6 +6,7 @@ use serde_json::json;
 
 use crate::cloud::{Capacity, Cloud, Zone};
 use crate::error::{ApiError, ApiResult};
+use crate::service::cluster::requests::{CapacityType, NetworkInterface};
 
 mod network;
 pub use network::*;
@@ -16,7 +17,6 @@ pub const MAX_CLUSTER_NAME: usize = 24;
 
 pub const KUBERNETES_VERSIONS: &[&str] = &["1.31", "1.32", "1.33"];
 pub const DEFAULT_KUBERNETES_VERSION: &str = "1.32";
-pub const CAPACITY_TYPES: &[&str] = &["on-demand", "spot", "training-plan"];
 
 /// A cluster name that is valid as an EKS cluster name, a HyperPod cluster name prefix, an IAM
 /// role name prefix, a Kubernetes label value and part of an S3 bucket name.
@@ -191,29 +191,24 @@ pub async fn instance_count(
     }
 }
 
-pub fn capacity(field: &str, capacity_type: &str, plan_arn: Option<&str>) -> ApiResult<Capacity> {
+pub fn capacity(capacity_type: CapacityType, plan_arn: Option<&str>) -> ApiResult<Capacity> {
     match (capacity_type, plan_arn) {
-        ("on-demand", None) => Ok(Capacity::OnDemand),
-        ("spot", None) => Ok(Capacity::Spot),
-        ("training-plan", Some(arn)) => {
+        (CapacityType::OnDemand, None) => Ok(Capacity::OnDemand),
+        (CapacityType::Spot, None) => Ok(Capacity::Spot),
+        (CapacityType::TrainingPlan, Some(arn)) => {
             training_plan_arn("trainingPlanArn", arn)?;
             Ok(Capacity::TrainingPlan {
                 arn: arn.to_string(),
             })
         }
-        ("training-plan", None) => Err(ApiError::validation(
+        (CapacityType::TrainingPlan, None) => Err(ApiError::validation(
             "trainingPlanArn",
             "capacityType `training-plan` needs trainingPlanArn",
         )),
-        ("on-demand" | "spot", Some(_)) => Err(ApiError::validation_hint(
+        (CapacityType::OnDemand | CapacityType::Spot, Some(_)) => Err(ApiError::validation_hint(
             "trainingPlanArn",
             "trainingPlanArn is only valid with capacityType `training-plan`",
-            json!(CAPACITY_TYPES),
-        )),
-        (other, _) => Err(ApiError::validation_hint(
-            field,
-            format!("`{}` is not a capacity type", truncate(other)),
-            json!(CAPACITY_TYPES),
+            json!(CapacityType::ALL),
         )),
     }
 }
@@ -222,29 +217,21 @@ pub fn capacity(field: &str, capacity_type: &str, plan_arn: Option<&str>) -> Api
 /// the type supports EFA) or `efa-only`, which only EFA-capable types can carry.
 pub fn network_interface(
     field: &str,
-    mode: Option<&str>,
+    mode: Option<NetworkInterface>,
     instance_type: &str,
 ) -> ApiResult<Option<String>> {
-    let efa = crate::cloud::efa_supported(instance_type);
     match mode {
-        None | Some("standard") => Ok(None),
-        Some("efa-only") if efa => Ok(Some("efa-only".into())),
-        Some("efa-only") => Err(ApiError::validation_hint(
+        None | Some(NetworkInterface::Standard) => Ok(None),
+        Some(NetworkInterface::EfaOnly) if crate::cloud::efa_supported(instance_type) => {
+            Ok(Some(NetworkInterface::EfaOnly.as_str().into()))
+        }
+        Some(NetworkInterface::EfaOnly) => Err(ApiError::validation_hint(
             field,
             format!(
                 "{} has no EFA, so it cannot use an EFA-only interface",
                 truncate(instance_type)
             ),
-            json!(["standard"]),
-        )),
-        Some(other) => Err(ApiError::validation_hint(
-            field,
-            format!("`{}` is not a network interface mode", truncate(other)),
-            json!(if efa {
-                vec!["standard", "efa-only"]
-            } else {
-                vec!["standard"]
-            }),
+            json!([NetworkInterface::Standard]),
         )),
     }
 }
@@ -415,34 +402,28 @@ mod tests {
 
     #[test]
     fn efa_only_needs_an_efa_capable_type() {
+        let efa_only = Some(NetworkInterface::EfaOnly);
         assert_eq!(network_interface("f", None, "ml.g5.8xlarge").unwrap(), None);
         assert_eq!(
-            network_interface("f", Some("efa-only"), "ml.p5.48xlarge").unwrap(),
+            network_interface("f", efa_only, "ml.p5.48xlarge").unwrap(),
             Some("efa-only".into())
         );
-        assert!(network_interface("f", Some("efa-only"), "ml.g5.xlarge").is_err());
-        assert!(network_interface("f", Some("efa-only"), "ml.c5.2xlarge").is_err());
-        assert!(network_interface("f", Some("fast"), "ml.p5.48xlarge").is_err());
+        assert!(network_interface("f", efa_only, "ml.g5.xlarge").is_err());
+        assert!(network_interface("f", efa_only, "ml.c5.2xlarge").is_err());
     }
 
     #[test]
     fn capacity_requires_a_plan_exactly_for_training_plans() {
         let arn = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/p5-week";
-        assert_eq!(capacity("c", "spot", None).unwrap(), Capacity::Spot);
+        use CapacityType::{Spot, TrainingPlan};
+        assert_eq!(capacity(Spot, None).unwrap(), Capacity::Spot);
         assert!(matches!(
-            capacity("c", "training-plan", Some(arn)).unwrap(),
+            capacity(TrainingPlan, Some(arn)).unwrap(),
             Capacity::TrainingPlan { .. }
         ));
-        assert!(capacity("c", "training-plan", None).is_err());
-        assert!(capacity("c", "spot", Some(arn)).is_err());
-        assert!(capacity("c", "training-plan", Some("arn:aws:iam::1:role/x")).is_err());
-        let ApiError::Validation { field, hint, .. } =
-            capacity("capacityType", "cheap", None).unwrap_err()
-        else {
-            panic!("expected a validation error")
-        };
-        assert_eq!(field, "capacityType");
-        assert_eq!(*hint.unwrap(), json!(CAPACITY_TYPES));
+        assert!(capacity(TrainingPlan, None).is_err());
+        assert!(capacity(Spot, Some(arn)).is_err());
+        assert!(capacity(TrainingPlan, Some("arn:aws:iam::1:role/x")).is_err());
     }
 
     #[test]
