@@ -47,6 +47,12 @@ pub enum ApiError {
     Unauthorized,
     #[error("{detail}")]
     Forbidden { slug: ProblemType, detail: String },
+    /// No person behind the request, or a sign-in refused (401).
+    #[error("{detail}")]
+    Unauthenticated { slug: ProblemType, detail: String },
+    /// The person lacks the right the request needs (403); the hint names who can grant it.
+    #[error("{detail}")]
+    Denied { detail: String, hint: Option<Hint> },
     /// A server-wide limit is reached (429); the request may succeed later.
     #[error("{detail}")]
     Busy {
@@ -142,7 +148,8 @@ impl ApiError {
             ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::Forbidden { .. } | ApiError::Denied { .. } => StatusCode::FORBIDDEN,
+            ApiError::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,
             ApiError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Cloud(e) if e.retryable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Cloud(_) => StatusCode::BAD_GATEWAY,
@@ -163,6 +170,8 @@ impl ApiError {
             ApiError::Conflict { slug, .. } => (*slug, "Conflict with existing state"),
             ApiError::Unauthorized => (ProblemType::Unauthorized, "Authentication required"),
             ApiError::Forbidden { slug, .. } => (*slug, "Request refused"),
+            ApiError::Unauthenticated { slug, .. } => (*slug, "Authentication required"),
+            ApiError::Denied { .. } => (ProblemType::AccessDenied, "Access denied"),
             ApiError::Busy { slug, .. } => (*slug, "Too many requests"),
             ApiError::Cloud(_) => (ProblemType::CloudError, "A cloud API call failed"),
             ApiError::Internal(_) => (ProblemType::Internal, "Internal error"),
@@ -186,8 +195,11 @@ impl ApiError {
                 p.field = field.clone();
                 p.hint = hint.as_deref().cloned();
             }
-            ApiError::NotFound { hint, .. } | ApiError::Busy { hint, .. } => {
-                p.hint = hint.as_deref().cloned()
+            ApiError::NotFound { hint, .. }
+            | ApiError::Busy { hint, .. }
+            | ApiError::Denied { hint, .. } => p.hint = hint.as_deref().cloned(),
+            ApiError::Unauthenticated { slug, .. } => {
+                p.hint = Some(Value::String(slug.what_to_do().into()))
             }
             ApiError::Conflict {
                 field,

@@ -242,6 +242,8 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
         },
     );
 
+    let people = people(&config, &engine).await?;
+
     let listener = TcpListener::bind(config.bind)
         .await
         .with_context(|| format!("binding {}", config.bind))?;
@@ -283,6 +285,7 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
     let state = AppState(Arc::new(AppParts {
         engine: engine.clone(),
         edge,
+        people,
         sandbox,
         cloud_warning,
         allowed_features: Arc::new(allowed_features),
@@ -422,4 +425,37 @@ pub async fn doctor(bind: std::net::SocketAddr, token: Option<&str>) -> anyhow::
         }
     );
     Ok(())
+}
+
+/// The sign-in settings, with the administrators list seeded, when people sign in; a line at
+/// start says which mode the server is in.
+async fn people(
+    config: &ServeConfig,
+    engine: &Engine,
+) -> anyhow::Result<Option<Arc<service::people::People>>> {
+    use service::people::{IdentityMode, People};
+    if config.identity == IdentityMode::None {
+        tracing::info!("local single-user mode: no sign-in (--identity iam turns people on)");
+        return Ok(None);
+    }
+    anyhow::ensure!(
+        config.cloud == CloudMode::Aws,
+        "--identity iam needs --cloud aws: people sign in with STS, which the sandbox has not"
+    );
+    let deployment = config.deployment_id.trim();
+    anyhow::ensure!(
+        !deployment.is_empty() && deployment.len() <= 100,
+        "INSTANTSTART_DEPLOYMENT_ID: 1–100 characters"
+    );
+    service::people::seed_admins(engine, &config.admins).await?;
+    anyhow::ensure!(
+        !engine.store().admins().await?.is_empty(),
+        "--identity iam needs at least one administrator: --admin <IAM user or role ARN>"
+    );
+    let region = engine.cloud().network.region();
+    tracing::info!(deployment, "people sign in with their AWS identity");
+    Ok(Some(Arc::new(People {
+        deployment: deployment.to_string(),
+        partition: service::shared::arn::partition_of_region(&region),
+    })))
 }

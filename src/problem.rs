@@ -153,6 +153,16 @@ problem_types! {
         "the path follows logs over a WebSocket: open one, or read a snapshot with `GET …/logs`";
     Unauthorized = "unauthorized", "401",
         "send `Authorization: Bearer <token>`";
+    SignInRequired = "sign-in-required", "401",
+        "sign in: post `aws eks get-token --cluster-name <deployment> --query status.token --output text` to `POST /api/session` (the sign-in page shows the command), or send an agent token as `Authorization: Bearer`";
+    SignInRefused = "sign-in-refused", "401",
+        "make a new token with the same command: a token is good once, for 15 minutes, for this deployment only";
+    AccessDenied = "access-denied", "403",
+        "ask one of the administrators `hint` names for the right `detail` names";
+    IdentitiesOff = "identities-off", "409",
+        "the server runs in local single-user mode: start it with `--identity iam` for people to sign in";
+    LastAdmin = "last-admin", "409",
+        "add another administrator first: the deployment keeps at least one";
     ForbiddenHost = "forbidden-host", "403",
         "add the name to `--allowed-host` (a port-forward on another port)";
     ForbiddenOrigin = "forbidden-origin", "403",

@@ -29,6 +29,9 @@ pub struct AppParts {
     pub engine: Engine,
     /// Host/Origin allow-list and token.
     pub edge: Arc<api::EdgePolicy>,
+    /// Sign-in settings when people sign in with their AWS identity (`--identity iam`);
+    /// `None`: local single-user.
+    pub people: Option<Arc<service::people::People>>,
     /// The simulated account, when running with `--cloud sandbox`.
     pub sandbox: Option<Arc<Sandbox>>,
     /// Why the configured cloud cannot be used (shown on `/healthz` and in the UI).

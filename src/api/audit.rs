@@ -13,7 +13,7 @@ use super::trace::REQUEST_ID;
 use super::ACTOR_HEADER;
 use crate::error::{ApiError, ApiResult, Problem};
 use crate::service;
-use crate::store::{AuditEntry, AuditFilter, NewAudit};
+use crate::store::{AuditEntry, AuditFilter, Holder, NewAudit};
 use crate::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -44,19 +44,27 @@ where
         .map(|p| p.as_str().to_string())
         .unwrap_or_default();
     let path = request.uri().path().to_string();
+    let holder = request.extensions().get::<Holder>().cloned();
     // An unknown actor is refused by the handler; the trail keeps what was claimed, bounded.
-    let actor = request
-        .headers()
-        .get(ACTOR_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.chars().take(16).collect::<String>())
-        .unwrap_or_else(|| "api".into());
+    // An agent token is an agent's, whatever the request says.
+    let actor = match &holder {
+        Some(h) if h.agent_token.is_some() => "agent".to_string(),
+        _ => request
+            .headers()
+            .get(ACTOR_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.chars().take(16).collect::<String>())
+            .unwrap_or_else(|| "api".into()),
+    };
     // Operations this request starts wait for it (and the others in flight) to be answered.
     let _in_flight = state.engine.foreground();
-    let principal = if state.edge.token.is_some() {
-        "token"
-    } else {
-        "loopback"
+    // The person when people sign in (`anonymous` for a refused stranger), else how the
+    // caller got in.
+    let principal = match (&state.people, holder) {
+        (Some(_), Some(h)) => h.arn,
+        (Some(_), None) => "anonymous".into(),
+        (None, _) if state.edge.token.is_some() => "token".into(),
+        (None, _) => "loopback".into(),
     };
     let response = inner(request).await;
     // Read in a block: a borrow of the response must not live across the await below.
@@ -85,7 +93,7 @@ where
         &state.engine,
         &NewAudit {
             actor: &actor,
-            principal,
+            principal: &principal,
             method: method.as_str(),
             route: &route,
             path: &path,

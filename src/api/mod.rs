@@ -23,6 +23,7 @@ pub mod memo;
 pub mod mlflow;
 pub mod openapi;
 pub mod operations;
+pub mod people;
 pub mod pools;
 pub mod serve;
 pub mod space_proxy;
@@ -91,7 +92,10 @@ where
     fn call(&mut self, request: Request) -> Self::Future {
         use axum::body::HttpBody as _;
         use tracing::Instrument as _;
-        if !audit::records(request.method()) && request.body().size_hint().exact() == Some(0) {
+        if self.state.people.is_none()
+            && !audit::records(request.method())
+            && request.body().size_hint().exact() == Some(0)
+        {
             let trace = trace::Trace::begin(&request);
             return PerRouteFuture::Read {
                 inner: self.inner.call(request).instrument(trace.span()),
@@ -104,8 +108,14 @@ where
         let state = self.state.clone();
         PerRouteFuture::Other {
             inner: Box::pin(async move {
+                let request = match people::identify(&state, request).await {
+                    Ok(request) => request,
+                    Err(refused) => return refused,
+                };
                 audit::record(&state, request, |request| {
-                    trace::trace(request, |request| body_first(request, inner))
+                    trace::trace(request, |request| {
+                        people::admit(&state, request, |request| body_first(request, inner))
+                    })
                 })
                 .await
             }),
@@ -193,6 +203,7 @@ pub fn rest() -> utoipa_axum::router::OpenApiRouter<AppState> {
         .merge(groups::router())
         .merge(evidence::router())
         .merge(operations::router())
+        .merge(people::router())
         .merge(workloads::router())
         .merge(training::router())
         .merge(logs::router())
@@ -226,7 +237,13 @@ where
         .route("/api/openapi.json", axum::routing::get(openapi::serve))
         .route("/metrics", axum::routing::get(metrics))
         .route_layer(PerRouteLayer(state.clone()))
-        .nest_service("/mcp", mcp)
+        .nest_service(
+            "/mcp",
+            tower::Layer::layer(
+                &axum::middleware::from_fn_with_state(state.clone(), people::mcp_gate),
+                mcp,
+            ),
+        )
         .fallback(|| async { ApiError::not_found("route") })
         .with_state(state.clone());
     // Wrapped around the router, not layered onto it: `Router::layer` wraps every route

@@ -81,6 +81,32 @@ pub struct ServeConfig {
     #[arg(long, env = "INSTANTSTART_TOKEN", hide_env_values = true)]
     pub token: Option<Secret>,
 
+    /// Who may use the control plane: `none` (local single-user: whoever reaches the port,
+    /// with the token when there is one) or `iam` (people sign in with their AWS identity, their
+    /// agents act as them with personal tokens, and only administrators create, import or
+    /// delete clusters; see docs/access.md). `iam` needs `--cloud aws`.
+    #[arg(
+        long,
+        env = "INSTANTSTART_IDENTITY",
+        value_enum,
+        default_value = "none"
+    )]
+    pub identity: crate::service::people::IdentityMode,
+
+    /// The name sign-in tokens are made for: `aws eks get-token --cluster-name <this>`. The
+    /// CloudFormation stack sets its own name, so a token for one deployment opens no other.
+    #[arg(
+        long,
+        env = "INSTANTSTART_DEPLOYMENT_ID",
+        default_value = "instantstart"
+    )]
+    pub deployment_id: String,
+
+    /// Administrators of the deployment (IAM user or role ARNs), added at start to the list
+    /// administrators keep. Comma-separated in the environment variable.
+    #[arg(long = "admin", env = "INSTANTSTART_ADMINS", value_delimiter = ',')]
+    pub admins: Vec<String>,
+
     /// Extra `Host` values to accept, e.g. the name an SSM port-forward or proxy uses
     /// (`localhost:8080`). Comma-separated in the environment variable.
     #[arg(
@@ -261,6 +287,9 @@ impl ServeConfig {
             data_dir: Some(data_dir),
             cloud: CloudMode::Sandbox,
             token: None,
+            identity: crate::service::people::IdentityMode::None,
+            deployment_id: "instantstart".into(),
+            admins: Vec::new(),
             allowed_hosts: Vec::new(),
             sandbox_time_scale: 60.0,
             sandbox_faults: String::new(),

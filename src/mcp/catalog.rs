@@ -76,6 +76,10 @@ impl ToolSpec {
     /// The tool of one OpenAPI operation.
     fn of(method: &str, path: &str, op: &Value) -> Option<Self> {
         let name = op["operationId"].as_str()?.to_string();
+        // A person's own session and tokens are theirs to handle, not an agent's.
+        if op["x-mcp"]["tool"] == false {
+            return None;
+        }
         let text = |key: &str| op[key].as_str().unwrap_or_default().to_string();
         // Doc-comment lines arrive joined by newlines: one paragraph reads as one line.
         let description = [text("summary"), text("description")]
@@ -197,8 +201,9 @@ mod tests {
             .as_object()
             .unwrap()
             .values()
-            .map(|item| item.as_object().unwrap().len())
-            .sum();
+            .flat_map(|item| item.as_object().unwrap().values())
+            .filter(|op| op["x-mcp"]["tool"] != false)
+            .count();
         assert_eq!(tools().len(), operations, "an operation without a tool");
         assert!(operations > 40, "the document lists the routes");
         for t in tools() {

@@ -119,6 +119,7 @@ impl McpServer {
         &self,
         spec: &ToolSpec,
         args: Map<String, Value>,
+        caller: Option<&axum::http::request::Parts>,
     ) -> Result<(StatusCode, axum::body::Bytes, std::time::Duration), McpError> {
         let router = self
             .cx
@@ -174,8 +175,16 @@ impl McpServer {
             .uri(path)
             .header(header::HOST, &self.cx.host)
             .header(crate::api::ACTOR_HEADER, "agent");
-        if let Some(token) = &self.cx.token {
+        // The tool call is its caller's request: their credentials (a person's agent token
+        // when people sign in) go with it, else the server's own token.
+        let forwarded = caller.and_then(|p| p.headers.get(header::AUTHORIZATION));
+        if let Some(auth) = forwarded {
+            req = req.header(header::AUTHORIZATION, auth);
+        } else if let Some(token) = &self.cx.token {
             req = req.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        if let Some(cookie) = caller.and_then(|p| p.headers.get(header::COOKIE)) {
+            req = req.header(header::COOKIE, cookie);
         }
         if let Some(k) = key {
             req = req.header("idempotency-key", k);
@@ -423,8 +432,9 @@ impl ServerHandler for McpServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let caller = context.extensions.get::<axum::http::request::Parts>();
         let Some(spec) = catalog::tool(&request.name) else {
             return Err(McpError::invalid_params(
                 format!("unknown tool {}", request.name),
@@ -456,7 +466,7 @@ impl ServerHandler for McpServer {
                 .inc();
         };
         let (status, bytes, in_handler) = match self
-            .dispatch(spec, request.arguments.unwrap_or_default())
+            .dispatch(spec, request.arguments.unwrap_or_default(), caller)
             .await
         {
             Ok(answer) => answer,

@@ -14,6 +14,7 @@ pub mod gauges;
 pub mod groups;
 pub mod logs;
 pub mod mlflow;
+pub mod people;
 pub mod shared;
 pub mod spaces;
 pub mod start;

@@ -1,6 +1,7 @@
 //! The one integration-test binary: the real server on `127.0.0.1:0` with a temp SQLite file
 //! and the sandbox cloud, driven over HTTP like any client.
 
+mod access;
 mod audit;
 mod aws;
 mod bucket;

@@ -62,17 +62,33 @@ of another account that names an expected owner is refused 403 AccessDenied, as 
 `POST /_gapfiller/s3/foreign/<bucket>` makes a bucket in another account (`111111111111`), so
 that its name is taken, as a bucket name taken anywhere in S3 is.
 
+STS `GetCallerIdentity` presigned (a sign-in token's URL, which moto answers as a default user
+whatever signed it: it reads the access key from an `Authorization` header only) is answered here
+as STS answers it. The SigV4 query signature is checked with the secret moto holds for the access
+key (an IAM user's key or an assumed role's credentials, whose session token must be signed too),
+over the request as received: the `host` and `x-k8s-aws-id` headers among the signed ones, so a
+token made for another deployment header fails (403 SignatureDoesNotMatch), an unknown key is
+403 InvalidClientTokenId, and a URL more than 15 minutes past its `X-Amz-Date` is 403 ExpiredToken
+(aws-iam-authenticator, pkg/token/token.go at 0221afb8e2a5d14a20a93473edc4c2aa7676ce95: STS honours
+a presigned GetCallerIdentity for 15 minutes). With `Accept: application/json` the answer is
+STS's JSON shape (`GetCallerIdentityResponse.GetCallerIdentityResult.{Account,Arn,UserId}`, the
+struct that file reads), else its XML. `GET /_gapfiller/sign-ins` shows the calls as received.
+
 `GET /_gapfiller/calls` counts every AWS request received, by `service:Operation` (the service
 from the SigV4 scope, the operation from `X-Amz-Target`, the query `Action`, or the REST method
 and first path segment); `DELETE` resets the counts.
 """
 
 import argparse
+import datetime
+import hashlib
+import hmac
 import io
 import json
 import re
 import threading
 import time
+from urllib.parse import parse_qsl, quote
 
 from moto.server import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import run_simple
@@ -572,6 +588,97 @@ def expected_owner_refused(environ, start_response):
     return [body]
 
 
+SIGN_INS = []
+
+
+def sts_error(start_response, code, message):
+    body = json.dumps({"Error": {"Type": "Sender", "Code": code, "Message": message},
+                       "RequestId": "gapfiller"}).encode()
+    start_response("403 Forbidden", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def presigned_secret(access_key_id):
+    """The secret (and session token, for a role session) moto holds for an access key, and the
+    caller it stands for: (secret, token, arn, user_id, account), or None."""
+    from moto.iam.models import iam_backends
+    from moto.sts.models import sts_backends
+    for account in list(sts_backends.keys()):
+        role = sts_backends[account]["aws"].get_assumed_role_from_access_key(access_key_id)
+        if role is not None:
+            return role.secret_access_key, role.session_token, role.arn, role.user_id, role.account_id
+    for account in list(iam_backends.keys()):
+        iam = iam_backends[account]["aws"]
+        user = iam.get_user_from_access_key_id(access_key_id)
+        if user is not None:
+            key = next(k for k in iam.list_access_keys(user.name) if k.access_key_id == access_key_id)
+            return key.secret_access_key, None, user.arn, user.id, user.account_id
+    return None
+
+
+def presigned_identity(environ, start_response):
+    raw_query = environ.get("QUERY_STRING", "")
+    pairs = parse_qsl(raw_query, keep_blank_values=True)
+    params = dict(pairs)
+    host = environ.get("HTTP_HOST", "")
+    with LOCK:
+        SIGN_INS.append({"host": host, "query": raw_query,
+                         "k8sAwsId": environ.get("HTTP_X_K8S_AWS_ID"), "accept": environ.get("HTTP_ACCEPT")})
+    credential = params.get("X-Amz-Credential", "")
+    parts = credential.split("/")
+    if len(parts) != 5:
+        return sts_error(start_response, "IncompleteSignature", "malformed credential")
+    access_key_id, day, region, service, _ = parts
+    found = presigned_secret(access_key_id)
+    if found is None:
+        return sts_error(start_response, "InvalidClientTokenId",
+                         "The security token included in the request is invalid.")
+    secret, session_token, arn, user_id, account = found
+    if session_token is not None and params.get("X-Amz-Security-Token") != session_token:
+        return sts_error(start_response, "InvalidClientTokenId",
+                         "The security token included in the request is invalid.")
+    amz_date = params.get("X-Amz-Date", "")
+    try:
+        signed_at = datetime.datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return sts_error(start_response, "IncompleteSignature", "malformed X-Amz-Date")
+    if datetime.datetime.now(datetime.timezone.utc) > signed_at + datetime.timedelta(minutes=15):
+        return sts_error(start_response, "ExpiredToken", "Request has expired.")
+    # SigV4 over the request as received (docs: "Create a canonical request for Signature
+    # Version 4"). A presigned STS GET hashes its empty payload; UNSIGNED-PAYLOAD is S3's (it
+    # would not reproduce botocore's presigned STS URLs: tests/api/aws.rs, KNOWN_TOKEN).
+    signed_headers = params.get("X-Amz-SignedHeaders", "").split(";")
+    header_values = {"host": host}
+    for h in signed_headers:
+        if h != "host":
+            header_values[h] = environ.get("HTTP_" + h.upper().replace("-", "_"), "")
+    canonical_headers = "".join(f"{h}:{header_values.get(h, '').strip()}\n" for h in signed_headers)
+    canonical_query = "&".join(
+        f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}"
+        for k, v in sorted(pairs) if k != "X-Amz-Signature")
+    canonical = "\n".join(["GET", "/", canonical_query, canonical_headers,
+                           ";".join(signed_headers), hashlib.sha256(b"").hexdigest()])
+    scope = f"{day}/{region}/{service}/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope,
+                         hashlib.sha256(canonical.encode()).hexdigest()])
+    key = ("AWS4" + secret).encode()
+    for part in (day, region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(expected, params.get("X-Amz-Signature", "")):
+        return sts_error(start_response, "SignatureDoesNotMatch",
+                         "The request signature we calculated does not match the signature you provided.")
+    if "application/json" in environ.get("HTTP_ACCEPT", ""):
+        return reply(start_response, "200 OK", {"GetCallerIdentityResponse": {
+            "GetCallerIdentityResult": {"Account": account, "Arn": arn, "UserId": user_id},
+            "ResponseMetadata": {"RequestId": "gapfiller"}}})
+    body = (f"<GetCallerIdentityResponse><GetCallerIdentityResult><Arn>{arn}</Arn>"
+            f"<UserId>{user_id}</UserId><Account>{account}</Account></GetCallerIdentityResult>"
+            "</GetCallerIdentityResponse>").encode()
+    start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("-H", "--host", default="127.0.0.1")
@@ -587,6 +694,13 @@ def main():
                 return reply(start_response, "200 OK", dict(CALLS))
         if not environ.get("PATH_INFO", "").startswith("/moto-api"):
             count_call(environ)
+        if environ.get("PATH_INFO") == "/_gapfiller/sign-ins":
+            with LOCK:
+                return reply(start_response, "200 OK", {"requests": SIGN_INS})
+        query = environ.get("QUERY_STRING", "")
+        if (environ.get("REQUEST_METHOD") == "GET" and "Action=GetCallerIdentity" in query
+                and "X-Amz-Signature=" in query and not environ.get("HTTP_AUTHORIZATION")):
+            return presigned_identity(environ, start_response)
         if environ.get("PATH_INFO") == "/_gapfiller/mlflow":
             with LOCK:
                 return reply(start_response, "200 OK", {"creates": MLFLOW_CREATES})

@@ -12,6 +12,7 @@ mod eks;
 pub mod errors;
 mod governance;
 mod iam;
+mod identity;
 mod logs;
 mod metrics;
 pub mod mlflow;
@@ -63,6 +64,9 @@ pub struct Aws {
     pub mlflow_endpoint: Option<String>,
     /// HTTPS client of the MLflow tracking REST API (the SDK has none for it).
     pub http: reqwest::Client,
+    /// HTTPS client of sign-in checks: follows no redirect (a token's URL is sent as signed,
+    /// to the STS host it names, or not at all).
+    pub identity_http: reqwest::Client,
     /// The account the credentials belong to, asked of STS once: every S3 call names it as
     /// the bucket's expected owner.
     pub account: tokio::sync::OnceCell<String>,
@@ -112,6 +116,10 @@ impl Aws {
             permissions_boundary: None,
             mlflow_endpoint: None,
             http: reqwest::Client::new(),
+            identity_http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap_or_default(),
             account: tokio::sync::OnceCell::new(),
         })
     }
@@ -149,6 +157,7 @@ impl Aws {
             logs: self.clone(),
             metrics: self.clone(),
             prices: self.clone(),
+            identity: self.clone(),
             kube,
             releases: Arc::new(cloud::web::HttpReleases::new(None)),
             shared_bucket: None,

@@ -13,6 +13,7 @@
 pub mod calls;
 pub mod clock;
 mod common;
+pub mod identity;
 pub mod images;
 pub mod instances;
 pub mod list_prices;
@@ -54,6 +55,8 @@ pub struct Cloud {
     pub metrics: Arc<dyn Metrics>,
     /// The AWS Price List, read only (HyperPod's on-demand prices).
     pub prices: Arc<dyn PriceList>,
+    /// STS, asked who signed a sign-in token.
+    pub identity: Arc<dyn identity::Identity>,
     /// Upstream release files (operator CRDs).
     pub releases: Arc<dyn Releases>,
     /// The bucket this deployment was given (the CloudFormation stack's), when it was: every

@@ -44,6 +44,7 @@ impl Unavailable {
             logs: self.clone(),
             metrics: self.clone(),
             prices: self.clone(),
+            identity: self.clone(),
             kube: self,
             releases: std::sync::Arc::new(super::web::HttpReleases::new(None)),
             shared_bucket: None,
@@ -479,5 +480,16 @@ impl Governance for Unavailable {
     }
     async fn delete_compute_quota(&self, _id: &str) -> CloudResult<()> {
         Err(self.refuse("DeleteComputeQuota"))
+    }
+}
+
+#[async_trait]
+impl crate::identity::Identity for Unavailable {
+    async fn who_signed(
+        &self,
+        _call: &crate::identity::PresignedCall,
+        _deployment: &str,
+    ) -> CloudResult<crate::identity::SignInIdentity> {
+        Err(self.refuse("GetCallerIdentity"))
     }
 }

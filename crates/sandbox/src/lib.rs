@@ -46,6 +46,7 @@ mod faults;
 mod governance;
 mod hyperpod;
 mod iam;
+mod identity;
 mod kube;
 mod kueue;
 mod listing;
@@ -228,6 +229,7 @@ impl Sandbox {
             logs: self.clone(),
             metrics: self.clone(),
             prices: self.clone(),
+            identity: self.clone(),
             kube: self.clone(),
             releases: Arc::new(releases::StandIns),
             shared_bucket: None,
