@@ -339,8 +339,10 @@ async fn list_admins(State(state): State<AppState>) -> ApiResult<Json<Vec<Admin>
     Ok(Json(p::admins(&state.engine).await?))
 }
 
-/// Make an IAM user or role an administrator of the deployment (administrators only).
+/// Make an IAM user or role an administrator of the deployment (administrators only). A
+/// person's act, never an agent's: no tool widens who administers the deployment.
 #[utoipa::path(post, path = "/api/admins", operation_id = "admin_add",
+    extensions(("x-mcp" = json!({"tool": false}))),
     request_body = AdminRequest,
     responses((status = 200, body = Admin), (status = 401, body = Problem), (status = 403, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn add_admin(
@@ -354,7 +356,7 @@ async fn add_admin(
 
 /// Remove an administrator (administrators only; never the last one).
 #[utoipa::path(delete, path = "/api/admins/{arn}", operation_id = "admin_remove",
-    extensions(("x-mcp" = json!({"destructive": true}))),
+    extensions(("x-mcp" = json!({"tool": false}))),
     params(("arn" = String, Path, description = "The IAM user or role ARN, percent-encoded")),
     responses((status = 204), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn remove_admin(

@@ -519,10 +519,17 @@ async fn a_space_is_applied_followed_and_stopped_by_its_desired_status_on_the_ku
     );
     let p = problem(
         connect("lab", json!({"type": "ssh"})).await.unwrap(),
-        StatusCode::BAD_REQUEST,
+        StatusCode::UNPROCESSABLE_ENTITY,
     )
     .await;
     assert_eq!(p["field"], "type", "{p}");
+    assert!(
+        p["hint"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("vscode-remote")),
+        "{p}"
+    );
     problem(
         connect("theirs", json!({})).await.unwrap(),
         StatusCode::NOT_FOUND,

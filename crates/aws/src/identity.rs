@@ -58,8 +58,13 @@ impl Identity for Aws {
                 e
             });
         }
-        let result = &body["GetCallerIdentityResponse"]["GetCallerIdentityResult"];
-        let field = |k: &str| result[k].as_str().unwrap_or_default().to_string();
+        let result = body.pointer("/GetCallerIdentityResponse/GetCallerIdentityResult");
+        let field = |k: &str| {
+            result
+                .and_then(|r| r[k].as_str())
+                .unwrap_or_default()
+                .to_string()
+        };
         let arn = field("Arn");
         let principal = principal_arn(&arn).map_err(|m| err("UnexpectedIdentity", m))?;
         let user_id = field("UserId");
