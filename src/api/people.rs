@@ -14,6 +14,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::ApiJson;
 use crate::error::{ApiError, ApiResult, Problem};
 use crate::problem::ProblemType;
+use crate::service::people::access::{RequestAccess, REQUEST};
 use crate::service::people::{
     self as p, AdminRequest, AgentTokenRequest, NewAgentTokenView, SignInRequest,
 };
@@ -90,7 +91,8 @@ where
     if state.people.is_none() || open(request.method(), request.uri().path()) {
         return inner(request).await;
     }
-    match request.extensions().get::<Holder>() {
+    let holder = request.extensions().get::<Holder>().cloned();
+    match holder {
         None => ApiError::Unauthenticated {
             slug: ProblemType::SignInRequired,
             detail: "no session and no agent token: sign in first".into(),
@@ -112,16 +114,124 @@ where
             }
             .into_response()
         }
-        Some(h) => {
-            let holder = h.clone();
-            if let Some(right) = admin_right(&request) {
-                if let Err(e) = p::require_admin(&state.engine, &holder, right).await {
+        Some(holder) => {
+            let admin = match state.engine.store().is_admin(&holder.principal_arn).await {
+                Ok(admin) => admin,
+                Err(e) => return ApiError::from(e).into_response(),
+            };
+            let access = RequestAccess::new(holder, admin);
+            if !admin {
+                if let Some(right) = admin_right(&request) {
+                    if let Err(e) = p::require_admin(&state.engine, &access.holder, right).await {
+                        return e.into_response();
+                    }
+                }
+                if let Err(e) = cluster_right(state, &access, Asked::of(&request)).await {
                     return e.into_response();
                 }
             }
-            inner(request).await
+            REQUEST.scope(access, inner(request)).await
         }
     }
+}
+
+/// The routes whose handlers check the namespace themselves, where they learn it (a job's
+/// team, an existing job's namespace): the person needs to write there, not to administer the
+/// cluster. Every other change to a cluster is its administrators'.
+const NAMESPACED: &[(Method, &str)] = &[
+    (Method::POST, "/api/clusters/{name}/training-jobs"),
+    (Method::DELETE, "/api/clusters/{name}/training-jobs/{job}"),
+];
+
+/// What a person whose access is limited to namespaces may read of a cluster: the cluster,
+/// and the routes that show them their namespaces only. Every other read of a cluster (other
+/// workloads, logs, nodes, costs) shows every namespace, so it needs cluster-wide read.
+const NAMESPACED_READS: &[&str] = &[
+    "/api/clusters/{name}",
+    "/api/clusters/{name}/training-jobs",
+    "/api/clusters/{name}/training-jobs/{job}",
+];
+
+/// What a request asks, read before anything is awaited (a request's body is not `Sync`).
+struct Asked {
+    method: Method,
+    route: Option<String>,
+    path: String,
+}
+
+impl Asked {
+    fn of(request: &Request) -> Self {
+        Self {
+            method: request.method().clone(),
+            route: request
+                .extensions()
+                .get::<axum::extract::MatchedPath>()
+                .map(|m| m.as_str().to_string()),
+            path: request.uri().path().to_string(),
+        }
+    }
+}
+
+/// What a request on a cluster needs of a person who does not administer the deployment:
+/// any access to read it, write access in the namespace for a workload route (checked by its
+/// handler), `AmazonEKSClusterAdminPolicy` for the cluster's own changes. A change outside a
+/// cluster (an operation's retry or cancel) stays the administrators'.
+async fn cluster_right(state: &AppState, access: &RequestAccess, asked: Asked) -> ApiResult<()> {
+    let Asked {
+        method,
+        route,
+        path,
+    } = asked;
+    let Some(route) = route else {
+        return Ok(());
+    };
+    let writes = super::audit::records(&method);
+    if !route.starts_with("/api/clusters/{name}") {
+        if writes && route.starts_with("/api/operations/") {
+            return Err(access
+                .denied(
+                    &state.engine,
+                    "an administrator of this deployment".into(),
+                    "retry or cancel operations",
+                )
+                .await);
+        }
+        return Ok(());
+    }
+    let cluster = path.split('/').nth(3).unwrap_or_default();
+    let cluster = percent_encoding::percent_decode_str(cluster).decode_utf8_lossy();
+    let on = access.on(&state.engine, &cluster).await?;
+    if !writes {
+        use crate::service::people::access::Reach;
+        return match &on.read {
+            Reach::Everywhere => Ok(()),
+            Reach::Namespaces(_) if NAMESPACED_READS.contains(&route.as_str()) => Ok(()),
+            Reach::Namespaces(_) => Err(access
+                .denied(
+                    &state.engine,
+                    format!("AmazonEKSViewPolicy on the whole of cluster {cluster} (access to some namespaces reads the cluster and its training jobs only)"),
+                    "read this",
+                )
+                .await),
+            Reach::Nowhere => Err(access
+                .denied(
+                    &state.engine,
+                    format!("an access entry on cluster {cluster}"),
+                    "read this cluster",
+                )
+                .await),
+        };
+    }
+    if NAMESPACED.iter().any(|(m, r)| *m == method && *r == route) || on.cluster_admin {
+        return Ok(());
+    }
+    Err(access
+        .denied(
+            &state.engine,
+            format!("AmazonEKSClusterAdminPolicy on cluster {cluster}"),
+            "change the cluster itself",
+        )
+        .await)
 }
 
 /// The right a control-plane-wide request needs, if it is one: making, importing or deleting a

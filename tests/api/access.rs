@@ -71,6 +71,51 @@ async fn admin_session(moto: &Moto) -> Credentials {
     )
 }
 
+/// Signs in at `base` and returns the session cookie (`name=value`).
+async fn signed_in(base: &str, token: &str) -> String {
+    let r = reqwest::Client::new()
+        .post(format!("{base}/api/session"))
+        .json(&json!({ "token": token }))
+        .send()
+        .await
+        .unwrap();
+    if r.status() != StatusCode::OK {
+        panic!("sign-in refused: {}", r.text().await.unwrap_or_default());
+    }
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    cookie.split(';').next().unwrap().to_string()
+}
+
+/// An access entry on cluster `demo` with one access policy (namespaces: its scope).
+async fn grant(moto: &Moto, principal: &str, policy: &str, namespaces: Option<&[&str]>) {
+    use aws_sdk_eks::types::{AccessScope, AccessScopeType};
+    let eks = aws_sdk_eks::Client::new(&moto.aws().await.config);
+    eks.create_access_entry()
+        .cluster_name("demo")
+        .principal_arn(principal)
+        .send()
+        .await
+        .unwrap();
+    let scope = match namespaces {
+        None => AccessScope::builder().r#type(AccessScopeType::Cluster),
+        Some(ns) => AccessScope::builder()
+            .r#type(AccessScopeType::Namespace)
+            .set_namespaces(Some(ns.iter().map(|n| n.to_string()).collect())),
+    };
+    eks.associate_access_policy()
+        .cluster_name("demo")
+        .principal_arn(principal)
+        .policy_arn(format!("arn:aws:eks::aws:cluster-access-policy/{policy}"))
+        .access_scope(scope.build())
+        .send()
+        .await
+        .unwrap();
+}
+
 fn token(creds: &Credentials, deployment: &str, at: SystemTime) -> String {
     eks_token(deployment, "us-west-2", creds, at).unwrap()
 }
@@ -468,4 +513,182 @@ async fn people_sign_in_with_their_aws_identity_and_act_within_their_rights() {
         )["outcome"],
         "ok"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_person_may_do_on_a_cluster_is_what_their_eks_access_entry_allows() {
+    use crate::kube::AwsPipeline;
+    use crate::training::sft;
+    const JOBS: &str = "/api/clusters/demo/training-jobs";
+    // The administrator makes the cluster; the others get their access from EKS only.
+    let p = AwsPipeline::run_as(
+        &[
+            ("INSTANTSTART_IDENTITY", "iam".into()),
+            ("INSTANTSTART_DEPLOYMENT_ID", DEPLOYMENT.into()),
+            ("INSTANTSTART_ADMINS", ADMIN_ROLE.into()),
+        ],
+        |moto, base| {
+            Box::pin(async move {
+                let carol = admin_session(moto).await;
+                let cookie = signed_in(base, &token(&carol, DEPLOYMENT, SystemTime::now())).await;
+                let mut h = reqwest::header::HeaderMap::new();
+                h.insert("cookie", cookie.parse().unwrap());
+                h
+            })
+        },
+    )
+    .await;
+    assert_eq!(p.op["state"], "succeeded", "{}", p.op);
+    p.activate_addon("amazon-sagemaker-hyperpod-training-operator")
+        .await;
+    let now = SystemTime::now();
+    let mut cookies = std::collections::HashMap::new();
+    for (name, policy, scope) in [
+        ("alice", Some("AmazonEKSEditPolicy"), Some(&["default"][..])),
+        ("bob", Some("AmazonEKSViewPolicy"), None),
+        (
+            "eve",
+            Some("AmazonEKSAdminPolicy"),
+            Some(&["hyperpod-ns-*"][..]),
+        ),
+        ("dave", None, None),
+    ] {
+        let (creds, arn) = user(&p.moto, name).await;
+        if let Some(policy) = policy {
+            grant(&p.moto, &arn, policy, scope).await;
+        }
+        let cookie = signed_in(&p.base, &token(&creds, DEPLOYMENT, now)).await;
+        cookies.insert(name, (cookie, arn));
+    }
+    let client = reqwest::Client::new();
+    let send = |who: &str, method: reqwest::Method, path: &str, body: Option<Value>| {
+        let mut r = client
+            .request(method, format!("{}{path}", p.base))
+            .header("cookie", &cookies[who].0);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        r.send()
+    };
+    let denied = |r: reqwest::Response, needs: &'static str| async move {
+        let p = problem(r, StatusCode::FORBIDDEN).await;
+        assert!(
+            p["type"].as_str().unwrap().ends_with("access-denied"),
+            "{p}"
+        );
+        assert!(p["detail"].as_str().unwrap().contains(needs), "{p}");
+        assert_eq!(p["hint"]["grantedBy"], json!([ADMIN_ROLE]), "{p}");
+    };
+
+    // No access entry: not even a look.
+    let r = send("dave", reqwest::Method::GET, "/api/clusters/demo", None)
+        .await
+        .unwrap();
+    denied(r, "an access entry on cluster demo").await;
+    // A viewer reads but submits nothing; a team's editor submits nowhere else.
+    let needs_edit = "AmazonEKSEditPolicy (or Admin) on namespace default of cluster demo";
+    let r = send("bob", reqwest::Method::POST, JOBS, Some(sft("by-bob")))
+        .await
+        .unwrap();
+    denied(r, needs_edit).await;
+    let r = send("eve", reqwest::Method::POST, JOBS, Some(sft("by-eve")))
+        .await
+        .unwrap();
+    denied(r, needs_edit).await;
+    // Alice edits namespace default: her job goes in.
+    let r = send("alice", reqwest::Method::POST, JOBS, Some(sft("by-alice")))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::ACCEPTED,
+        "{}",
+        r.text().await.unwrap_or_default()
+    );
+    // Once the job is applied, who sees it: those who may read namespace default.
+    let applied =
+        "/apis/sagemaker.amazonaws.com/v1/namespaces/default/hyperpodpytorchjobs/by-alice";
+    for _ in 0..400 {
+        if p.emu.get(applied).await.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(p.emu.get(applied).await.is_some(), "the job is applied");
+    let names = |v: Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    for (who, sees) in [("alice", true), ("bob", true), ("eve", false)] {
+        let v: Value = send(who, reqwest::Method::GET, JOBS, None)
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(names(v).contains(&"by-alice".to_string()), sees, "{who}");
+    }
+    // Reads that would show every namespace need cluster-wide read.
+    let r = send(
+        "eve",
+        reqwest::Method::GET,
+        "/api/clusters/demo/deployments",
+        None,
+    )
+    .await
+    .unwrap();
+    denied(r, "AmazonEKSViewPolicy on the whole of cluster demo").await;
+    let r = send(
+        "bob",
+        reqwest::Method::GET,
+        "/api/clusters/demo/deployments",
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    // A viewer deletes nothing; the cluster's own changes are its administrators'.
+    let r = send(
+        "bob",
+        reqwest::Method::DELETE,
+        &format!("{JOBS}/by-alice"),
+        None,
+    )
+    .await
+    .unwrap();
+    denied(r, needs_edit).await;
+    let r = send(
+        "alice",
+        reqwest::Method::PATCH,
+        "/api/clusters/demo/features",
+        Some(json!({})),
+    )
+    .await
+    .unwrap();
+    denied(r, "AmazonEKSClusterAdminPolicy on cluster demo").await;
+
+    // The trail names who did and who was refused.
+    let audit: Value = p
+        .client
+        .get(format!("{}/api/audit?limit=200", p.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let rows = audit.as_array().unwrap();
+    let outcome = |who: &str| {
+        rows.iter()
+            .find(|r| {
+                r["route"] == "/api/clusters/{name}/training-jobs"
+                    && r["principal"] == cookies[who].1.as_str()
+            })
+            .map(|r| r["outcome"].clone())
+    };
+    assert_eq!(outcome("alice"), Some(json!("ok")));
+    assert_eq!(outcome("bob"), Some(json!("refused")));
 }

@@ -309,11 +309,28 @@ impl AwsPipeline {
 
     /// The same, with extra environment for the binary.
     pub async fn run_with(extra: &[(&'static str, String)]) -> Self {
+        Self::run_as(extra, |_, _| {
+            Box::pin(async { reqwest::header::HeaderMap::new() })
+        })
+        .await
+    }
+
+    /// The same, with every request of `client` carrying the headers `sign_in` returns once
+    /// the server is up (a session of someone made in moto, when people sign in).
+    pub async fn run_as(
+        extra: &[(&'static str, String)],
+        sign_in: for<'a> fn(
+            &'a Moto,
+            &'a str,
+        ) -> futures::future::BoxFuture<'a, reqwest::header::HeaderMap>,
+    ) -> Self {
         let moto = Moto::start().await;
         let emu = KubeEmulator::start(&["--seed-nodes", "2"]).await;
         let (dir, path) = temp_dir();
         let (server, mirror) = aws_server(&moto, &emu, &path, extra).await;
-        let (client, base) = (Client::new(), server.base.clone());
+        let headers = sign_in(&moto, &server.base).await;
+        let client = Client::builder().default_headers(headers).build().unwrap();
+        let base = server.base.clone();
         let op = run(
             &client,
             &base,

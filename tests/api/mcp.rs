@@ -9,9 +9,18 @@ use crate::helpers::*;
 
 /// Runs `tests/peers/mcp_client.py` with the venv's Python (installed by ./scripts/test).
 async fn mcp_client(base: &str, scenario: &str) -> Value {
+    mcp_client_as(base, scenario, None).await
+}
+
+/// The same, with an agent token on every request (`Authorization: Bearer`).
+pub(crate) async fn mcp_client_as(base: &str, scenario: &str, bearer: Option<&str>) -> Value {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let python = venv_python();
-    let out = tokio::process::Command::new(python)
+    let mut command = tokio::process::Command::new(python);
+    if let Some(b) = bearer {
+        command.env("MCP_BEARER", b);
+    }
+    let out = command
         .arg(root.join("tests/peers/mcp_client.py"))
         .arg(format!("{base}/mcp"))
         .arg(scenario)

@@ -21,12 +21,15 @@ Usage: mcp_client.py URL SCENARIO  — prints one JSON object with what the scen
              storage-and-models (claims, objects, a model downloaded once), deploy-model's
              managed path (deploy, smoke-test, scale, delete), add-instance-group (scale with
              only the count, an unchanged scale, a new group after zone, type and preflight).
+  person     as the person whose agent token MCP_BEARER holds (people sign in): who the agent
+             acts as (session_get), a read, and a write (refused for a read-only token).
   spaces     the development-spaces skill on cluster `demo`: turn the feature and its
              prerequisite on, create a space (a bad GPU count fixed from the problem's field),
              open it, ask for an IDE link (web-ui refused with the fallback named), stop, start.
 """
 import asyncio
 import json
+import os
 import sys
 
 from mcp import Client
@@ -433,10 +436,26 @@ async def readonly(client):
     }
 
 
+async def person(client):
+    return {
+        "me": await call(client, "session_get", {}),
+        "read": await call(client, "cluster_list", {}),
+        "write": await call(client, "active_cluster_set", {"name": "demo"}),
+    }
+
+
 async def main():
     url, scenario = sys.argv[1], sys.argv[2]
-    async with Client(url) as client:
-        result = await {"basic": basic, "rehearsal": rehearsal, "training": training, "spaces": spaces, "skills": skills, "diagnose": diagnose, "teams": teams, "sharing": sharing, "readonly": readonly}[scenario](client)
+    server = url
+    bearer = os.environ.get("MCP_BEARER")
+    if bearer:
+        # The agent's credentials go on every request, as Kiro CLI sends a configured header.
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+        server = streamable_http_client(
+            url, http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {bearer}"}, timeout=60))
+    async with Client(server) as client:
+        result = await {"person": person, "basic": basic, "rehearsal": rehearsal, "training": training, "spaces": spaces, "skills": skills, "diagnose": diagnose, "teams": teams, "sharing": sharing, "readonly": readonly}[scenario](client)
     print(json.dumps(result))
 
 

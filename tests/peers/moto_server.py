@@ -176,7 +176,11 @@ def addons(environ, start_response, cluster, name, update):
 
 
 def access_entries(environ, start_response, cluster, principal, policies):
-    from urllib.parse import unquote
+    """EKS access entries and their access policies, in the REST-JSON shapes of botocore's eks
+    model (CreateAccessEntry, DescribeAccessEntry, AssociateAccessPolicy,
+    ListAssociatedAccessPolicies): a policy is associated once per entry (again: its scope is
+    replaced), a namespace scope needs namespaces (InvalidParameterException otherwise)."""
+    from urllib.parse import unquote, parse_qs
     method = environ["REQUEST_METHOD"]
     length = int(environ.get("CONTENT_LENGTH") or 0)
     body = json.loads(environ["wsgi.input"].read(length) or b"{}") if length else {}
@@ -193,15 +197,30 @@ def access_entries(environ, start_response, cluster, principal, policies):
         if entry is None:
             return reply(start_response, "404 Not Found", {"message": "No access entry"}, "ResourceNotFoundException")
         if method == "POST" and policies:
-            entry["policies"].append(body.get("policyArn"))
+            scope = body.get("accessScope") or {}
+            if scope.get("type") == "namespace" and not scope.get("namespaces"):
+                return reply(start_response, "400 Bad Request",
+                             {"message": "namespaces are required with a namespace scope"}, "InvalidParameterException")
+            entry["policies"] = [p for p in entry["policies"] if p["policyArn"] != body.get("policyArn")]
+            associated = {"policyArn": body.get("policyArn"), "accessScope": scope,
+                          "associatedAt": time.time(), "modifiedAt": time.time()}
+            entry["policies"].append(associated)
             return reply(start_response, "200 OK", {"clusterName": cluster, "principalArn": entry["principalArn"],
-                                                    "associatedAccessPolicy": {"policyArn": body.get("policyArn"),
-                                                                               "accessScope": body.get("accessScope")}})
+                                                    "associatedAccessPolicy": associated})
+        if method == "GET" and policies:
+            query = parse_qs(environ.get("QUERY_STRING", ""))
+            start = int(query.get("nextToken", ["0"])[0])
+            size = int(query.get("maxResults", ["100"])[0])
+            page = entry["policies"][start:start + size]
+            answer = {"clusterName": cluster, "principalArn": entry["principalArn"],
+                      "associatedAccessPolicies": page}
+            if start + size < len(entry["policies"]):
+                answer["nextToken"] = str(start + size)
+            return reply(start_response, "200 OK", answer)
         if method == "GET":
             view = {k: v for k, v in entry.items() if k != "policies"}
             return reply(start_response, "200 OK", {"accessEntry": view})
     return reply(start_response, "405 Method Not Allowed", {"message": "unsupported"}, "InvalidRequestException")
-
 
 def mlflow_apps(environ, start_response, operation):
     length = int(environ.get("CONTENT_LENGTH") or 0)

@@ -243,6 +243,47 @@ impl Eks for Aws {
         .map(|_| ())
     }
 
+    async fn access_policies(
+        &self,
+        cluster: &str,
+        principal_arn: &str,
+    ) -> CloudResult<Option<Vec<AccessPolicy>>> {
+        let mut policies = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page = absent(
+                idempotent(S, "ListAssociatedAccessPolicies", || {
+                    self.eks
+                        .list_associated_access_policies()
+                        .cluster_name(cluster)
+                        .principal_arn(principal_arn)
+                        .set_next_token(token.clone())
+                        .send()
+                })
+                .await,
+            )?;
+            let Some(page) = page else {
+                return Ok(None);
+            };
+            policies.extend(page.associated_access_policies().iter().map(|p| {
+                let scope = p.access_scope();
+                AccessPolicy {
+                    policy_arn: p.policy_arn().unwrap_or_default().to_string(),
+                    namespaces: match scope.and_then(|s| s.r#type()) {
+                        Some(AccessScopeType::Namespace) => {
+                            Some(scope.map(|s| s.namespaces().to_vec()).unwrap_or_default())
+                        }
+                        _ => None,
+                    },
+                }
+            }));
+            token = page.next_token().map(str::to_string);
+            if token.is_none() {
+                return Ok(Some(policies));
+            }
+        }
+    }
+
     async fn create_addon(&self, req: &CreateAddon) -> CloudResult<Addon> {
         let out = once(
             S,

@@ -172,6 +172,13 @@ impl Eks for Unavailable {
     ) -> CloudResult<()> {
         Err(self.refuse("create_access_entry"))
     }
+    async fn access_policies(
+        &self,
+        _cluster: &str,
+        _principal_arn: &str,
+    ) -> CloudResult<Option<Vec<crate::AccessPolicy>>> {
+        Err(self.refuse("ListAssociatedAccessPolicies"))
+    }
     async fn create_addon(&self, _req: &CreateAddon) -> CloudResult<Addon> {
         Err(self.refuse("create_addon"))
     }

@@ -169,6 +169,39 @@ impl Eks for Sandbox {
             .await
     }
 
+    async fn access_policies(
+        &self,
+        cluster: &str,
+        principal_arn: &str,
+    ) -> CloudResult<Option<Vec<AccessPolicy>>> {
+        self.gate("eks:ListAssociatedAccessPolicies", false).await?;
+        let Some(row) = self
+            .by_name("eks-access-entry", &format!("{cluster}/{principal_arn}"))
+            .await?
+            .filter(|r| r.deleted_ms.is_none())
+        else {
+            return Ok(None);
+        };
+        Ok(Some(
+            row.data["policies"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| AccessPolicy {
+                    policy_arn: p["policyArn"].as_str().unwrap_or_default().to_string(),
+                    namespaces: (p["accessScope"]["type"] == "namespace").then(|| {
+                        p["accessScope"]["namespaces"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|n| n.as_str().map(str::to_string))
+                            .collect()
+                    }),
+                })
+                .collect(),
+        ))
+    }
+
     async fn create_addon(&self, req: &CreateAddon) -> CloudResult<Addon> {
         let api = "eks:CreateAddon";
         self.gate(api, true).await?;

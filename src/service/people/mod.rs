@@ -2,6 +2,8 @@
 //! tokens that follow, and the administrators list. Who a request is for is a [`Holder`]; what
 //! it may do on a cluster is `access.rs`'s.
 
+pub mod access;
+
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest as _, Sha256};

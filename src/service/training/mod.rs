@@ -352,6 +352,13 @@ pub async fn training_params(
     )
     .await?;
     let namespace = placement.namespace();
+    crate::service::people::access::require_write(
+        engine,
+        cluster,
+        &namespace,
+        "submit training jobs there",
+    )
+    .await?;
     if tiered && placement.team.is_some() {
         // Its service account and role are the default namespace's only.
         return Err(ApiError::validation_hint(

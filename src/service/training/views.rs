@@ -180,8 +180,15 @@ pub async fn list_training_jobs(engine: &Engine, cluster: &str) -> ApiResult<Vec
         },
     )
     .await?;
-    out.sort_by(|a, b| b.created.cmp(&a.created).then(a.name.cmp(&b.name)));
-    Ok(out)
+    // A person sees the jobs of the namespaces their access entry lets them read.
+    let mut visible = Vec::with_capacity(out.len());
+    for job in out {
+        if crate::service::people::access::may_read(engine, cluster, &job.namespace).await? {
+            visible.push(job);
+        }
+    }
+    visible.sort_by(|a, b| b.created.cmp(&a.created).then(a.name.cmp(&b.name)));
+    Ok(visible)
 }
 
 pub async fn get_training_job(
@@ -200,6 +207,13 @@ pub async fn get_training_job(
 /// Deleting a job this control plane made (one created elsewhere is shown, never changed).
 pub async fn training_delete_params(engine: &Engine, cluster: &str, job: &str) -> ApiResult<Value> {
     let view = get_training_job(engine, cluster, job).await?;
+    crate::service::people::access::require_write(
+        engine,
+        cluster,
+        &view.namespace,
+        "delete its training jobs",
+    )
+    .await?;
     if view.origin != "instantstart" {
         return Err(ApiError::Conflict {
             slug: ProblemType::NotManaged,

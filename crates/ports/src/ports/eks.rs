@@ -99,6 +99,16 @@ pub struct Addon {
     pub configuration_values: Option<String>,
 }
 
+/// An EKS access policy associated with an access entry, and where it applies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AccessPolicy {
+    /// `arn:aws:eks::aws:cluster-access-policy/AmazonEKSEditPolicy`.
+    pub policy_arn: String,
+    /// `None`: the whole cluster; else these namespaces (a name may end in `*`).
+    pub namespaces: Option<Vec<String>>,
+}
+
 #[async_trait]
 pub trait Eks: Send + Sync {
     async fn create_cluster(&self, req: &CreateEksCluster) -> CloudResult<EksCluster>;
@@ -117,6 +127,13 @@ pub trait Eks: Send + Sync {
         principal_arn: &str,
         policy_arn: &str,
     ) -> CloudResult<()>;
+    /// The access policies associated with `principal_arn`'s access entry on the cluster
+    /// (`ListAssociatedAccessPolicies`, every page); `None` when it has no access entry.
+    async fn access_policies(
+        &self,
+        cluster: &str,
+        principal_arn: &str,
+    ) -> CloudResult<Option<Vec<AccessPolicy>>>;
     async fn create_addon(&self, req: &CreateAddon) -> CloudResult<Addon>;
     async fn describe_addon(&self, cluster: &str, name: &str) -> CloudResult<Option<Addon>>;
     async fn delete_addon(&self, cluster: &str, name: &str) -> CloudResult<()>;

@@ -1,0 +1,234 @@
+//! What a person may do on a cluster, read from what EKS already says: the access policies of
+//! their access entry on the cluster (`ListAssociatedAccessPolicies`), so that what they may do
+//! here is what `kubectl` lets them do there. The EKS access policies, as the EKS User Guide's
+//! "Review access policy permissions" describes them: `AmazonEKSClusterAdminPolicy` (Kubernetes'
+//! `cluster-admin`), `AmazonEKSAdminPolicy` and `AmazonEKSEditPolicy` (`admin`, `edit`: change
+//! workloads in their scope), `AmazonEKSViewPolicy` and `AmazonEKSAdminViewPolicy` (read), each
+//! scoped to the cluster or to namespaces, a name ending in `*` matching by prefix ("Associate
+//! access policies with access entries"). The `AmazonSagemakerHyperpod*` policies serve
+//! HyperPod's own roles, not people, and grant nothing here.
+//!
+//! A request's person and their answers are held in a task-local for the request's life: a
+//! service checks a namespace where it learns it, with no signature to thread it through.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::json;
+
+use crate::cloud::AccessPolicy;
+use crate::error::{ApiError, ApiResult};
+use crate::ops::Engine;
+use crate::store::Holder;
+
+/// Where a right holds.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Reach {
+    #[default]
+    Nowhere,
+    Everywhere,
+    /// These namespaces (a trailing `*` matches by prefix).
+    Namespaces(Vec<String>),
+}
+
+impl Reach {
+    fn covers(&self, namespace: &str) -> bool {
+        match self {
+            Reach::Nowhere => false,
+            Reach::Everywhere => true,
+            Reach::Namespaces(list) => list.iter().any(|p| match p.strip_suffix('*') {
+                Some(prefix) => namespace.starts_with(prefix),
+                None => p == namespace,
+            }),
+        }
+    }
+
+    fn widen(&mut self, scope: &Option<Vec<String>>) {
+        match (scope, &mut *self) {
+            (_, Reach::Everywhere) => {}
+            (None, _) => *self = Reach::Everywhere,
+            (Some(ns), Reach::Namespaces(list)) => list.extend(ns.iter().cloned()),
+            (Some(ns), Reach::Nowhere) => *self = Reach::Namespaces(ns.clone()),
+        }
+    }
+}
+
+/// A person's rights on one cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClusterAccess {
+    /// `AmazonEKSClusterAdminPolicy` on the whole cluster: the cluster's own operations
+    /// (instance groups, nodes, features, storage, teams) besides every workload.
+    pub cluster_admin: bool,
+    pub write: Reach,
+    pub read: Reach,
+}
+
+impl ClusterAccess {
+    pub fn of(policies: &[AccessPolicy]) -> Self {
+        let mut access = Self::default();
+        for p in policies {
+            let name = p.policy_arn.rsplit('/').next().unwrap_or_default();
+            match name {
+                "AmazonEKSClusterAdminPolicy" => {
+                    access.cluster_admin |= p.namespaces.is_none();
+                    access.write.widen(&p.namespaces);
+                    access.read.widen(&p.namespaces);
+                }
+                "AmazonEKSAdminPolicy" | "AmazonEKSEditPolicy" => {
+                    access.write.widen(&p.namespaces);
+                    access.read.widen(&p.namespaces);
+                }
+                "AmazonEKSViewPolicy" | "AmazonEKSAdminViewPolicy" => {
+                    access.read.widen(&p.namespaces)
+                }
+                _ => {}
+            }
+        }
+        access
+    }
+
+    pub fn may_write(&self, namespace: &str) -> bool {
+        self.write.covers(namespace)
+    }
+
+    pub fn may_read(&self, namespace: &str) -> bool {
+        self.read.covers(namespace)
+    }
+
+    pub fn reads_anything(&self) -> bool {
+        self.read != Reach::Nowhere
+    }
+}
+
+/// The person a request is for, whether they administer the deployment, and their rights on
+/// each cluster the request touched (read from EKS once per request).
+pub struct RequestAccess {
+    pub holder: Holder,
+    pub deployment_admin: bool,
+    clusters: Mutex<HashMap<String, ClusterAccess>>,
+}
+
+impl RequestAccess {
+    pub fn new(holder: Holder, deployment_admin: bool) -> Arc<Self> {
+        Arc::new(Self {
+            holder,
+            deployment_admin,
+            clusters: Mutex::default(),
+        })
+    }
+
+    /// The person's rights on `cluster`, as its access entry says now.
+    pub async fn on(&self, engine: &Engine, cluster: &str) -> ApiResult<ClusterAccess> {
+        if let Some(known) = self
+            .clusters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(cluster)
+        {
+            return Ok(known.clone());
+        }
+        let policies = engine
+            .cloud()
+            .eks
+            .access_policies(cluster, &self.holder.principal_arn)
+            .await
+            .map_err(|e| ApiError::Cloud(Box::new(e)))?;
+        let access = ClusterAccess::of(policies.as_deref().unwrap_or_default());
+        self.clusters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(cluster.to_string(), access.clone());
+        Ok(access)
+    }
+
+    /// A refusal naming what is missing and who may grant it.
+    pub async fn denied(&self, engine: &Engine, missing: String, doing: &str) -> ApiError {
+        let admins = engine.store().admins().await.unwrap_or_default();
+        ApiError::Denied {
+            detail: format!("{} may not {doing}: that needs {missing}", self.holder.arn),
+            hint: Some(Box::new(json!({
+                "missing": missing,
+                "grantedBy": admins.iter().map(|a| &a.principal_arn).collect::<Vec<_>>(),
+            }))),
+        }
+    }
+}
+
+tokio::task_local! {
+    /// The request's person, when people sign in (unset in single-user mode).
+    pub static REQUEST: Arc<RequestAccess>;
+}
+
+fn current() -> Option<Arc<RequestAccess>> {
+    REQUEST.try_with(Arc::clone).ok()
+}
+
+/// Refuses the request's person unless they may change workloads in `namespace` of `cluster`.
+pub async fn require_write(
+    engine: &Engine,
+    cluster: &str,
+    namespace: &str,
+    doing: &str,
+) -> ApiResult<()> {
+    let Some(r) = current() else { return Ok(()) };
+    if r.deployment_admin || r.on(engine, cluster).await?.may_write(namespace) {
+        return Ok(());
+    }
+    Err(r
+        .denied(
+            engine,
+            format!("AmazonEKSEditPolicy (or Admin) on namespace {namespace} of cluster {cluster}"),
+            doing,
+        )
+        .await)
+}
+
+/// Whether the request's person may see what is in `namespace` of `cluster` (everyone may in
+/// single-user mode).
+pub async fn may_read(engine: &Engine, cluster: &str, namespace: &str) -> ApiResult<bool> {
+    match current() {
+        None => Ok(true),
+        Some(r) if r.deployment_admin => Ok(true),
+        Some(r) => Ok(r.on(engine, cluster).await?.may_read(namespace)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(name: &str, namespaces: Option<&[&str]>) -> AccessPolicy {
+        AccessPolicy {
+            policy_arn: format!("arn:aws:eks::aws:cluster-access-policy/{name}"),
+            namespaces: namespaces.map(|n| n.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    #[test]
+    fn each_policy_grants_what_its_kubernetes_role_does_where_it_is_scoped() {
+        let team_a = ClusterAccess::of(&[policy("AmazonEKSEditPolicy", Some(&["hyperpod-ns-a"]))]);
+        assert!(team_a.may_write("hyperpod-ns-a") && team_a.may_read("hyperpod-ns-a"));
+        assert!(!team_a.may_write("hyperpod-ns-b") && !team_a.may_read("hyperpod-ns-b"));
+        assert!(!team_a.may_write("default") && !team_a.cluster_admin);
+
+        let viewer = ClusterAccess::of(&[policy("AmazonEKSViewPolicy", None)]);
+        assert!(viewer.may_read("anything") && !viewer.may_write("anything"));
+
+        let admin = ClusterAccess::of(&[policy("AmazonEKSClusterAdminPolicy", None)]);
+        assert!(admin.cluster_admin && admin.may_write("hyperpod-ns-b"));
+        // Cluster-admin on namespaces only is a namespace admin, not the cluster's.
+        let ns_admin = ClusterAccess::of(&[policy("AmazonEKSClusterAdminPolicy", Some(&["x"]))]);
+        assert!(!ns_admin.cluster_admin && ns_admin.may_write("x"));
+
+        let wildcard = ClusterAccess::of(&[
+            policy("AmazonEKSAdminPolicy", Some(&["hyperpod-ns-*"])),
+            policy("AmazonEKSViewPolicy", Some(&["default"])),
+        ]);
+        assert!(wildcard.may_write("hyperpod-ns-b") && !wildcard.may_write("default"));
+        assert!(wildcard.may_read("default") && !wildcard.may_read("kube-system"));
+
+        // HyperPod's own policies serve its roles, not people.
+        let none = ClusterAccess::of(&[policy("AmazonSagemakerHyperpodClusterPolicy", None)]);
+        assert!(!none.reads_anything() && !none.may_write("default"));
+    }
+}
