@@ -83,8 +83,9 @@ pub struct ServeConfig {
 
     /// Who may use the control plane: `none` (local single-user: whoever reaches the port,
     /// with the token when there is one) or `iam` (people sign in with their AWS identity, their
-    /// agents act as them with personal tokens, and only administrators create, import or
-    /// delete clusters; see docs/access.md). `iam` needs `--cloud aws`.
+    /// agents act as them with personal tokens, administrators create, import and delete
+    /// clusters, and each cluster's EKS access entries say what each person may do on it; see
+    /// docs/access.md). `iam` needs `--cloud aws`.
     #[arg(
         long,
         env = "INSTANTSTART_IDENTITY",
