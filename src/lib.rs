@@ -144,9 +144,15 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
     // One TLS provider for every client of the process (Kubernetes, release files).
     cloud::kube::install_crypto_provider();
     let ip = config.bind.ip();
-    if !ip.is_loopback() && config.token.is_none() {
+    // When people sign in, every request but the open ones needs a session or an agent token,
+    // which stands in for the shared token (and takes the bearer header an agent token uses).
+    let people_sign_in = config.identity != service::people::IdentityMode::None;
+    if people_sign_in && config.token.is_some() {
+        anyhow::bail!("INSTANTSTART_TOKEN and --identity iam exclude each other: when people sign in, each agent carries its person's own token");
+    }
+    if !ip.is_loopback() && config.token.is_none() && !people_sign_in {
         anyhow::bail!(
-            "refusing to listen on {} without a token: set INSTANTSTART_TOKEN (16+ characters), or bind 127.0.0.1",
+            "refusing to listen on {} without a token or --identity iam: set INSTANTSTART_TOKEN (16+ characters), or bind 127.0.0.1",
             config.bind
         );
     }
@@ -444,8 +450,8 @@ async fn people(
     );
     let deployment = config.deployment_id.trim();
     anyhow::ensure!(
-        !deployment.is_empty() && deployment.len() <= 100,
-        "INSTANTSTART_DEPLOYMENT_ID: 1–100 characters"
+        !deployment.is_empty() && deployment.len() <= 128,
+        "INSTANTSTART_DEPLOYMENT_ID: 1–128 characters (a stack name is at most 128)"
     );
     service::people::seed_admins(engine, &config.admins).await?;
     anyhow::ensure!(

@@ -63,6 +63,17 @@ fn token_of(r: &sqlx::sqlite::SqliteRow) -> sqlx::Result<AgentTokenId> {
     })
 }
 
+fn holder_of(
+    r: &sqlx::sqlite::SqliteRow,
+    agent_token: Option<AgentTokenId>,
+) -> sqlx::Result<Holder> {
+    Ok(Holder {
+        principal_arn: r.try_get("principal_arn")?,
+        arn: r.try_get("arn")?,
+        agent_token,
+    })
+}
+
 impl Store {
     /// Accepts a sign-in token's signature once: `false` when it was seen before (a replay).
     /// Signatures past their expiry are dropped on the way.
@@ -115,14 +126,7 @@ impl Store {
         .bind(now_s)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|r| {
-            Ok(Holder {
-                principal_arn: r.try_get("principal_arn")?,
-                arn: r.try_get("arn")?,
-                agent_token: None,
-            })
-        })
-        .transpose()
+        row.map(|r| holder_of(&r, None)).transpose()
     }
 
     pub async fn end_session(&self, secret_hash: &str) -> sqlx::Result<()> {
@@ -164,14 +168,7 @@ impl Store {
         .bind(now_s)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|r| {
-            Ok(Holder {
-                principal_arn: r.try_get("principal_arn")?,
-                arn: r.try_get("arn")?,
-                agent_token: Some(token_of(&r)?),
-            })
-        })
-        .transpose()
+        row.map(|r| holder_of(&r, Some(token_of(&r)?))).transpose()
     }
 
     /// A person's agent tokens, newest first.

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use aws_credential_types::Credentials;
 use base64::Engine as _;
 use instantstart::cloud::kube::token::eks_token;
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use crate::aws::Moto;
@@ -128,51 +128,96 @@ fn tampered(token: &str, edit: impl Fn(String) -> String) -> String {
     format!("k8s-aws-v1.{}", b64.encode(edit(url)))
 }
 
+/// A server people sign in to, against moto.
 struct People {
     server: Server,
     client: reqwest::Client,
 }
 
+/// Whose credentials a request carries: a session cookie or an agent token, or nobody's.
+#[derive(Clone, Copy)]
+enum As<'a> {
+    Nobody,
+    Cookie(&'a str),
+    Agent(&'a str),
+}
+
 impl People {
+    async fn start(moto: &Moto, dir: &std::path::Path) -> Self {
+        let env = moto.env();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let args = [
+            "--cloud",
+            "aws",
+            "--identity",
+            "iam",
+            "--deployment-id",
+            DEPLOYMENT,
+        ];
+        let args: Vec<&str> = args.into_iter().chain(["--admin", ADMIN_ROLE]).collect();
+        let server = Server::spawn(dir, free_port(), &args, &env);
+        let client = reqwest::Client::new();
+        server.ready(&client).await;
+        Self { server, client }
+    }
+
     async fn sign_in(&self, token: &str) -> reqwest::Response {
-        self.client
-            .post(format!("{}/api/session", self.server.base))
-            .json(&json!({"token": token}))
-            .send()
-            .await
-            .unwrap()
+        self.call(
+            Method::POST,
+            "/api/session",
+            As::Nobody,
+            Some(json!({ "token": token })),
+        )
+        .await
     }
 
     /// Signs in and returns the session cookie.
     async fn session(&self, token: &str) -> String {
-        let r = self.sign_in(token).await;
-        if r.status() != StatusCode::OK {
-            panic!("sign-in refused: {}", r.text().await.unwrap_or_default());
-        }
-        let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
-        assert!(
-            cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
-            "{cookie}"
-        );
-        cookie.split(';').next().unwrap().to_string()
+        signed_in(&self.server.base, token).await
     }
 
-    async fn send(
+    async fn call(
         &self,
-        method: reqwest::Method,
+        method: Method,
         path: &str,
-        auth: (&str, &str),
+        who: As<'_>,
         body: Option<Value>,
     ) -> reqwest::Response {
         let mut r = self
             .client
-            .request(method, format!("{}{path}", self.server.base))
-            .header(auth.0, auth.1);
+            .request(method, format!("{}{path}", self.server.base));
+        r = match who {
+            As::Nobody => r,
+            As::Cookie(c) => r.header("cookie", c),
+            As::Agent(t) => r.header("authorization", format!("Bearer {t}")),
+        };
         if let Some(b) = body {
             r = r.json(&b);
         }
         r.send().await.unwrap()
     }
+
+    async fn get(&self, path: &str, who: As<'_>) -> Value {
+        let r = self.call(Method::GET, path, who, None).await;
+        assert_eq!(r.status(), StatusCode::OK, "GET {path}");
+        r.json().await.unwrap()
+    }
+
+    /// The problem a request is refused with, of `status`.
+    async fn refused(
+        &self,
+        method: Method,
+        path: &str,
+        who: As<'_>,
+        body: Option<Value>,
+        status: StatusCode,
+    ) -> Value {
+        problem(self.call(method, path, who, body).await, status).await
+    }
+}
+
+fn is(p: &Value, slug: &str) -> bool {
+    p["type"].as_str().unwrap_or_default().ends_with(slug)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -182,64 +227,115 @@ async fn people_sign_in_with_their_aws_identity_and_act_within_their_rights() {
     let (bob, bob_arn) = user(&moto, "bob").await;
     let carol = admin_session(&moto).await;
     let (_guard, dir) = temp_dir();
-    let env = moto.env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let server = Server::spawn(
-        &dir,
-        free_port(),
-        &[
-            "--cloud",
-            "aws",
-            "--identity",
-            "iam",
-            "--deployment-id",
-            DEPLOYMENT,
-            "--admin",
-            ADMIN_ROLE,
-        ],
-        &env,
-    );
-    let client = reqwest::Client::new();
-    server.ready(&client).await;
-    let people = People { server, client };
-    let get = |path: &str| {
-        people
-            .client
-            .get(format!("{}{path}", people.server.base))
-            .send()
-    };
+    let people = People::start(&moto, &dir).await;
+    let now = SystemTime::now();
 
-    // Nobody is anybody until signed in; the session route says how to sign in.
-    let p = problem(
-        get("/api/clusters").await.unwrap(),
-        StatusCode::UNAUTHORIZED,
+    strangers_are_told_how_to_sign_in(&people).await;
+    every_bad_token_is_refused_with_its_reason(&people, &alice, now).await;
+    let alice_cookie = a_token_signs_in_once(&people, &moto, &alice, now).await;
+    let alice = As::Cookie(&alice_cookie);
+    let me = people.get("/api/session", alice).await;
+    assert_eq!(
+        (
+            me["signedIn"].clone(),
+            me["arn"].clone(),
+            me["admin"].clone()
+        ),
+        (json!(true), json!(alice_arn), json!(false))
+    );
+    people.get("/api/clusters", alice).await;
+
+    let carol_cookie = people.session(&token(&carol, DEPLOYMENT, now)).await;
+    let bob_cookie = administrators_keep_their_list(
+        &people,
+        alice,
+        As::Cookie(&carol_cookie),
+        (&bob, &bob_arn),
+        now,
     )
     .await;
-    assert!(
-        p["type"].as_str().unwrap().ends_with("sign-in-required"),
-        "{p}"
-    );
-    let me: Value = get("/api/session").await.unwrap().json().await.unwrap();
-    assert_eq!(me["mode"], "iam");
-    assert_eq!(me["signedIn"], false);
-    assert!(me["signInCommand"]
-        .as_str()
-        .unwrap()
-        .contains(&format!("--cluster-name {DEPLOYMENT}")));
+    an_agent_acts_as_its_person(&people, alice, &alice_arn).await;
 
-    // Refused tokens: each says why, and none opens a session.
-    let now = SystemTime::now();
-    let good = token(&alice, DEPLOYMENT, now);
+    // Signing out ends the session on the server.
+    let r = people
+        .call(
+            Method::DELETE,
+            "/api/session",
+            As::Cookie(&bob_cookie),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    people
+        .refused(
+            Method::GET,
+            "/api/clusters",
+            As::Cookie(&bob_cookie),
+            None,
+            StatusCode::UNAUTHORIZED,
+        )
+        .await;
+
+    // The trail names each person, refusals included, and an agent's calls as the agent's.
+    let rows = people
+        .get("/api/audit?limit=100", As::Cookie(&carol_cookie))
+        .await;
+    let row = |route: &str, principal: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["route"] == route && r["principal"] == principal)
+            .unwrap_or_else(|| panic!("no {route} by {principal}: {rows}"))
+            .clone()
+    };
+    assert_eq!(row("/api/pipelines", &alice_arn)["outcome"], "refused");
+    let by_agent = row("/api/active-cluster", &alice_arn);
+    assert_eq!(
+        (by_agent["actor"].clone(), by_agent["status"].clone()),
+        (json!("agent"), json!(403))
+    );
+    let carols = "arn:aws:sts::123456789012:assumed-role/PlatformAdmin/carol";
+    assert_eq!(row("/api/admins", carols)["outcome"], "ok");
+}
+
+/// Nobody is anybody until signed in; the session route says how to sign in.
+async fn strangers_are_told_how_to_sign_in(people: &People) {
+    let p = people
+        .refused(
+            Method::GET,
+            "/api/clusters",
+            As::Nobody,
+            None,
+            StatusCode::UNAUTHORIZED,
+        )
+        .await;
+    assert!(is(&p, "sign-in-required"), "{p}");
+    let me = people.get("/api/session", As::Nobody).await;
+    assert_eq!(
+        (me["mode"].clone(), me["signedIn"].clone()),
+        (json!("iam"), json!(false))
+    );
+    let command = me["signInCommand"].as_str().unwrap();
+    assert!(
+        command.contains(&format!("--cluster-name {DEPLOYMENT}")),
+        "{command}"
+    );
+}
+
+/// Each refused token says why, and none opens a session.
+async fn every_bad_token_is_refused_with_its_reason(
+    people: &People,
+    alice: &Credentials,
+    now: SystemTime,
+) {
+    let good = token(alice, DEPLOYMENT, now);
     let stranger = Credentials::new("AKIAUNKNOWNKEY000000", "secret", None, None, "test");
+    let old = now - Duration::from_secs(16 * 60);
     for (case, t, why) in [
-        (
-            "expired",
-            token(&alice, DEPLOYMENT, now - Duration::from_secs(16 * 60)),
-            "expired",
-        ),
+        ("expired", token(alice, DEPLOYMENT, old), "expired"),
         (
             "another deployment",
-            token(&alice, "other", now),
+            token(alice, "other", now),
             "SignatureDoesNotMatch",
         ),
         (
@@ -262,20 +358,26 @@ async fn people_sign_in_with_their_aws_identity_and_act_within_their_rights() {
         ("not a token", "hello".to_string(), "k8s-aws-v1."),
     ] {
         let p = problem(people.sign_in(&t).await, StatusCode::UNAUTHORIZED).await;
-        assert!(
-            p["type"].as_str().unwrap().ends_with("sign-in-refused"),
-            "{case}: {p}"
-        );
+        assert!(is(&p, "sign-in-refused"), "{case}: {p}");
         assert!(p["detail"].as_str().unwrap().contains(why), "{case}: {p}");
     }
-    // A good token signs in once; its replay is refused.
-    let alice_cookie = people.session(&good).await;
+}
+
+/// A good token signs in once (its replay is refused), and STS was asked as EKS asks it: with
+/// the deployment's header, for JSON, at the host the token names.
+async fn a_token_signs_in_once(
+    people: &People,
+    moto: &Moto,
+    alice: &Credentials,
+    now: SystemTime,
+) -> String {
+    let good = token(alice, DEPLOYMENT, now);
+    let cookie = people.session(&good).await;
     let p = problem(people.sign_in(&good).await, StatusCode::UNAUTHORIZED).await;
     assert!(
         p["detail"].as_str().unwrap().contains("used already"),
         "{p}"
     );
-    // STS was asked with the deployment's header and for JSON, at the host the token names.
     let asked: Value = reqwest::get(format!("{}/_gapfiller/sign-ins", moto.url))
         .await
         .unwrap()
@@ -291,228 +393,156 @@ async fn people_sign_in_with_their_aws_identity_and_act_within_their_rights() {
     assert_eq!(last["k8sAwsId"], DEPLOYMENT);
     assert_eq!(last["host"], "sts.us-west-2.amazonaws.com");
     assert_eq!(last["accept"], "application/json");
+    cookie
+}
 
-    let as_alice = ("cookie", alice_cookie.as_str());
-    let me: Value = people
-        .send(reqwest::Method::GET, "/api/session", as_alice, None)
-        .await
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(me["signedIn"], true);
-    assert_eq!(me["arn"], alice_arn);
-    assert_eq!(me["admin"], false);
-    assert_eq!(
-        people
-            .send(reqwest::Method::GET, "/api/clusters", as_alice, None)
-            .await
-            .status(),
-        StatusCode::OK
-    );
-
-    // Creating a cluster is an administrator's: the refusal names the right and who holds it.
-    let r = people
-        .send(
-            reqwest::Method::POST,
+/// Creating a cluster is an administrator's: the refusal names the right and who holds it. The
+/// administrator signs in with a role session (the person is the session, the principal its
+/// role), keeps the last administrator, and adds Bob, who may then act as one.
+async fn administrators_keep_their_list(
+    people: &People,
+    alice: As<'_>,
+    carol: As<'_>,
+    (bob, bob_arn): (&Credentials, &str),
+    now: SystemTime,
+) -> String {
+    let p = people
+        .refused(
+            Method::POST,
             "/api/pipelines",
-            as_alice,
+            alice,
             Some(pipeline_body()),
+            StatusCode::FORBIDDEN,
         )
         .await;
-    let p = problem(r, StatusCode::FORBIDDEN).await;
     assert!(
-        p["type"].as_str().unwrap().ends_with("access-denied"),
-        "{p}"
-    );
-    assert!(
-        p["detail"].as_str().unwrap().contains("create clusters"),
+        is(&p, "access-denied") && p["detail"].as_str().unwrap().contains("create clusters"),
         "{p}"
     );
     assert_eq!(p["hint"]["grantedBy"], json!([ADMIN_ROLE]));
 
-    // The administrator signs in with a role session: the person is the session, the
-    // principal its role.
-    let carol_cookie = people.session(&token(&carol, DEPLOYMENT, now)).await;
-    let as_carol = ("cookie", carol_cookie.as_str());
-    let me: Value = people
-        .send(reqwest::Method::GET, "/api/session", as_carol, None)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let me = people.get("/api/session", carol).await;
     assert_eq!(me["principalArn"], ADMIN_ROLE);
     assert_eq!(
         me["arn"],
         "arn:aws:sts::123456789012:assumed-role/PlatformAdmin/carol"
     );
     assert_eq!(me["admin"], true);
-    // The last administrator stays; another is added, then may act as one.
     let encoded =
-        percent_encoding::utf8_percent_encode(ADMIN_ROLE, percent_encoding::NON_ALPHANUMERIC)
-            .to_string();
-    let r = people
-        .send(
-            reqwest::Method::DELETE,
+        percent_encoding::utf8_percent_encode(ADMIN_ROLE, percent_encoding::NON_ALPHANUMERIC);
+    let p = people
+        .refused(
+            Method::DELETE,
             &format!("/api/admins/{encoded}"),
-            as_carol,
+            carol,
             None,
+            StatusCode::CONFLICT,
         )
         .await;
-    problem(r, StatusCode::CONFLICT).await;
-    let r = people
-        .send(
-            reqwest::Method::POST,
+    assert!(is(&p, "last-admin"), "{p}");
+    let bob_is_admin = Some(json!({ "principalArn": bob_arn }));
+    people
+        .refused(
+            Method::POST,
             "/api/admins",
-            as_alice,
-            Some(json!({"principalArn": bob_arn})),
+            alice,
+            bob_is_admin.clone(),
+            StatusCode::FORBIDDEN,
         )
         .await;
-    problem(r, StatusCode::FORBIDDEN).await;
     let r = people
-        .send(
-            reqwest::Method::POST,
-            "/api/admins",
-            as_carol,
-            Some(json!({"principalArn": bob_arn})),
-        )
+        .call(Method::POST, "/api/admins", carol, bob_is_admin)
         .await;
     assert_eq!(r.status(), StatusCode::OK);
-    let bob_cookie = people.session(&token(&bob, DEPLOYMENT, now)).await;
-    let me: Value = people
-        .send(
-            reqwest::Method::GET,
-            "/api/session",
-            ("cookie", &bob_cookie),
-            None,
-        )
-        .await
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(me["admin"], true);
+    let bob_cookie = people.session(&token(bob, DEPLOYMENT, now)).await;
+    assert_eq!(
+        people.get("/api/session", As::Cookie(&bob_cookie)).await["admin"],
+        true
+    );
+    bob_cookie
+}
 
-    // Alice's agent acts as her: a read-only token reads and is refused a write; a revoked
-    // one is refused at once. Neither can mint tokens.
+/// Alice's agent acts as her: a read-only token reads and is refused a write, over REST and
+/// over MCP with the official client; it mints no token; revoked, it is refused at once. The
+/// MCP endpoint answers nobody without a token.
+async fn an_agent_acts_as_its_person(people: &People, alice: As<'_>, alice_arn: &str) {
+    let kiro = json!({"name": "kiro", "readOnly": true, "days": 7});
     let r = people
-        .send(
-            reqwest::Method::POST,
-            "/api/session/agent-tokens",
-            as_alice,
-            Some(json!({"name": "kiro", "readOnly": true, "days": 7})),
-        )
+        .call(Method::POST, "/api/session/agent-tokens", alice, Some(kiro))
         .await;
     assert_eq!(r.status(), StatusCode::CREATED);
     let made: Value = r.json().await.unwrap();
-    let agent = format!("Bearer {}", made["token"].as_str().unwrap());
-    assert!(agent.starts_with("Bearer isat_"));
-    let as_agent = ("authorization", agent.as_str());
-    let me: Value = people
-        .send(reqwest::Method::GET, "/api/session", as_agent, None)
-        .await
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(me["arn"], alice_arn);
-    assert_eq!(me["agentToken"]["name"], "kiro");
-    let r = people
-        .send(
-            reqwest::Method::POST,
-            "/api/session/agent-tokens",
-            as_agent,
-            Some(json!({"name": "x"})),
-        )
-        .await;
-    problem(r, StatusCode::FORBIDDEN).await;
-    let r = people
-        .send(
-            reqwest::Method::PUT,
-            "/api/active-cluster",
-            as_agent,
-            Some(json!({"name": "x"})),
-        )
-        .await;
-    let p = problem(r, StatusCode::FORBIDDEN).await;
-    assert!(
-        p["type"].as_str().unwrap().ends_with("writes-disabled"),
-        "{p}"
+    let secret = made["token"].as_str().unwrap();
+    assert!(secret.starts_with("isat_"));
+    let agent = As::Agent(secret);
+    let me = people.get("/api/session", agent).await;
+    assert_eq!(
+        (me["arn"].as_str(), me["agentToken"]["name"].as_str()),
+        (Some(alice_arn), Some("kiro"))
     );
-    let listed: Value = people
-        .send(
-            reqwest::Method::GET,
+    people
+        .refused(
+            Method::POST,
             "/api/session/agent-tokens",
-            as_alice,
-            None,
+            agent,
+            Some(json!({"name": "x"})),
+            StatusCode::FORBIDDEN,
         )
-        .await
-        .json()
+        .await;
+    let p = people
+        .refused(
+            Method::PUT,
+            "/api/active-cluster",
+            agent,
+            Some(json!({"name": "x"})),
+            StatusCode::FORBIDDEN,
+        )
+        .await;
+    assert!(is(&p, "writes-disabled"), "{p}");
+
+    let seen = crate::mcp::mcp_client_as(&people.server.base, "person", Some(secret)).await;
+    assert_eq!(seen["me"]["value"]["arn"], alice_arn, "{seen}");
+    assert_eq!(
+        seen["me"]["value"]["agentToken"]["readOnly"], true,
+        "{seen}"
+    );
+    assert_eq!(seen["read"]["is_error"], false, "{seen}");
+    assert_eq!(seen["write"]["is_error"], true, "{seen}");
+    assert!(is(&seen["write"]["value"], "writes-disabled"), "{seen}");
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}"#;
+    let r = people
+        .client
+        .post(format!("{}/mcp", people.server.base))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(initialize)
+        .send()
         .await
         .unwrap();
+    problem(r, StatusCode::UNAUTHORIZED).await;
+
+    let listed = people.get("/api/session/agent-tokens", alice).await;
     assert_eq!(listed.as_array().unwrap().len(), 1);
     assert!(listed[0].get("token").is_none(), "the secret is shown once");
     let id = made["id"].as_str().unwrap();
     let r = people
-        .send(
-            reqwest::Method::DELETE,
+        .call(
+            Method::DELETE,
             &format!("/api/session/agent-tokens/{id}"),
-            as_alice,
+            alice,
             None,
         )
         .await;
     assert_eq!(r.status(), StatusCode::NO_CONTENT);
-    let r = people
-        .send(reqwest::Method::GET, "/api/clusters", as_agent, None)
-        .await;
-    problem(r, StatusCode::UNAUTHORIZED).await;
-
-    // Signing out ends the session on the server.
-    let r = people
-        .send(
-            reqwest::Method::DELETE,
-            "/api/session",
-            ("cookie", &bob_cookie),
-            None,
-        )
-        .await;
-    assert_eq!(r.status(), StatusCode::NO_CONTENT);
-    let r = people
-        .send(
-            reqwest::Method::GET,
+    people
+        .refused(
+            Method::GET,
             "/api/clusters",
-            ("cookie", &bob_cookie),
+            agent,
             None,
+            StatusCode::UNAUTHORIZED,
         )
         .await;
-    problem(r, StatusCode::UNAUTHORIZED).await;
-
-    // The trail names each person, refusals included, and an agent's calls as the agent's.
-    let audit: Value = people
-        .send(reqwest::Method::GET, "/api/audit?limit=100", as_carol, None)
-        .await
-        .json()
-        .await
-        .unwrap();
-    let rows = audit["items"]
-        .as_array()
-        .or(audit.as_array())
-        .unwrap()
-        .clone();
-    let row = |route: &str, principal: &str| {
-        rows.iter()
-            .find(|r| r["route"] == route && r["principal"] == principal)
-            .unwrap_or_else(|| panic!("no {route} by {principal}: {rows:?}"))
-            .clone()
-    };
-    assert_eq!(row("/api/pipelines", &alice_arn)["outcome"], "refused");
-    let by_agent = row("/api/active-cluster", &alice_arn);
-    assert_eq!(by_agent["actor"], "agent");
-    assert_eq!(by_agent["status"], 403);
-    assert_eq!(
-        row(
-            "/api/admins",
-            "arn:aws:sts::123456789012:assumed-role/PlatformAdmin/carol"
-        )["outcome"],
-        "ok"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -691,4 +721,23 @@ async fn what_a_person_may_do_on_a_cluster_is_what_their_eks_access_entry_allows
     };
     assert_eq!(outcome("alice"), Some(json!("ok")));
     assert_eq!(outcome("bob"), Some(json!("refused")));
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_sign_people_in_does_not_start() {
+    use instantstart::service::people::IdentityMode;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = instantstart::config::ServeConfig::sandbox(dir.path().to_path_buf());
+    config.identity = IdentityMode::Iam;
+    let refusal = |config: instantstart::config::ServeConfig| async move {
+        match instantstart::build_app(config).await {
+            Ok(_) => panic!("the server started"),
+            Err(e) => e.to_string(),
+        }
+    };
+    // The sandbox has no STS to ask who signed a token.
+    assert!(refusal(config.clone()).await.contains("needs --cloud aws"));
+    // A shared token would take the header each person's agent token goes in.
+    config.token = Some("0123456789abcdef".parse().unwrap());
+    assert!(refusal(config).await.contains("exclude each other"));
 }

@@ -91,9 +91,22 @@ fn the_template_is_locked_down() {
     assert!(user_data.contains("EnvironmentFile=/etc/instantstart/instantstart.env"));
     assert!(user_data.contains("pull ${!IMAGE}") && user_data.contains("enable --now cfn-hup"));
     let init = &instance["Metadata"]["AWS::CloudFormation::Init"]["config"]["files"];
-    assert_eq!(
-        init["/etc/instantstart/instantstart.env"]["content"]["Fn::Sub"][1]["Image"]["Ref"],
-        "ImageUri"
+    let env = &init["/etc/instantstart/instantstart.env"]["content"]["Fn::Sub"];
+    assert_eq!(env[1]["Image"]["Ref"], "ImageUri");
+    // People sign in (docs/access.md): identities on, tokens made for the stack's name, the
+    // administrators the stack was given.
+    assert!(user_data.contains("-e INSTANTSTART_IDENTITY=iam"));
+    assert!(user_data.contains("-e INSTANTSTART_ADMINS=${!ADMINS}"));
+    assert!(user_data.contains("-e INSTANTSTART_DEPLOYMENT_ID=${!DEPLOYMENT_ID}"));
+    let env_text = env[0].as_str().unwrap();
+    assert!(
+        env_text.contains("DEPLOYMENT_ID=${AWS::StackName}")
+            && env_text.contains("ADMINS=${Admins}")
+    );
+    assert_eq!(env[1]["Admins"]["Ref"], "Administrators");
+    assert!(
+        t["Parameters"]["Administrators"].get("Default").is_none(),
+        "an administrator is required"
     );
     assert!(init["/etc/systemd/system/cfn-hup.service"]["content"]
         .as_str()

@@ -35,7 +35,9 @@ def main():
             StackName="instantstart",
             TemplateBody=template,
             Parameters=[{"ParameterKey": "ImageUri",
-                         "ParameterValue": "123456789012.dkr.ecr.us-west-2.amazonaws.com/instantstart:0.1.0"}],
+                         "ParameterValue": "123456789012.dkr.ecr.us-west-2.amazonaws.com/instantstart:0.1.0"},
+                        {"ParameterKey": "Administrators",
+                         "ParameterValue": "arn:aws:iam::123456789012:role/PlatformAdmin"}],
             Capabilities=["CAPABILITY_IAM"],
         )
         stack = cfn.describe_stacks(StackName="instantstart")["Stacks"][0]

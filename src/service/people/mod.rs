@@ -235,11 +235,23 @@ pub async fn revoke_agent_token(engine: &Engine, holder: &Holder, id: &str) -> A
     }
 }
 
+/// Whether `arn` names an IAM user or role without a path: the form a signed-in person's
+/// principal takes (STS names a role session's role without its path).
+fn plain_principal(arn: &str) -> bool {
+    let resource = arn.splitn(6, ':').nth(5).unwrap_or_default();
+    crate::cloud::identity::principal_arn(arn).ok().as_deref() == Some(arn)
+        && arn.split(':').nth(2) == Some("iam")
+        && resource.matches('/').count() == 1
+}
+
 /// Adds the deployment's administrators (the stack's list) at start; a list administrators
 /// changed since is kept.
 pub async fn seed_admins(engine: &Engine, arns: &[String]) -> anyhow::Result<()> {
     for arn in arns.iter().map(|a| a.trim()).filter(|a| !a.is_empty()) {
-        crate::cloud::identity::principal_arn(arn).map_err(|e| anyhow::anyhow!("--admin: {e}"))?;
+        anyhow::ensure!(
+            plain_principal(arn),
+            "--admin: `{arn}` is not an IAM user or role ARN without a path"
+        );
         engine.store().add_admin(arn, "deployment").await?;
     }
     Ok(())
@@ -278,12 +290,10 @@ pub struct AdminRequest {
 pub async fn add_admin(engine: &Engine, by: &Holder, req: &AdminRequest) -> ApiResult<Admin> {
     require_admin(engine, by, "change the administrators").await?;
     let arn = req.principal_arn.trim();
-    if crate::cloud::identity::principal_arn(arn).ok().as_deref() != Some(arn)
-        || arn.contains(":sts:")
-    {
+    if !plain_principal(arn) {
         return Err(ApiError::validation_hint(
             "principalArn",
-            "an IAM user or role ARN",
+            "an IAM user or role ARN without a path (STS names a role session's role without it)",
             json!("arn:aws:iam::111122223333:role/PlatformAdmin"),
         ));
     }
@@ -306,5 +316,26 @@ pub async fn remove_admin(engine: &Engine, by: &Holder, arn: &str) -> ApiResult<
             field: None,
             operation_id: None,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_administrator_is_a_user_or_role_without_a_path() {
+        for ok in [
+            "arn:aws:iam::111122223333:role/PlatformAdmin",
+            "arn:aws:iam::111122223333:user/bob",
+        ] {
+            assert!(super::plain_principal(ok), "{ok}");
+        }
+        for bad in [
+            "arn:aws:iam::111122223333:role/teams/PlatformAdmin",
+            "arn:aws:sts::111122223333:assumed-role/Dev/alice",
+            "arn:aws:iam::111122223333:group/admins",
+            "PlatformAdmin",
+        ] {
+            assert!(!super::plain_principal(bad), "{bad}");
+        }
     }
 }
