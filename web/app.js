@@ -2,7 +2,7 @@
 // Pages live in their own modules, the shared kit in kit.js. No state is kept only in the
 // browser: every page renders from the server.
 
-import { api, connect, h, nextRoute, refreshClusterSelect, session } from './kit.js';
+import { api, connect, h, nextRoute, refreshClusterSelect, session, showSignIn } from './kit.js';
 import { clusters } from './clusters.js';
 import { create, progress } from './create.js';
 import { cluster } from './cluster.js';
@@ -27,12 +27,30 @@ async function header() {
     banner.className = 'banner degraded';
     banner.textContent = health.warning;
   }
-  const who = await api('/api/aws/identity');
+  const me = (await api('/api/session')).body || {};
+  session.me = me;
+  if (me.mode === 'iam' && !me.signedIn) {
+    await showSignIn();
+    return false;
+  }
   const identity = document.getElementById('identity');
-  identity.textContent = who.ok
-    ? `${who.body.account} · ${who.body.region} · ${who.body.arn}`
-    : `region ${health.region || '?'}`;
+  if (me.mode === 'iam') {
+    // The person, and only what they may do: creating clusters is an administrator's.
+    identity.replaceChildren(
+      h('span', {}, `${me.arn}${me.admin ? ' · administrator' : ''}`), ' ',
+      h('button', { type: 'button', class: 'link', onclick: async () => {
+        await api('/api/session', { method: 'DELETE' });
+        location.reload();
+      } }, 'Sign out'));
+    if (!me.admin) document.querySelector('nav a[data-nav=create]').closest('li').hidden = true;
+  } else {
+    const who = await api('/api/aws/identity');
+    identity.textContent = who.ok
+      ? `${who.body.account} · ${who.body.region} · ${who.body.arn}`
+      : `region ${health.region || '?'}`;
+  }
   await refreshClusterSelect();
+  return true;
 }
 
 // --- router ---------------------------------------------------------------------------------
@@ -128,8 +146,12 @@ document.getElementById('cluster-select').addEventListener('change', async (e) =
 // so a form being filled is never replaced by a late second render of the same page.
 let headerReady = false;
 window.addEventListener('hashchange', () => { if (headerReady) route(); });
-connect();
-header().finally(() => {
+// Live events once someone is there to see them (a sign-in page opens no socket).
+header().then((signedIn) => {
+  headerReady = signedIn !== false;
+  if (headerReady) { connect(); route(); }
+}, () => {
   headerReady = true;
+  connect();
   route();
 });

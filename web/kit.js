@@ -35,8 +35,41 @@ export async function api(path, { method = 'GET', body } = {}) {
   const text = await r.text();
   let parsed = null;
   try { parsed = text ? JSON.parse(text) : null; } catch { parsed = { detail: text }; }
-  if (r.status === 401) askForToken();
+  if (r.status === 401) {
+    if (String(parsed && parsed.type).endsWith(':sign-in-required')) showSignIn();
+    else askForToken();
+  }
   return { ok: r.ok, status: r.status, body: parsed };
+}
+
+/** The sign-in page, where people sign in with their AWS identity (docs/access.md): the
+ * command that makes a token for this deployment, and a field for the token. */
+export async function showSignIn() {
+  const view = document.getElementById('view');
+  const me = await (await fetch('/api/session')).json().catch(() => ({}));
+  const token = h('textarea', { id: 'sign-in-token', rows: 4, required: true, autocomplete: 'off', spellcheck: 'false' });
+  const error = h('p', { id: 'sign-in-error', class: 'error', role: 'alert' });
+  const submit = async (e) => {
+    e.preventDefault();
+    error.textContent = '';
+    const r = await fetch('/api/session', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'X-InstantStart-Actor': 'browser' },
+      body: JSON.stringify({ token: token.value.trim() }),
+    });
+    if (r.ok) return location.reload();
+    const p = await r.json().catch(() => ({}));
+    error.textContent = p.detail || `Sign-in refused (${r.status})`;
+  };
+  view.replaceChildren(
+    h('h1', {}, 'Sign in'),
+    h('p', {}, 'Sign in with your AWS identity: run this with the credentials you use for AWS, and paste what it prints.'),
+    h('pre', {}, h('code', { id: 'sign-in-command' }, me.signInCommand || '')),
+    h('form', { class: 'grid', onsubmit: submit },
+      h('label', { for: 'sign-in-token' }, 'Token'), token, h('span'),
+      h('button', { type: 'submit' }, 'Sign in')),
+    error,
+  );
 }
 
 function askForToken() {
@@ -120,7 +153,7 @@ export function connect() {
 // --- session ------------------------------------------------------------------------------
 
 /** What the header learned (health) and the cluster pages work on (active). */
-export const session = { health: null, active: null };
+export const session = { health: null, active: null, me: null };
 
 export async function refreshClusterSelect() {
   const select = document.getElementById('cluster-select');

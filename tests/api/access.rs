@@ -223,16 +223,17 @@ fn is(p: &Value, slug: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn people_sign_in_with_their_aws_identity_and_act_within_their_rights() {
     let moto = Moto::start().await;
-    let (alice, alice_arn) = user(&moto, "alice").await;
+    let (alice_creds, alice_arn) = user(&moto, "alice").await;
     let (bob, bob_arn) = user(&moto, "bob").await;
     let carol = admin_session(&moto).await;
     let (_guard, dir) = temp_dir();
     let people = People::start(&moto, &dir).await;
+    let alice = &alice_creds;
     let now = SystemTime::now();
 
     strangers_are_told_how_to_sign_in(&people).await;
-    every_bad_token_is_refused_with_its_reason(&people, &alice, now).await;
-    let alice_cookie = a_token_signs_in_once(&people, &moto, &alice, now).await;
+    every_bad_token_is_refused_with_its_reason(&people, alice, now).await;
+    let alice_cookie = a_token_signs_in_once(&people, &moto, alice, now).await;
     let alice = As::Cookie(&alice_cookie);
     let me = people.get("/api/session", alice).await;
     assert_eq!(
@@ -276,6 +277,8 @@ async fn people_sign_in_with_their_aws_identity_and_act_within_their_rights() {
         )
         .await;
 
+    the_browser_signs_in(&people, &dir, &alice_creds, &alice_arn).await;
+
     // The trail names each person, refusals included, and an agent's calls as the agent's.
     let rows = people
         .get("/api/audit?limit=100", As::Cookie(&carol_cookie))
@@ -296,6 +299,37 @@ async fn people_sign_in_with_their_aws_identity_and_act_within_their_rights() {
     );
     let carols = "arn:aws:sts::123456789012:assumed-role/PlatformAdmin/carol";
     assert_eq!(row("/api/admins", carols)["outcome"], "ok");
+}
+
+/// In headless Chromium: the sign-in page gives the command, takes a token, shows the person
+/// and hides what only an administrator may do (tests/peers/ui_scenarios.py, `people`).
+async fn the_browser_signs_in(
+    people: &People,
+    dir: &std::path::Path,
+    alice: &Credentials,
+    alice_arn: &str,
+) {
+    let out = dir.join("ui-people");
+    std::fs::create_dir_all(&out).unwrap();
+    let fresh = token(alice, DEPLOYMENT, SystemTime::now());
+    let status = tokio::process::Command::new(venv_python())
+        .arg(peer("ui_scenarios.py"))
+        .arg(&people.server.base)
+        .arg(&out)
+        .arg("people")
+        .env("PEOPLE_TOKEN", fresh)
+        .env("PEOPLE_ARN", alice_arn)
+        .env("PEOPLE_DEPLOYMENT", DEPLOYMENT)
+        .kill_on_drop(true)
+        .status()
+        .await
+        .expect("run the browser scenario");
+    assert!(
+        status.success(),
+        "the people scenario failed (screenshots in {}); the server's last lines:\n{}",
+        out.display(),
+        Server::log_tail(&people.server.log, 40)
+    );
 }
 
 /// Nobody is anybody until signed in; the session route says how to sign in.

@@ -5,6 +5,7 @@ Run: python ui_scenarios.py BASE_URL OUT_DIR SCENARIO...
 Each scenario saves a screenshot in OUT_DIR; any failed expectation exits non-zero with a message.
 """
 
+import os
 import re
 import sys
 
@@ -608,7 +609,30 @@ def utilization(page, base, out):
     expect(page.locator("#team-utilization")).to_be_visible()
 
 
-SCENARIOS = {"utilization": utilization, "costs": costs, "spaces": spaces, "slow-header": slow_header, "forget": forget, "training": training, "workloads": workloads, "groups": groups, "features": features, "teams": teams, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
+def people(page, base, out):
+    """Signing in with an AWS identity (a server with --identity iam): the page gives the command,
+    a refused token says why, a good one shows the person, who sees no link to what only an
+    administrator may do, and signs out. PEOPLE_TOKEN is a fresh sign-in token, PEOPLE_ARN its
+    person, PEOPLE_DEPLOYMENT the deployment."""
+    page.goto(f"{base}/")
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    expect(page.locator("#sign-in-command")).to_contain_text(
+        f"--cluster-name {os.environ['PEOPLE_DEPLOYMENT']}")
+    page.locator("#sign-in-token").fill("k8s-aws-v1.bogus")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("#sign-in-error")).to_contain_text("base64")
+    page.locator("#sign-in-token").fill(os.environ["PEOPLE_TOKEN"])
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("#identity")).to_contain_text(os.environ["PEOPLE_ARN"])
+    expect(page.locator("nav a[data-nav=create]")).to_be_hidden()
+    expect(page.locator("nav a[data-nav=training]")).to_be_visible()
+    expect(page.get_by_role("heading", name="Clusters")).to_be_visible()
+    page.screenshot(path=f"{out}/signed-in.png", full_page=True)
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+
+
+SCENARIOS = {"people": people, "utilization": utilization, "costs": costs, "spaces": spaces, "slow-header": slow_header, "forget": forget, "training": training, "workloads": workloads, "groups": groups, "features": features, "teams": teams, "create": create, "bad-input": bad_input, "retry": retry, "reload": reload, "nodes": nodes}
 
 
 def main():
