@@ -141,6 +141,13 @@ where
 const NAMESPACED: &[(Method, &str)] = &[
     (Method::POST, "/api/clusters/{name}/training-jobs"),
     (Method::DELETE, "/api/clusters/{name}/training-jobs/{job}"),
+    (Method::POST, "/api/clusters/{name}/endpoints"),
+    (Method::PATCH, "/api/clusters/{name}/endpoints/{endpoint}"),
+    (Method::DELETE, "/api/clusters/{name}/endpoints/{endpoint}"),
+    (
+        Method::POST,
+        "/api/clusters/{name}/endpoints/{endpoint}/invoke",
+    ),
 ];
 
 /// What a person whose access is limited to namespaces may read of a cluster: the cluster,
@@ -150,6 +157,8 @@ const NAMESPACED_READS: &[&str] = &[
     "/api/clusters/{name}",
     "/api/clusters/{name}/training-jobs",
     "/api/clusters/{name}/training-jobs/{job}",
+    "/api/clusters/{name}/endpoints",
+    "/api/clusters/{name}/endpoints/{endpoint}",
 ];
 
 /// What a request asks, read before anything is awaited (a request's body is not `Sync`).

@@ -734,6 +734,58 @@ async fn what_a_person_may_do_on_a_cluster_is_what_their_eks_access_entry_allows
     .unwrap();
     denied(r, "AmazonEKSClusterAdminPolicy on cluster demo").await;
 
+    // Endpoints the same way: deployed, seen and called by namespace.
+    p.activate_addon("amazon-sagemaker-hyperpod-inference")
+        .await;
+    const ENDPOINTS: &str = "/api/clusters/demo/endpoints";
+    let mut ep = crate::endpoints::endpoint("alice-ep");
+    ep["autoscaling"] = Value::Null;
+    let r = send("bob", reqwest::Method::POST, ENDPOINTS, Some(ep.clone()))
+        .await
+        .unwrap();
+    denied(r, needs_edit).await;
+    let r = send("alice", reqwest::Method::POST, ENDPOINTS, Some(ep))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::ACCEPTED,
+        "{}",
+        r.text().await.unwrap_or_default()
+    );
+    let applied = "/apis/inference.sagemaker.aws.amazon.com/v1/namespaces/default/inferenceendpointconfigs/alice-ep";
+    for _ in 0..400 {
+        if p.emu.get(applied).await.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    for (who, sees) in [("alice", true), ("bob", true), ("eve", false)] {
+        let v: Value = send(who, reqwest::Method::GET, ENDPOINTS, None)
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(names(v).contains(&"alice-ep".to_string()), sees, "{who}");
+    }
+    let one = format!("{ENDPOINTS}/alice-ep");
+    let r = send("eve", reqwest::Method::GET, &one, None).await.unwrap();
+    problem(r, StatusCode::NOT_FOUND).await;
+    let r = send("bob", reqwest::Method::DELETE, &one, None)
+        .await
+        .unwrap();
+    denied(r, needs_edit).await;
+    let r = send(
+        "bob",
+        reqwest::Method::POST,
+        &format!("{one}/invoke"),
+        Some(json!({"prompt": "hi"})),
+    )
+    .await
+    .unwrap();
+    denied(r, needs_edit).await;
+
     // The trail names who did and who was refused.
     let audit: Value = p
         .client

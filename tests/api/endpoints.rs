@@ -13,7 +13,7 @@ use crate::helpers::*;
 
 const ENDPOINTS: &str = "/api/clusters/demo/endpoints";
 
-fn endpoint(name: &str) -> Value {
+pub(crate) fn endpoint(name: &str) -> Value {
     json!({"endpointName": name, "model": "/s3/models/Qwen/Qwen3-8B", "instanceType": "ml.g5.8xlarge",
            "sagemakerEndpoint": format!("{name}-sme"),
            "kvCache": {"l1": true, "l2": "tieredstorage"}, "routing": "prefixaware",

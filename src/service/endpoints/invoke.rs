@@ -20,6 +20,14 @@ pub async fn invoke_endpoint(
 ) -> ApiResult<Value> {
     let body = req.chat_body(name)?;
     let e = get_endpoint(engine, cluster, name).await?;
+    // Calling it goes through the API server's service proxy, which `edit` grants, not `view`.
+    crate::service::people::access::require_write(
+        engine,
+        cluster,
+        &e.namespace,
+        "call its endpoints",
+    )
+    .await?;
     // An endpoint scaling (or with workers Kueue holds) still serves from its ready ones.
     if e.state != "DeploymentComplete" && e.ready_replicas == 0 {
         return Err(ApiError::Conflict {

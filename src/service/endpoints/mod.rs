@@ -164,6 +164,13 @@ pub async fn endpoint_params(
     // labels the endpoint object itself, which the operator carries onto the Deployment it
     // makes (Kueue's Deployment integration admits the pods by those labels).
     let namespace = placement.namespace();
+    crate::service::people::access::require_write(
+        engine,
+        cluster,
+        &namespace,
+        "deploy endpoints there",
+    )
+    .await?;
     manifest["metadata"]["namespace"] = json!(namespace);
     placement.label(&mut manifest["metadata"]["labels"]);
     let params = ApplyParams {

@@ -41,6 +41,13 @@ pub async fn endpoint_delete(
     caller: &Caller,
 ) -> ApiResult<Accepted> {
     let found = super::get_endpoint(engine, name, endpoint).await?;
+    crate::service::people::access::require_write(
+        engine,
+        name,
+        &found.namespace,
+        "delete its endpoints",
+    )
+    .await?;
     let params = crate::service::steps::workloads::DeleteParams {
         workload: format!("endpoint/{endpoint}"),
         objects: vec![super::ref_of(&found.kind, &found.namespace, endpoint)],

@@ -15,6 +15,7 @@ use crate::ops::Engine;
 use crate::problem::ProblemType;
 use crate::service::cluster::records::kube_target;
 use crate::service::cluster::validate;
+use crate::service::people::access;
 use crate::service::shared::labels::Placement;
 use crate::service::steps::workloads::{ApplyParams, WORKLOAD_NAMESPACE};
 use crate::service::teams::{with_admission, PodsAdmission};
@@ -165,27 +166,44 @@ async fn admitted(
 
 pub async fn list_endpoints(engine: &Engine, cluster: &str) -> ApiResult<Vec<EndpointView>> {
     let target = kube_target(engine, cluster).await?;
-    let mut out: Vec<EndpointView> = in_workload_namespaces(engine, &target)
+    let out: Vec<EndpointView> = in_workload_namespaces(engine, &target)
         .await?
         .iter()
         .map(endpoint_view)
         .collect();
-    admitted(engine, &target, &mut out).await?;
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(out)
+    // A person sees the endpoints of the namespaces their access entry lets them read.
+    let mut visible = Vec::with_capacity(out.len());
+    for e in out {
+        if access::may_read(engine, cluster, &e.namespace).await? {
+            visible.push(e);
+        }
+    }
+    admitted(engine, &target, &mut visible).await?;
+    visible.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(visible)
 }
 
+/// The endpoint as the cluster has it; one in a namespace the person may not read is not
+/// there for them.
 async fn actual(engine: &Engine, cluster: &str, name: &str) -> ApiResult<Value> {
     validate::dns_label("endpoint", "endpoint name", name)?;
     let target = kube_target(engine, cluster).await?;
-    find(engine, &target, name)
-        .await?
-        .ok_or_else(|| ApiError::NotFound {
-            what: format!("endpoint `{name}` on `{cluster}`"),
-            hint: Some(Box::new(json!(format!(
-                "list them with GET /api/clusters/{cluster}/endpoints"
-            )))),
-        })
+    let mut found = find(engine, &target, name).await?;
+    if let Some(ns) = found
+        .as_ref()
+        .and_then(|o| o.pointer("/metadata/namespace"))
+        .and_then(Value::as_str)
+    {
+        if !access::may_read(engine, cluster, ns).await? {
+            found = None;
+        }
+    }
+    found.ok_or_else(|| ApiError::NotFound {
+        what: format!("endpoint `{name}` on `{cluster}`"),
+        hint: Some(Box::new(json!(format!(
+            "list them with GET /api/clusters/{cluster}/endpoints"
+        )))),
+    })
 }
 
 pub async fn get_endpoint(engine: &Engine, cluster: &str, name: &str) -> ApiResult<EndpointView> {
@@ -217,6 +235,7 @@ pub async fn patch_params(
 ) -> ApiResult<Option<Value>> {
     let o = actual(engine, cluster, name).await?;
     let view = endpoint_view(&o);
+    access::require_write(engine, cluster, &view.namespace, "change its endpoints").await?;
     if let Some(r) = &patch.routing {
         if view.routing.as_deref() != Some(r.as_str()) {
             return Err(ApiError::Conflict {
