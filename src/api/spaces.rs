@@ -229,7 +229,8 @@ async fn end_sessions(
     State(state): State<AppState>,
     ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Json<SessionsEnded>> {
-    crate::service::spaces::actual(&state.engine, &name, &item).await?;
+    crate::service::spaces::writable(&state.engine, &name, &item, "end its spaces' sessions")
+        .await?;
     Ok(Json(SessionsEnded {
         ended: state.space_sessions.revoke(&name, &item),
     }))

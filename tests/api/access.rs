@@ -672,13 +672,7 @@ async fn what_a_person_may_do_on_a_cluster_is_what_their_eks_access_entry_allows
     // Once the job is applied, who sees it: those who may read namespace default.
     let applied =
         "/apis/sagemaker.amazonaws.com/v1/namespaces/default/hyperpodpytorchjobs/by-alice";
-    for _ in 0..400 {
-        if p.emu.get(applied).await.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert!(p.emu.get(applied).await.is_some(), "the job is applied");
+    p.emu.appeared(applied).await;
     let names = |v: Value| -> Vec<String> {
         v.as_array()
             .unwrap()
@@ -754,12 +748,7 @@ async fn what_a_person_may_do_on_a_cluster_is_what_their_eks_access_entry_allows
         r.text().await.unwrap_or_default()
     );
     let applied = "/apis/inference.sagemaker.aws.amazon.com/v1/namespaces/default/inferenceendpointconfigs/alice-ep";
-    for _ in 0..400 {
-        if p.emu.get(applied).await.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    p.emu.appeared(applied).await;
     for (who, sees) in [("alice", true), ("bob", true), ("eve", false)] {
         let v: Value = send(who, reqwest::Method::GET, ENDPOINTS, None)
             .await
@@ -785,6 +774,55 @@ async fn what_a_person_may_do_on_a_cluster_is_what_their_eks_access_entry_allows
     .await
     .unwrap();
     denied(r, needs_edit).await;
+
+    // Spaces too: a person's own development space, in a namespace they may change.
+    p.activate_addon("amazon-sagemaker-spaces").await;
+    const SPACES: &str = "/api/clusters/demo/spaces";
+    let lab = json!({"spaceName": "alice-lab", "instanceType": "ml.g5.8xlarge"});
+    let r = send("bob", reqwest::Method::POST, SPACES, Some(lab.clone()))
+        .await
+        .unwrap();
+    denied(r, needs_edit).await;
+    let r = send("alice", reqwest::Method::POST, SPACES, Some(lab))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::ACCEPTED,
+        "{}",
+        r.text().await.unwrap_or_default()
+    );
+    p.emu
+        .appeared("/apis/workspace.jupyter.org/v1alpha1/namespaces/default/workspaces/alice-lab")
+        .await;
+    for (who, sees) in [("alice", true), ("bob", true), ("eve", false)] {
+        let v: Value = send(who, reqwest::Method::GET, SPACES, None)
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(names(v).contains(&"alice-lab".to_string()), sees, "{who}");
+    }
+    let mine = format!("{SPACES}/alice-lab");
+    problem(
+        send("eve", reqwest::Method::GET, &mine, None)
+            .await
+            .unwrap(),
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+    for (method, path) in [
+        (reqwest::Method::POST, format!("{mine}/stop")),
+        (reqwest::Method::POST, format!("{mine}/open")),
+        (reqwest::Method::DELETE, format!("{mine}/sessions")),
+        (reqwest::Method::DELETE, mine.clone()),
+    ] {
+        let r = send("bob", method.clone(), &path, Some(json!({})))
+            .await
+            .unwrap();
+        denied(r, needs_edit).await;
+    }
 
     // The trail names who did and who was refused.
     let audit: Value = p

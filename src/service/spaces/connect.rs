@@ -33,7 +33,7 @@ fn not_running(space: &str, why: &str) -> ApiError {
 
 /// The space's namespace and base path, refused unless it runs.
 pub async fn running(engine: &Engine, cluster: &str, space: &str) -> ApiResult<(String, String)> {
-    let o = actual(engine, cluster, space).await?;
+    let o = super::writable(engine, cluster, space, "open its spaces").await?;
     running_at(&o, space)
 }
 

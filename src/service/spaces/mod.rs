@@ -25,6 +25,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
 use crate::service::cluster::validate;
+use crate::service::people::access;
 use crate::service::shared::labels::is_workload_namespace;
 use crate::service::steps::features::SPACES_ADDON;
 use crate::service::steps::workloads::ApplyParams;
@@ -426,6 +427,7 @@ pub async fn space_spec(
             operation_id: None,
         });
     }
+    access::require_write(engine, cluster, &placement.namespace(), "make spaces there").await?;
     let claims = claims_for(engine, cluster, &placement.namespace()).await?;
     Ok(SpaceSpec {
         name: req.space_name.clone(),
@@ -459,6 +461,27 @@ pub async fn space_params(engine: &Engine, cluster: &str, req: &SpaceRequest) ->
     Ok(serde_json::to_value(apply_params(&spec)).map_err(anyhow::Error::from)?)
 }
 
+fn namespace_of(workspace: &Value) -> String {
+    workspace
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or(crate::service::shared::labels::WORKLOAD_NAMESPACE)
+        .to_string()
+}
+
+/// The space, refused unless the person may change what is in its namespace (open, connect,
+/// change, start, stop, delete, end its sessions).
+pub(crate) async fn writable(
+    engine: &Engine,
+    cluster: &str,
+    name: &str,
+    doing: &str,
+) -> ApiResult<Value> {
+    let space = actual(engine, cluster, name).await?;
+    access::require_write(engine, cluster, &namespace_of(&space), doing).await?;
+    Ok(space)
+}
+
 /// The parameters of a change to a space; `None` when it already is as asked.
 pub async fn patch_params(
     engine: &Engine,
@@ -466,7 +489,7 @@ pub async fn patch_params(
     name: &str,
     patch: &SpacePatch,
 ) -> ApiResult<Option<Value>> {
-    let actual = actual(engine, cluster, name).await?;
+    let actual = writable(engine, cluster, name, "change its spaces").await?;
     let mut spec = spec_of(&actual).ok_or_else(|| ApiError::Conflict {
         slug: ProblemType::SpaceUnreadable,
         detail: format!("the space `{name}` was changed outside this control plane and is not one it can change"),
@@ -516,7 +539,7 @@ pub async fn status_params(
     name: &str,
     running: bool,
 ) -> ApiResult<Option<Value>> {
-    let actual = actual(engine, cluster, name).await?;
+    let actual = writable(engine, cluster, name, "start or stop its spaces").await?;
     let desired = actual
         .pointer("/spec/desiredStatus")
         .and_then(Value::as_str);
@@ -534,15 +557,20 @@ pub async fn status_params(
 }
 
 /// The space of this name, or a 404 saying where to look.
+/// A space in a namespace the person may not read is not there for them.
 pub(crate) async fn actual(engine: &Engine, cluster: &str, name: &str) -> ApiResult<Value> {
     validate::dns_label("space", "space name", name)?;
     let target = kube_target(engine, cluster).await?;
-    find(engine, &target, name)
-        .await?
-        .ok_or_else(|| ApiError::NotFound {
-            what: format!("space `{name}` on `{cluster}`"),
-            hint: Some(Box::new(json!(format!(
-                "list them with GET /api/clusters/{cluster}/spaces"
-            )))),
-        })
+    let mut found = find(engine, &target, name).await?;
+    if let Some(ns) = found.as_ref().map(namespace_of) {
+        if !access::may_read(engine, cluster, &ns).await? {
+            found = None;
+        }
+    }
+    found.ok_or_else(|| ApiError::NotFound {
+        what: format!("space `{name}` on `{cluster}`"),
+        hint: Some(Box::new(json!(format!(
+            "list them with GET /api/clusters/{cluster}/spaces"
+        )))),
+    })
 }

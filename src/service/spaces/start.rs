@@ -57,6 +57,13 @@ pub async fn space_delete(
     caller: &Caller,
 ) -> ApiResult<Accepted> {
     let found = super::get_space(engine, name, space).await?;
+    crate::service::people::access::require_write(
+        engine,
+        name,
+        &found.namespace,
+        "delete its spaces",
+    )
+    .await?;
     let params = crate::service::steps::workloads::DeleteParams {
         workload: format!("space/{space}"),
         objects: vec![super::ref_of(&found.namespace, space)],

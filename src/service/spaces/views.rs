@@ -169,11 +169,18 @@ async fn admitted(engine: &Engine, target: &KubeTarget, views: &mut [SpaceView])
 
 pub async fn list_spaces(engine: &Engine, cluster: &str) -> ApiResult<Vec<SpaceView>> {
     let target = kube_target(engine, cluster).await?;
-    let mut out: Vec<SpaceView> = ours(engine, &target)
+    let all: Vec<SpaceView> = ours(engine, &target)
         .await?
         .iter()
         .map(space_view)
         .collect();
+    // A person sees the spaces of the namespaces their access entry lets them read.
+    let mut out = Vec::with_capacity(all.len());
+    for space in all {
+        if crate::service::people::access::may_read(engine, cluster, &space.namespace).await? {
+            out.push(space);
+        }
+    }
     admitted(engine, &target, &mut out).await?;
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
