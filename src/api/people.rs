@@ -153,6 +153,9 @@ const NAMESPACED: &[&str] = &[
     "POST /api/clusters/{name}/spaces/{space}/open",
     "POST /api/clusters/{name}/spaces/{space}/connections",
     "DELETE /api/clusters/{name}/spaces/{space}/sessions",
+    "POST /api/clusters/{name}/deployments",
+    "DELETE /api/clusters/{name}/deployments/{deployment}",
+    "POST /api/clusters/{name}/deployments/{deployment}/invoke",
 ];
 
 /// What a person whose access is limited to namespaces may read of a cluster: the cluster,
@@ -166,6 +169,8 @@ const NAMESPACED_READS: &[&str] = &[
     "/api/clusters/{name}/endpoints/{endpoint}",
     "/api/clusters/{name}/spaces",
     "/api/clusters/{name}/spaces/{space}",
+    "/api/clusters/{name}/deployments",
+    "/api/clusters/{name}/deployments/{deployment}",
 ];
 
 /// What a request asks, read before anything is awaited (a request's body is not `Sync`).

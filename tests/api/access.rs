@@ -690,23 +690,14 @@ async fn what_a_person_may_do_on_a_cluster_is_what_their_eks_access_entry_allows
         assert_eq!(names(v).contains(&"by-alice".to_string()), sees, "{who}");
     }
     // Reads that would show every namespace need cluster-wide read.
-    let r = send(
-        "eve",
-        reqwest::Method::GET,
-        "/api/clusters/demo/deployments",
-        None,
-    )
-    .await
-    .unwrap();
+    let nodes = "/api/clusters/demo/nodes";
+    let r = send("eve", reqwest::Method::GET, nodes, None)
+        .await
+        .unwrap();
     denied(r, "AmazonEKSViewPolicy on the whole of cluster demo").await;
-    let r = send(
-        "bob",
-        reqwest::Method::GET,
-        "/api/clusters/demo/deployments",
-        None,
-    )
-    .await
-    .unwrap();
+    let r = send("bob", reqwest::Method::GET, nodes, None)
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     // A viewer deletes nothing; the cluster's own changes are its administrators'.
     let r = send(
@@ -823,6 +814,50 @@ async fn what_a_person_may_do_on_a_cluster_is_what_their_eks_access_entry_allows
             .unwrap();
         denied(r, needs_edit).await;
     }
+
+    // Models served by a deployment too.
+    const DEPLOYMENTS: &str = "/api/clusters/demo/deployments";
+    let chat = json!({"deploymentName": "alice-chat", "image": "lmsysorg/sglang:v0.5.8", "replicas": 1,
+        "args": ["python3", "-m", "sglang.launch_server", "--model-path", "/s3/models/Qwen/Qwen3-0.6B"]});
+    let r = send(
+        "bob",
+        reqwest::Method::POST,
+        DEPLOYMENTS,
+        Some(chat.clone()),
+    )
+    .await
+    .unwrap();
+    denied(r, needs_edit).await;
+    let r = send("alice", reqwest::Method::POST, DEPLOYMENTS, Some(chat))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::ACCEPTED,
+        "{}",
+        r.text().await.unwrap_or_default()
+    );
+    p.emu
+        .appeared("/apis/apps/v1/namespaces/default/deployments/alice-chat")
+        .await;
+    for (who, sees) in [("alice", true), ("bob", true), ("eve", false)] {
+        let v: Value = send(who, reqwest::Method::GET, DEPLOYMENTS, None)
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(names(v).contains(&"alice-chat".to_string()), sees, "{who}");
+    }
+    let r = send(
+        "bob",
+        reqwest::Method::DELETE,
+        &format!("{DEPLOYMENTS}/alice-chat"),
+        None,
+    )
+    .await
+    .unwrap();
+    denied(r, needs_edit).await;
 
     // The trail names who did and who was refused.
     let audit: Value = p

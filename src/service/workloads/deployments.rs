@@ -19,6 +19,7 @@ use crate::problem::ProblemType;
 use crate::service::cluster::records::kube_target;
 use crate::service::cluster::validate;
 use crate::service::features::{addon_active, INFERENCE_OPERATOR_ADDON};
+use crate::service::people::access;
 use crate::service::shared::labels::Placement;
 use crate::service::steps::pools::{POOL_LABEL, SERVES_LABEL};
 use crate::service::workloads::{
@@ -212,6 +213,7 @@ pub async fn deployment_params(
     let ns = pool
         .as_ref()
         .map_or_else(|| placement.namespace(), |p| p.namespace.clone());
+    access::require_write(engine, name, &ns, "deploy models there").await?;
     // Names are the cluster's: posting again updates a model where it runs, never makes a
     // second one in another namespace.
     if let Some(other) = deployment_objects(engine, name)
@@ -403,6 +405,7 @@ fn named(all: Vec<DeploymentView>, name: &str, dep: &str) -> ApiResult<Deploymen
 
 pub async fn deployment_delete_params(engine: &Engine, name: &str, dep: &str) -> ApiResult<Value> {
     let d = known_deployment(engine, name, dep).await?;
+    access::require_write(engine, name, &d.namespace, "delete its deployments").await?;
     let ns = d.namespace.as_str();
     let mut objects = autoscale::scaling_refs(dep, ns);
     objects.push(obj_in(ns, "v1", "Service", dep));
@@ -462,6 +465,8 @@ pub async fn invoke(
 ) -> ApiResult<Value> {
     let body = req.chat_body("")?;
     let d = known_deployment(engine, name, dep).await?;
+    // Calling it goes through the API server's service proxy, which `edit` grants, not `view`.
+    access::require_write(engine, name, &d.namespace, "call its deployments").await?;
     if d.state != "ready" {
         return Err(ApiError::Conflict {
             slug: ProblemType::DeploymentNotReady,

@@ -87,8 +87,16 @@ fn label<'a>(o: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 /// Every deployment made here, with a team's model's admission as Kueue says it.
+/// The deployments a person may see: those of the namespaces their access entry lets them
+/// read (checks of names across the cluster use [`deployment_objects`], which sees them all).
 pub async fn list_deployments(engine: &Engine, name: &str) -> ApiResult<Vec<DeploymentView>> {
-    deployments(engine, name, true).await
+    let mut visible = Vec::new();
+    for d in deployments(engine, name, true).await? {
+        if crate::service::people::access::may_read(engine, name, &d.namespace).await? {
+            visible.push(d);
+        }
+    }
+    Ok(visible)
 }
 
 /// The deployments as their objects say, without reading Kueue: what the name, pool and
