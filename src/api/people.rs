@@ -156,6 +156,11 @@ const NAMESPACED: &[&str] = &[
     "POST /api/clusters/{name}/deployments",
     "DELETE /api/clusters/{name}/deployments/{deployment}",
     "POST /api/clusters/{name}/deployments/{deployment}/invoke",
+    "POST /api/clusters/{name}/pools",
+    "PATCH /api/clusters/{name}/pools/{pool}",
+    "DELETE /api/clusters/{name}/pools/{pool}",
+    "POST /api/clusters/{name}/pools/{pool}/assign",
+    "POST /api/clusters/{name}/pools/{pool}/unassign",
 ];
 
 /// What a person whose access is limited to namespaces may read of a cluster: the cluster,
@@ -171,6 +176,8 @@ const NAMESPACED_READS: &[&str] = &[
     "/api/clusters/{name}/spaces/{space}",
     "/api/clusters/{name}/deployments",
     "/api/clusters/{name}/deployments/{deployment}",
+    "/api/clusters/{name}/pools",
+    "/api/clusters/{name}/pools/{pool}",
 ];
 
 /// What a request asks, read before anything is awaited (a request's body is not `Sync`).

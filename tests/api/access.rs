@@ -859,6 +859,44 @@ async fn what_a_person_may_do_on_a_cluster_is_what_their_eks_access_entry_allows
     .unwrap();
     denied(r, needs_edit).await;
 
+    // And warm pools.
+    const POOLS: &str = "/api/clusters/demo/pools";
+    let warm = json!({"poolName": "alice-warm", "image": "lmsysorg/sglang:v0.5.8", "size": 1});
+    let r = send("bob", reqwest::Method::POST, POOLS, Some(warm.clone()))
+        .await
+        .unwrap();
+    denied(r, needs_edit).await;
+    let r = send("alice", reqwest::Method::POST, POOLS, Some(warm))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::ACCEPTED,
+        "{}",
+        r.text().await.unwrap_or_default()
+    );
+    p.emu
+        .appeared("/apis/apps/v1/namespaces/default/deployments/alice-warm")
+        .await;
+    for (who, sees) in [("alice", true), ("bob", true), ("eve", false)] {
+        let v: Value = send(who, reqwest::Method::GET, POOLS, None)
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(names(v).contains(&"alice-warm".to_string()), sees, "{who}");
+    }
+    let r = send(
+        "bob",
+        reqwest::Method::PATCH,
+        &format!("{POOLS}/alice-warm"),
+        Some(json!({"size": 0})),
+    )
+    .await
+    .unwrap();
+    denied(r, needs_edit).await;
+
     // The trail names who did and who was refused.
     let audit: Value = p
         .client

@@ -16,6 +16,7 @@ use crate::ops::Engine;
 use crate::problem::ProblemType;
 use crate::service::cluster::records::kube_target;
 use crate::service::cluster::validate;
+use crate::service::people::access;
 use crate::service::shared::labels::{is_workload_namespace, Placement};
 use crate::service::steps::pools::{AssignParams, POOL_LABEL, SERVES_LABEL, UNASSIGNED};
 use crate::service::teams::{with_admission, PodsAdmission};
@@ -159,6 +160,7 @@ pub async fn pool_params(engine: &Engine, name: &str, req: &PoolRequest) -> ApiR
     )
     .await?;
     let ns = placement.namespace();
+    access::require_write(engine, name, &ns, "make warm pools there").await?;
     let server = server_pod(
         engine,
         name,
@@ -209,8 +211,15 @@ pub(super) fn taken(field: &str, name: &str) -> ApiError {
 }
 
 /// Every warm pool, with a team's pool's admission as Kueue says it.
+/// The pools a person may see: those of the namespaces their access entry lets them read.
 pub async fn list_pools(engine: &Engine, name: &str) -> ApiResult<Vec<PoolView>> {
-    pools(engine, name, true).await
+    let mut visible = Vec::new();
+    for p in pools(engine, name, true).await? {
+        if access::may_read(engine, name, &p.namespace).await? {
+            visible.push(p);
+        }
+    }
+    Ok(visible)
 }
 
 async fn pools(engine: &Engine, name: &str, admission: bool) -> ApiResult<Vec<PoolView>> {
@@ -335,7 +344,23 @@ async fn pools(engine: &Engine, name: &str, admission: bool) -> ApiResult<Vec<Po
 
 /// A pool by name, as pool_list shows it.
 pub async fn get_pool(engine: &Engine, name: &str, pool: &str) -> ApiResult<PoolView> {
-    pool_named(engine, name, pool, true).await
+    let p = pool_named(engine, name, pool, true).await?;
+    if !access::may_read(engine, name, &p.namespace).await? {
+        return Err(ApiError::not_found(format!("pool `{pool}` of `{name}`")));
+    }
+    Ok(p)
+}
+
+/// A pool, refused unless the person may change what is in its namespace.
+async fn writable_pool(
+    engine: &Engine,
+    name: &str,
+    pool: &str,
+    doing: &str,
+) -> ApiResult<PoolView> {
+    let p = known_pool(engine, name, pool).await?;
+    access::require_write(engine, name, &p.namespace, doing).await?;
+    Ok(p)
 }
 
 /// A pool by name from its objects alone, without reading Kueue: what the checks before a
@@ -369,7 +394,7 @@ pub async fn pool_scale_params(
     patch: &PoolPatch,
 ) -> ApiResult<Option<Value>> {
     let size = bounded("size", Some(patch.size), 0, 0..=32)?;
-    let p = known_pool(engine, name, pool).await?;
+    let p = writable_pool(engine, name, pool, "resize its warm pools").await?;
     if u64::try_from(size).unwrap_or(0) == p.size {
         return Ok(None);
     }
@@ -425,7 +450,7 @@ pub async fn pool_scale_params(
 }
 
 pub async fn pool_delete_params(engine: &Engine, name: &str, pool: &str) -> ApiResult<Value> {
-    let p = known_pool(engine, name, pool).await?;
+    let p = writable_pool(engine, name, pool, "delete its warm pools").await?;
     if p.assigned > 0 {
         return Err(ApiError::Conflict {
             slug: ProblemType::PoolPodsAssigned,
@@ -469,7 +494,7 @@ pub async fn assign_params(
     pool: &str,
     req: &AssignRequest,
 ) -> ApiResult<Value> {
-    let p = known_pool(engine, name, pool).await?;
+    let p = writable_pool(engine, name, pool, "give or take its warm pools' pods").await?;
     let pod = pod_of(&p, &req.pod)?;
     if !pod.ready {
         return Err(ApiError::Conflict {
@@ -508,7 +533,7 @@ pub async fn unassign_params(
     pool: &str,
     req: &UnassignRequest,
 ) -> ApiResult<Value> {
-    let p = known_pool(engine, name, pool).await?;
+    let p = writable_pool(engine, name, pool, "give or take its warm pools' pods").await?;
     let pod = pod_of(&p, &req.pod)?;
     start_params(&p, &pod.name, UNASSIGNED)
 }
