@@ -119,6 +119,13 @@ struct AuditQuery {
     /// `POST`, `PUT`, `PATCH` or `DELETE`.
     #[param(pattern = "^(POST|PUT|PATCH|DELETE)$")]
     method: Option<String>,
+    /// Whose requests: a person's ARN when people sign in (`token` or `loopback` otherwise).
+    /// When people sign in, someone who does not administer the deployment sees their own only.
+    #[param(max_length = 2048)]
+    principal: Option<String>,
+    /// Requests on this cluster.
+    #[param(pattern = r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
+    cluster: Option<String>,
     /// At most this many, newest first (default 100, max 1000).
     #[param(minimum = 1, maximum = 1000)]
     limit: Option<i64>,
@@ -136,14 +143,26 @@ struct AuditQuery {
               (status = 422, body = Problem)))]
 async fn list_audit(
     State(state): State<AppState>,
+    holder: Option<axum::Extension<Holder>>,
     query: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     use axum::response::IntoResponse as _;
-    let Query(q) = query.map_err(|e| ApiError::validation("query", e.body_text()))?;
+    let Query(mut q) = query.map_err(|e| ApiError::validation("query", e.body_text()))?;
+    if let Some(cluster) = &q.cluster {
+        crate::service::validate::cluster_name("cluster", cluster)?;
+    }
+    // A person reads their own trail; an administrator reads everyone's.
+    if let Some(axum::Extension(h)) = holder {
+        if !state.engine.store().is_admin(&h.principal_arn).await? {
+            q.principal = Some(h.arn);
+        }
+    }
     let filter = AuditFilter {
         actor: q.actor.as_deref(),
         outcome: q.outcome.as_deref(),
         method: q.method.as_deref(),
+        principal: q.principal.as_deref(),
+        cluster: q.cluster.as_deref(),
     };
     let (entries, next) =
         service::audit::page(&state.engine, &filter, q.limit, q.cursor.as_deref()).await?;
@@ -157,8 +176,12 @@ async fn list_audit(
             ("actor", &q.actor),
             ("outcome", &q.outcome),
             ("method", &q.method),
+            ("principal", &q.principal),
+            ("cluster", &q.cluster),
         ] {
             if let Some(v) = v {
+                let v =
+                    percent_encoding::utf8_percent_encode(v, percent_encoding::NON_ALPHANUMERIC);
                 url.push_str(&format!("&{k}={v}"));
             }
         }

@@ -47,6 +47,10 @@ pub struct AuditFilter<'a> {
     pub actor: Option<&'a str>,
     pub outcome: Option<&'a str>,
     pub method: Option<&'a str>,
+    /// Whose requests (the principal as recorded: a person's ARN when people sign in).
+    pub principal: Option<&'a str>,
+    /// Requests on this cluster (its routes, `/api/clusters/<name>` and below).
+    pub cluster: Option<&'a str>,
 }
 
 pub fn outcome_of(status: u16) -> &'static str {
@@ -116,6 +120,9 @@ impl Store {
             "SELECT * FROM audit
              WHERE (?1 IS NULL OR actor = ?1) AND (?2 IS NULL OR outcome = ?2)
                AND (?3 IS NULL OR method = ?3) AND (?4 IS NULL OR id < ?4)
+               AND (?6 IS NULL OR principal = ?6)
+               AND (?7 IS NULL OR path = '/api/clusters/' || ?7
+                    OR substr(path, 1, length(?7) + 15) = '/api/clusters/' || ?7 || '/')
              ORDER BY id DESC LIMIT ?5",
         )
         .bind(f.actor)
@@ -123,6 +130,8 @@ impl Store {
         .bind(f.method)
         .bind(before)
         .bind(limit)
+        .bind(f.principal)
+        .bind(f.cluster)
         .fetch_all(&self.pool)
         .await?;
         rows.iter()

@@ -299,6 +299,17 @@ async fn people_sign_in_with_their_aws_identity_and_act_within_their_rights() {
     );
     let carols = "arn:aws:sts::123456789012:assumed-role/PlatformAdmin/carol";
     assert_eq!(row("/api/admins", carols)["outcome"], "ok");
+    // A person reads their own trail only, whatever they ask for.
+    let carol_encoded =
+        percent_encoding::utf8_percent_encode(carols, percent_encoding::NON_ALPHANUMERIC);
+    let own = people
+        .get(&format!("/api/audit?principal={carol_encoded}"), alice)
+        .await;
+    let own = own.as_array().unwrap();
+    assert!(
+        !own.is_empty() && own.iter().all(|r| r["principal"] == alice_arn),
+        "{own:?}"
+    );
 }
 
 /// In headless Chromium: the sign-in page gives the command, takes a token, shows the person
@@ -917,6 +928,28 @@ async fn what_a_person_may_do_on_a_cluster_is_what_their_eks_access_entry_allows
             .map(|r| r["outcome"].clone())
     };
     assert_eq!(outcome("alice"), Some(json!("ok")));
+    let on_demo: Value = p
+        .client
+        .get(format!("{}/api/audit?cluster=demo&limit=200", p.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let on_demo = on_demo.as_array().unwrap();
+    assert!(!on_demo.is_empty());
+    assert!(
+        on_demo.iter().all(|r| r["path"]
+            .as_str()
+            .unwrap()
+            .starts_with("/api/clusters/demo")),
+        "{on_demo:?}"
+    );
+    assert!(
+        on_demo.len() < rows.len(),
+        "the sign-ins are not the cluster's"
+    );
     assert_eq!(outcome("bob"), Some(json!("refused")));
 }
 
