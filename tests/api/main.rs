@@ -28,6 +28,7 @@ mod pipeline;
 mod placement;
 mod refusals;
 mod releases;
+mod rights;
 mod security;
 mod serving;
 mod sharing;

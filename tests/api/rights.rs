@@ -1,0 +1,318 @@
+//! What a person may do on a cluster is what their EKS access entry allows: a whole pipeline
+//! against moto and the Kubernetes emulator, four people with four kinds of access, and every
+//! kind of workload met the same way (made, seen, changed) by each.
+
+use std::time::SystemTime;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::access::{admin_session, grant, is, signed_in, token, user, ADMIN_ROLE, DEPLOYMENT};
+use crate::helpers::*;
+
+/// One kind of workload, as a person meets it: where it is made, with what, where it appears
+/// in the cluster once applied, and the changes to one that take write access.
+struct Kind {
+    addon: &'static str,
+    collection: &'static str,
+    body: Value,
+    name: &'static str,
+    applied: &'static str,
+    changes: Vec<(Method, &'static str, Value)>,
+}
+
+fn kinds() -> Vec<Kind> {
+    let sglang = "lmsysorg/sglang:v0.5.8";
+    let mut endpoint = crate::endpoints::endpoint("alice-ep");
+    endpoint["autoscaling"] = Value::Null;
+    vec![
+        Kind {
+            addon: "amazon-sagemaker-hyperpod-training-operator",
+            collection: "/api/clusters/demo/training-jobs",
+            body: crate::training::sft("alice-job"),
+            name: "alice-job",
+            applied: "/apis/sagemaker.amazonaws.com/v1/namespaces/default/hyperpodpytorchjobs/alice-job",
+            changes: vec![(Method::DELETE, "", json!({}))],
+        },
+        Kind {
+            addon: "amazon-sagemaker-hyperpod-inference",
+            collection: "/api/clusters/demo/endpoints",
+            body: endpoint,
+            name: "alice-ep",
+            applied: "/apis/inference.sagemaker.aws.amazon.com/v1/namespaces/default/inferenceendpointconfigs/alice-ep",
+            changes: vec![
+                (Method::DELETE, "", json!({})),
+                (Method::POST, "/invoke", json!({"prompt": "hi"})),
+            ],
+        },
+        Kind {
+            addon: "amazon-sagemaker-spaces",
+            collection: "/api/clusters/demo/spaces",
+            body: json!({"spaceName": "alice-lab", "instanceType": "ml.g5.8xlarge"}),
+            name: "alice-lab",
+            applied: "/apis/workspace.jupyter.org/v1alpha1/namespaces/default/workspaces/alice-lab",
+            changes: vec![
+                (Method::POST, "/stop", json!({})),
+                (Method::POST, "/open", json!({})),
+                (Method::DELETE, "/sessions", json!({})),
+                (Method::DELETE, "", json!({})),
+            ],
+        },
+        Kind {
+            addon: "",
+            collection: "/api/clusters/demo/deployments",
+            body: json!({"deploymentName": "alice-chat", "image": sglang, "replicas": 1,
+                "args": ["python3", "-m", "sglang.launch_server", "--model-path", "/s3/models/Qwen/Qwen3-0.6B"]}),
+            name: "alice-chat",
+            applied: "/apis/apps/v1/namespaces/default/deployments/alice-chat",
+            changes: vec![(Method::DELETE, "", json!({}))],
+        },
+        Kind {
+            addon: "",
+            collection: "/api/clusters/demo/pools",
+            body: json!({"poolName": "alice-warm", "image": sglang, "size": 1}),
+            name: "alice-warm",
+            applied: "/apis/apps/v1/namespaces/default/deployments/alice-warm",
+            changes: vec![(Method::PATCH, "", json!({"size": 0}))],
+        },
+    ]
+}
+
+/// The people of the cluster scenario and their sessions.
+struct Team<'a> {
+    p: &'a crate::kube::AwsPipeline,
+    /// A client of its own (the pipeline's carries the administrator's session).
+    client: reqwest::Client,
+    cookies: std::collections::HashMap<&'static str, (String, String)>,
+}
+
+impl Team<'_> {
+    async fn send(
+        &self,
+        who: &str,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> reqwest::Response {
+        let mut r = self
+            .client
+            .request(method, format!("{}{path}", self.p.base))
+            .header("cookie", &self.cookies[who].0);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        r.send().await.unwrap()
+    }
+
+    /// Refused for want of `needs`, naming the administrators who can grant it.
+    async fn denied(
+        &self,
+        who: &str,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        needs: &str,
+    ) {
+        let p = problem(
+            self.send(who, method, path, body).await,
+            StatusCode::FORBIDDEN,
+        )
+        .await;
+        assert!(is(&p, "access-denied"), "{who} {path}: {p}");
+        assert!(
+            p["detail"].as_str().unwrap().contains(needs),
+            "{who} {path}: {p}"
+        );
+        assert_eq!(p["hint"]["grantedBy"], json!([ADMIN_ROLE]), "{p}");
+    }
+
+    async fn names(&self, who: &str, collection: &str) -> Vec<String> {
+        let r = self.send(who, Method::GET, collection, None).await;
+        assert_eq!(r.status(), StatusCode::OK, "{who} {collection}");
+        let v: Value = r.json().await.unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+}
+
+const NEEDS_EDIT: &str = "AmazonEKSEditPolicy (or Admin) on namespace default of cluster demo";
+
+/// A viewer makes nothing and a team's editor makes nothing outside their namespaces; Alice,
+/// who edits `default`, makes one; those who may read `default` see it and the others find no
+/// such thing; a viewer changes nothing of it.
+async fn a_kind_goes_by_namespace(team: &Team<'_>, kind: &Kind) {
+    if !kind.addon.is_empty() {
+        team.p.activate_addon(kind.addon).await;
+    }
+    for who in ["bob", "eve"] {
+        team.denied(
+            who,
+            Method::POST,
+            kind.collection,
+            Some(kind.body.clone()),
+            NEEDS_EDIT,
+        )
+        .await;
+    }
+    let r = team
+        .send(
+            "alice",
+            Method::POST,
+            kind.collection,
+            Some(kind.body.clone()),
+        )
+        .await;
+    assert_eq!(
+        r.status(),
+        StatusCode::ACCEPTED,
+        "{}: {}",
+        kind.collection,
+        r.text().await.unwrap_or_default()
+    );
+    team.p.emu.appeared(kind.applied).await;
+    for (who, sees) in [("alice", true), ("bob", true), ("eve", false)] {
+        let names = team.names(who, kind.collection).await;
+        assert_eq!(
+            names.contains(&kind.name.to_string()),
+            sees,
+            "{who}: {}",
+            kind.collection
+        );
+    }
+    let one = format!("{}/{}", kind.collection, kind.name);
+    problem(
+        team.send("eve", Method::GET, &one, None).await,
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+    for (method, suffix, body) in &kind.changes {
+        team.denied(
+            "bob",
+            method.clone(),
+            &format!("{one}{suffix}"),
+            Some(body.clone()),
+            NEEDS_EDIT,
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_person_may_do_on_a_cluster_is_what_their_eks_access_entry_allows() {
+    use crate::kube::AwsPipeline;
+    // The administrator makes the cluster; the others get their access from EKS only.
+    let p = AwsPipeline::run_as(
+        &[
+            ("INSTANTSTART_IDENTITY", "iam".into()),
+            ("INSTANTSTART_DEPLOYMENT_ID", DEPLOYMENT.into()),
+            ("INSTANTSTART_ADMINS", ADMIN_ROLE.into()),
+        ],
+        |moto, base| {
+            Box::pin(async move {
+                let carol = admin_session(moto).await;
+                let cookie = signed_in(base, &token(&carol, DEPLOYMENT, SystemTime::now())).await;
+                let mut h = reqwest::header::HeaderMap::new();
+                h.insert("cookie", cookie.parse().unwrap());
+                h
+            })
+        },
+    )
+    .await;
+    assert_eq!(p.op["state"], "succeeded", "{}", p.op);
+    let now = SystemTime::now();
+    let mut cookies = std::collections::HashMap::new();
+    let team_ns: &[&str] = &["hyperpod-ns-*"];
+    for (name, policy, scope) in [
+        ("alice", Some("AmazonEKSEditPolicy"), Some(&["default"][..])),
+        ("bob", Some("AmazonEKSViewPolicy"), None),
+        ("eve", Some("AmazonEKSAdminPolicy"), Some(team_ns)),
+        ("dave", None, None),
+    ] {
+        let (creds, arn) = user(&p.moto, name).await;
+        if let Some(policy) = policy {
+            grant(&p.moto, &arn, policy, scope).await;
+        }
+        let cookie = signed_in(&p.base, &token(&creds, DEPLOYMENT, now)).await;
+        cookies.insert(name, (cookie, arn));
+    }
+    let team = Team {
+        p: &p,
+        client: reqwest::Client::new(),
+        cookies,
+    };
+
+    // No access entry: not even a look.
+    team.denied(
+        "dave",
+        Method::GET,
+        "/api/clusters/demo",
+        None,
+        "an access entry on cluster demo",
+    )
+    .await;
+    for kind in kinds() {
+        a_kind_goes_by_namespace(&team, &kind).await;
+    }
+    // Reads that would show every namespace need cluster-wide read.
+    let nodes = "/api/clusters/demo/nodes";
+    team.denied(
+        "eve",
+        Method::GET,
+        nodes,
+        None,
+        "AmazonEKSViewPolicy on the whole of cluster demo",
+    )
+    .await;
+    assert_eq!(
+        team.send("bob", Method::GET, nodes, None).await.status(),
+        StatusCode::OK
+    );
+    // The cluster's own changes are its administrators'.
+    let features = "/api/clusters/demo/features";
+    team.denied(
+        "alice",
+        Method::PATCH,
+        features,
+        Some(json!({})),
+        "AmazonEKSClusterAdminPolicy on cluster demo",
+    )
+    .await;
+
+    // The trail names who did and who was refused, and reads by cluster.
+    let (admin, base) = (&p.client, p.base.as_str());
+    let audit = |query: &'static str| async move {
+        let r = admin
+            .get(format!("{base}/api/audit?limit=500{query}"))
+            .send()
+            .await
+            .unwrap();
+        r.json::<Value>().await.unwrap().as_array().unwrap().clone()
+    };
+    let rows = audit("").await;
+    let outcome = |who: &str| {
+        rows.iter()
+            .find(|r| {
+                r["route"] == "/api/clusters/{name}/training-jobs"
+                    && r["principal"] == team.cookies[who].1.as_str()
+            })
+            .map(|r| r["outcome"].clone())
+    };
+    assert_eq!(outcome("alice"), Some(json!("ok")));
+    assert_eq!(outcome("bob"), Some(json!("refused")));
+    let on_demo = audit("&cluster=demo").await;
+    assert!(!on_demo.is_empty());
+    assert!(
+        on_demo.iter().all(|r| r["path"]
+            .as_str()
+            .unwrap()
+            .starts_with("/api/clusters/demo")),
+        "{on_demo:?}"
+    );
+    assert!(
+        on_demo.len() < rows.len(),
+        "the sign-ins are not the cluster's"
+    );
+}
