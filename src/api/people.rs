@@ -161,6 +161,7 @@ const NAMESPACED: &[&str] = &[
     "DELETE /api/clusters/{name}/pools/{pool}",
     "POST /api/clusters/{name}/pools/{pool}/assign",
     "POST /api/clusters/{name}/pools/{pool}/unassign",
+    "POST /api/clusters/{name}/models",
 ];
 
 /// What a person whose access is limited to namespaces may read of a cluster: the cluster,
@@ -178,6 +179,7 @@ const NAMESPACED_READS: &[&str] = &[
     "/api/clusters/{name}/deployments/{deployment}",
     "/api/clusters/{name}/pools",
     "/api/clusters/{name}/pools/{pool}",
+    "/api/clusters/{name}/models",
 ];
 
 /// What a request asks, read before anything is awaited (a request's body is not `Sync`).

@@ -256,6 +256,22 @@ async fn what_a_person_may_do_on_a_cluster_is_what_their_eks_access_entry_allows
     for kind in kinds() {
         a_kind_goes_by_namespace(&team, &kind).await;
     }
+    // Model downloads run in namespace default: Alice's to start, Eve's to miss.
+    let models = "/api/clusters/demo/models";
+    let qwen = json!({"modelId": "Qwen/Qwen3-0.6B"});
+    team.denied("eve", Method::POST, models, Some(qwen.clone()), NEEDS_EDIT)
+        .await;
+    let r = team.send("alice", Method::POST, models, Some(qwen)).await;
+    assert_eq!(
+        r.status(),
+        StatusCode::ACCEPTED,
+        "{}",
+        r.text().await.unwrap_or_default()
+    );
+    let seen = |v: Value| v.as_array().map_or(0, Vec::len);
+    let r = team.send("eve", Method::GET, models, None).await;
+    assert_eq!(seen(r.json().await.unwrap()), 0);
+
     // Reads that would show every namespace need cluster-wide read.
     let nodes = "/api/clusters/demo/nodes";
     team.denied(

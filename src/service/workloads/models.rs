@@ -105,6 +105,14 @@ pub async fn model_params(
     revision("revision", rev)?;
     let claim = req.claim.as_deref().unwrap_or("s3-claim");
     validate::dns_label("claim", "claim name", claim)?;
+    // The download runs as a Job in namespace default.
+    crate::service::people::access::require_write(
+        engine,
+        name,
+        WORKLOAD_NAMESPACE,
+        "download models",
+    )
+    .await?;
     let claims = list_storage(engine, name).await?;
     if !claims
         .iter()
@@ -182,6 +190,10 @@ pub async fn model_params(
 }
 
 pub async fn list_models(engine: &Engine, name: &str) -> ApiResult<Vec<ModelView>> {
+    // The downloads are Jobs of namespace default: seen by who may read it.
+    if !crate::service::people::access::may_read(engine, name, WORKLOAD_NAMESPACE).await? {
+        return Ok(Vec::new());
+    }
     let target = kube_target(engine, name).await?;
     let jobs = engine
         .cloud()
