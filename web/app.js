@@ -15,6 +15,7 @@ import { spaces } from './spaces.js';
 import { deployment, inference, models } from './workloads.js';
 import { training, trainingJob } from './training.js';
 import { costs } from './costs.js';
+import { tokens } from './tokens.js';
 
 async function header() {
   const health = (await api('/healthz')).body || {};
@@ -43,6 +44,7 @@ async function header() {
         location.reload();
       } }, 'Sign out'));
     if (!me.admin) document.querySelector('nav a[data-nav=create]').closest('li').hidden = true;
+    document.querySelector('nav a[data-nav=tokens]').closest('li').hidden = false;
   } else {
     const who = await api('/api/aws/identity');
     identity.textContent = who.ok
@@ -72,6 +74,7 @@ const routes = [
   [/^#\/costs$/, (m, q) => costs(q)],
   [/^#\/training$/, () => training()],
   [/^#\/training\/([^/]+)$/, (m) => trainingJob(decodeURIComponent(m[1]))],
+  [/^#\/tokens$/, () => tokens()],
 ];
 
 let cleanup = null;

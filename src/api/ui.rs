@@ -29,6 +29,7 @@ pub const ASSETS: &[(&str, &str, &str)] = &[
     ("nodes.js", JS, include_str!("../../web/nodes.js")),
     ("evidence.js", JS, include_str!("../../web/evidence.js")),
     ("storage.js", JS, include_str!("../../web/storage.js")),
+    ("tokens.js", JS, include_str!("../../web/tokens.js")),
     ("operations.js", JS, include_str!("../../web/operations.js")),
     ("features.js", JS, include_str!("../../web/features.js")),
     ("teams.js", JS, include_str!("../../web/teams.js")),

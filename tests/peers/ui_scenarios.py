@@ -628,6 +628,18 @@ def people(page, base, out):
     expect(page.locator("nav a[data-nav=training]")).to_be_visible()
     expect(page.get_by_role("heading", name="Clusters")).to_be_visible()
     page.screenshot(path=f"{out}/signed-in.png", full_page=True)
+    # Their agent tokens: one made (shown once), listed, revoked.
+    page.locator("nav a[data-nav=tokens]").click()
+    expect(page.get_by_role("heading", name="Agent tokens")).to_be_visible()
+    page.locator("#agent-token-name").fill("kiro in the browser")
+    page.locator("#agent-token-read-only").check()
+    page.get_by_role("button", name="Make token").click()
+    expect(page.locator("#agent-token-secret")).to_contain_text("isat_")
+    row = page.locator("tr", has_text="kiro in the browser")
+    expect(row).to_contain_text("read-only")
+    expect(row).to_contain_text("active")
+    page.get_by_role("button", name="Revoke kiro in the browser").click()
+    expect(page.locator("tr", has_text="kiro in the browser")).to_contain_text("revoked")
     page.get_by_role("button", name="Sign out").click()
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
 
