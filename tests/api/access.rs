@@ -545,6 +545,11 @@ async fn an_agent_acts_as_its_person(people: &People, alice: As<'_>, alice_arn: 
         .await;
     assert!(is(&p, "writes-disabled"), "{p}");
 
+    // A scraper's token: metrics are a read.
+    let metrics = people.call(Method::GET, "/metrics", agent, None).await;
+    assert_eq!(metrics.status(), StatusCode::OK);
+    assert!(metrics.text().await.unwrap().contains("instantstart_"));
+
     let seen = crate::mcp::mcp_client_as(&people.server.base, "person", Some(secret)).await;
     assert_eq!(seen["me"]["value"]["arn"], alice_arn, "{seen}");
     assert_eq!(
