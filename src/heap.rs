@@ -24,7 +24,8 @@ pub fn give_back() -> bool {
     false
 }
 
-#[cfg(all(test, target_os = "linux", target_env = "gnu"))]
+#[cfg(test)]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 mod tests {
     /// This process's private resident memory (`RssAnon`), in KiB.
     fn private_kib() -> u64 {

@@ -33,12 +33,15 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(remove_admin))
 }
 
-/// Requests served before anyone is known: the health probe, the UI's files, the API document
-/// and the sign-in itself.
+/// The UI's files and the health probe: nobody's, so the routes do not look a session up for
+/// them (the MCP endpoint, nested, sees its own paths and always looks).
+pub fn nobodys(path: &str) -> bool {
+    path == "/healthz" || path == "/" || path.starts_with("/ui/")
+}
+
+/// Requests served before anyone is known: those above, the API document and the sign-in.
 fn open(method: &Method, path: &str) -> bool {
-    path == "/healthz"
-        || path == "/"
-        || path.starts_with("/ui/")
+    nobodys(path)
         || path == "/api/openapi.json"
         || (path == "/api/session" && matches!(*method, Method::GET | Method::POST))
 }
@@ -115,11 +118,8 @@ where
             .into_response()
         }
         Some(holder) => {
-            let admin = match state.engine.store().is_admin(&holder.principal_arn).await {
-                Ok(admin) => admin,
-                Err(e) => return ApiError::from(e).into_response(),
-            };
-            let access = RequestAccess::new(holder, admin);
+            let admin = holder.admin;
+            let access = RequestAccess::new(holder);
             if !admin {
                 if let Some(right) = admin_right(&request) {
                     if let Err(e) = p::require_admin(&state.engine, &access.holder, right).await {
@@ -348,10 +348,7 @@ async fn view(state: &AppState, h: Option<&Holder>) -> ApiResult<SessionView> {
             sign_in_command: None,
         });
     };
-    let admin = match h {
-        Some(h) => state.engine.store().is_admin(&h.principal_arn).await?,
-        None => false,
-    };
+    let admin = h.is_some_and(|h| h.admin);
     Ok(SessionView {
         mode: "iam",
         signed_in: h.is_some(),
@@ -390,6 +387,11 @@ async fn sign_in(
 ) -> ApiResult<Response> {
     let signed = p::sign_in(&state.engine, people(&state)?, &req.token).await?;
     let holder = Holder {
+        admin: state
+            .engine
+            .store()
+            .is_admin(&signed.identity.principal_arn)
+            .await?,
         principal_arn: signed.identity.principal_arn.clone(),
         arn: signed.identity.arn.clone(),
         agent_token: None,

@@ -65,13 +65,6 @@ impl Default for Sessions {
     }
 }
 
-fn secret() -> String {
-    use rand::RngCore as _;
-    let mut b = [0u8; 32];
-    rand::thread_rng().fill_bytes(&mut b);
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn grant(
     map: &Mutex<HashMap<String, Grant>>,
     cluster: &str,
@@ -91,7 +84,7 @@ fn grant(
             m.remove(&oldest);
         }
     }
-    let key = secret();
+    let key = crate::service::shared::new_secret();
     m.insert(
         key.clone(),
         Grant {

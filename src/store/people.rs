@@ -16,6 +16,9 @@ pub struct Holder {
     pub arn: String,
     /// The agent token, when it is one.
     pub agent_token: Option<AgentTokenId>,
+    /// Whether the principal administers the deployment: read in the same query as the session
+    /// or token, so a request costs one read and a change to the list holds from the next one.
+    pub admin: bool,
 }
 
 /// An agent token as its holder is told of it (never its secret).
@@ -71,6 +74,7 @@ fn holder_of(
         principal_arn: r.try_get("principal_arn")?,
         arn: r.try_get("arn")?,
         agent_token,
+        admin: r.try_get::<i64, _>("admin")? != 0,
     })
 }
 
@@ -120,7 +124,8 @@ impl Store {
     /// Who a live session is for.
     pub async fn session(&self, secret_hash: &str, now_s: i64) -> sqlx::Result<Option<Holder>> {
         let row = sqlx::query(
-            "SELECT principal_arn, arn FROM sessions WHERE secret_hash = ? AND expires_at >= ?",
+            "SELECT s.principal_arn, s.arn, EXISTS (SELECT 1 FROM admins a WHERE a.principal_arn = s.principal_arn) AS admin
+             FROM sessions s WHERE s.secret_hash = ? AND s.expires_at >= ?",
         )
         .bind(secret_hash)
         .bind(now_s)
@@ -162,7 +167,8 @@ impl Store {
     /// Who a live (unexpired, unrevoked) agent token is for.
     pub async fn agent_token(&self, secret_hash: &str, now_s: i64) -> sqlx::Result<Option<Holder>> {
         let row = sqlx::query(
-            "SELECT * FROM agent_tokens WHERE secret_hash = ? AND expires_at >= ? AND revoked_at IS NULL",
+            "SELECT t.*, EXISTS (SELECT 1 FROM admins a WHERE a.principal_arn = t.principal_arn) AS admin
+             FROM agent_tokens t WHERE t.secret_hash = ? AND t.expires_at >= ? AND t.revoked_at IS NULL",
         )
         .bind(secret_hash)
         .bind(now_s)

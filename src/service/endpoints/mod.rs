@@ -70,16 +70,7 @@ pub(crate) async fn in_workload_namespaces(
         match engine
             .cloud()
             .kube
-            .list(
-                target,
-                &ListQuery {
-                    api_version: API_VERSION,
-                    kind,
-                    namespace: None,
-                    labels: None,
-                    fields: None,
-                },
-            )
+            .list(target, &ListQuery::of(API_VERSION, kind))
             .await
         {
             Ok(items) => out.extend(items.into_iter().filter(|o| {

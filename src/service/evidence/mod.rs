@@ -342,16 +342,7 @@ pub async fn node_evidence(engine: &Engine, cluster: &str, id: &str) -> ApiResul
             let of_node = format!("involvedObject.kind=Node,involvedObject.name={name}");
             match cloud
                 .kube
-                .list(
-                    &target,
-                    &ListQuery {
-                        api_version: "v1",
-                        kind: "Event",
-                        namespace: None,
-                        labels: None,
-                        fields: Some(&of_node),
-                    },
-                )
+                .list(&target, &ListQuery::of("v1", "Event").fields(&of_node))
                 .await
             {
                 Ok(list) => events.extend(list.iter().map(kube_event)),
@@ -360,16 +351,7 @@ pub async fn node_evidence(engine: &Engine, cluster: &str, id: &str) -> ApiResul
             let on_node = format!("spec.nodeName={name}");
             match cloud
                 .kube
-                .list(
-                    &target,
-                    &ListQuery {
-                        api_version: "v1",
-                        kind: "Pod",
-                        namespace: None,
-                        labels: None,
-                        fields: Some(&on_node),
-                    },
-                )
+                .list(&target, &ListQuery::of("v1", "Pod").fields(&on_node))
                 .await
             {
                 Ok(pods) => {
@@ -386,12 +368,10 @@ pub async fn node_evidence(engine: &Engine, cluster: &str, id: &str) -> ApiResul
                             .list(
                                 &target,
                                 &ListQuery {
-                                    api_version: "v1",
-                                    kind: "Event",
                                     namespace: ns,
-                                    labels: None,
-                                    fields: Some(&of_pod),
-                                },
+                                    ..ListQuery::of("v1", "Event")
+                                }
+                                .fields(&of_pod),
                             )
                             .await
                         {

@@ -224,16 +224,7 @@ async fn current(
     }
     let r = kind.object("", name);
     Ok(kube
-        .list(
-            target,
-            &ListQuery {
-                api_version: &r.api_version,
-                kind: &r.kind,
-                namespace: None,
-                labels: None,
-                fields: None,
-            },
-        )
+        .list(target, &ListQuery::of(&r.api_version, &r.kind))
         .await?
         .into_iter()
         .find(|o| {
@@ -269,13 +260,9 @@ impl Workload {
             .kube
             .list(
                 &self.target,
-                &ListQuery {
-                    api_version: "v1",
-                    kind: "Pod",
-                    namespace: Some(&self.namespace),
-                    labels: Some(&self.selector),
-                    fields: None,
-                },
+                &ListQuery::of("v1", "Pod")
+                    .namespace(&self.namespace)
+                    .labels(&self.selector),
             )
             .await?;
         let mut pods: Vec<PodRef> = items

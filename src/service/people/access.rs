@@ -104,15 +104,13 @@ impl ClusterAccess {
 /// each cluster the request touched (read from EKS once per request).
 pub struct RequestAccess {
     pub holder: Holder,
-    pub deployment_admin: bool,
     clusters: Mutex<HashMap<String, ClusterAccess>>,
 }
 
 impl RequestAccess {
-    pub fn new(holder: Holder, deployment_admin: bool) -> Arc<Self> {
+    pub fn new(holder: Holder) -> Arc<Self> {
         Arc::new(Self {
             holder,
-            deployment_admin,
             clusters: Mutex::default(),
         })
     }
@@ -171,7 +169,7 @@ pub async fn require_write(
     doing: &str,
 ) -> ApiResult<()> {
     let Some(r) = current() else { return Ok(()) };
-    if r.deployment_admin || r.on(engine, cluster).await?.may_write(namespace) {
+    if r.holder.admin || r.on(engine, cluster).await?.may_write(namespace) {
         return Ok(());
     }
     Err(r
@@ -188,7 +186,7 @@ pub async fn require_write(
 pub async fn may_read(engine: &Engine, cluster: &str, namespace: &str) -> ApiResult<bool> {
     match current() {
         None => Ok(true),
-        Some(r) if r.deployment_admin => Ok(true),
+        Some(r) if r.holder.admin => Ok(true),
         Some(r) => Ok(r.on(engine, cluster).await?.may_read(namespace)),
     }
 }

@@ -108,13 +108,9 @@ pub async fn locate(engine: &Engine, cluster: &str, space: &str) -> ApiResult<Sp
     let pods = kube
         .list(
             &target,
-            &ListQuery {
-                api_version: "v1",
-                kind: "Pod",
-                namespace: Some(&namespace),
-                labels: Some(&format!("{WORKSPACE_LABEL}={space}")),
-                fields: None,
-            },
+            &ListQuery::of("v1", "Pod")
+                .namespace(&namespace)
+                .labels(&format!("{WORKSPACE_LABEL}={space}")),
         )
         .await
         .map_err(cloud)?;

@@ -115,16 +115,7 @@ pub(crate) async fn ours(engine: &Engine, target: &KubeTarget) -> ApiResult<Vec<
     match engine
         .cloud()
         .kube
-        .list(
-            target,
-            &ListQuery {
-                api_version: API_VERSION,
-                kind: KIND,
-                namespace: None,
-                labels: Some(&selector),
-                fields: None,
-            },
-        )
+        .list(target, &ListQuery::of(API_VERSION, KIND).labels(&selector))
         .await
     {
         Ok(items) => Ok(items
@@ -315,13 +306,8 @@ async fn mig_advertised(
         .kube
         .list(
             target,
-            &ListQuery {
-                api_version: "v1",
-                kind: "Node",
-                namespace: None,
-                labels: Some(&format!("node.kubernetes.io/instance-type={instance_type}")),
-                fields: None,
-            },
+            &ListQuery::of("v1", "Node")
+                .labels(&format!("node.kubernetes.io/instance-type={instance_type}")),
         )
         .await
         .map_err(cloud_err)?;

@@ -343,13 +343,7 @@ async fn team_queue_ready(
         .kube
         .list(
             target,
-            &ListQuery {
-                api_version: "kueue.x-k8s.io/v1beta1",
-                kind: "LocalQueue",
-                namespace: Some(&ns),
-                labels: None,
-                fields: None,
-            },
+            &ListQuery::of("kueue.x-k8s.io/v1beta1", "LocalQueue").namespace(&ns),
         )
         .await?;
     let queue = crate::cloud::team_queue(team);
@@ -393,13 +387,7 @@ impl crate::ops::Reconcile for TeamStorageStep {
             .kube
             .list(
                 &target,
-                &ListQuery {
-                    api_version: "v1",
-                    kind: "PersistentVolume",
-                    namespace: None,
-                    labels: Some(&selector),
-                    fields: None,
-                },
+                &ListQuery::of("v1", "PersistentVolume").labels(&selector),
             )
             .await?;
         let label = CLAIM_LABEL.replace('/', "~1");

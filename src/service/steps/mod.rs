@@ -39,8 +39,6 @@
 //! forget-cluster  forget (the record only; nothing in the account is touched)
 //! ```
 
-#[cfg(test)]
-mod addon_sources;
 pub mod addons;
 pub mod deps;
 pub mod features;
@@ -59,6 +57,8 @@ pub mod s3_access;
 pub mod spaces;
 pub mod storage;
 pub mod teardown;
+#[cfg(test)]
+mod tests;
 pub mod training;
 pub mod workloads;
 

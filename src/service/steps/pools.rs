@@ -70,13 +70,9 @@ pub(super) async fn release(
         .kube
         .list(
             target,
-            &ListQuery {
-                api_version: "v1",
-                kind: "Pod",
-                namespace: Some(namespace),
-                labels: Some(selector),
-                fields: None,
-            },
+            &ListQuery::of("v1", "Pod")
+                .namespace(namespace)
+                .labels(selector),
         )
         .await?;
     let (labels, annotations) = assignment(UNASSIGNED);

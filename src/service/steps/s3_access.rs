@@ -57,13 +57,7 @@ impl S3CsiRoleStep {
             .kube
             .list(
                 &target,
-                &ListQuery {
-                    api_version: "v1",
-                    kind: "PersistentVolume",
-                    namespace: None,
-                    labels: Some(&selector),
-                    fields: None,
-                },
+                &ListQuery::of("v1", "PersistentVolume").labels(&selector),
             )
             .await?;
         let mut buckets: BTreeSet<String> = volumes
@@ -76,16 +70,7 @@ impl S3CsiRoleStep {
         match cx
             .cloud
             .kube
-            .list(
-                &target,
-                &ListQuery {
-                    api_version: API_VERSION,
-                    kind: KIND,
-                    namespace: None,
-                    labels: Some(&selector),
-                    fields: None,
-                },
-            )
+            .list(&target, &ListQuery::of(API_VERSION, KIND).labels(&selector))
             .await
         {
             Ok(endpoints) => buckets.extend(endpoints.iter().filter(live).filter_map(model_bucket)),

@@ -191,13 +191,7 @@ pub async fn list_storage(engine: &Engine, name: &str) -> ApiResult<Vec<ClaimVie
         .kube
         .list(
             &target,
-            &ListQuery {
-                api_version: "v1",
-                kind: "PersistentVolume",
-                namespace: None,
-                labels: Some(&selector),
-                fields: None,
-            },
+            &ListQuery::of("v1", "PersistentVolume").labels(&selector),
         )
         .await
         .map_err(|e| ApiError::Cloud(Box::new(e)))?;

@@ -72,16 +72,7 @@ pub async fn workloads(engine: &Engine, target: &KubeTarget) -> ApiResult<Worklo
     match engine
         .cloud()
         .kube
-        .list(
-            target,
-            &ListQuery {
-                api_version: "kueue.x-k8s.io/v1beta1",
-                kind: "Workload",
-                namespace: None,
-                labels: None,
-                fields: None,
-            },
-        )
+        .list(target, &ListQuery::of("kueue.x-k8s.io/v1beta1", "Workload"))
         .await
     {
         Ok(items) => Ok(Workloads(items)),

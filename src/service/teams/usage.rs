@@ -81,13 +81,7 @@ pub async fn usage(
         .kube
         .list(
             target,
-            &ListQuery {
-                api_version: "kueue.x-k8s.io/v1beta1",
-                kind: "ClusterQueue",
-                namespace: None,
-                labels: None,
-                fields: None,
-            },
+            &ListQuery::of("kueue.x-k8s.io/v1beta1", "ClusterQueue"),
         )
         .await
     {

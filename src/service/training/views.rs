@@ -136,16 +136,7 @@ pub async fn list_training_jobs(engine: &Engine, cluster: &str) -> ApiResult<Vec
         match engine
             .cloud()
             .kube
-            .list(
-                &target,
-                &ListQuery {
-                    api_version: &r.api_version,
-                    kind: &r.kind,
-                    namespace: None,
-                    labels: None,
-                    fields: None,
-                },
-            )
+            .list(&target, &ListQuery::of(&r.api_version, &r.kind))
             .await
         {
             Ok(items) => out.extend(

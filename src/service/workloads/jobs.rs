@@ -90,13 +90,7 @@ pub async fn list_jobs(engine: &Engine, name: &str) -> ApiResult<Vec<JobView>> {
             .kube
             .list(
                 &target,
-                &ListQuery {
-                    api_version,
-                    kind: k8s_kind,
-                    namespace: Some(WORKLOAD_NAMESPACE),
-                    labels: None,
-                    fields: None,
-                },
+                &ListQuery::of(api_version, k8s_kind).namespace(WORKLOAD_NAMESPACE),
             )
             .await
         {

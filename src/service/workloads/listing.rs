@@ -120,16 +120,7 @@ async fn deployments(
         let target = target.clone();
         async move {
             let all = kube
-                .list(
-                    &target,
-                    &ListQuery {
-                        api_version,
-                        kind,
-                        namespace: None,
-                        labels: Some(&selector),
-                        fields: None,
-                    },
-                )
+                .list(&target, &ListQuery::of(api_version, kind).labels(&selector))
                 .await?;
             Ok::<_, crate::cloud::CloudError>(
                 all.into_iter()

@@ -200,13 +200,9 @@ pub async fn list_models(engine: &Engine, name: &str) -> ApiResult<Vec<ModelView
         .kube
         .list(
             &target,
-            &ListQuery {
-                api_version: "batch/v1",
-                kind: "Job",
-                namespace: Some(WORKLOAD_NAMESPACE),
-                labels: Some(&format!("{WORKLOAD_LABEL}=model-download")),
-                fields: None,
-            },
+            &ListQuery::of("batch/v1", "Job")
+                .namespace(WORKLOAD_NAMESPACE)
+                .labels(&format!("{WORKLOAD_LABEL}=model-download")),
         )
         .await
         .map_err(cloud_err)?;

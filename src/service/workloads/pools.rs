@@ -236,30 +236,15 @@ async fn pools(engine: &Engine, name: &str, admission: bool) -> ApiResult<Vec<Po
     let deployments = ours(
         kube.list(
             &target,
-            &ListQuery {
-                api_version: "apps/v1",
-                kind: "Deployment",
-                namespace: None,
-                labels: Some(&selector),
-                fields: None,
-            },
+            &ListQuery::of("apps/v1", "Deployment").labels(&selector),
         )
         .await
         .map_err(cloud_err)?,
     );
     let pods = ours(
-        kube.list(
-            &target,
-            &ListQuery {
-                api_version: "v1",
-                kind: "Pod",
-                namespace: None,
-                labels: Some(&selector),
-                fields: None,
-            },
-        )
-        .await
-        .map_err(cloud_err)?,
+        kube.list(&target, &ListQuery::of("v1", "Pod").labels(&selector))
+            .await
+            .map_err(cloud_err)?,
     );
     let mut by_pool: BTreeMap<(&str, &str), Vec<PoolPod>> = BTreeMap::new();
     for p in &pods {

@@ -316,6 +316,42 @@ pub struct ListQuery<'a> {
     pub fields: Option<&'a str>,
 }
 
+impl<'a> ListQuery<'a> {
+    /// Every object of a kind, in every namespace; narrowed by the methods below.
+    pub fn of(api_version: &'a str, kind: &'a str) -> Self {
+        Self {
+            api_version,
+            kind,
+            namespace: None,
+            labels: None,
+            fields: None,
+        }
+    }
+
+    pub fn namespace(self, namespace: &'a str) -> Self {
+        Self {
+            namespace: Some(namespace),
+            ..self
+        }
+    }
+
+    /// A label selector (`key=value,…`).
+    pub fn labels(self, selector: &'a str) -> Self {
+        Self {
+            labels: Some(selector),
+            ..self
+        }
+    }
+
+    /// A field selector (`spec.nodeName=…`).
+    pub fn fields(self, selector: &'a str) -> Self {
+        Self {
+            fields: Some(selector),
+            ..self
+        }
+    }
+}
+
 #[async_trait]
 pub trait Kube: Send + Sync {
     /// Server-side apply with field manager `instantstart`.
