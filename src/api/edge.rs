@@ -202,9 +202,21 @@ where
         }
         let sandbox = state.sandbox.is_some();
         match refusal(&state.edge, &request).or_else(|| mcp_sessions_full(state, &request)) {
-            Some(e) => EdgeFuture::Refused {
-                response: secure(e.into_response(), sandbox, false),
-            },
+            Some(e) => {
+                let mut response = secure(e.into_response(), sandbox, false);
+                // Refused before its body was read, the connection cannot carry another
+                // request: say so, or a keep-alive client sends its next one into a closing
+                // socket and gets no answer.
+                if declared_length(&request) > 0
+                    || request.headers().contains_key(header::TRANSFER_ENCODING)
+                {
+                    response.headers_mut().insert(
+                        header::CONNECTION,
+                        header::HeaderValue::from_static("close"),
+                    );
+                }
+                EdgeFuture::Refused { response }
+            }
             None => EdgeFuture::Passed {
                 ends_session: request.method() == axum::http::Method::DELETE
                     && request.uri().path() == "/mcp",

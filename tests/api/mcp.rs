@@ -302,6 +302,8 @@ async fn the_mcp_endpoint_is_behind_the_same_edge_guard() {
         .send()
         .await
         .unwrap();
+    // Its body unread, the connection is closed, and the answer says so.
+    assert_eq!(big.headers()["connection"], "close");
     assert_eq!(
         problem(big, StatusCode::PAYLOAD_TOO_LARGE).await["type"],
         "urn:instantstart:problem:payload-too-large"
