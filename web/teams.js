@@ -39,6 +39,35 @@ function usageChart(view) {
   return h('div', { id: 'team-usage' }, stackedBars('team-usage-chart', 'GPUs per team: quota in use, borrowed, lent, idle', rows), h('p', { class: 'muted' }, queued));
 }
 
+/** Who may work as a team: a person's access to a team read, given (edit or view) or taken back,
+ * each change an operation of its own. */
+function accessForm(view, enc, go) {
+  const team = h('select', { id: 'access-team' }, view.teams.map((t) => h('option', { value: t.name }, t.name)));
+  const who = input('access-principal', { placeholder: 'arn:aws:iam::111122223333:role/Researcher', size: 48 });
+  const access = h('select', { id: 'access-kind' }, [['edit', 'edit: submit, see and delete its work'], ['view', 'view: see its work']]
+    .map(([v, text]) => h('option', { value: v }, text)));
+  const now = h('p', { id: 'access-now', role: 'status', class: 'muted' });
+  const url = () => `/api/clusters/${enc}/teams/${encodeURIComponent(team.value)}/access`;
+  const person = () => `principalArn=${encodeURIComponent(who.value.trim())}`;
+  const check = async () => {
+    const r = await api(`${url()}?${person()}`);
+    now.textContent = r.ok ? `${r.body.principalArn} on team ${r.body.team}: ${r.body.access ?? 'no access'}` : problemText(r.body);
+  };
+  return h('form', { class: 'grid', 'aria-label': 'Team access', onsubmit: (e) => {
+    e.preventDefault();
+    go(url(), 'PUT', { principalArn: who.value.trim(), access: access.value });
+  } },
+  h('label', { for: team.id }, 'Team'), team,
+  h('label', { for: who.id }, 'Person'), h('div', {}, who, h('div', { class: 'field-hint' }, 'The IAM user or role they sign in as, without a path.')),
+  h('label', { for: access.id }, 'Access'), access,
+  h('span'), h('div', {}, h('button', { type: 'submit' }, 'Give access'), ' ',
+    h('button', { type: 'button', class: 'secondary', onclick: check }, 'Check'), ' ',
+    h('button', { type: 'button', class: 'secondary', onclick: () => {
+      if (window.confirm(`Take team ${team.value}'s access from ${who.value.trim()}?`)) go(`${url()}?${person()}`, 'DELETE');
+    } }, 'Take back')),
+  h('span'), now);
+}
+
 export async function teams() {
   const show = scoped();
   if (needsActive('Teams')) return null;
@@ -107,5 +136,6 @@ export async function teams() {
     policy?.failureReason ? h('p', { class: 'error' }, policy.failureReason, ' — set it again to recover.') : null,
     policy ? h('p', { class: 'muted' }, 'Workloads name a class as ', policy.priorityLabels.join(', ')) : null,
     policyForm, note,
-    h('details', {}, h('summary', {}, 'Give a team its share'), teamForm));
+    h('details', {}, h('summary', {}, 'Give a team its share'), teamForm),
+    view.teams.length ? h('details', {}, h('summary', {}, 'Who may work as a team'), accessForm(view, enc, go)) : null);
 }

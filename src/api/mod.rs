@@ -4,6 +4,7 @@
 //! idempotency key, JSON, query) that turn every malformed input into the problem shape. A
 //! handler extracts, makes one `service/` call and responds.
 
+pub mod access;
 pub mod agent;
 pub mod audit;
 pub mod aws;
@@ -216,6 +217,7 @@ pub fn rest() -> utoipa_axum::router::OpenApiRouter<AppState> {
         .merge(spaces::router())
         .merge(pools::router())
         .merge(teams::router())
+        .merge(access::router())
         .merge(utilization::router())
 }
 

@@ -161,6 +161,7 @@ mod tests {
         "endpoint_delete",
         "space_delete",
         "team_delete",
+        "team_access_revoke",
         "pool_delete",
         "pool_unassign",
         "hyperpod_software_update",

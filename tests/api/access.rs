@@ -277,7 +277,15 @@ async fn people_sign_in_with_their_aws_identity_and_act_within_their_rights() {
         )
         .await;
 
-    the_browser_signs_in(&people, &dir, &alice_creds, &alice_arn).await;
+    the_browser_signs_in(
+        &people.server.base,
+        &people.server.log,
+        &dir,
+        &alice_creds,
+        &alice_arn,
+        None,
+    )
+    .await;
 
     // The trail names each person, refusals included, and an agent's calls as the agent's.
     let rows = people
@@ -313,24 +321,28 @@ async fn people_sign_in_with_their_aws_identity_and_act_within_their_rights() {
 }
 
 /// In headless Chromium: the sign-in page gives the command, takes a token, shows the person
-/// and hides what only an administrator may do (tests/peers/ui_scenarios.py, `people`).
-async fn the_browser_signs_in(
-    people: &People,
+/// (and `teams`, when given: their teams as EKS says) and hides what only an administrator may
+/// do (tests/peers/ui_scenarios.py, `people`).
+pub(crate) async fn the_browser_signs_in(
+    base: &str,
+    log: &std::path::Path,
     dir: &std::path::Path,
-    alice: &Credentials,
-    alice_arn: &str,
+    who: &Credentials,
+    arn: &str,
+    teams: Option<&str>,
 ) {
     let out = dir.join("ui-people");
     std::fs::create_dir_all(&out).unwrap();
-    let fresh = token(alice, DEPLOYMENT, SystemTime::now());
+    let fresh = token(who, DEPLOYMENT, SystemTime::now());
     let status = tokio::process::Command::new(venv_python())
         .arg(peer("ui_scenarios.py"))
-        .arg(&people.server.base)
+        .arg(base)
         .arg(&out)
         .arg("people")
         .env("PEOPLE_TOKEN", fresh)
-        .env("PEOPLE_ARN", alice_arn)
+        .env("PEOPLE_ARN", arn)
         .env("PEOPLE_DEPLOYMENT", DEPLOYMENT)
+        .env("PEOPLE_TEAMS", teams.unwrap_or_default())
         .kill_on_drop(true)
         .status()
         .await
@@ -339,7 +351,7 @@ async fn the_browser_signs_in(
         status.success(),
         "the people scenario failed (screenshots in {}); the server's last lines:\n{}",
         out.display(),
-        Server::log_tail(&people.server.log, 40)
+        Server::log_tail(log, 40)
     );
 }
 

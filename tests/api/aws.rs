@@ -896,31 +896,102 @@ mod mocked {
             .is_none());
     }
 
+    /// The shapes the control plane's IAM policy lets through (the template's
+    /// `AccessEntriesWithoutGroups`, `AccessEntriesStandardOnly`, `PeopleGetNamespacesOnly`):
+    /// an entry sent with `type: STANDARD` and no groups or user name; a policy with cluster
+    /// scope for itself, and with the team's namespaces for a person.
     #[tokio::test]
-    async fn access_entries_get_the_policy_with_cluster_scope() {
+    async fn access_entries_are_plain_and_policies_carry_their_scope() {
         let entry = mock!(aws_sdk_eks::Client::create_access_entry)
             .match_requests(|r| {
                 r.cluster_name() == Some("demo")
                     && r.principal_arn() == Some("arn:aws:iam::1:role/ops")
+                    && r.r#type() == Some("STANDARD")
+                    && r.kubernetes_groups().is_empty()
+                    && r.username().is_none()
             })
             .then_output(|| CreateAccessEntryOutput::builder().build());
-        let policy = mock!(aws_sdk_eks::Client::associate_access_policy)
+        let admin = mock!(aws_sdk_eks::Client::associate_access_policy)
             .match_requests(|r| {
                 r.policy_arn()
                     == Some("arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy")
                     && r.access_scope().map(|s| s.r#type()) == Some(Some(&AccessScopeType::Cluster))
             })
             .then_output(|| AssociateAccessPolicyOutput::builder().build());
-        let eks = mock_client!(aws_sdk_eks, RuleMode::MatchAny, [&entry, &policy]);
+        let team = mock!(aws_sdk_eks::Client::associate_access_policy)
+            .match_requests(|r| {
+                r.policy_arn() == Some("arn:aws:eks::aws:cluster-access-policy/AmazonEKSEditPolicy")
+                    && r.access_scope()
+                        .map(|s| (s.r#type(), s.namespaces().to_vec()))
+                        == Some((
+                            Some(&AccessScopeType::Namespace),
+                            vec!["hyperpod-ns-a".to_string(), "hyperpod-ns-b".to_string()],
+                        ))
+            })
+            .then_output(|| AssociateAccessPolicyOutput::builder().build());
+        let gone = mock!(aws_sdk_eks::Client::disassociate_access_policy)
+            .match_requests(|r| {
+                r.policy_arn() == Some("arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy")
+            })
+            .then_error(|| {
+                aws_sdk_eks::operation::disassociate_access_policy::DisassociateAccessPolicyError::ResourceNotFoundException(
+                    ResourceNotFoundException::builder()
+                        .message("no such association")
+                        .meta(
+                            aws_smithy_types::error::ErrorMetadata::builder()
+                                .code("ResourceNotFoundException")
+                                .build(),
+                        )
+                        .build(),
+                )
+            });
+        let eks = mock_client!(
+            aws_sdk_eks,
+            RuleMode::MatchAny,
+            [&entry, &admin, &team, &gone]
+        );
         let aws = aws_with(eks, no_quotas()).await;
-        aws.create_access_entry(
+        aws.create_access_entry("demo", "arn:aws:iam::1:role/ops")
+            .await
+            .unwrap();
+        let policy = |name: &str, ns: Option<&[&str]>| instantstart::cloud::AccessPolicy {
+            policy_arn: format!("arn:aws:eks::aws:cluster-access-policy/{name}"),
+            namespaces: ns.map(|n| n.iter().map(|s| s.to_string()).collect()),
+        };
+        aws.associate_access_policy(
             "demo",
             "arn:aws:iam::1:role/ops",
-            "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy",
+            &policy("AmazonEKSClusterAdminPolicy", None),
         )
         .await
         .unwrap();
-        assert_eq!((entry.num_calls(), policy.num_calls()), (1, 1));
+        aws.associate_access_policy(
+            "demo",
+            "arn:aws:iam::1:user/alice",
+            &policy(
+                "AmazonEKSEditPolicy",
+                Some(&["hyperpod-ns-a", "hyperpod-ns-b"]),
+            ),
+        )
+        .await
+        .unwrap();
+        // Taking back a policy no longer there is already done.
+        aws.disassociate_access_policy(
+            "demo",
+            "arn:aws:iam::1:user/alice",
+            "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy",
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            (
+                entry.num_calls(),
+                admin.num_calls(),
+                team.num_calls(),
+                gone.num_calls()
+            ),
+            (1, 1, 1, 1)
+        );
     }
 
     #[tokio::test]

@@ -82,6 +82,9 @@ const BEYOND_THE_SCHEMA: &[(&str, &str)] = &[
     ("PUT /api/clusters/{name}/scheduling-policy", "priority class names unique within the list"),
     ("POST /api/clusters/{name}/spaces", "the instance type must be one of the cluster's, whole GPUs at most a node's and never with a MIG slice; team required where teams share the cluster; a name not taken"),
     ("PATCH /api/clusters/{name}/spaces/{space}", "whole GPUs at most a node's and never with a MIG slice; storageGib fixed at creation (409)"),
+    ("GET /api/clusters/{name}/teams/{team}/access", "team: one of the cluster's"),
+    ("PUT /api/clusters/{name}/teams/{team}/access", "team: one of the cluster's"),
+    ("DELETE /api/clusters/{name}/teams/{team}/access", "team: one of the cluster's"),
     ("POST /api/clusters/{name}/teams", "instance types of the cluster's groups, each share count or accelerators (not both), the teams' shares within what the groups hold; borrowLimit with LendAndBorrow only"),
 ];
 

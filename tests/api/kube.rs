@@ -270,6 +270,11 @@ pub(crate) struct AwsPipeline {
 }
 
 impl AwsPipeline {
+    /// The server's log file.
+    pub fn server_log(&self) -> &std::path::Path {
+        &self._server.log
+    }
+
     /// The server's peak resident memory so far, in KiB (`VmHWM`).
     pub fn server_peak_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self._server.pid()))

@@ -671,3 +671,69 @@ async fn a_job_reports_to_mlflow_only_within_its_roles_effective_policy() {
     let found = experiment().await.unwrap();
     assert_eq!(found["experiment"]["name"], "tracked", "{found}");
 }
+
+/// The control plane's own policy on access entries (the template's `AccessEntries…` and
+/// `PeopleGet…` statements) holds here as IAM holds it: a person gets a plain entry and a team's
+/// namespace to edit or view, nothing wider; the server alone is given the cluster.
+#[tokio::test]
+async fn a_person_is_given_a_teams_namespace_and_nothing_wider() {
+    let (_dir, cloud) = account().await;
+    let s = setup(cloud, full_policy()).await;
+    let eks = &s.cloud.eks;
+    let alice = "arn:aws:iam::123456789012:user/alice";
+    let policy = |name: &str, ns: Option<&[&str]>| AccessPolicy {
+        policy_arn: format!("arn:aws:eks::aws:cluster-access-policy/{name}"),
+        namespaces: ns.map(|n| n.iter().map(|s| s.to_string()).collect()),
+    };
+    let team = policy("AmazonEKSEditPolicy", Some(&["hyperpod-ns-a"]));
+    let e = eks
+        .associate_access_policy(CLUSTER, alice, &team)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, "ResourceNotFoundException", "no entry yet: {e:?}");
+    eks.create_access_entry(CLUSTER, alice).await.unwrap();
+    eks.associate_access_policy(CLUSTER, alice, &team)
+        .await
+        .unwrap();
+    for (wider, why) in [
+        (policy("AmazonEKSClusterAdminPolicy", None), "cluster admin"),
+        (policy("AmazonEKSEditPolicy", None), "the whole cluster"),
+        (
+            policy(
+                "AmazonEKSEditPolicy",
+                Some(&["hyperpod-ns-a", "kube-system"]),
+            ),
+            "a namespace not a team's",
+        ),
+        (
+            policy("AmazonEKSAdminPolicy", Some(&["hyperpod-ns-a"])),
+            "an administrator's policy",
+        ),
+    ] {
+        let e = eks
+            .associate_access_policy(CLUSTER, alice, &wider)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, "AccessDeniedException", "{why}: {e:?}");
+        assert!(e.message.contains("explicit deny"), "{why}: {e:?}");
+    }
+    assert_eq!(
+        eks.access_policies(CLUSTER, alice).await.unwrap(),
+        Some(vec![team.clone()])
+    );
+    let me = instantstart::cloud::identity::principal_arn(
+        &s.cloud.iam.caller_identity().await.unwrap().arn,
+    )
+    .unwrap();
+    eks.create_access_entry(CLUSTER, &me).await.unwrap();
+    eks.associate_access_policy(CLUSTER, &me, &policy("AmazonEKSClusterAdminPolicy", None))
+        .await
+        .unwrap();
+    eks.disassociate_access_policy(CLUSTER, alice, &team.policy_arn)
+        .await
+        .unwrap();
+    assert_eq!(
+        eks.access_policies(CLUSTER, alice).await.unwrap(),
+        Some(vec![])
+    );
+}

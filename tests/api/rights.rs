@@ -84,6 +84,7 @@ struct Team<'a> {
     /// A client of its own (the pipeline's carries the administrator's session).
     client: reqwest::Client,
     cookies: std::collections::HashMap<&'static str, (String, String)>,
+    creds: std::collections::HashMap<&'static str, aws_credential_types::Credentials>,
 }
 
 impl Team<'_> {
@@ -224,6 +225,7 @@ async fn what_a_person_may_do_on_a_cluster_is_what_their_eks_access_entry_allows
     assert_eq!(p.op["state"], "succeeded", "{}", p.op);
     let now = SystemTime::now();
     let mut cookies = std::collections::HashMap::new();
+    let mut creds_of = std::collections::HashMap::new();
     let team_ns: &[&str] = &["hyperpod-ns-*"];
     for (name, policy, scope) in [
         ("alice", Some("AmazonEKSEditPolicy"), Some(&["default"][..])),
@@ -237,11 +239,13 @@ async fn what_a_person_may_do_on_a_cluster_is_what_their_eks_access_entry_allows
         }
         let cookie = signed_in(&p.base, &token(&creds, DEPLOYMENT, now)).await;
         cookies.insert(name, (cookie, arn));
+        creds_of.insert(name, creds);
     }
     let team = Team {
         p: &p,
         client: reqwest::Client::new(),
         cookies,
+        creds: creds_of,
     };
 
     // No access entry: not even a look.
@@ -297,6 +301,8 @@ async fn what_a_person_may_do_on_a_cluster_is_what_their_eks_access_entry_allows
     )
     .await;
 
+    a_team_is_granted_and_taken_back(&team).await;
+
     // The trail names who did and who was refused, and reads by cluster.
     let (admin, base) = (&p.client, p.base.as_str());
     let audit = |query: &'static str| async move {
@@ -330,5 +336,190 @@ async fn what_a_person_may_do_on_a_cluster_is_what_their_eks_access_entry_allows
     assert!(
         on_demo.len() < rows.len(),
         "the sign-ins are not the cluster's"
+    );
+    // The grants are the administrator's (their role session), done.
+    let granted_by = |method: &str| {
+        rows.iter()
+            .find(|r| {
+                r["route"] == "/api/clusters/{name}/teams/{team}/access" && r["method"] == method
+            })
+            .map(|r| {
+                (
+                    r["principal"].as_str().unwrap().to_string(),
+                    r["outcome"].clone(),
+                )
+            })
+    };
+    let carol = "arn:aws:sts::123456789012:assumed-role/PlatformAdmin/carol".to_string();
+    assert_eq!(granted_by("PUT"), Some((carol.clone(), json!("ok"))));
+    assert_eq!(granted_by("DELETE"), Some((carol, json!("ok"))));
+}
+
+/// The policies of `who`'s entry on `demo` as moto's EKS has them, by policy name.
+async fn eks_policies(p: &crate::kube::AwsPipeline, who: &str) -> Vec<(String, Value)> {
+    let eks = aws_sdk_eks::Client::new(&p.moto.aws().await.config);
+    let out = eks
+        .list_associated_access_policies()
+        .cluster_name("demo")
+        .principal_arn(who)
+        .send()
+        .await
+        .unwrap();
+    out.associated_access_policies()
+        .iter()
+        .map(|a| {
+            let scope = a.access_scope().unwrap();
+            (
+                a.policy_arn()
+                    .unwrap()
+                    .rsplit('/')
+                    .next()
+                    .unwrap()
+                    .to_string(),
+                json!({"type": scope.r#type().unwrap().as_str(), "namespaces": scope.namespaces()}),
+            )
+        })
+        .collect()
+}
+
+/// A cluster administrator gives Dave (no access entry) and Alice (who edits `default`) team
+/// A's namespace: each grant is an operation with the person's policies before and after, a
+/// grant held changes nothing, Alice keeps `default`, and Dave, refused before, submits to the
+/// team and sees its work only. Taken back, he is refused again. Alice, no cluster admin, may
+/// grant nothing.
+async fn a_team_is_granted_and_taken_back(team: &Team<'_>) {
+    let p = team.p;
+    p.activate_addon(instantstart::cloud::TASK_GOVERNANCE_ADDON)
+        .await;
+    crate::teams::team_on_aws(p, "team-a").await;
+    let access = "/api/clusters/demo/teams/team-a/access";
+    let (dave, alice) = (
+        team.cookies["dave"].1.clone(),
+        team.cookies["alice"].1.clone(),
+    );
+    let mut job = crate::training::sft("dave-job");
+    job["team"] = json!("team-a");
+    let jobs = "/api/clusters/demo/training-jobs";
+    let team_ns = "AmazonEKSEditPolicy (or Admin) on namespace hyperpod-ns-team-a";
+    team.denied("dave", Method::POST, jobs, Some(job.clone()), team_ns)
+        .await;
+    team.denied(
+        "alice",
+        Method::PUT,
+        access,
+        Some(json!({"principalArn": dave, "access": "edit"})),
+        "AmazonEKSClusterAdminPolicy on cluster demo",
+    )
+    .await;
+
+    let admin = |method: Method, person: Option<&str>, body: Option<Value>| {
+        let mut r = p.client.request(method, format!("{}{access}", p.base));
+        if let Some(arn) = person {
+            r = r.query(&[("principalArn", arn)]);
+        }
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        async move {
+            let r = r.send().await.unwrap();
+            (r.status(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, before) = admin(Method::GET, Some(&dave), None).await;
+    assert_eq!(status, StatusCode::OK, "{before}");
+    assert_eq!(
+        (&before["access"], &before["hasEntry"]),
+        (&Value::Null, &json!(false))
+    );
+    for (who, policy) in [(&dave, "edit"), (&alice, "edit")] {
+        let (status, started) = admin(
+            Method::PUT,
+            None,
+            Some(json!({"principalArn": who, "access": policy})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+        let op = wait_terminal(&p.client, &p.base, started["operationId"].as_str().unwrap()).await;
+        assert_eq!(op["state"], "succeeded", "{op}");
+        assert_eq!(op["kind"], "access-grant");
+        let edit = |ns: &[&str]| {
+            json!([{"policyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSEditPolicy",
+                    "namespaces": ns}])
+        };
+        let (before, after) = if who == &dave {
+            (Value::Null, edit(&["hyperpod-ns-team-a"]))
+        } else {
+            (edit(&["default"]), edit(&["default", "hyperpod-ns-team-a"]))
+        };
+        assert_eq!(
+            (&op["params"]["before"], &op["params"]["after"]),
+            (&before, &after),
+            "{op}"
+        );
+        // Asked again, it is already so.
+        let (status, view) = admin(
+            Method::PUT,
+            None,
+            Some(json!({"principalArn": who, "access": policy})),
+        )
+        .await;
+        assert_eq!(
+            (status, &view["access"]),
+            (StatusCode::OK, &json!("edit")),
+            "{view}"
+        );
+    }
+    assert_eq!(
+        eks_policies(p, &alice).await,
+        [(
+            "AmazonEKSEditPolicy".to_string(),
+            json!({"type": "namespace", "namespaces": ["default", "hyperpod-ns-team-a"]})
+        )]
+    );
+    // Alice, signed in in the browser, sees her team there.
+    let shots = tempfile::tempdir().unwrap();
+    crate::access::the_browser_signs_in(
+        &p.base,
+        p.server_log(),
+        shots.path(),
+        &team.creds["alice"],
+        &alice,
+        Some("team-a (edit) on demo"),
+    )
+    .await;
+    let r = team
+        .send("dave", Method::POST, jobs, Some(job.clone()))
+        .await;
+    assert_eq!(
+        r.status(),
+        StatusCode::ACCEPTED,
+        "{}",
+        r.text().await.unwrap_or_default()
+    );
+    p.emu
+        .appeared("/apis/sagemaker.amazonaws.com/v1/namespaces/hyperpod-ns-team-a/hyperpodpytorchjobs/dave-job")
+        .await;
+    let names = team.names("dave", jobs).await;
+    assert!(
+        names.contains(&"dave-job".to_string()) && !names.contains(&"alice-job".to_string()),
+        "{names:?}"
+    );
+
+    let (status, started) = admin(Method::DELETE, Some(&dave), None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    let op = wait_terminal(&p.client, &p.base, started["operationId"].as_str().unwrap()).await;
+    assert_eq!(
+        (&op["state"], &op["kind"]),
+        (&json!("succeeded"), &json!("access-revoke"))
+    );
+    assert_eq!(eks_policies(p, &dave).await, []);
+    job["jobName"] = json!("dave-again");
+    team.denied("dave", Method::POST, jobs, Some(job), team_ns)
+        .await;
+    let (status, view) = admin(Method::DELETE, Some(&dave), None).await;
+    assert_eq!(
+        (status, &view["access"]),
+        (StatusCode::OK, &Value::Null),
+        "{view}"
     );
 }

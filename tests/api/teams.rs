@@ -379,46 +379,7 @@ async fn on_aws_the_policy_and_quotas_reach_sagemaker_in_its_shapes_and_an_equal
 
     let (status, body) = send(reqwest::Method::PUT, POLICY, policy()).await;
     assert_eq!(done(status, body).await["state"], "succeeded");
-    let team = json!({"teamName": "team-a", "resources": [{"instanceType": "ml.g5.8xlarge", "count": 1}],
-                      "fairShareWeight": 20});
-    let (status, body) = send(reqwest::Method::POST, TEAMS, team).await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    // The team's copies of the claims wait for its namespace and LocalQueue, which the task
-    // governance add-on (AWS-run, absent here) makes once the quota exists: the test makes them.
-    let team_op = body["operationId"].as_str().unwrap().to_string();
-    let waiting = format!("{base}/api/operations/{team_op}");
-    let mut op = Value::Null;
-    for _ in 0..2400 {
-        op = get(&client, waiting.clone()).await;
-        let waits = op
-            .to_string()
-            .contains("waiting for the task governance add-on");
-        // A new operation is `pending` until it starts.
-        if waits || !matches!(op["state"].as_str(), Some("running" | "pending")) {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(
-        op.to_string()
-            .contains("waiting for the task governance add-on"),
-        "the team's storage waits for its namespace: {op}"
-    );
-    let json_type = "application/json";
-    p.emu
-        .send(reqwest::Method::POST, "/api/v1/namespaces",
-              json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "hyperpod-ns-team-a"}}), json_type)
-        .await;
-    p.emu
-        .send(reqwest::Method::POST, "/apis/kueue.x-k8s.io/v1beta1/namespaces/hyperpod-ns-team-a/localqueues",
-              json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
-                     "metadata": {"name": "hyperpod-ns-team-a-localqueue", "namespace": "hyperpod-ns-team-a"},
-                     "spec": {"clusterQueue": "hyperpod-ns-team-a-clusterqueue"}}), json_type)
-        .await;
-    assert_eq!(
-        wait_terminal(&client, &base, &team_op).await["state"],
-        "succeeded"
-    );
+    team_on_aws(&p, "team-a").await;
 
     let seen = get(&client, format!("{}/_gapfiller/governance", p.moto.url)).await;
     let request = |op: &str| {
@@ -535,4 +496,66 @@ async fn on_aws_the_policy_and_quotas_reach_sagemaker_in_its_shapes_and_an_equal
     crate::placement::admission_is_read_from_kueues_workloads(&p).await;
     // And of a team's model, pod by pod, through the deployments listing.
     crate::placement::pods_admission_is_read_from_kueues_workloads(&p).await;
+}
+
+/// Makes `team` (one ml.g5.8xlarge, weight 20) on an AWS pipeline whose task governance is on,
+/// followed to its end. The team's copies of the claims wait for its namespace and LocalQueue,
+/// which the task governance add-on (AWS-run, absent here) makes once the quota exists: this
+/// makes them once the operation says it waits for them.
+pub(crate) async fn team_on_aws(p: &crate::kube::AwsPipeline, team: &str) {
+    use crate::kube::get;
+    let (client, base) = (&p.client, p.base.as_str());
+    let body = json!({"teamName": team, "resources": [{"instanceType": "ml.g5.8xlarge", "count": 1}],
+                      "fairShareWeight": 20});
+    let r = client
+        .post(format!("{base}{TEAMS}"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let body: Value = r.json().await.unwrap();
+    let team_op = body["operationId"].as_str().unwrap().to_string();
+    let waiting = format!("{base}/api/operations/{team_op}");
+    let mut op = Value::Null;
+    for _ in 0..2400 {
+        op = get(client, waiting.clone()).await;
+        let waits = op
+            .to_string()
+            .contains("waiting for the task governance add-on");
+        // A new operation is `pending` until it starts.
+        if waits || !matches!(op["state"].as_str(), Some("running" | "pending")) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        op.to_string()
+            .contains("waiting for the task governance add-on"),
+        "the team's storage waits for its namespace: {op}"
+    );
+    let json_type = "application/json";
+    let ns = format!("hyperpod-ns-{team}");
+    p.emu
+        .send(
+            reqwest::Method::POST,
+            "/api/v1/namespaces",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            json_type,
+        )
+        .await;
+    p.emu
+        .send(
+            reqwest::Method::POST,
+            &format!("/apis/kueue.x-k8s.io/v1beta1/namespaces/{ns}/localqueues"),
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+                     "metadata": {"name": format!("{ns}-localqueue"), "namespace": ns},
+                     "spec": {"clusterQueue": format!("{ns}-clusterqueue")}}),
+            json_type,
+        )
+        .await;
+    assert_eq!(
+        wait_terminal(client, base, &team_op).await["state"],
+        "succeeded"
+    );
 }

@@ -94,7 +94,7 @@ from moto.server import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import run_simple
 
 ADDON_PATH = re.compile(r"^/clusters/([^/]+)/addons(?:/([^/]+))?(/update)?/?$")
-ACCESS_PATH = re.compile(r"^/clusters/([^/]+)/access-entries(?:/([^/]+))?(/access-policies)?/?$")
+ACCESS_PATH = re.compile(r"^/clusters/([^/]+)/access-entries(?:/([^/]+))?(/access-policies)?(?:/([^/]+))?/?$")
 # The version EKS picks for an add-on created without one (its default for Kubernetes 1.32);
 # HyperPod requires at least v1.18.3 of the VPC CNI.
 DEFAULT_VERSIONS = {
@@ -175,11 +175,13 @@ def addons(environ, start_response, cluster, name, update):
     return reply(start_response, "405 Method Not Allowed", {"message": "unsupported"}, "InvalidRequestException")
 
 
-def access_entries(environ, start_response, cluster, principal, policies):
+def access_entries(environ, start_response, cluster, principal, policies, policy_arn=None):
     """EKS access entries and their access policies, in the REST-JSON shapes of botocore's eks
     model (CreateAccessEntry, DescribeAccessEntry, AssociateAccessPolicy,
-    ListAssociatedAccessPolicies): a policy is associated once per entry (again: its scope is
-    replaced), a namespace scope needs namespaces (InvalidParameterException otherwise)."""
+    DisassociateAccessPolicy, ListAssociatedAccessPolicies): an entry keeps the type and groups
+    it was made with; a policy is associated once per entry (again: its scope is replaced), a
+    namespace scope needs namespaces (InvalidParameterException otherwise); disassociating a
+    policy the entry does not have is ResourceNotFoundException."""
     from urllib.parse import unquote, parse_qs
     method = environ["REQUEST_METHOD"]
     length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -189,9 +191,10 @@ def access_entries(environ, start_response, cluster, principal, policies):
             principal = body.get("principalArn", "")
             if (cluster, principal) in ACCESS:
                 return reply(start_response, "409 Conflict", {"message": "exists"}, "ResourceInUseException")
-            ACCESS[(cluster, principal)] = {"clusterName": cluster, "principalArn": principal, "type": "STANDARD",
+            ACCESS[(cluster, principal)] = {"clusterName": cluster, "principalArn": principal,
+                                            "type": body.get("type") or "STANDARD",
                                             "accessEntryArn": f"arn:aws:eks:us-west-2:123456789012:access-entry/{cluster}/x",
-                                            "kubernetesGroups": [], "policies": []}
+                                            "kubernetesGroups": body.get("kubernetesGroups") or [], "policies": []}
             return reply(start_response, "200 OK", {"accessEntry": ACCESS[(cluster, principal)]})
         entry = ACCESS.get((cluster, unquote(principal or "")))
         if entry is None:
@@ -207,6 +210,12 @@ def access_entries(environ, start_response, cluster, principal, policies):
             entry["policies"].append(associated)
             return reply(start_response, "200 OK", {"clusterName": cluster, "principalArn": entry["principalArn"],
                                                     "associatedAccessPolicy": associated})
+        if method == "DELETE" and policies and policy_arn:
+            wanted = unquote(policy_arn)
+            if not any(p["policyArn"] == wanted for p in entry["policies"]):
+                return reply(start_response, "404 Not Found", {"message": "No such association"}, "ResourceNotFoundException")
+            entry["policies"] = [p for p in entry["policies"] if p["policyArn"] != wanted]
+            return reply(start_response, "200 OK", {})
         if method == "GET" and policies:
             query = parse_qs(environ.get("QUERY_STRING", ""))
             start = int(query.get("nextToken", ["0"])[0])

@@ -237,6 +237,26 @@ def teams(page, base, out):
     expect(page.locator("#team-usage")).to_contain_text("1 free")
     expect(page.locator("#team-usage")).to_contain_text("team-a: 0 admitted, 0 pending")
     page.screenshot(path=f"{out}/teams.png", full_page=True)
+    # A person is given the team to edit, which the check then says, and it is taken back.
+    researcher = "arn:aws:iam::123456789012:role/Researcher"
+    page.get_by_text("Who may work as a team").click()
+    page.get_by_label("Person").fill(researcher)
+    page.get_by_role("button", name="Give access").click()
+    follow_op(page)
+    expect(page.locator("#stages")).to_contain_text("access-policy")
+    page.goto(f"{base}/#/teams")
+    page.get_by_text("Who may work as a team").click()
+    page.get_by_label("Person").fill(researcher)
+    page.get_by_role("button", name="Check").click()
+    expect(page.locator("#access-now")).to_have_text(f"{researcher} on team team-a: edit")
+    page.once("dialog", lambda d: d.accept())
+    page.get_by_role("button", name="Take back").click()
+    follow_op(page)
+    page.goto(f"{base}/#/teams")
+    page.get_by_text("Who may work as a team").click()
+    page.get_by_label("Person").fill(researcher)
+    page.get_by_role("button", name="Check").click()
+    expect(page.locator("#access-now")).to_have_text(f"{researcher} on team team-a: no access")
     # The cluster's page shows the split at a glance.
     page.goto(f"{base}/#/cluster/ui-demo")
     expect(page.locator("#cluster-teams [data-part=team-a]")).to_have_count(1)
@@ -611,9 +631,10 @@ def utilization(page, base, out):
 
 def people(page, base, out):
     """Signing in with an AWS identity (a server with --identity iam): the page gives the command,
-    a refused token says why, a good one shows the person, who sees no link to what only an
-    administrator may do, and signs out. PEOPLE_TOKEN is a fresh sign-in token, PEOPLE_ARN its
-    person, PEOPLE_DEPLOYMENT the deployment."""
+    a refused token says why, a good one shows the person (and PEOPLE_TEAMS, when set: their teams
+    as EKS says), who sees no link to what only an administrator may do, and signs out.
+    PEOPLE_TOKEN is a fresh sign-in token, PEOPLE_ARN its person, PEOPLE_DEPLOYMENT the
+    deployment."""
     page.goto(f"{base}/")
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
     expect(page.locator("#sign-in-command")).to_contain_text(
@@ -624,6 +645,8 @@ def people(page, base, out):
     page.locator("#sign-in-token").fill(os.environ["PEOPLE_TOKEN"])
     page.get_by_role("button", name="Sign in").click()
     expect(page.locator("#identity")).to_contain_text(os.environ["PEOPLE_ARN"])
+    if os.environ.get("PEOPLE_TEAMS"):
+        expect(page.locator("#identity-teams")).to_contain_text(os.environ["PEOPLE_TEAMS"])
     expect(page.locator("nav a[data-nav=create]")).to_be_hidden()
     expect(page.locator("nav a[data-nav=training]")).to_be_visible()
     expect(page.get_by_role("heading", name="Clusters")).to_be_visible()

@@ -204,12 +204,9 @@ impl Eks for Aws {
         Ok(out.is_some())
     }
 
-    async fn create_access_entry(
-        &self,
-        cluster: &str,
-        principal_arn: &str,
-        policy_arn: &str,
-    ) -> CloudResult<()> {
+    async fn create_access_entry(&self, cluster: &str, principal_arn: &str) -> CloudResult<()> {
+        // `type` is sent although STANDARD is EKS's default: the control plane's policy denies
+        // an entry whose `eks:accessEntryType` is anything else, or absent.
         let created = once(
             S,
             "CreateAccessEntry",
@@ -217,29 +214,59 @@ impl Eks for Aws {
                 .create_access_entry()
                 .cluster_name(cluster)
                 .principal_arn(principal_arn)
+                .r#type("STANDARD")
                 .send(),
         )
         .await;
         match created {
-            Err(e) if e.code == "ResourceInUseException" => {}
-            other => {
-                other?;
-            }
+            Err(e) if e.code == "ResourceInUseException" => Ok(()),
+            other => other.map(|_| ()),
         }
+    }
+
+    async fn associate_access_policy(
+        &self,
+        cluster: &str,
+        principal_arn: &str,
+        policy: &AccessPolicy,
+    ) -> CloudResult<()> {
+        let scope = match &policy.namespaces {
+            None => AccessScope::builder().r#type(AccessScopeType::Cluster),
+            Some(namespaces) => AccessScope::builder()
+                .r#type(AccessScopeType::Namespace)
+                .set_namespaces(Some(namespaces.clone())),
+        }
+        .build();
         idempotent(S, "AssociateAccessPolicy", || {
             self.eks
                 .associate_access_policy()
                 .cluster_name(cluster)
                 .principal_arn(principal_arn)
-                .policy_arn(policy_arn)
-                .access_scope(
-                    AccessScope::builder()
-                        .r#type(AccessScopeType::Cluster)
-                        .build(),
-                )
+                .policy_arn(&policy.policy_arn)
+                .access_scope(scope.clone())
                 .send()
         })
         .await
+        .map(|_| ())
+    }
+
+    async fn disassociate_access_policy(
+        &self,
+        cluster: &str,
+        principal_arn: &str,
+        policy_arn: &str,
+    ) -> CloudResult<()> {
+        absent(
+            idempotent(S, "DisassociateAccessPolicy", || {
+                self.eks
+                    .disassociate_access_policy()
+                    .cluster_name(cluster)
+                    .principal_arn(principal_arn)
+                    .policy_arn(policy_arn)
+                    .send()
+            })
+            .await,
+        )
         .map(|_| ())
     }
 

@@ -274,7 +274,12 @@ impl Iam for Aws {
                     ContextEntry::builder()
                         .context_key_name(k)
                         .context_key_values(v)
-                        .context_key_type(ContextKeyTypeEnum::String)
+                        // A multi-valued key (ArrayOfString in the Service Authorization
+                        // Reference) is a list, which the set operators read.
+                        .context_key_type(match k.as_str() {
+                            "eks:namespaces" | "aws:TagKeys" => ContextKeyTypeEnum::StringList,
+                            _ => ContextKeyTypeEnum::String,
+                        })
                         .build()
                 })
                 .collect();

@@ -164,13 +164,24 @@ impl Eks for Unavailable {
     async fn has_access_entry(&self, _cluster: &str, _principal_arn: &str) -> CloudResult<bool> {
         Err(self.refuse("has_access_entry"))
     }
-    async fn create_access_entry(
+    async fn create_access_entry(&self, _cluster: &str, _principal_arn: &str) -> CloudResult<()> {
+        Err(self.refuse("create_access_entry"))
+    }
+    async fn associate_access_policy(
+        &self,
+        _cluster: &str,
+        _principal_arn: &str,
+        _policy: &crate::AccessPolicy,
+    ) -> CloudResult<()> {
+        Err(self.refuse("AssociateAccessPolicy"))
+    }
+    async fn disassociate_access_policy(
         &self,
         _cluster: &str,
         _principal_arn: &str,
         _policy_arn: &str,
     ) -> CloudResult<()> {
-        Err(self.refuse("create_access_entry"))
+        Err(self.refuse("DisassociateAccessPolicy"))
     }
     async fn access_policies(
         &self,

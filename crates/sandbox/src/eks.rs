@@ -1,15 +1,30 @@
 //! The simulated EKS: clusters, add-ons (with their health), access entries, pod identity.
 
 use async_trait::async_trait;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::shared::*;
 use super::verdicts::PODS_SINCE;
-use super::{durations as d, new_id, Life, Sandbox, ACCOUNT, REGION};
+use super::{durations as d, new_id, Life, Res, Sandbox, ACCOUNT, REGION};
 use cloud::*;
 
 pub(super) fn eks_arn(name: &str) -> String {
     format!("arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{name}")
+}
+
+/// An access entry's ARN, as the Service Authorization Reference gives it:
+/// `access-entry/${ClusterName}/${IamIdentityType}/${IamIdentityAccountID}/${IamIdentityName}/${UUID}`.
+fn entry_arn(cluster: &str, principal_arn: &str) -> String {
+    let account = principal_arn.split(':').nth(4).unwrap_or_default();
+    let (kind, name) = principal_arn
+        .rsplit(':')
+        .next()
+        .and_then(|r| r.split_once('/'))
+        .unwrap_or_default();
+    let name = name.rsplit('/').next().unwrap_or_default();
+    format!(
+        "arn:aws:eks:{REGION}:{ACCOUNT}:access-entry/{cluster}/{kind}/{account}/{name}/0sandbox"
+    )
 }
 
 #[async_trait]
@@ -130,43 +145,118 @@ impl Eks for Sandbox {
     async fn has_access_entry(&self, cluster: &str, principal_arn: &str) -> CloudResult<bool> {
         self.gate("eks:DescribeAccessEntry", false).await?;
         Ok(self
-            .by_name("eks-access-entry", &format!("{cluster}/{principal_arn}"))
+            .live_entry(&format!("{cluster}/{principal_arn}"))
             .await?
-            .is_some_and(|r| r.deleted_ms.is_none()))
+            .is_some())
     }
 
-    async fn create_access_entry(
+    async fn create_access_entry(&self, cluster: &str, principal_arn: &str) -> CloudResult<()> {
+        let api = "eks:CreateAccessEntry";
+        self.gate(api, true).await?;
+        self.active_cluster(cluster, "CreateAccessEntry").await?;
+        self.own_eks(cluster, api).await?;
+        // The template's statements on access entries (`AccessEntriesPlain`, …): IAM evaluates
+        // the request's principal and its type; the port makes `STANDARD` entries without
+        // Kubernetes groups or a user name, so those keys carry only the type.
+        let asked = cloud::policy::Request::new(api, &eks_arn(cluster))
+            .with(&format!("aws:ResourceTag/{CLUSTER_TAG}"), cluster)
+            .with("eks:principalArn", principal_arn)
+            .with("eks:accessEntryType", "STANDARD");
+        self.iam_refuses(api, &eks_arn(cluster), asked, principal_arn)?;
+        let key = format!("{cluster}/{principal_arn}");
+        if self.live_entry(&key).await?.is_some() {
+            return Ok(());
+        }
+        let data = json!({"cluster": cluster, "principalArn": principal_arn, "type": "STANDARD",
+                          "policies": []});
+        self.create(api, "eks-access-entry", &new_id("ae"), Some(&key), &data)
+            .await
+    }
+
+    async fn associate_access_policy(
+        &self,
+        cluster: &str,
+        principal_arn: &str,
+        policy: &AccessPolicy,
+    ) -> CloudResult<()> {
+        let api = "eks:AssociateAccessPolicy";
+        self.gate(api, true).await?;
+        let key = format!("{cluster}/{principal_arn}");
+        let Some(row) = self.live_entry(&key).await? else {
+            return Err(not_found(
+                "eks",
+                "AssociateAccessPolicy",
+                "ResourceNotFoundException",
+                &key,
+            ));
+        };
+        let resource = entry_arn(cluster, principal_arn);
+        let mut asked = cloud::policy::Request::new(api, &resource)
+            .with("eks:principalArn", principal_arn)
+            .with("eks:policyArn", &policy.policy_arn);
+        let scope = match &policy.namespaces {
+            None => json!({"type": "cluster"}),
+            Some(namespaces) => {
+                // EKS: a namespace scope names at least one namespace (botocore's eks model,
+                // `AccessScope.namespaces`; "Associate access policies" in the EKS User Guide).
+                if namespaces.is_empty() {
+                    return Err(CloudError::new(
+                        "eks",
+                        "AssociateAccessPolicy",
+                        "InvalidParameterException",
+                        "namespaces are required with a namespace scope",
+                    ));
+                }
+                for n in namespaces {
+                    asked = asked.with("eks:namespaces", n);
+                }
+                json!({"type": "namespace", "namespaces": namespaces})
+            }
+        };
+        let asked = asked.with(
+            "eks:accessScope",
+            scope["type"].as_str().unwrap_or_default(),
+        );
+        self.iam_refuses(api, &resource, asked, principal_arn)?;
+        let mut data = row.data.clone();
+        let mut policies: Vec<Value> = data["policies"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| p["policyArn"] != policy.policy_arn.as_str())
+            .collect();
+        policies.push(json!({"policyArn": policy.policy_arn, "accessScope": scope}));
+        data["policies"] = json!(policies);
+        self.update(api, "eks-access-entry", &row.id, &data).await
+    }
+
+    async fn disassociate_access_policy(
         &self,
         cluster: &str,
         principal_arn: &str,
         policy_arn: &str,
     ) -> CloudResult<()> {
-        let api = "eks:CreateAccessEntry";
+        let api = "eks:DisassociateAccessPolicy";
         self.gate(api, true).await?;
-        self.active_cluster(cluster, "CreateAccessEntry").await?;
-        self.own_eks(cluster, api).await?;
-        // The template's `AccessEntriesForItselfOnly`: an entry for any principal but the
-        // server's own role is denied, as IAM denies it.
-        let me = super::iam::caller_role();
-        let asked = cloud::policy::Request::new(api, &eks_arn(cluster))
-            .with(&format!("aws:ResourceTag/{CLUSTER_TAG}"), cluster)
-            .with("eks:principalArn", principal_arn)
-            .with("aws:PrincipalArn", &me);
-        if cloud::policy::decide(&super::rules::instance_policy(), &asked)
-            != cloud::policy::Decision::Allow
-        {
-            return Err(CloudError::new(
-                "eks",
-                "CreateAccessEntry",
-                "AccessDeniedException",
-                format!("User: arn:aws:sts::{ACCOUNT}:assumed-role/instantstart/sandbox is not authorized to perform: {api} on resource: {} with an explicit deny in an identity-based policy (an access entry for {principal_arn}, not for itself)", eks_arn(cluster)),
-            ));
+        let Some(row) = self
+            .live_entry(&format!("{cluster}/{principal_arn}"))
+            .await?
+        else {
+            return Ok(());
+        };
+        let mut data = row.data.clone();
+        let before = data["policies"].as_array().cloned().unwrap_or_default();
+        let after: Vec<Value> = before
+            .iter()
+            .filter(|p| p["policyArn"] != policy_arn)
+            .cloned()
+            .collect();
+        if after.len() == before.len() {
+            return Ok(());
         }
-        let data = json!({"cluster": cluster, "principalArn": principal_arn,
-                          "policies": [{"policyArn": policy_arn, "accessScope": {"type": "cluster"}}]});
-        let key = format!("{cluster}/{principal_arn}");
-        self.create(api, "eks-access-entry", &new_id("ae"), Some(&key), &data)
-            .await
+        data["policies"] = json!(after);
+        self.update(api, "eks-access-entry", &row.id, &data).await
     }
 
     async fn access_policies(
@@ -176,9 +266,8 @@ impl Eks for Sandbox {
     ) -> CloudResult<Option<Vec<AccessPolicy>>> {
         self.gate("eks:ListAssociatedAccessPolicies", false).await?;
         let Some(row) = self
-            .by_name("eks-access-entry", &format!("{cluster}/{principal_arn}"))
+            .live_entry(&format!("{cluster}/{principal_arn}"))
             .await?
-            .filter(|r| r.deleted_ms.is_none())
         else {
             return Ok(None);
         };
@@ -369,6 +458,43 @@ impl Eks for Sandbox {
 }
 
 impl Sandbox {
+    /// The access entry of `cluster/principal`, unless deleted.
+    async fn live_entry(&self, key: &str) -> CloudResult<Option<Res>> {
+        Ok(self
+            .by_name("eks-access-entry", key)
+            .await?
+            .filter(|r| r.deleted_ms.is_none()))
+    }
+
+    /// IAM's answer on the server's own policy (the template's `InstanceRole`) for one request
+    /// about an access entry: an explicit or implicit deny refuses it as AWS words it.
+    fn iam_refuses(
+        &self,
+        api: &str,
+        resource: &str,
+        asked: cloud::policy::Request,
+        principal_arn: &str,
+    ) -> CloudResult<()> {
+        let asked = asked.with("aws:PrincipalArn", &super::iam::caller_role());
+        let decision = cloud::policy::decide(&super::rules::instance_policy(), &asked);
+        if decision == cloud::policy::Decision::Allow {
+            return Ok(());
+        }
+        let how = match decision {
+            cloud::policy::Decision::ExplicitDeny => {
+                " with an explicit deny in an identity-based policy"
+            }
+            _ => "",
+        };
+        let op = api.trim_start_matches("eks:");
+        Err(CloudError::new(
+            "eks",
+            op,
+            "AccessDeniedException",
+            format!("User: arn:aws:sts::{ACCOUNT}:assumed-role/instantstart/sandbox is not authorized to perform: {api} on resource: {resource}{how} (for {principal_arn})"),
+        ))
+    }
+
     /// What EKS checks of an add-on's `podIdentityAssociations`: a service account of the
     /// add-on's own namespace, and a role that exists and that pod identity may assume.
     async fn check_addon_identities(&self, op: &str, req: &CreateAddon) -> CloudResult<()> {

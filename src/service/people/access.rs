@@ -14,7 +14,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use serde::Serialize;
 use serde_json::json;
+use utoipa::ToSchema;
 
 use crate::cloud::AccessPolicy;
 use crate::error::{ApiError, ApiResult};
@@ -191,6 +193,95 @@ pub async fn may_read(engine: &Engine, cluster: &str, namespace: &str) -> ApiRes
     }
 }
 
+/// What the request's person may do on one cluster, as their access entry says.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterRights {
+    pub cluster: String,
+    /// `AmazonEKSClusterAdminPolicy` on the whole cluster.
+    pub cluster_admin: bool,
+    /// Namespaces they may change workloads in (`*`: every one; a trailing `*` matches by prefix).
+    pub edit: Vec<String>,
+    /// Namespaces they may read.
+    pub view: Vec<String>,
+    /// The teams whose namespaces (`hyperpod-ns-<team>`) they may work in, and how.
+    pub teams: Vec<TeamRight>,
+    /// Why their access could not be read (the cluster is gone from EKS, say).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TeamRight {
+    pub team: String,
+    /// `edit` or `view`.
+    pub access: &'static str,
+}
+
+impl Reach {
+    fn names(&self) -> Vec<String> {
+        match self {
+            Reach::Nowhere => vec![],
+            Reach::Everywhere => vec!["*".into()],
+            Reach::Namespaces(list) => list.clone(),
+        }
+    }
+}
+
+impl ClusterRights {
+    fn of(cluster: &str, access: &ClusterAccess) -> Self {
+        let mut teams: Vec<TeamRight> = Vec::new();
+        for ns in access.read.names() {
+            let Some(team) = ns
+                .strip_prefix("hyperpod-ns-")
+                .filter(|t| !t.ends_with('*'))
+            else {
+                continue;
+            };
+            if teams.iter().any(|t| t.team == team) {
+                continue;
+            }
+            let how = if access.may_write(&ns) {
+                "edit"
+            } else {
+                "view"
+            };
+            teams.push(TeamRight {
+                team: team.to_string(),
+                access: how,
+            });
+        }
+        Self {
+            cluster: cluster.to_string(),
+            cluster_admin: access.cluster_admin,
+            edit: access.write.names(),
+            view: access.read.names(),
+            teams,
+            error: None,
+        }
+    }
+}
+
+/// The request's person's rights on every cluster the deployment manages (one EKS read per
+/// cluster); none in single-user mode, where nobody signs in.
+pub async fn mine(engine: &Engine) -> ApiResult<Vec<ClusterRights>> {
+    let Some(r) = current() else {
+        return Ok(vec![]);
+    };
+    let mut out = Vec::new();
+    for c in engine.store().list_clusters().await? {
+        out.push(match r.on(engine, &c.name).await {
+            Ok(access) => ClusterRights::of(&c.name, &access),
+            Err(e) => ClusterRights {
+                error: Some(e.to_string()),
+                ..ClusterRights::of(&c.name, &ClusterAccess::default())
+            },
+        });
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,6 +315,24 @@ mod tests {
         ]);
         assert!(wildcard.may_write("hyperpod-ns-b") && !wildcard.may_write("default"));
         assert!(wildcard.may_read("default") && !wildcard.may_read("kube-system"));
+
+        let rights = ClusterRights::of(
+            "demo",
+            &ClusterAccess::of(&[
+                policy("AmazonEKSEditPolicy", Some(&["hyperpod-ns-a", "default"])),
+                policy(
+                    "AmazonEKSViewPolicy",
+                    Some(&["hyperpod-ns-b", "hyperpod-ns-a"]),
+                ),
+            ]),
+        );
+        let teams: Vec<_> = rights
+            .teams
+            .iter()
+            .map(|t| (t.team.as_str(), t.access))
+            .collect();
+        assert_eq!(teams, [("a", "edit"), ("b", "view")]);
+        assert_eq!(rights.edit, ["hyperpod-ns-a", "default"]);
 
         // HyperPod's own policies serve its roles, not people.
         let none = ClusterAccess::of(&[policy("AmazonSagemakerHyperpodClusterPolicy", None)]);

@@ -3,6 +3,7 @@
 //! it may do on a cluster is `access.rs`'s.
 
 pub mod access;
+pub mod grants;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;

@@ -61,6 +61,9 @@ pub enum OpKind {
     TeamCreate,
     TeamUpdate,
     TeamDelete,
+    /// A person given a team's access on the cluster (an EKS access entry and policy), or not.
+    AccessGrant,
+    AccessRevoke,
     /// A training job applied and followed to its end.
     TrainingJob,
     /// The account's managed MLflow, and a cluster's access to it.
@@ -116,6 +119,8 @@ kinds! {
     TeamCreate => "team-create",
     TeamUpdate => "team-update",
     TeamDelete => "team-delete",
+    AccessGrant => "access-grant",
+    AccessRevoke => "access-revoke",
     ModelDownload => "model-download",
     TrainingJob => "training-job",
     MlflowSetup => "mlflow-setup",

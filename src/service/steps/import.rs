@@ -111,11 +111,15 @@ impl Step for AccessEntryStep {
         }
         cx.cloud
             .eks
-            .create_access_entry(
-                &cx.op.cluster,
-                &me,
-                &crate::service::shared::arn::cluster_admin_policy(&me),
-            )
+            .create_access_entry(&cx.op.cluster, &me)
+            .await?;
+        let admin = crate::cloud::AccessPolicy {
+            policy_arn: crate::service::shared::arn::cluster_admin_policy(&me),
+            namespaces: None,
+        };
+        cx.cloud
+            .eks
+            .associate_access_policy(&cx.op.cluster, &me, &admin)
             .await?;
         Ok(json!({"accessPrincipal": me, "accessEntryCreated": true}))
     }

@@ -31,6 +31,9 @@
 //! team-create | team-update | team-delete  compute-quota (the team's SageMaker compute quota),
 //!               watched to Created/Updated or gone; a new team then gets the cluster's claims
 //!               in its namespace (team-storage), a removed one loses them first
+//! access-grant  access-entry (the person's, made when missing) → access-policy (the team's
+//!               namespace added to their edit or view policy)
+//! access-revoke access-policy (the team's namespace taken from their team policies)
 //! training-job  train (the HyperPodPyTorchJob or RayJob, followed to its end with its restarts)
 //! workload-delete delete (watched until gone) [→ bucket-access (an endpoint)]
 //! hyperpod-software-update  update-software (watched back to InService)
@@ -39,6 +42,7 @@
 //! forget-cluster  forget (the record only; nothing in the account is touched)
 //! ```
 
+pub mod access;
 pub mod addons;
 pub mod deps;
 pub mod features;
@@ -365,6 +369,11 @@ impl Stages for OperationKinds {
                 Arc::new(governance::TeamStorageStep),
                 Arc::new(governance::ComputeQuotaStep),
             ],
+            OpKind::AccessGrant => vec![
+                Arc::new(access::PersonEntryStep),
+                Arc::new(access::TeamPolicyStep),
+            ],
+            OpKind::AccessRevoke => vec![Arc::new(access::TeamPolicyStep)],
             OpKind::TrainingJob => vec![Arc::new(training::TrainStep)],
             OpKind::MlflowSetup => vec![
                 Arc::new(mlflow::MlflowRoleStep),

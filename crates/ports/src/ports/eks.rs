@@ -120,8 +120,19 @@ pub trait Eks: Send + Sync {
     async fn tag_cluster(&self, arn: &str, tags: &Tags) -> CloudResult<()>;
     /// Whether `principal_arn` has an access entry on the cluster.
     async fn has_access_entry(&self, cluster: &str, principal_arn: &str) -> CloudResult<bool>;
-    /// Creates an access entry and associates `policy_arn` with cluster scope.
-    async fn create_access_entry(
+    /// Creates a `STANDARD` access entry with no Kubernetes groups or user name of its own, so
+    /// that it grants only the access policies associated with it; one already there is kept.
+    async fn create_access_entry(&self, cluster: &str, principal_arn: &str) -> CloudResult<()>;
+    /// Associates an access policy with the principal's entry, with its scope: EKS replaces the
+    /// scope of a policy already associated (`AssociateAccessPolicy`).
+    async fn associate_access_policy(
+        &self,
+        cluster: &str,
+        principal_arn: &str,
+        policy: &AccessPolicy,
+    ) -> CloudResult<()>;
+    /// Removes an access policy from the principal's entry; one not associated is already so.
+    async fn disassociate_access_policy(
         &self,
         cluster: &str,
         principal_arn: &str,
