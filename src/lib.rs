@@ -320,6 +320,9 @@ pub async fn build_app(config: ServeConfig) -> anyhow::Result<App> {
     let _ = mcp.router.set(router.clone());
     let _ = mcp.audit.set(engine.clone());
 
+    // The audit trail keeps what its retention says: pruned now, then daily.
+    service::audit::prune(&engine, config.audit_retention_days).await?;
+    service::audit::keep(engine.clone(), config.audit_retention_days);
     let resumed = engine.resume_all().await?;
     service::warm_caches(engine.clone());
     // Cost history is written as it happens: node lifetimes and who holds the GPUs.

@@ -17,6 +17,8 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::broadcast::Receiver;
 
 use crate::cloud::ClusterChange;
+use crate::service::people::access::{self, RequestAccess};
+use std::sync::Arc;
 
 use crate::AppState;
 
@@ -30,11 +32,18 @@ pub async fn events(State(state): State<AppState>, ws: WebSocketUpgrade) -> Resp
         Ok(p) => p,
         Err(e) => return axum::response::IntoResponse::into_response(e),
     };
+    // The person, when people sign in: the stream shows them what their reads would.
+    let person = access::request_person();
     ws.protocols(["instantstart.events"])
-        .on_upgrade(move |socket| push(state, socket, permit))
+        .on_upgrade(move |socket| push(state, socket, permit, person))
 }
 
-async fn push(state: AppState, mut socket: WebSocket, _permit: crate::service::caps::Permit) {
+async fn push(
+    state: AppState,
+    mut socket: WebSocket,
+    _permit: crate::service::caps::Permit,
+    person: Option<Arc<RequestAccess>>,
+) {
     let _open = crate::cloud::metrics::global().stream_opened("events");
     let mut changes = state.engine.subscribe();
     let mut noticed = Some(state.engine.cloud().kube.events());
@@ -42,7 +51,7 @@ async fn push(state: AppState, mut socket: WebSocket, _permit: crate::service::c
     let mut operations_changed = true;
     loop {
         if std::mem::take(&mut operations_changed)
-            && !send_operations(&state, &mut socket, &mut seen).await
+            && !send_operations(&state, &mut socket, &mut seen, person.as_deref()).await
         {
             return;
         }
@@ -52,7 +61,7 @@ async fn push(state: AppState, mut socket: WebSocket, _permit: crate::service::c
                 Err(_) => return,
             },
             event = recv(&mut noticed) => {
-                let (events, missed) = match event {
+                let (mut events, missed) = match event {
                     Ok(first) => (drain(first, noticed.as_mut()), 0),
                     Err(RecvError::Lagged(n)) => (Vec::new(), n),
                     Err(RecvError::Closed) => {
@@ -60,6 +69,19 @@ async fn push(state: AppState, mut socket: WebSocket, _permit: crate::service::c
                         continue;
                     }
                 };
+                // What a watch notices spans namespaces: for those who may read it all.
+                if let Some(r) = person.as_deref() {
+                    let mut kept = Vec::new();
+                    for e in events {
+                        if access::reads_whole(r, &state.engine, &e.cluster).await {
+                            kept.push(e);
+                        }
+                    }
+                    events = kept;
+                    if events.is_empty() && missed == 0 {
+                        continue;
+                    }
+                }
                 let msg = json!({"type": "cluster", "events": events, "missed": missed}).to_string();
                 if socket.send(Message::Text(msg.into())).await.is_err() {
                     return;
@@ -79,6 +101,7 @@ async fn send_operations(
     state: &AppState,
     socket: &mut WebSocket,
     seen: &mut HashMap<String, u64>,
+    person: Option<&RequestAccess>,
 ) -> bool {
     let ops = match state
         .engine
@@ -92,14 +115,16 @@ async fn send_operations(
             return false;
         }
     };
-    let fresh: Vec<_> = ops
-        .into_iter()
-        .filter(|o| {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            serde_json::to_string(o).unwrap_or_default().hash(&mut h);
-            seen.insert(o.id.clone(), h.finish()) != Some(h.finish())
-        })
-        .collect();
+    let mut fresh = Vec::new();
+    for o in ops {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        serde_json::to_string(&o).unwrap_or_default().hash(&mut h);
+        if seen.insert(o.id.clone(), h.finish()) != Some(h.finish())
+            && access::sees_operation(person, &state.engine, &o).await
+        {
+            fresh.push(o);
+        }
+    }
     if !fresh.is_empty() {
         let msg = json!({"type": "operations", "operations": fresh}).to_string();
         return socket.send(Message::Text(msg.into())).await.is_ok();

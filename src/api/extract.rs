@@ -97,8 +97,13 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
         let Actor(actor) = Actor::from_request_parts(parts, state).await?;
         let IdempotencyKey(idempotency_key) =
             IdempotencyKey::from_request_parts(parts, state).await?;
+        let principal = parts
+            .extensions
+            .get::<crate::store::Holder>()
+            .map(|h| h.arn.clone());
         Ok(Self {
             actor,
+            principal,
             idempotency_key,
         })
     }

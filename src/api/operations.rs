@@ -15,6 +15,7 @@ use super::extract::OperationId;
 use super::memo::AcceptsGzip;
 use crate::error::{ApiError, ApiResult, Problem};
 use crate::service;
+use crate::service::people::access;
 use crate::store::Operation;
 use crate::AppState;
 
@@ -56,6 +57,25 @@ async fn list_operations(
     query: Result<Query<OperationsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(q) = query.map_err(|e| ApiError::validation("query", e.body_text()))?;
+    // Someone who does not administer the deployment sees only the operations they may (the
+    // memo holds whole pages, so theirs are read and filtered as asked).
+    if !access::sees_every_operation() {
+        let (ops, _) = service::list_operations(
+            &state.engine,
+            q.cluster.as_deref(),
+            q.state.as_deref(),
+            q.limit,
+            q.cursor.as_deref(),
+        )
+        .await?;
+        let mut seen = Vec::new();
+        for op in ops {
+            if access::may_see_operation(&state.engine, &op).await {
+                seen.push(op);
+            }
+        }
+        return Ok(Json(seen).into_response());
+    }
     let revision = service::stored_revision(&state.engine);
     let page = async {
         let (ops, next) = service::list_operations(
@@ -130,12 +150,14 @@ async fn get_operation(
     // once, as a plain read (the client polls again, as it would after a change).
     let place = (wait > 0).then(|| state.caps.waiters.try_admit()).flatten();
     let wait = if place.is_some() { wait } else { 0 };
-    state
+    let op = state
         .engine
         .wait_for_change(&id, Duration::from_secs(wait))
-        .await?
-        .map(Json)
-        .ok_or_else(|| ApiError::not_found(format!("operation {id}")))
+        .await?;
+    match op {
+        Some(op) if access::may_see_operation(&state.engine, &op).await => Ok(Json(op)),
+        _ => Err(ApiError::not_found(format!("operation {id}"))),
+    }
 }
 
 /// Resume a failed or cancelled operation: succeeded phases are kept and nothing is created twice.

@@ -222,6 +222,11 @@ pub struct ServeConfig {
     #[arg(long, env = "INSTANTSTART_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
+    /// How many days the audit trail keeps an entry (`0`: forever). Older entries are removed
+    /// at start and once a day.
+    #[arg(long, env = "INSTANTSTART_AUDIT_RETENTION_DAYS", default_value_t = 400)]
+    pub audit_retention_days: u32,
+
     /// Connections held at once and how long a request head may take (not a flag: the
     /// defaults hold; tests shorten the deadline).
     #[arg(skip)]
@@ -309,6 +314,7 @@ impl ServeConfig {
             grafana_workspace: None,
             pod_package_index: None,
             log_format: LogFormat::Text,
+            audit_retention_days: 400,
             limits: ConnLimits::default(),
         }
     }

@@ -145,6 +145,7 @@ impl Harness {
             idempotency_key: None,
             request_hash: None,
             actor: "api".into(),
+            principal: None,
             parent_id: None,
             phases: vec!["count".into(), "make-thing".into()],
         };

@@ -18,6 +18,36 @@ pub async fn record(engine: &Engine, entry: &NewAudit<'_>) {
     }
 }
 
+/// Removes the entries older than `days` (none when `days` is 0); how many.
+pub async fn prune(engine: &Engine, days: u32) -> anyhow::Result<u64> {
+    if days == 0 {
+        return Ok(0);
+    }
+    let cutoff = crate::cloud::clock::days_ago(days);
+    let removed = engine.store().prune_audit(&cutoff).await?;
+    if removed > 0 {
+        tracing::info!(removed, days, "audit entries past their retention removed");
+    }
+    Ok(removed)
+}
+
+/// Keeps the trail to its retention: pruned once a day from now on (the start already did).
+pub fn keep(engine: Engine, days: u32) {
+    if days == 0 {
+        return;
+    }
+    tokio::spawn(async move {
+        let day = std::time::Duration::from_secs(86_400);
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + day, day);
+        loop {
+            tick.tick().await;
+            if let Err(e) = prune(&engine, days).await {
+                tracing::warn!(error = %e, "pruning the audit trail");
+            }
+        }
+    });
+}
+
 fn one_of(field: &str, value: Option<&str>, allowed: &[&str]) -> ApiResult<()> {
     match value {
         Some(v) if !allowed.contains(&v) => Err(ApiError::validation_hint(

@@ -16,6 +16,8 @@ use crate::problem::ProblemType;
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub actor: String,
+    /// The person, when people sign in (STS's ARN: a role session names them).
+    pub principal: Option<String>,
     pub idempotency_key: Option<String>,
 }
 
@@ -32,6 +34,7 @@ impl Submission {
             cluster: cluster.to_string(),
             params,
             actor: caller.actor.clone(),
+            principal: caller.principal.clone(),
             idempotency_key: caller.idempotency_key.clone(),
             parent_id: None,
             new_cluster: None,
@@ -72,6 +75,7 @@ impl Submission {
             cluster: cluster.to_string(),
             params,
             actor: parent.actor.clone(),
+            principal: parent.principal.clone(),
             idempotency_key: Some(Self::stage_key(&parent.id, kind.as_str())),
             request_hash: None,
             parent_id: Some(parent.id.clone()),

@@ -109,6 +109,15 @@ impl Store {
         }
     }
 
+    /// Removes the entries recorded before `cutoff` (a time as the store writes them); how many.
+    pub async fn prune_audit(&self, cutoff: &str) -> anyhow::Result<u64> {
+        Ok(sqlx::query("DELETE FROM audit WHERE at < ?")
+            .bind(cutoff)
+            .execute(&self.writer)
+            .await?
+            .rows_affected())
+    }
+
     /// Up to `limit` entries newest first, older than the entry `before`.
     pub async fn audit_page(
         &self,

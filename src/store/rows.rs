@@ -21,6 +21,7 @@ pub(super) fn operation_of(row: &sqlx::sqlite::SqliteRow) -> anyhow::Result<Oper
         cluster: row.try_get("cluster")?,
         state: state.parse().map_err(anyhow::Error::msg)?,
         actor: row.try_get("actor")?,
+        principal: row.try_get("principal")?,
         params: json_col(row, "params_json")?.unwrap_or(Value::Null),
         parent_id: row.try_get("parent_id")?,
         error: json_col(row, "error_json")?,

@@ -57,9 +57,9 @@ impl Store {
         let now = now();
         let sql = format!(
             "INSERT INTO operations (id, kind, cluster, params_json, idempotency_key, request_hash,
-                                     state, actor, parent_id, created_at, updated_at)
+                                     state, actor, principal, parent_id, created_at, updated_at)
              VALUES {}",
-            vec!["(?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)"; ops.len()].join(", ")
+            vec!["(?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)"; ops.len()].join(", ")
         );
         let mut query = sqlx::query(&sql);
         for op in ops {
@@ -71,6 +71,7 @@ impl Store {
                 .bind(&op.idempotency_key)
                 .bind(&op.request_hash)
                 .bind(&op.actor)
+                .bind(&op.principal)
                 .bind(&op.parent_id)
                 .bind(&now)
                 .bind(&now);
@@ -255,6 +256,7 @@ mod tests {
                 idempotency_key: key.map(str::to_string),
                 request_hash: None,
                 actor: "api".into(),
+                principal: None,
                 parent_id: None,
                 phases: vec!["cluster".into(), "hyperpod".into(), "storage".into()],
             },

@@ -19,6 +19,7 @@ fn new_op(id: &str, key: Option<&str>) -> NewOperation {
         idempotency_key: key.map(str::to_string),
         request_hash: Some("h".into()),
         actor: "api".into(),
+        principal: None,
         parent_id: None,
         phases: vec!["vpc".into(), "subnets".into()],
     }

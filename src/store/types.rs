@@ -52,6 +52,8 @@ pub struct Operation {
     pub state: OpState,
     /// `browser`, `agent` or `api`.
     pub actor: String,
+    /// Who started it, when people sign in (STS's ARN of the person).
+    pub principal: Option<String>,
     #[schema(value_type = Object)]
     pub params: Value,
     /// The pipeline this stage belongs to.
@@ -92,6 +94,7 @@ pub struct NewOperation {
     pub idempotency_key: Option<String>,
     pub request_hash: Option<String>,
     pub actor: String,
+    pub principal: Option<String>,
     pub parent_id: Option<String>,
     pub phases: Vec<String>,
 }

@@ -188,3 +188,45 @@ async fn each_mutating_request_leaves_one_record_with_its_actor_and_never_the_to
     assert!(metrics.contains("instantstart_http_requests_total"));
     assert!(!metrics.contains(TOKEN));
 }
+
+/// The trail keeps what its retention says: an entry older than `--audit-retention-days` is
+/// gone once the server starts, a recent one stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trail_keeps_entries_for_its_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = instantstart::store::Store::open(dir.path()).await.unwrap();
+    for (at, path) in [
+        (instantstart::cloud::clock::days_ago(31), "/api/old"),
+        (instantstart::cloud::clock::days_ago(29), "/api/recent"),
+    ] {
+        sqlx::query(
+            "INSERT INTO audit (at, actor, principal, method, route, path, status, outcome, request_id)
+             VALUES (?, 'api', 'loopback', 'POST', ?, ?, 202, 'ok', 'r')",
+        )
+        .bind(at)
+        .bind(path)
+        .bind(path)
+        .execute(&store.writer)
+        .await
+        .unwrap();
+    }
+    drop(store);
+    let mut config = instantstart::config::ServeConfig::sandbox(dir.path().to_path_buf());
+    config.audit_retention_days = 30;
+    let app = instantstart::build_app(config).await.unwrap();
+    let base = format!("http://127.0.0.1:{}", app.port());
+    tokio::spawn(app.run());
+    let rows: Value = reqwest::get(format!("{base}/api/audit"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let paths: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["/api/recent"]);
+}

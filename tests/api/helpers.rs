@@ -569,6 +569,16 @@ pub type Ws =
 /// Opens the WebSocket at `path` with the subprotocol the UI names (`instantstart.events`,
 /// `instantstart.logs`); a refusal comes back as its status and JSON body.
 pub async fn ws_open(base: &str, path: &str, protocol: &str) -> Result<Ws, (u16, Value)> {
+    ws_open_as(base, path, protocol, None).await
+}
+
+/// [`ws_open`] with a session cookie, as a signed-in person's browser opens it.
+pub async fn ws_open_as(
+    base: &str,
+    path: &str,
+    protocol: &str,
+    cookie: Option<&str>,
+) -> Result<Ws, (u16, Value)> {
     use tokio_tungstenite::tungstenite::{client::IntoClientRequest as _, Error};
     let mut request = format!("{}{path}", base.replacen("http", "ws", 1))
         .into_client_request()
@@ -576,6 +586,9 @@ pub async fn ws_open(base: &str, path: &str, protocol: &str) -> Result<Ws, (u16,
     request
         .headers_mut()
         .insert("sec-websocket-protocol", protocol.parse().unwrap());
+    if let Some(c) = cookie {
+        request.headers_mut().insert("cookie", c.parse().unwrap());
+    }
     match tokio_tungstenite::connect_async(request).await {
         Ok((ws, _)) => Ok(ws),
         Err(Error::Http(r)) => {

@@ -31,6 +31,7 @@ async fn seeded(n: usize) -> (tempfile::TempDir, String, Store) {
                 idempotency_key: None,
                 request_hash: None,
                 actor: "seed".into(),
+                principal: None,
                 parent_id: None,
                 phases: vec!["a".into()],
             };

@@ -302,6 +302,7 @@ async fn what_a_person_may_do_on_a_cluster_is_what_their_eks_access_entry_allows
     .await;
 
     a_team_is_granted_and_taken_back(&team).await;
+    operations_are_seen_by_whom_they_concern(&team).await;
 
     // The trail names who did and who was refused, and reads by cluster.
     let (admin, base) = (&p.client, p.base.as_str());
@@ -521,5 +522,63 @@ async fn a_team_is_granted_and_taken_back(team: &Team<'_>) {
         (status, &view["access"]),
         (StatusCode::OK, &Value::Null),
         "{view}"
+    );
+}
+
+/// Operations carry their person, and a person sees the ones they started and every one of a
+/// cluster they may read whole: Alice (who edits namespaces) her own, Bob (who views the whole
+/// cluster) the administrator's pipeline too.
+async fn operations_are_seen_by_whom_they_concern(team: &Team<'_>) {
+    let pipeline = team.p.op["id"].as_str().unwrap();
+    let list = |who: &'static str| async move {
+        let r = team
+            .send(who, Method::GET, "/api/operations?limit=500", None)
+            .await;
+        assert_eq!(r.status(), StatusCode::OK, "{who}");
+        r.json::<Value>().await.unwrap().as_array().unwrap().clone()
+    };
+    let alice = &team.cookies["alice"].1;
+    let hers = list("alice").await;
+    assert!(
+        !hers.is_empty() && hers.iter().all(|o| o["principal"] == alice.as_str()),
+        "{hers:?}"
+    );
+    assert!(hers.iter().any(|o| o["kind"] == "training-job"), "{hers:?}");
+    let bobs = list("bob").await;
+    assert!(bobs.iter().any(|o| o["id"] == pipeline), "{bobs:?}");
+    assert!(bobs.len() > hers.len());
+    // The event stream shows each the same.
+    for (who, sees_pipeline) in [("alice", false), ("bob", true)] {
+        let mut ws = ws_open_as(
+            &team.p.base,
+            "/api/events",
+            "instantstart.events",
+            Some(&team.cookies[who].0),
+        )
+        .await
+        .unwrap();
+        let first = ws_next(&mut ws).await.unwrap();
+        assert_eq!(first["type"], "operations");
+        let ops = first["operations"].as_array().unwrap();
+        assert!(!ops.is_empty(), "{who}");
+        assert_eq!(
+            ops.iter()
+                .any(|o| o["id"] == pipeline || o["parentId"] == pipeline),
+            sees_pipeline,
+            "{who}: {first}"
+        );
+    }
+    let one = format!("/api/operations/{pipeline}");
+    problem(
+        team.send("alice", Method::GET, &one, None).await,
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+    let r = team.send("bob", Method::GET, &one, None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let op: Value = r.json().await.unwrap();
+    assert_eq!(
+        op["principal"],
+        "arn:aws:sts::123456789012:assumed-role/PlatformAdmin/carol"
     );
 }

@@ -17,6 +17,11 @@ fn format_utc(t: OffsetDateTime) -> String {
     t.format(FORMAT).unwrap_or_default()
 }
 
+/// The time `days` ago, as [`now`] writes it.
+pub fn days_ago(days: u32) -> String {
+    format_utc(OffsetDateTime::now_utc() - time::Duration::days(i64::from(days)))
+}
+
 /// Milliseconds since the epoch as RFC 3339.
 pub fn rfc3339_ms(ms: i64) -> String {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)

@@ -406,6 +406,7 @@ mod tests {
             cluster: "demo".into(),
             state,
             actor: "api".into(),
+            principal: None,
             params: json!({"enable": enable}),
             parent_id: None,
             error: None,

@@ -193,6 +193,45 @@ pub async fn may_read(engine: &Engine, cluster: &str, namespace: &str) -> ApiRes
     }
 }
 
+/// Whether the request's person sees every operation: everyone does in single-user mode, and
+/// an administrator of the deployment does.
+pub fn sees_every_operation() -> bool {
+    current().is_none_or(|r| r.holder.admin)
+}
+
+/// Whether the request's person may see `op` (its parameters hold manifests and names of the
+/// namespaces it touched): one they started, or one of a cluster they may read whole.
+pub async fn may_see_operation(engine: &Engine, op: &crate::store::Operation) -> bool {
+    sees_operation(current().as_deref(), engine, op).await
+}
+
+/// [`may_see_operation`] for a person held past their request (an event stream's).
+pub async fn sees_operation(
+    r: Option<&RequestAccess>,
+    engine: &Engine,
+    op: &crate::store::Operation,
+) -> bool {
+    let Some(r) = r else { return true };
+    if r.holder.admin || op.principal.as_deref() == Some(r.holder.arn.as_str()) {
+        return true;
+    }
+    reads_whole(r, engine, &op.cluster).await
+}
+
+/// Whether the person administers the deployment or may read all of `cluster`: what a view of
+/// every namespace at once (nodes, the watch's events) needs.
+pub async fn reads_whole(r: &RequestAccess, engine: &Engine, cluster: &str) -> bool {
+    r.holder.admin
+        || r.on(engine, cluster)
+            .await
+            .is_ok_and(|a| a.read == Reach::Everywhere)
+}
+
+/// The request's person, to hold past the request (an event stream outlives its upgrade).
+pub fn request_person() -> Option<Arc<RequestAccess>> {
+    current()
+}
+
 /// What the request's person may do on one cluster, as their access entry says.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

@@ -19,6 +19,8 @@ pub struct Submission {
     pub cluster: String,
     pub params: Value,
     pub actor: String,
+    /// The person who asked, when people sign in.
+    pub principal: Option<String>,
     pub idempotency_key: Option<String>,
     /// Hash of the request body, to refuse a reused key with another body.
     pub request_hash: Option<String>,
@@ -86,6 +88,7 @@ pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
         idempotency_key: sub.idempotency_key.clone(),
         request_hash: sub.request_hash.clone(),
         actor: sub.actor.clone(),
+        principal: sub.principal.clone(),
         parent_id: sub.parent_id.clone(),
         phases,
     };
@@ -369,6 +372,7 @@ mod tests {
                 idempotency_key: None,
                 request_hash: None,
                 actor: "api".into(),
+                principal: None,
                 parent_id: None,
                 phases: vec!["x".into()],
             };
@@ -392,6 +396,7 @@ mod tests {
             cluster: "demo".into(),
             params,
             actor: "api".into(),
+            principal: None,
             idempotency_key: None,
             request_hash: None,
             parent_id: None,
@@ -453,6 +458,7 @@ mod tests {
             idempotency_key: None,
             request_hash: None,
             actor: "api".into(),
+            principal: None,
             parent_id: None,
             phases: vec!["x".into()],
         };
