@@ -45,6 +45,7 @@ async function header() {
       } }, 'Sign out'));
     // Their teams, as their EKS access entries say, one cluster at a time.
     const rights = await api('/api/session/access');
+    session.rights = rights.ok ? rights.body : [];
     const teams = rights.ok ? rights.body.flatMap((c) => c.teams.map((t) => `${t.team} (${t.access}) on ${c.cluster}`)) : [];
     if (teams.length) identity.append(h('span', { id: 'identity-teams', class: 'muted' }, ` · teams: ${teams.join(', ')}`));
     if (!me.admin) document.querySelector('nav a[data-nav=create]').closest('li').hidden = true;

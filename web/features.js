@@ -1,6 +1,6 @@
 // Page: advanced features, sending only the toggles that change.
 
-import { api, h, scoped, session, stateBadge, errorBox, needsActive } from './kit.js';
+import { administers, api, h, scoped, session, stateBadge, errorBox, needsActive } from './kit.js';
 
 export async function features() {
   const show = scoped();
@@ -30,7 +30,8 @@ export async function features() {
           f.reason ? h('div', { class: 'error' }, f.reason) : null,
           h('div', { class: 'field-hint' }, f.description),
           f.key === 'managedAutoscaling' ? groupPicker : null)]),
-      h('span'), h('div', {}, h('button', { type: 'submit' }, 'Apply changes')));
+      // Only the cluster's administrators change its features: others read them.
+      administers(name) ? [h('span'), h('div', {}, h('button', { type: 'submit' }, 'Apply changes'))] : null);
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
       const body = {};

@@ -153,7 +153,16 @@ export function connect() {
 // --- session ------------------------------------------------------------------------------
 
 /** What the header learned (health) and the cluster pages work on (active). */
-export const session = { health: null, active: null, me: null };
+export const session = { health: null, active: null, me: null, rights: [] };
+
+/** Whether the person may change `cluster` itself (its groups, features, teams): everyone in
+ * single-user mode, an administrator of the deployment, or the cluster's EKS cluster admin. The
+ * server decides; the pages only hide what it would refuse. */
+export function administers(cluster) {
+  const me = session.me || {};
+  if (me.mode !== 'iam' || me.admin) return true;
+  return session.rights.some((c) => c.cluster === cluster && c.clusterAdmin);
+}
 
 export async function refreshClusterSelect() {
   const select = document.getElementById('cluster-select');

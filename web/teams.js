@@ -2,7 +2,7 @@
 // team's share per instance type drawn beside what the instance groups hold, and the forms that
 // set the policy and give a team its share.
 
-import { api, h, scoped, session, stateBadge, problemText, errorBox, table, needsActive, input } from './kit.js';
+import { administers, api, h, scoped, session, stateBadge, problemText, errorBox, table, needsActive, input } from './kit.js';
 import { stackedBars } from './chart.js';
 import { utilizationChart } from './utilization.js';
 
@@ -120,13 +120,15 @@ export async function teams() {
   h('label', { for: sharing.id }, 'Sharing'), sharing,
   h('label', { for: weight.id }, 'Fair-share weight'), weight,
   h('span'), h('div', {}, h('button', { type: 'submit' }, 'Create team')));
+  // Only the cluster's administrators change its policy and teams: others see, not the forms.
+  const mine = administers(session.active);
   const rows = view.teams.map((t) => [h('strong', {}, t.name), t.namespace,
     t.resources.map((q) => `${q.instanceType}: ${q.count != null ? `${q.count} instances` : `${q.accelerators} GPUs`}`).join(', '),
     `${t.sharing}${t.borrowLimit ? ` (≤ ${t.borrowLimit}%)` : ''}`, t.preempt, String(t.fairShareWeight),
     h('span', {}, stateBadge(t.status), t.failureReason ? h('div', { class: 'error' }, t.failureReason) : null),
-    h('button', { type: 'button', class: 'secondary', 'aria-label': `remove team ${t.name}`, onclick: () => {
+    mine ? h('button', { type: 'button', class: 'secondary', 'aria-label': `remove team ${t.name}`, onclick: () => {
       if (window.confirm(`Remove team ${t.name}'s share? Its work is no longer guaranteed any GPUs.`)) go(`/api/clusters/${enc}/teams/${encodeURIComponent(t.name)}`, 'DELETE');
-    } }, 'remove')]);
+    } }, 'remove') : '']);
   return show(h('h1', {}, 'Teams'),
     h('h2', {}, 'Who has what'), shareChart(view),
     h('h2', {}, 'How much is in use'), usageChart(view),
@@ -135,7 +137,7 @@ export async function teams() {
     h('h2', {}, 'Scheduling policy ', policy ? stateBadge(policy.status) : h('span', { class: 'muted' }, '(not set)')),
     policy?.failureReason ? h('p', { class: 'error' }, policy.failureReason, ' — set it again to recover.') : null,
     policy ? h('p', { class: 'muted' }, 'Workloads name a class as ', policy.priorityLabels.join(', ')) : null,
-    policyForm, note,
-    h('details', {}, h('summary', {}, 'Give a team its share'), teamForm),
-    view.teams.length ? h('details', {}, h('summary', {}, 'Who may work as a team'), accessForm(view, enc, go)) : null);
+    mine ? [policyForm, note,
+      h('details', {}, h('summary', {}, 'Give a team its share'), teamForm),
+      view.teams.length ? h('details', {}, h('summary', {}, 'Who may work as a team'), accessForm(view, enc, go)) : null] : null);
 }

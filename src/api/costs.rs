@@ -61,6 +61,12 @@ async fn cluster_costs(
 ) -> ApiResult<Response> {
     let Query(q) = query.map_err(|e| ApiError::validation("query", e.body_text()))?;
     crate::service::cluster::validate::cluster_name("cluster", &q.cluster)?;
+    crate::service::people::access::require_read_whole(
+        &state.engine,
+        &q.cluster,
+        "read the cluster's costs",
+    )
+    .await?;
     let report = costs::costs(
         &state.engine,
         &state.price_book,

@@ -180,6 +180,9 @@ const NAMESPACED_READS: &[&str] = &[
     "/api/clusters/{name}/pools",
     "/api/clusters/{name}/pools/{pool}",
     "/api/clusters/{name}/models",
+    // The teams a person works in (their namespaces'), so that they can submit as one.
+    "/api/clusters/{name}/teams",
+    "/api/clusters/{name}/teams/{team}",
 ];
 
 /// What a request asks, read before anything is awaited (a request's body is not `Sync`).

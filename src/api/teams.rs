@@ -10,6 +10,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::extract::{ClusterItem, ClusterName, Started};
 use super::ApiJson;
 use crate::error::{ApiResult, Problem};
+use crate::service::people::access;
 use crate::service::start::Caller;
 use crate::service::teams::{
     self as t, GovernanceView, PolicyRequest, PolicyView, TeamPatch, TeamRequest, TeamView,
@@ -36,7 +37,16 @@ async fn list_teams(
     State(state): State<AppState>,
     ClusterName(name): ClusterName,
 ) -> ApiResult<Json<GovernanceView>> {
-    Ok(Json(t::view(&state.engine, &name).await?))
+    let mut view = t::view(&state.engine, &name).await?;
+    // A person who reads some namespaces only sees the teams of those.
+    let mut kept = Vec::new();
+    for team in std::mem::take(&mut view.teams) {
+        if access::may_read(&state.engine, &name, &team.namespace).await? {
+            kept.push(team);
+        }
+    }
+    view.teams = kept;
+    Ok(Json(view))
 }
 
 /// Give a team its share of the cluster: instances (count) or GPUs (accelerators) per instance
@@ -69,7 +79,13 @@ async fn get_team(
     State(state): State<AppState>,
     ClusterItem(name, item): ClusterItem,
 ) -> ApiResult<Json<TeamView>> {
-    Ok(Json(t::team(&state.engine, &name, &item).await?))
+    let team = t::team(&state.engine, &name, &item).await?;
+    if !access::may_read(&state.engine, &name, &team.namespace).await? {
+        return Err(crate::error::ApiError::not_found(format!(
+            "team `{item}` on `{name}`"
+        )));
+    }
+    Ok(Json(team))
 }
 
 /// Change a team's quota: send only the fields to change. A patch equal to what SageMaker has

@@ -321,15 +321,16 @@ async fn people_sign_in_with_their_aws_identity_and_act_within_their_rights() {
 }
 
 /// In headless Chromium: the sign-in page gives the command, takes a token, shows the person
-/// (and `teams`, when given: their teams as EKS says) and hides what only an administrator may
-/// do (tests/peers/ui_scenarios.py, `people`).
+/// (and, when `teams` is given, their teams as EKS says; the Teams page shows the one team and
+/// not the other, and neither page offers what only the cluster's administrators change) and
+/// hides what only an administrator may do (tests/peers/ui_scenarios.py, `people`).
 pub(crate) async fn the_browser_signs_in(
     base: &str,
     log: &std::path::Path,
     dir: &std::path::Path,
     who: &Credentials,
     arn: &str,
-    teams: Option<&str>,
+    teams: Option<(&str, &str, &str)>,
 ) {
     let out = dir.join("ui-people");
     std::fs::create_dir_all(&out).unwrap();
@@ -342,7 +343,9 @@ pub(crate) async fn the_browser_signs_in(
         .env("PEOPLE_TOKEN", fresh)
         .env("PEOPLE_ARN", arn)
         .env("PEOPLE_DEPLOYMENT", DEPLOYMENT)
-        .env("PEOPLE_TEAMS", teams.unwrap_or_default())
+        .env("PEOPLE_TEAMS", teams.map(|t| t.0).unwrap_or_default())
+        .env("PEOPLE_TEAM", teams.map(|t| t.1).unwrap_or_default())
+        .env("PEOPLE_NOT_TEAM", teams.map(|t| t.2).unwrap_or_default())
         .kill_on_drop(true)
         .status()
         .await

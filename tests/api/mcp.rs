@@ -14,12 +14,23 @@ async fn mcp_client(base: &str, scenario: &str) -> Value {
 
 /// The same, with an agent token on every request (`Authorization: Bearer`).
 pub(crate) async fn mcp_client_as(base: &str, scenario: &str, bearer: Option<&str>) -> Value {
+    mcp_client_with(base, scenario, bearer, &[]).await
+}
+
+/// [`mcp_client_as`] with the scenario's own inputs in its environment.
+pub(crate) async fn mcp_client_with(
+    base: &str,
+    scenario: &str,
+    bearer: Option<&str>,
+    env: &[(&str, String)],
+) -> Value {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let python = venv_python();
     let mut command = tokio::process::Command::new(python);
     if let Some(b) = bearer {
         command.env("MCP_BEARER", b);
     }
+    command.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
     let out = command
         .arg(root.join("tests/peers/mcp_client.py"))
         .arg(format!("{base}/mcp"))

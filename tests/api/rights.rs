@@ -290,6 +290,21 @@ async fn what_a_person_may_do_on_a_cluster_is_what_their_eks_access_entry_allows
         team.send("bob", Method::GET, nodes, None).await.status(),
         StatusCode::OK
     );
+    // So do its costs, asked for by query.
+    team.denied(
+        "eve",
+        Method::GET,
+        "/api/costs?cluster=demo",
+        None,
+        "AmazonEKSViewPolicy on the whole of cluster demo",
+    )
+    .await;
+    assert_eq!(
+        team.send("bob", Method::GET, "/api/costs?cluster=demo", None)
+            .await
+            .status(),
+        StatusCode::OK
+    );
     // The cluster's own changes are its administrators'.
     let features = "/api/clusters/demo/features";
     team.denied(
@@ -338,22 +353,32 @@ async fn what_a_person_may_do_on_a_cluster_is_what_their_eks_access_entry_allows
         on_demo.len() < rows.len(),
         "the sign-ins are not the cluster's"
     );
-    // The grants are the administrator's (their role session), done.
-    let granted_by = |method: &str| {
+    // The grants are the administrator's (their role session), done; Alice's and Dave's
+    // agent's attempts are refused, the agent's recorded as the agent's.
+    let grants = |method: &str| -> Vec<(String, String, String)> {
         rows.iter()
-            .find(|r| {
+            .filter(|r| {
                 r["route"] == "/api/clusters/{name}/teams/{team}/access" && r["method"] == method
             })
             .map(|r| {
-                (
-                    r["principal"].as_str().unwrap().to_string(),
-                    r["outcome"].clone(),
-                )
+                let s = |k: &str| r[k].as_str().unwrap().to_string();
+                (s("principal"), s("actor"), s("outcome"))
             })
+            .collect()
     };
     let carol = "arn:aws:sts::123456789012:assumed-role/PlatformAdmin/carol".to_string();
-    assert_eq!(granted_by("PUT"), Some((carol.clone(), json!("ok"))));
-    assert_eq!(granted_by("DELETE"), Some((carol, json!("ok"))));
+    let puts = grants("PUT");
+    for (who, actor, outcome) in [
+        (&carol, "api", "ok"),
+        (&team.cookies["alice"].1, "api", "refused"),
+        (&team.cookies["dave"].1, "agent", "refused"),
+    ] {
+        assert!(
+            puts.contains(&(who.clone(), actor.into(), outcome.into())),
+            "{who} {actor} {outcome}: {puts:?}"
+        );
+    }
+    assert!(grants("DELETE").contains(&(carol, "api".into(), "ok".into())));
 }
 
 /// The policies of `who`'s entry on `demo` as moto's EKS has them, by policy name.
@@ -393,6 +418,7 @@ async fn a_team_is_granted_and_taken_back(team: &Team<'_>) {
     p.activate_addon(instantstart::cloud::TASK_GOVERNANCE_ADDON)
         .await;
     crate::teams::team_on_aws(p, "team-a").await;
+    crate::teams::team_on_aws(p, "team-b").await;
     let access = "/api/clusters/demo/teams/team-a/access";
     let (dave, alice) = (
         team.cookies["dave"].1.clone(),
@@ -485,7 +511,7 @@ async fn a_team_is_granted_and_taken_back(team: &Team<'_>) {
         shots.path(),
         &team.creds["alice"],
         &alice,
-        Some("team-a (edit) on demo"),
+        Some(("team-a (edit) on demo", "team-a", "team-b")),
     )
     .await;
     let r = team
@@ -505,6 +531,55 @@ async fn a_team_is_granted_and_taken_back(team: &Team<'_>) {
         names.contains(&"dave-job".to_string()) && !names.contains(&"alice-job".to_string()),
         "{names:?}"
     );
+
+    // His agent, with a token he made, does the same over MCP, and no more.
+    let r = team
+        .send(
+            "dave",
+            Method::POST,
+            "/api/session/agent-tokens",
+            Some(json!({"name": "kiro", "days": 1})),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let secret = r.json::<Value>().await.unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut agents_job = crate::training::sft("dave-agent");
+    agents_job["team"] = json!("team-a");
+    let seen = crate::mcp::mcp_client_with(
+        &p.base,
+        "member",
+        Some(&secret),
+        &[
+            ("MCP_JOB", agents_job.to_string()),
+            ("MCP_OTHER_TEAM", "team-b".into()),
+        ],
+    )
+    .await;
+    assert_eq!(seen["submit"]["is_error"], false, "{seen}");
+    assert_eq!(seen["elsewhere"]["is_error"], true, "{seen}");
+    assert!(is(&seen["elsewhere"]["value"], "access-denied"), "{seen}");
+    assert!(
+        seen["elsewhere"]["value"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("hyperpod-ns-team-b"),
+        "{seen}"
+    );
+    let listed: Vec<&str> = seen["list"]["value"]
+        .as_array()
+        .or_else(|| seen["list"]["value"]["items"].as_array())
+        .unwrap_or_else(|| panic!("{seen}"))
+        .iter()
+        .filter_map(|j| j["name"].as_str())
+        .collect();
+    assert!(
+        listed.contains(&"dave-job") && !listed.contains(&"alice-job"),
+        "{seen}"
+    );
+    assert!(is(&seen["grant"]["value"], "access-denied"), "{seen}");
 
     let (status, started) = admin(Method::DELETE, Some(&dave), None).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{started}");

@@ -444,6 +444,22 @@ async def person(client):
     }
 
 
+async def member(client):
+    """A team member's agent (MCP_JOB: a training job of their team, as JSON): it submits the
+    job, is refused the same job as team MCP_OTHER_TEAM, lists what it may see, and may not
+    grant access."""
+    job = json.loads(os.environ["MCP_JOB"])
+    elsewhere = {**job, "team": os.environ["MCP_OTHER_TEAM"], "jobName": job["jobName"] + "-b"}
+    return {
+        "submit": await call(client, "training_job_submit", {"name": "demo", **job}),
+        "elsewhere": await call(client, "training_job_submit", {"name": "demo", **elsewhere}),
+        "list": await call(client, "training_job_list", {"name": "demo"}),
+        "grant": await call(client, "team_access_grant", {"name": "demo", "team": job["team"],
+                                                          "principalArn": "arn:aws:iam::123456789012:user/x",
+                                                          "access": "edit"}),
+    }
+
+
 async def main():
     url, scenario = sys.argv[1], sys.argv[2]
     server = url
@@ -455,7 +471,7 @@ async def main():
         server = streamable_http_client(
             url, http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {bearer}"}, timeout=60))
     async with Client(server) as client:
-        result = await {"person": person, "basic": basic, "rehearsal": rehearsal, "training": training, "spaces": spaces, "skills": skills, "diagnose": diagnose, "teams": teams, "sharing": sharing, "readonly": readonly}[scenario](client)
+        result = await {"person": person, "member": member, "basic": basic, "rehearsal": rehearsal, "training": training, "spaces": spaces, "skills": skills, "diagnose": diagnose, "teams": teams, "sharing": sharing, "readonly": readonly}[scenario](client)
     print(json.dumps(result))
 
 

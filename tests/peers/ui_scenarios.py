@@ -651,6 +651,17 @@ def people(page, base, out):
     expect(page.locator("nav a[data-nav=training]")).to_be_visible()
     expect(page.get_by_role("heading", name="Clusters")).to_be_visible()
     page.screenshot(path=f"{out}/signed-in.png", full_page=True)
+    if os.environ.get("PEOPLE_TEAM"):
+        # Their teams' page shows their team (to submit as) and none of what only the
+        # cluster's administrators change; so does the features page.
+        page.goto(f"{base}/#/teams")
+        expect(page.locator("#view table")).to_contain_text(os.environ["PEOPLE_TEAM"])
+        expect(page.get_by_text("Give a team its share")).to_have_count(0)
+        expect(page.get_by_text("Who may work as a team")).to_have_count(0)
+        expect(page.locator("#view table")).not_to_contain_text(os.environ["PEOPLE_NOT_TEAM"])
+        page.goto(f"{base}/#/features")
+        expect(page.get_by_role("heading", name=re.compile("Advanced features"))).to_be_visible()
+        expect(page.get_by_role("button", name="Apply changes")).to_have_count(0)
     # Their agent tokens: one made (shown once), listed, revoked.
     page.locator("nav a[data-nav=tokens]").click()
     expect(page.get_by_role("heading", name="Agent tokens")).to_be_visible()

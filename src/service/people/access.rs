@@ -227,6 +227,22 @@ pub async fn reads_whole(r: &RequestAccess, engine: &Engine, cluster: &str) -> b
             .is_ok_and(|a| a.read == Reach::Everywhere)
 }
 
+/// Refuses the request's person unless they may read all of `cluster` (a report across its
+/// namespaces, asked for by query rather than path, which the edge does not see).
+pub async fn require_read_whole(engine: &Engine, cluster: &str, doing: &str) -> ApiResult<()> {
+    let Some(r) = current() else { return Ok(()) };
+    if reads_whole(&r, engine, cluster).await {
+        return Ok(());
+    }
+    Err(r
+        .denied(
+            engine,
+            format!("AmazonEKSViewPolicy on the whole of cluster {cluster}"),
+            doing,
+        )
+        .await)
+}
+
 /// The request's person, to hold past the request (an event stream outlives its upgrade).
 pub fn request_person() -> Option<Arc<RequestAccess>> {
     current()
