@@ -183,9 +183,7 @@ impl Memo {
         let (body, next) = match self.get(key, &version) {
             Some(hit) => hit,
             None => {
-                let (list, next) = make.await?;
-                let body = serde_json::to_vec(&list).map_err(anyhow::Error::from)?;
-                let body = Body::new(Bytes::from(body));
+                let (body, next) = built(make).await?;
                 self.put(
                     key,
                     Entry {
@@ -197,15 +195,36 @@ impl Memo {
                 (body, next)
             }
         };
-        let mut response = body.response(gzip);
-        // With `Link: <…>; rel="next"` when more follow.
-        if let Some(link) =
-            next.and_then(|url| HeaderValue::try_from(format!("<{url}>; rel=\"next\"")).ok())
-        {
-            response.headers_mut().insert(LINK, link);
-        }
-        Ok(response)
+        Ok(answered(body, next, gzip))
     }
+
+    /// A page built for one caller and kept for nobody (it differs by who asks).
+    pub async fn unmemoized<T: Serialize>(
+        gzip: AcceptsGzip,
+        make: impl std::future::Future<Output = ApiResult<(T, Option<String>)>>,
+    ) -> ApiResult<Response> {
+        let (body, next) = built(make).await?;
+        Ok(answered(body, next, gzip))
+    }
+}
+
+async fn built<T: Serialize>(
+    make: impl std::future::Future<Output = ApiResult<(T, Option<String>)>>,
+) -> ApiResult<(std::sync::Arc<Body>, Option<String>)> {
+    let (list, next) = make.await?;
+    let body = serde_json::to_vec(&list).map_err(anyhow::Error::from)?;
+    Ok((Body::new(Bytes::from(body)), next))
+}
+
+/// The page, with `Link: <…>; rel="next"` when more follow.
+fn answered(body: std::sync::Arc<Body>, next: Option<String>, gzip: AcceptsGzip) -> Response {
+    let mut response = body.response(gzip);
+    if let Some(link) =
+        next.and_then(|url| HeaderValue::try_from(format!("<{url}>; rel=\"next\"")).ok())
+    {
+        response.headers_mut().insert(LINK, link);
+    }
+    response
 }
 
 #[cfg(test)]

@@ -57,28 +57,8 @@ async fn list_operations(
     query: Result<Query<OperationsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(q) = query.map_err(|e| ApiError::validation("query", e.body_text()))?;
-    // Someone who does not administer the deployment sees only the operations they may (the
-    // memo holds whole pages, so theirs are read and filtered as asked).
-    if !access::sees_every_operation() {
-        let (ops, _) = service::list_operations(
-            &state.engine,
-            q.cluster.as_deref(),
-            q.state.as_deref(),
-            q.limit,
-            q.cursor.as_deref(),
-        )
-        .await?;
-        let mut seen = Vec::new();
-        for op in ops {
-            if access::may_see_operation(&state.engine, &op).await {
-                seen.push(op);
-            }
-        }
-        return Ok(Json(seen).into_response());
-    }
-    let revision = service::stored_revision(&state.engine);
     let page = async {
-        let (ops, next) = service::list_operations(
+        let (mut ops, next) = service::list_operations(
             &state.engine,
             q.cluster.as_deref(),
             q.state.as_deref(),
@@ -86,6 +66,16 @@ async fn list_operations(
             q.cursor.as_deref(),
         )
         .await?;
+        // Someone who does not administer the deployment sees only the operations they may.
+        if !access::sees_every_operation() {
+            let mut seen = Vec::new();
+            for op in ops {
+                if access::may_see_operation(&state.engine, &op).await {
+                    seen.push(op);
+                }
+            }
+            ops = seen;
+        }
         let next = next.map(|c| {
             let mut url = format!(
                 "/api/operations?limit={}&cursor={c}",
@@ -100,6 +90,11 @@ async fn list_operations(
         });
         Ok((ops, next))
     };
+    // The memo holds whole pages for whoever sees every operation; a person's page is their own.
+    if !access::sees_every_operation() {
+        return super::memo::Memo::unmemoized(gzip, page).await;
+    }
+    let revision = service::stored_revision(&state.engine);
     state
         .list_memo
         .page(&uri.to_string(), revision, gzip, page)
