@@ -4,6 +4,43 @@ import { evidenceButton } from './evidence.js';
 import { utilizationChart } from './utilization.js';
 import { api, h, newest, scoped, session, problemText, errorBox, table, follow, readyCell, needsActive } from './kit.js';
 
+/** A rolling software update, planned: the groups, the batch, the wait between batches, the
+ * alarms that roll it back, the image. Nodes are re-imaged, so it asks first. */
+function softwareForm(enc, groups) {
+  const which = h('select', { id: 'software-groups', multiple: true, size: Math.min(groups.length, 4) },
+    groups.map((g) => h('option', { value: g.name }, g.name)));
+  const unit = h('select', { id: 'software-batch-unit' }, h('option', { value: 'instances' }, 'nodes'), h('option', { value: 'percent' }, '% of the nodes'));
+  const size = h('input', { type: 'number', id: 'software-batch', min: 1, value: 1 });
+  const wait = h('input', { type: 'number', id: 'software-wait', min: 0, max: 3600, placeholder: 'seconds' });
+  const alarms = h('input', { id: 'software-alarms', placeholder: 'CloudWatch alarm names, comma-separated' });
+  const image = h('input', { id: 'software-image', placeholder: 'default, or ami-…' });
+  const error = h('div', { class: 'error', role: 'alert', id: 'software-error' });
+  const submit = async (e) => {
+    e.preventDefault();
+    error.textContent = '';
+    const body = {};
+    const chosen = [...which.selectedOptions].map((o) => o.value);
+    if (chosen.length) body.instanceGroups = chosen;
+    body[unit.value === 'percent' ? 'batchPercent' : 'batchInstances'] = Number(size.value);
+    if (wait.value !== '') body.waitSeconds = Number(wait.value);
+    const named = alarms.value.split(',').map((s) => s.trim()).filter(Boolean);
+    if (named.length) body.rollbackAlarms = named;
+    if (image.value.trim()) body.imageId = image.value.trim();
+    const groupsText = chosen.length ? chosen.join(', ') : 'every group';
+    if (!window.confirm(`Update the HyperPod software of ${groupsText}, ${size.value}${unit.value === 'percent' ? '%' : ''} node(s) at a time? Running jobs on a node being updated are interrupted.`)) return;
+    const r = await api(`/api/clusters/${enc}/hyperpod/software-update`, { method: 'POST', body });
+    if (r.ok) location.hash = `#/op/${r.body.operationId}`;
+    else error.textContent = problemText(r.body);
+  };
+  return h('form', { class: 'grid', 'aria-label': 'Update the HyperPod software', onsubmit: submit },
+    h('label', { for: which.id }, 'Groups'), h('div', {}, which, h('div', { class: 'field-hint' }, 'None chosen: every group.')),
+    h('label', { for: size.id }, 'At a time'), h('div', {}, size, ' ', unit, h('div', { class: 'field-hint' }, 'Forward, and when rolled back.')),
+    h('label', { for: wait.id }, 'Wait between batches'), wait,
+    h('label', { for: alarms.id }, 'Roll back on alarms'), alarms,
+    h('label', { for: image.id }, 'Image'), h('div', {}, image, h('div', { class: 'field-hint' }, 'Empty: HyperPod\'s latest. A group on your own AMI needs one.')),
+    h('span'), h('div', {}, h('button', { type: 'submit' }, 'Update software'), error));
+}
+
 export async function nodes() {
   const show = scoped();
   if (needsActive('Instance groups & nodes')) return null;
@@ -19,6 +56,7 @@ export async function nodes() {
           scaleControl(enc, g), h('button', { type: 'button', class: 'secondary', 'aria-label': `remove group ${g.name}`,
             onclick: (e) => removeGroup(enc, g.name, e.target) }, 'remove')])) : errorBox(groups),
       h('h2', {}, 'Add an instance group'), await addGroupForm(enc),
+      groups.ok && groups.body.length ? [h('h2', {}, 'Update the HyperPod software'), softwareForm(enc, groups.body)] : null,
       h('h2', {}, 'Nodes'),
       list.ok ? h('div', { id: 'node-table' }, h('p', { class: 'muted' }, list.body.hint),
         table(['Instance', 'Group', 'Type', 'HyperPod status', 'Kubernetes ready', 'GPUs free', 'Actions'],

@@ -194,20 +194,27 @@ async fn invoke_deployment(
     ))
 }
 
-/// Update every node of the HyperPod cluster to the latest HyperPod software (AMI), rolling. Nodes
-/// are re-imaged one batch at a time (running jobs are interrupted; data only on a node's root
-/// volume is lost): confirm with the user.
+/// Update the HyperPod software (AMI) of the cluster's nodes, rolling: every group or the
+/// `instanceGroups` named, `batchInstances` nodes (default 1) or `batchPercent` of them at a
+/// time, `waitSeconds` between batches, rolled back when one of `rollbackAlarms` (CloudWatch
+/// alarms) fires, to HyperPod's latest image or `imageId`. Nodes are re-imaged one batch at a
+/// time (running jobs are interrupted; data only on a node's root volume is lost): confirm with
+/// the user. The operation's parameters are the plan SageMaker is sent.
 #[utoipa::path(post, path = "/api/clusters/{name}/hyperpod/software-update", operation_id = "hyperpod_software_update",
     extensions(("x-mcp" = json!({"destructive": true, "openWorld": true, "duration": "30-90 minutes on AWS (rolling, node by node)"}))),
     params(("name" = String, Path)),
-    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem)))]
+    request_body = crate::service::groups::software::SoftwareUpdateRequest,
+    responses((status = 202, body = Accepted), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn update_software(
     State(state): State<AppState>,
     caller: Caller,
     ClusterName(name): ClusterName,
+    super::OptionalJson(req): super::OptionalJson<
+        crate::service::groups::software::SoftwareUpdateRequest,
+    >,
 ) -> ApiResult<Started> {
     Ok(Started(
-        crate::service::groups::start::software_update(&state.engine, &name, &caller).await?,
+        crate::service::groups::start::software_update(&state.engine, &name, &req, &caller).await?,
     ))
 }
 

@@ -1259,10 +1259,56 @@ mod mocked {
                     .cluster_arn("arn:hp")
                     .build()
             });
+        // A planned one: its groups, a percentage batch, a wait, the alarms, the image.
+        let planned = mock!(aws_sdk_sagemaker::Client::update_cluster_software)
+            .match_requests(|r| {
+                let Some(d) = r.deployment_config() else {
+                    return false;
+                };
+                let quarter = |c: Option<&aws_sdk_sagemaker::types::CapacitySizeConfig>| {
+                    c.is_some_and(|c| {
+                        c.r#type() == Some(&NodeUnavailabilityType::CapacityPercentage)
+                            && c.value() == Some(25)
+                    })
+                };
+                let groups: Vec<_> = r
+                    .instance_groups()
+                    .iter()
+                    .filter_map(|g| g.instance_group_name())
+                    .collect();
+                let alarms: Vec<_> = d
+                    .auto_rollback_configuration()
+                    .iter()
+                    .filter_map(|a| a.alarm_name())
+                    .collect();
+                groups == ["workers"]
+                    && d.rolling_update_policy().is_some_and(|p| {
+                        quarter(p.maximum_batch_size()) && quarter(p.rollback_maximum_batch_size())
+                    })
+                    && d.wait_interval_in_seconds() == Some(300)
+                    && alarms == ["gpu-errors"]
+                    && r.image_id() == Some("ami-0123456789abcdef0")
+            })
+            .then_output(|| {
+                UpdateClusterSoftwareOutput::builder()
+                    .cluster_arn("arn:hp")
+                    .build()
+            });
         let mut aws = base_aws().await;
-        aws.sagemaker = mock_client!(aws_sdk_sagemaker, RuleMode::MatchAny, [&update]);
-        aws.update_cluster_software("demo-hp").await.unwrap();
+        aws.sagemaker = mock_client!(aws_sdk_sagemaker, RuleMode::MatchAny, [&update, &planned]);
+        aws.update_cluster_software("demo-hp", &Default::default())
+            .await
+            .unwrap();
         assert_eq!(update.num_calls(), 1);
+        let plan = instantstart::cloud::SoftwareUpdate {
+            instance_groups: vec!["workers".into()],
+            batch: instantstart::cloud::UpdateBatch::Percent(25),
+            wait_seconds: Some(300),
+            rollback_alarms: vec!["gpu-errors".into()],
+            image_id: Some("ami-0123456789abcdef0".into()),
+        };
+        aws.update_cluster_software("demo-hp", &plan).await.unwrap();
+        assert_eq!(planned.num_calls(), 1);
     }
 
     /// The doctor's questions reach IAM as `SimulatePrincipalPolicy` for the server's role: the

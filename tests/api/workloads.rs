@@ -380,6 +380,68 @@ async fn the_software_update_is_one_watched_operation() {
         accepted_count(&app.calls().await, "sagemaker:UpdateClusterSoftware"),
         before + 1
     );
+    // The default plan: every group, one node at a time.
+    assert_eq!(
+        op["params"],
+        json!({"instanceGroups": [], "batch": {"instances": 1}, "rollbackAlarms": []})
+    );
+
+    // A planned update: each field SageMaker would refuse is refused here first, by field,
+    // and nothing is sent.
+    let url = "/api/clusters/demo/hyperpod/software-update";
+    for (body, field) in [
+        (json!({"instanceGroups": ["nope"]}), "instanceGroups[0]"),
+        (
+            json!({"batchInstances": 1, "batchPercent": 5}),
+            "batchPercent",
+        ),
+        (json!({"batchPercent": 101}), "batchPercent"),
+        (json!({"batchInstances": 0}), "batchInstances"),
+        (json!({"waitSeconds": 3601}), "waitSeconds"),
+        (json!({"rollbackAlarms": []}), "rollbackAlarms"),
+        (json!({"rollbackAlarms": [" "]}), "rollbackAlarms[0]"),
+        (json!({"imageId": "ami-xyz"}), "imageId"),
+    ] {
+        let p = problem(app.post(url, &body).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+        assert_eq!(p["field"], field, "{body}: {p}");
+    }
+    assert_eq!(
+        accepted_count(&app.calls().await, "sagemaker:UpdateClusterSoftware"),
+        before + 1
+    );
+    let group = app.json("/api/clusters/demo/instance-groups").await[0]["name"].clone();
+    let plan = json!({"instanceGroups": [group], "batchPercent": 50, "waitSeconds": 60,
+                      "rollbackAlarms": ["gpu-errors"], "imageId": "ami-0123456789abcdef0"});
+    let op = started(&app, url, &plan).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(
+        op["params"],
+        json!({"instanceGroups": [group], "batch": {"percent": 50}, "waitSeconds": 60,
+               "rollbackAlarms": ["gpu-errors"], "imageId": "ami-0123456789abcdef0"})
+    );
+
+    // And the simulated SageMaker refuses what SageMaker would, whoever sends it.
+    let bad = instantstart::cloud::SoftwareUpdate {
+        batch: instantstart::cloud::UpdateBatch::Percent(150),
+        ..Default::default()
+    };
+    let e = app
+        .cloud
+        .hyperpod
+        .update_cluster_software("demo-hp", &bad)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, "ValidationException", "{e:?}");
+    let bad = instantstart::cloud::SoftwareUpdate {
+        instance_groups: vec!["nope".into()],
+        ..Default::default()
+    };
+    assert!(app
+        .cloud
+        .hyperpod
+        .update_cluster_software("demo-hp", &bad)
+        .await
+        .is_err());
 }
 
 /// An internet-facing load balancer only on explicit request, with its source networks required

@@ -175,6 +175,21 @@ def nodes(page, base, out):
     expect(page.locator("#audit tbody tr").first).to_contain_text("POST /api/clusters/")
     expect(page.locator("#audit tbody tr").first.locator("a")).to_be_visible()
     page.screenshot(path=f"{out}/operations.png", full_page=True)
+    # A software update, planned on the page: a bad image is refused by field, a good plan asks
+    # first and becomes a watched operation.
+    page.goto(f"{base}/#/nodes")
+    page.locator("#software-batch").fill("50")
+    page.locator("#software-batch-unit").select_option("percent")
+    page.locator("#software-wait").fill("60")
+    page.locator("#software-image").fill("ami-nothex")
+    page.once("dialog", lambda d: d.accept())
+    page.get_by_role("button", name="Update software").click()
+    expect(page.locator("#software-error")).to_contain_text("neither default nor an AMI ID")
+    page.locator("#software-image").fill("default")
+    page.once("dialog", lambda d: d.accept())
+    page.get_by_role("button", name="Update software").click()
+    page.wait_for_url("**/#/op/*")
+    expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
 
 
 PUSHED = []

@@ -281,18 +281,28 @@ impl HyperPod for Aws {
         once(S, "UpdateCluster", req.send()).await.map(|_| ())
     }
 
-    async fn update_cluster_software(&self, name: &str) -> CloudResult<()> {
-        once(
-            S,
-            "UpdateClusterSoftware",
-            self.sagemaker
-                .update_cluster_software()
-                .cluster_name(name)
-                .deployment_config(rolling_deployment())
-                .send(),
-        )
-        .await
-        .map(|_| ())
+    async fn update_cluster_software(
+        &self,
+        name: &str,
+        update: &SoftwareUpdate,
+    ) -> CloudResult<()> {
+        let groups = update.instance_groups.iter().map(|g| {
+            aws_sdk_sagemaker::types::UpdateClusterSoftwareInstanceGroupSpecification::builder()
+                .instance_group_name(g)
+                .build()
+        });
+        let mut req = self
+            .sagemaker
+            .update_cluster_software()
+            .cluster_name(name)
+            .deployment_config(rolling_deployment(update))
+            .set_image_id(update.image_id.clone());
+        for g in groups {
+            req = req.instance_groups(g);
+        }
+        once(S, "UpdateClusterSoftware", req.send())
+            .await
+            .map(|_| ())
     }
 
     async fn node_action(

@@ -119,21 +119,35 @@ pub(super) fn group_spec(g: &InstanceGroupSpec) -> ClusterInstanceGroupSpecifica
     b.build()
 }
 
-/// Rolling for real: [`ROLLING_BATCH`] instance at a time, rolled back as many at a time, as the
-/// port promises (without a `DeploymentConfig`, SageMaker chooses the batches).
-pub(super) fn rolling_deployment() -> DeploymentConfiguration {
+/// Rolling for real, always with an explicit policy (without a `DeploymentConfig`, SageMaker
+/// chooses the batches): the update's batch forward and back, its wait and its alarms.
+pub(super) fn rolling_deployment(update: &SoftwareUpdate) -> DeploymentConfiguration {
+    let (kind, value) = match update.batch {
+        UpdateBatch::Instances(n) => (NodeUnavailabilityType::InstanceCount, n),
+        UpdateBatch::Percent(p) => (NodeUnavailabilityType::CapacityPercentage, p),
+    };
+    let value = i32::try_from(value).unwrap_or(ROLLING_BATCH);
     let batch = || {
         CapacitySizeConfig::builder()
-            .r#type(NodeUnavailabilityType::InstanceCount)
-            .value(ROLLING_BATCH)
+            .r#type(kind.clone())
+            .value(value)
             .build()
     };
-    DeploymentConfiguration::builder()
-        .rolling_update_policy(
-            RollingDeploymentPolicy::builder()
-                .maximum_batch_size(batch())
-                .rollback_maximum_batch_size(batch())
-                .build(),
-        )
-        .build()
+    let alarms = update.rollback_alarms.iter().map(|a| {
+        aws_sdk_sagemaker::types::AlarmDetails::builder()
+            .alarm_name(a)
+            .build()
+    });
+    let mut b = DeploymentConfiguration::builder()
+        .set_wait_interval_in_seconds(update.wait_seconds.and_then(|w| i32::try_from(w).ok()));
+    for a in alarms {
+        b = b.auto_rollback_configuration(a);
+    }
+    b.rolling_update_policy(
+        RollingDeploymentPolicy::builder()
+            .maximum_batch_size(batch())
+            .rollback_maximum_batch_size(batch())
+            .build(),
+    )
+    .build()
 }

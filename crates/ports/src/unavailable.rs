@@ -220,7 +220,11 @@ impl HyperPod for Unavailable {
     ) -> CloudResult<()> {
         Err(self.refuse("update_cluster"))
     }
-    async fn update_cluster_software(&self, _name: &str) -> CloudResult<()> {
+    async fn update_cluster_software(
+        &self,
+        _name: &str,
+        _update: &crate::SoftwareUpdate,
+    ) -> CloudResult<()> {
         Err(self.refuse("update_cluster_software"))
     }
     async fn node_action(

@@ -384,10 +384,22 @@ impl HyperPod for Sandbox {
             .await
     }
 
-    async fn update_cluster_software(&self, name: &str) -> CloudResult<()> {
+    async fn update_cluster_software(
+        &self,
+        name: &str,
+        update: &SoftwareUpdate,
+    ) -> CloudResult<()> {
         let api = "sagemaker:UpdateClusterSoftware";
         self.gate(api, true).await?;
-        let res = self.live_hyperpod(name, "UpdateClusterSoftware").await?;
+        let mut res = self.live_hyperpod(name, "UpdateClusterSoftware").await?;
+        let groups: Vec<String> = res.data["instanceGroups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|g| g["name"].as_str().map(str::to_string))
+            .collect();
+        check_software_update(name, update, &groups)?;
+        res.data["softwareUpdate"] = serde_json::to_value(update).unwrap_or_default();
         self.update(api, "hyperpod-cluster", &res.id, &res.data)
             .await
     }
@@ -526,4 +538,45 @@ impl Sandbox {
             _ => Err(not_found("sagemaker", op, "ResourceNotFound", name)),
         }
     }
+}
+
+/// What SageMaker refuses of an `UpdateClusterSoftware` (the SageMaker API Reference:
+/// `UpdateClusterSoftware`, `DeploymentConfiguration`, `CapacitySizeConfig`, `AlarmDetails`): a
+/// group the cluster lacks, a batch under 1 (or a percentage over 100), a wait over 3600 s,
+/// more than 10 alarms or an empty name, an image that is neither `default` nor an AMI ID.
+fn check_software_update(name: &str, u: &SoftwareUpdate, groups: &[String]) -> CloudResult<()> {
+    let invalid = |why: String| {
+        Err(CloudError::new(
+            "sagemaker",
+            "UpdateClusterSoftware",
+            "ValidationException",
+            why,
+        ))
+    };
+    if let Some(g) = u.instance_groups.iter().find(|g| !groups.contains(g)) {
+        return invalid(format!(
+            "Instance group {g} does not exist in cluster {name}"
+        ));
+    }
+    match u.batch {
+        UpdateBatch::Instances(0) | UpdateBatch::Percent(0) => {
+            return invalid("MaximumBatchSize.Value must be at least 1".into())
+        }
+        UpdateBatch::Percent(p) if p > 100 => {
+            return invalid(format!("MaximumBatchSize of {p}% is over 100%"))
+        }
+        _ => {}
+    }
+    if u.wait_seconds.is_some_and(|w| w > 3600) {
+        return invalid("WaitIntervalInSeconds must be between 0 and 3600".into());
+    }
+    if u.rollback_alarms.len() > 10 || u.rollback_alarms.iter().any(|a| a.trim().is_empty()) {
+        return invalid("AutoRollbackConfiguration takes 1 to 10 alarms, each named".into());
+    }
+    if let Some(image) = u.image_id.as_deref() {
+        if image != "default" && !cloud::is_ami_id(image) {
+            return invalid(format!("ImageId {image} is neither default nor an AMI ID"));
+        }
+    }
+    Ok(())
 }

@@ -1,8 +1,6 @@
 //! Starting operations on instance groups and nodes: add, change, remove a group, act on a node,
 //! roll software. Each validates its request, then hands one submission to `service::start`.
 
-use serde_json::json;
-
 use crate::cloud::NodeAction;
 use crate::error::ApiResult;
 use crate::ops::Engine;
@@ -65,15 +63,13 @@ pub async fn node_action(
     Ok(accepted)
 }
 
-pub async fn software_update(engine: &Engine, name: &str, caller: &Caller) -> ApiResult<Accepted> {
-    // The cluster must have a HyperPod cluster: the same lookup the group routes use.
-    crate::service::list_groups(engine, name).await?;
-    start(
-        engine,
-        OpKind::HyperPodSoftwareUpdate,
-        name,
-        &json!({}),
-        caller,
-    )
-    .await
+/// A rolling software update, planned and checked (the plan is the operation's parameters).
+pub async fn software_update(
+    engine: &Engine,
+    name: &str,
+    req: &super::software::SoftwareUpdateRequest,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let plan = super::software::plan(engine, name, req).await?;
+    start(engine, OpKind::HyperPodSoftwareUpdate, name, &plan, caller).await
 }

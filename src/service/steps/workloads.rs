@@ -302,9 +302,15 @@ impl Step for SoftwareUpdateStep {
         Ok(matches!(c.status, HyperPodStatus::SystemUpdating).then(|| json!({"resumed": true})))
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        // An operation started before updates were planned has empty parameters: the default.
+        let plan: crate::cloud::SoftwareUpdate = if cx.op.params == json!({}) {
+            Default::default()
+        } else {
+            cx.param()?
+        };
         cx.cloud
             .hyperpod
-            .update_cluster_software(&hyperpod_of(cx))
+            .update_cluster_software(&hyperpod_of(cx), &plan)
             .await?;
         Ok(json!({"requested": true}))
     }

@@ -65,6 +65,59 @@ pub fn continuous_provisioning(groups: &[InstanceGroupSpec]) -> bool {
 /// `RollingUpdatePolicy.MaximumBatchSize`, `INSTANCE_COUNT`), and rolls back at once.
 pub const ROLLING_BATCH: i32 = 1;
 
+/// How a software update rolls: `UpdateClusterSoftware`'s `InstanceGroups`, `DeploymentConfig`
+/// (`RollingUpdatePolicy`, `WaitIntervalInSeconds`, `AutoRollbackConfiguration`) and `ImageId`,
+/// as the SageMaker API Reference gives them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SoftwareUpdate {
+    /// The groups updated; empty: every group.
+    #[serde(default)]
+    pub instance_groups: Vec<String>,
+    /// How many nodes at a time, forward and when rolled back (`MaximumBatchSize`,
+    /// `RollbackMaximumBatchSize`).
+    pub batch: UpdateBatch,
+    /// Seconds between batches (`WaitIntervalInSeconds`, 0–3600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_seconds: Option<u32>,
+    /// CloudWatch alarms that roll the update back when they fire (`AutoRollbackConfiguration`,
+    /// 1–10 names).
+    #[serde(default)]
+    pub rollback_alarms: Vec<String>,
+    /// `default` (HyperPod's latest image) or an AMI of the account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_id: Option<String>,
+}
+
+/// Whether `id` is an EC2 image ID: `ami-` and 8 or 17 hexadecimal digits.
+pub fn is_ami_id(id: &str) -> bool {
+    id.strip_prefix("ami-").is_some_and(|hex| {
+        matches!(hex.len(), 8 | 17) && hex.bytes().all(|b| b.is_ascii_hexdigit())
+    })
+}
+
+/// A batch of a rolling update: a node count or a percentage of the group (`CapacitySizeConfig`:
+/// `INSTANCE_COUNT` or `CAPACITY_PERCENTAGE`, at least 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum UpdateBatch {
+    Instances(u32),
+    Percent(u32),
+}
+
+impl Default for SoftwareUpdate {
+    /// Every group, [`ROLLING_BATCH`] node at a time, HyperPod's latest software.
+    fn default() -> Self {
+        Self {
+            instance_groups: Vec::new(),
+            batch: UpdateBatch::Instances(ROLLING_BATCH.unsigned_abs()),
+            wait_seconds: None,
+            rollback_alarms: Vec::new(),
+            image_id: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HyperPodStatus {
     Creating,
@@ -232,8 +285,9 @@ pub trait HyperPod: Send + Sync {
         groups: &[InstanceGroupSpec],
         continuous: bool,
     ) -> CloudResult<()>;
-    /// The latest HyperPod software on every node, rolling [`ROLLING_BATCH`] instance at a time.
-    async fn update_cluster_software(&self, name: &str) -> CloudResult<()>;
+    /// New HyperPod software (or `image_id`) on the update's groups, rolling in its batches.
+    async fn update_cluster_software(&self, name: &str, update: &SoftwareUpdate)
+        -> CloudResult<()>;
     /// Removes whole instance groups (their nodes are terminated).
     async fn delete_instance_groups(&self, name: &str, groups: &[String]) -> CloudResult<()>;
     /// `UpdateCluster` with only `TieredStorageConfig` (mode and memory share).
