@@ -57,6 +57,11 @@ struct Setup {
 }
 
 async fn setup(cloud: Cloud, policy: Value) -> Setup {
+    setup_at(cloud, policy, "1.32").await
+}
+
+/// [`setup`] with the EKS cluster at Kubernetes `version`.
+async fn setup_at(cloud: Cloud, policy: Value, version: &str) -> Setup {
     let tags = cluster_tags(CLUSTER, "t");
     let vpc = cloud
         .network
@@ -98,7 +103,7 @@ async fn setup(cloud: Cloud, policy: Value) -> Setup {
         .unwrap();
     let eks = CreateEksCluster {
         name: CLUSTER.into(),
-        version: "1.32".into(),
+        version: version.into(),
         role_arn: "arn:aws:iam::123456789012:role/c-eks".into(),
         subnet_ids: subnets.clone(),
         security_group_ids: vec![plane.clone()],
@@ -153,7 +158,13 @@ fn full_policy() -> Value {
 
 impl Setup {
     async fn hyperpod(&self, node_groups: Vec<String>) {
-        let req = CreateHyperPodCluster {
+        let req = self.hyperpod_request(node_groups);
+        self.cloud.hyperpod.create_cluster(&req).await.unwrap();
+        next_tick().await;
+    }
+
+    fn hyperpod_request(&self, node_groups: Vec<String>) -> CreateHyperPodCluster {
+        CreateHyperPodCluster {
             name: format!("{CLUSTER}-hp"),
             eks_cluster_arn: format!("arn:aws:eks:us-west-2:123456789012:cluster/{CLUSTER}"),
             node_recovery: "Automatic".into(),
@@ -174,9 +185,7 @@ impl Setup {
             }],
             tags: cluster_tags(CLUSTER, "hp"),
             continuous_provisioning: false,
-        };
-        self.cloud.hyperpod.create_cluster(&req).await.unwrap();
-        next_tick().await;
+        }
     }
 
     async fn addon(&self, name: &str) -> Addon {
@@ -736,4 +745,22 @@ async fn a_person_is_given_a_teams_namespace_and_nothing_wider() {
         eks.access_policies(CLUSTER, alice).await.unwrap(),
         Some(vec![])
     );
+}
+
+/// HyperPod orchestrates with EKS clusters of the Kubernetes versions its guide lists (1.28 to
+/// 1.34): one older is refused at creation, one listed is taken.
+#[tokio::test]
+async fn hyperpod_refuses_an_eks_cluster_of_a_kubernetes_version_it_does_not_support() {
+    let (_dir, cloud) = account().await;
+    let s = setup_at(cloud, full_policy(), "1.27").await;
+    let req = s.hyperpod_request(vec![s.plane.clone()]);
+    let e = s.cloud.hyperpod.create_cluster(&req).await.unwrap_err();
+    assert_eq!(e.code, "ValidationException", "{e:?}");
+    assert!(
+        e.message.contains("1.27") && e.message.contains("1.34"),
+        "{e}"
+    );
+    let (_dir, cloud) = account().await;
+    let s = setup_at(cloud, full_policy(), "1.34").await;
+    s.hyperpod(vec![s.plane.clone()]).await;
 }

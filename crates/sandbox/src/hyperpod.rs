@@ -164,13 +164,26 @@ impl HyperPod for Sandbox {
         let api = "sagemaker:CreateCluster";
         self.gate(api, true).await?;
         let eks_name = req.eks_cluster_arn.rsplit('/').next().unwrap_or_default();
-        self.active_cluster(eks_name, "CreateCluster")
+        let eks = self
+            .active_cluster(eks_name, "CreateCluster")
             .await
             .map_err(|mut e| {
                 e.service = "sagemaker".into();
                 e.code = "ValidationException".into();
                 e
             })?;
+        if !HYPERPOD_KUBERNETES_VERSIONS.contains(&eks.version.as_str()) {
+            return Err(CloudError::new(
+                "sagemaker",
+                "CreateCluster",
+                "ValidationException",
+                format!(
+                    "EKS cluster {eks_name} runs Kubernetes {}: HyperPod supports {}",
+                    eks.version,
+                    HYPERPOD_KUBERNETES_VERSIONS.join(", ")
+                ),
+            ));
+        }
         spot_needs_continuous(
             "CreateCluster",
             &req.instance_groups,

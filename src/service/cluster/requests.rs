@@ -74,7 +74,7 @@ pub struct CreateClusterRequest {
     pub zones: Option<Vec<String>>,
     /// VPC block override (RFC 1918, /16–/19); default: a free /16 in 10.0.0.0/8.
     pub vpc_cidr: Option<String>,
-    /// `1.31`, `1.32` (default) or `1.33`.
+    /// `1.31`, `1.32` (default), `1.33` or `1.34`.
     pub kubernetes_version: Option<String>,
     /// A second VPC block (/16–/19) for the compute subnets of large fleets, as AWS's templates
     /// add one: in the VPC block's RFC 1918 range or in 100.64.0.0/10, overlapping nothing.

@@ -89,6 +89,11 @@ pub struct SoftwareUpdate {
     pub image_id: Option<String>,
 }
 
+/// The Kubernetes versions of the EKS clusters HyperPod orchestrates with ("Getting started with
+/// Amazon EKS support in SageMaker HyperPod", Kubernetes version support: 1.28 to 1.34).
+pub const HYPERPOD_KUBERNETES_VERSIONS: &[&str] =
+    &["1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34"];
+
 /// Whether `id` is an EC2 image ID: `ami-` and 8 or 17 hexadecimal digits.
 pub fn is_ami_id(id: &str) -> bool {
     id.strip_prefix("ami-").is_some_and(|hex| {

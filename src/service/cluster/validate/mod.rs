@@ -15,7 +15,9 @@ pub use network::*;
 /// `sagemaker-instantstart-<name>-<account>` (S3 allows 63 characters).
 pub const MAX_CLUSTER_NAME: usize = 24;
 
-pub const KUBERNETES_VERSIONS: &[&str] = &["1.31", "1.32", "1.33"];
+/// The versions a new cluster may run: those of HyperPod's list
+/// ([`crate::cloud::HYPERPOD_KUBERNETES_VERSIONS`]) still in EKS standard support.
+pub const KUBERNETES_VERSIONS: &[&str] = &["1.31", "1.32", "1.33", "1.34"];
 pub const DEFAULT_KUBERNETES_VERSION: &str = "1.32";
 
 /// A cluster name that is valid as an EKS cluster name, a HyperPod cluster name prefix, an IAM
