@@ -4,13 +4,26 @@
 import { api, h, scoped, stateBadge, errorBox, table, follow, readyCell, claimsTable, removeWorkload } from './kit.js';
 import { shareChart } from './teams.js';
 
+/** What the cluster runs beside what it could: Kubernetes and the next minor, each add-on's
+ * version beside the newest for this version and the next. */
+function versionsPanel(v) {
+  const next = v.nextKubernetes ? `next: ${v.nextKubernetes}` : 'the newest HyperPod supports';
+  return h('div', { id: 'cluster-versions' }, h('h2', {}, 'Versions'),
+    h('p', {}, `Kubernetes ${v.kubernetes} (${next})`),
+    table(['Add-on', 'Installed', `Newest for ${v.kubernetes}`, v.nextKubernetes ? `Newest for ${v.nextKubernetes}` : ''],
+      v.addons.map((a) => [a.name, a.version || '?', a.behind ? h('strong', {}, a.newest) : (a.newest || '—'),
+        v.nextKubernetes ? (a.newestForNext || h('span', { class: 'error' }, 'none: blocks the upgrade')) : '']),
+      'No managed add-ons.'));
+}
+
 export async function cluster(name) {
   const show = scoped();
   const render = async () => {
     const enc = encodeURIComponent(name);
-    const [c, deps, status, claims, teams] = await Promise.all([
+    const [c, deps, status, claims, teams, versions] = await Promise.all([
       api(`/api/clusters/${enc}`), api(`/api/clusters/${enc}/dependencies`),
-      api(`/api/clusters/${enc}/status`), api(`/api/clusters/${enc}/storage`), api(`/api/clusters/${enc}/teams`)]);
+      api(`/api/clusters/${enc}/status`), api(`/api/clusters/${enc}/storage`), api(`/api/clusters/${enc}/teams`),
+      api(`/api/clusters/${enc}/versions`)]);
     if (!c.ok) return show(h('h1', {}, name), errorBox(c));
     const stages = ['cluster', 'dependencies', 'hyperpod', 'storage'].map((s) => {
       const op = c.body.stages[s];
@@ -27,6 +40,7 @@ export async function cluster(name) {
       h('h2', {}, 'Dependencies'),
       deps.ok ? table(['Component', 'Install', 'State', 'Reason'], deps.body.components.map((d) => [d.name, d.install, stateBadge(d.state), d.reason])) : errorBox(deps),
       reconcile,
+      versions.ok ? versionsPanel(versions.body) : null,
       h('h2', {}, 'Nodes'), nodesTable(status),
       // Shared by teams: how the instance types are split, at a glance.
       ...(teams.ok && teams.body.enabled && teams.body.teams.length

@@ -22,6 +22,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_cluster, delete_cluster))
         .routes(routes!(forget_cluster))
         .routes(routes!(cluster_status))
+        .routes(routes!(cluster_versions))
         .routes(routes!(get_active, put_active, clear_active))
 }
 
@@ -224,4 +225,21 @@ async fn put_active(
     Ok(Json(ActiveCluster {
         name: Some(service::set_active_cluster(&state.engine, &req.name).await?),
     }))
+}
+
+/// What the cluster runs and what it could: its Kubernetes version and the next minor (EKS
+/// upgrades one minor at a time) when HyperPod supports it, and each managed add-on installed
+/// with its version beside the newest EKS offers for this Kubernetes version and for the next
+/// (none there blocks that upgrade).
+#[utoipa::path(get, path = "/api/clusters/{name}/versions", operation_id = "cluster_versions",
+    extensions(("x-mcp" = json!({"openWorld": true}))),
+    params(("name" = String, Path)),
+    responses((status = 200, body = service::cluster::versions::VersionsView), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn cluster_versions(
+    State(state): State<AppState>,
+    ClusterName(name): ClusterName,
+) -> ApiResult<Json<service::cluster::versions::VersionsView>> {
+    Ok(Json(
+        service::cluster::versions::versions(&state.engine, &name).await?,
+    ))
 }

@@ -790,3 +790,43 @@ async fn forgetting_a_cluster_drops_its_record_and_touches_nothing_in_the_accoun
     assert!(app.json("/api/active-cluster").await["name"].is_null());
     assert_eq!(forget().await.status(), StatusCode::NOT_FOUND);
 }
+
+/// A cluster says what it runs and what it could: its Kubernetes version, the next minor when
+/// HyperPod supports it (none past the last it lists), and each managed add-on it installed
+/// with the newest EKS offers for this version and the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_says_what_it_runs_and_what_it_could() {
+    let app = spawn_app().await;
+    problem(
+        app.get("/api/clusters/demo/versions").await,
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+    for (name, version, next) in [
+        ("older", "1.33", json!("1.34")),
+        ("newest", "1.34", serde_json::Value::Null),
+    ] {
+        let mut body = pipeline_body();
+        body["name"] = json!(name);
+        body["kubernetesVersion"] = json!(version);
+        let id = app.start("/api/pipelines", &body).await;
+        assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+        let v = app.json(&format!("/api/clusters/{name}/versions")).await;
+        assert_eq!(
+            (&v["kubernetes"], &v["nextKubernetes"]),
+            (&json!(version), &next),
+            "{v}"
+        );
+        let addons = v["addons"].as_array().unwrap();
+        let cni = addons
+            .iter()
+            .find(|a| a["name"] == "vpc-cni")
+            .unwrap_or_else(|| panic!("{v}"));
+        assert!(
+            cni["version"].is_string() && cni["newest"].is_string(),
+            "{cni}"
+        );
+        assert_eq!(cni["behind"], false, "{cni}");
+        assert_eq!(cni["newestForNext"].is_string(), !next.is_null(), "{cni}");
+    }
+}

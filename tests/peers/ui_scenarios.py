@@ -133,6 +133,9 @@ def nodes(page, base, out):
     rows = page.locator("h2:has-text('Nodes') + div table tbody tr")
     expect(rows).to_have_count(2)
     expect(rows.first).to_contain_text("ml.g5.8xlarge")
+    # What it runs beside what it could: Kubernetes, the next minor, each add-on's versions.
+    expect(page.locator("#cluster-versions")).to_contain_text("Kubernetes 1.32 (next: 1.33)")
+    expect(page.locator("#cluster-versions tbody tr", has_text="vpc-cni")).to_have_count(1)
     page.screenshot(path=f"{out}/cluster.png", full_page=True)
     page.get_by_label("Active cluster").select_option("ui-demo")
     # The pages of a cluster are addressable: their links carry it, and the address opens it.

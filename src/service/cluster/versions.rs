@@ -1,0 +1,111 @@
+//! What a cluster runs and what it could run (the first part of an upgrade plan): its
+//! Kubernetes version and the next minor (EKS upgrades one minor at a time) when HyperPod
+//! supports it, and each managed add-on installed with its version beside the newest EKS offers
+//! for this Kubernetes version and for the next (`DescribeAddonVersions`).
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::cloud::HYPERPOD_KUBERNETES_VERSIONS;
+use crate::error::{ApiError, ApiResult};
+use crate::ops::Engine;
+use crate::service::steps::deps::{Install, COMPONENTS};
+use crate::service::steps::features::FEATURES;
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionsView {
+    /// The EKS cluster's Kubernetes version.
+    pub kubernetes: String,
+    /// The next minor version, when HyperPod supports it (EKS upgrades one minor at a time).
+    pub next_kubernetes: Option<String>,
+    /// The versions HyperPod supports ("Getting started with Amazon EKS support in SageMaker
+    /// HyperPod").
+    pub hyperpod_supports: Vec<String>,
+    pub addons: Vec<AddonVersions>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonVersions {
+    pub name: String,
+    /// As installed (none when EKS does not say).
+    pub version: Option<String>,
+    /// The newest EKS offers for the cluster's Kubernetes version.
+    pub newest: Option<String>,
+    /// The newest for the next minor version: what an upgrade would bring it to (none when EKS
+    /// offers it nothing there, which blocks the upgrade).
+    pub newest_for_next: Option<String>,
+    /// Whether a newer version runs on the cluster's version now.
+    pub behind: bool,
+}
+
+/// The next minor version after `version` (`1.33` → `1.34`).
+pub fn next_minor(version: &str) -> Option<String> {
+    let (major, minor) = version.split_once('.')?;
+    let minor: u32 = minor.parse().ok()?;
+    Some(format!("{major}.{}", minor + 1))
+}
+
+/// Every EKS add-on the product installs: the dependencies' and the features'.
+fn managed_addons() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = COMPONENTS
+        .iter()
+        .filter(|c| matches!(c.install, Install::Addon { .. }))
+        .map(|c| c.name)
+        .chain(FEATURES.iter().map(|f| f.addon).filter(|a| !a.is_empty()))
+        .collect();
+    names.dedup();
+    names
+}
+
+pub async fn versions(engine: &Engine, name: &str) -> ApiResult<VersionsView> {
+    super::records::live_cluster(engine, name).await?;
+    let eks = &engine.cloud().eks;
+    let Some(cluster) = eks.describe_cluster(name).await? else {
+        return Err(ApiError::not_found(format!("the EKS cluster of `{name}`")));
+    };
+    let next =
+        next_minor(&cluster.version).filter(|v| HYPERPOD_KUBERNETES_VERSIONS.contains(&v.as_str()));
+    let mut addons = Vec::new();
+    for addon in managed_addons() {
+        let Some(installed) = eks.describe_addon(name, addon).await? else {
+            continue;
+        };
+        let newest = eks
+            .addon_versions(addon, &cluster.version)
+            .await?
+            .into_iter()
+            .next();
+        let newest_for_next = match &next {
+            Some(v) => eks.addon_versions(addon, v).await?.into_iter().next(),
+            None => None,
+        };
+        addons.push(AddonVersions {
+            name: addon.to_string(),
+            behind: newest.is_some() && installed.version.is_some() && newest != installed.version,
+            version: installed.version,
+            newest,
+            newest_for_next,
+        });
+    }
+    Ok(VersionsView {
+        kubernetes: cluster.version,
+        next_kubernetes: next,
+        hyperpod_supports: HYPERPOD_KUBERNETES_VERSIONS
+            .iter()
+            .map(|v| v.to_string())
+            .collect(),
+        addons,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_next_minor_is_one_up() {
+        assert_eq!(super::next_minor("1.33").as_deref(), Some("1.34"));
+        assert_eq!(super::next_minor("1.9").as_deref(), Some("1.10"));
+        assert_eq!(super::next_minor("x"), None);
+    }
+}
