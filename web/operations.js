@@ -13,6 +13,9 @@ export async function operations() {
   const results = h('div', { id: 'operations' });
   const auditActor = choice('f-audit-actor', ['', 'browser', 'agent', 'api']);
   const auditOutcome = choice('f-audit-outcome', ['', 'ok', 'refused', 'error']);
+  // One cluster's trail, or one person's (a person who does not administer sees only theirs).
+  const auditCluster = h('input', { type: 'text', id: 'f-audit-cluster', placeholder: 'any' });
+  const auditPrincipal = h('input', { type: 'text', id: 'f-audit-principal', placeholder: 'anyone (an ARN)', size: 40 });
   const audit = h('div', { id: 'audit' });
   // Filters change and events arrive while a read is in flight: only the newest read is drawn.
   const opsTicket = newest();
@@ -36,6 +39,8 @@ export async function operations() {
     const q = new URLSearchParams({ limit: '50' });
     if (auditActor.value) q.set('actor', auditActor.value);
     if (auditOutcome.value) q.set('outcome', auditOutcome.value);
+    if (auditCluster.value.trim()) q.set('cluster', auditCluster.value.trim());
+    if (auditPrincipal.value.trim()) q.set('principal', auditPrincipal.value.trim());
     const r = await api(`/api/audit?${q}`);
     if (!current()) return;
     if (!r.ok) return audit.replaceChildren(errorBox(r));
@@ -48,7 +53,7 @@ export async function operations() {
   };
   for (const el of [state, actor]) el.addEventListener('change', render);
   clusterF.addEventListener('change', render);
-  for (const el of [auditActor, auditOutcome]) el.addEventListener('change', renderAudit);
+  for (const el of [auditActor, auditOutcome, auditCluster, auditPrincipal]) el.addEventListener('change', renderAudit);
   show(h('h1', {}, 'Operations'),
     h('div', { class: 'filters' },
       h('label', {}, 'State', state), h('label', {}, 'Actor', actor), h('label', {}, 'Cluster', clusterF)),
@@ -56,7 +61,8 @@ export async function operations() {
     h('h2', {}, 'Audit trail'),
     h('p', { class: 'muted' }, 'Every change requested through the UI, the API or an agent, answered or refused. Never a secret.'),
     h('div', { class: 'filters' },
-      h('label', {}, 'Requested by', auditActor), h('label', {}, 'Outcome', auditOutcome)),
+      h('label', {}, 'Requested by', auditActor), h('label', {}, 'Outcome', auditOutcome),
+      h('label', {}, 'Cluster', auditCluster), h('label', {}, 'Principal', auditPrincipal)),
     audit);
   await render();
   return follow(() => true, render);

@@ -177,6 +177,13 @@ def nodes(page, base, out):
     page.locator("#f-audit-actor").select_option("browser")
     expect(page.locator("#audit tbody tr").first).to_contain_text("POST /api/clusters/")
     expect(page.locator("#audit tbody tr").first.locator("a")).to_be_visible()
+    # One cluster's trail: another cluster's name finds nothing, this one's finds the reboot.
+    page.locator("#f-audit-cluster").fill("elsewhere")
+    page.locator("#f-audit-cluster").dispatch_event("change")
+    expect(page.locator("#audit")).to_contain_text("No changes requested yet.")
+    page.locator("#f-audit-cluster").fill("ui-demo")
+    page.locator("#f-audit-cluster").dispatch_event("change")
+    expect(page.locator("#audit tbody tr").first).to_contain_text("POST /api/clusters/ui-demo")
     page.screenshot(path=f"{out}/operations.png", full_page=True)
     # A software update, planned on the page: a bad image is refused by field, a good plan asks
     # first and becomes a watched operation.
