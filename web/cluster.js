@@ -13,7 +13,10 @@ function versionsPanel(v) {
     table(['Add-on', 'Installed', `Newest for ${v.kubernetes}`, v.nextKubernetes ? `Newest for ${v.nextKubernetes}` : ''],
       v.addons.map((a) => [a.name, a.version || '?', a.behind ? h('strong', {}, a.newest) : (a.newest || '—'),
         v.nextKubernetes ? (a.newestForNext || h('span', { class: 'error' }, 'none: blocks the upgrade')) : '']),
-      'No managed add-ons.'));
+      'No managed add-ons.'),
+    table(['Instance group', 'Nodes', 'Software last rolled on', ''], v.groups.map((g) => [g.name, String(g.nodes),
+      g.lastSoftwareUpdates.join(', '), g.drift ? h('span', { class: 'error' }, 'drift: nodes differ') : 'in step']),
+    'No instance groups yet.'));
 }
 
 export async function cluster(name) {

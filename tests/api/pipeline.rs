@@ -829,4 +829,46 @@ async fn a_cluster_says_what_it_runs_and_what_it_could() {
         assert_eq!(cni["behind"], false, "{cni}");
         assert_eq!(cni["newestForNext"].is_string(), !next.is_null(), "{cni}");
     }
+    // Each group's nodes with their last patch: none yet, then the same for all after an
+    // update, then a drift once a node is replaced (the new one runs what it launched with).
+    let groups = |v: &serde_json::Value| v["groups"][0].clone();
+    let v = app.json("/api/clusters/older/versions").await;
+    assert_eq!(
+        (
+            &groups(&v)["nodes"],
+            &groups(&v)["lastSoftwareUpdates"],
+            &groups(&v)["drift"]
+        ),
+        (&json!(2), &json!(["never"]), &json!(false)),
+        "{v}"
+    );
+    let id = app
+        .start("/api/clusters/older/hyperpod/software-update", &json!({}))
+        .await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let v = app.json("/api/clusters/older/versions").await;
+    let patched = groups(&v)["lastSoftwareUpdates"].clone();
+    assert!(
+        patched.as_array().unwrap().len() == 1 && patched[0] != "never",
+        "{v}"
+    );
+    assert_eq!(groups(&v)["drift"], false);
+    let nodes = app.json("/api/clusters/older/nodes").await;
+    let node = nodes["nodes"][0]["instanceId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let id = app
+        .start(
+            &format!("/api/clusters/older/nodes/{node}/replace"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let v = app.json("/api/clusters/older/versions").await;
+    assert_eq!(
+        (&groups(&v)["lastSoftwareUpdates"], &groups(&v)["drift"]),
+        (&json!([patched[0], "never"]), &json!(true)),
+        "{v}"
+    );
 }

@@ -136,6 +136,7 @@ def nodes(page, base, out):
     # What it runs beside what it could: Kubernetes, the next minor, each add-on's versions.
     expect(page.locator("#cluster-versions")).to_contain_text("Kubernetes 1.32 (next: 1.33)")
     expect(page.locator("#cluster-versions tbody tr", has_text="vpc-cni")).to_have_count(1)
+    expect(page.locator("#cluster-versions tbody tr", has_text="in step")).to_have_count(1)
     page.screenshot(path=f"{out}/cluster.png", full_page=True)
     page.get_by_label("Active cluster").select_option("ui-demo")
     # The pages of a cluster are addressable: their links carry it, and the address opens it.

@@ -413,6 +413,14 @@ impl HyperPod for Sandbox {
             .collect();
         check_software_update(name, update, &groups)?;
         res.data["softwareUpdate"] = serde_json::to_value(update).unwrap_or_default();
+        // When each group was last patched: its nodes report it (`LastSoftwareUpdateTime`).
+        let now = cloud::clock::rfc3339_ms(super::now_ms());
+        for g in groups
+            .iter()
+            .filter(|g| update.instance_groups.is_empty() || update.instance_groups.contains(g))
+        {
+            res.data["softwareUpdates"][g] = json!(now);
+        }
         self.update(api, "hyperpod-cluster", &res.id, &res.data)
             .await
     }

@@ -257,7 +257,12 @@ impl Sandbox {
             status: node.status.clone(),
             message: failed.then(|| DHC_MESSAGE.to_string()),
             launch_time: Some(node.launch_time.clone()),
-            last_software_update_time: None,
+            // The group's last patch, for a node that was there to be patched (one launched
+            // since runs its image already and reports none).
+            last_software_update_time: res.data["softwareUpdates"][&node.instance_group]
+                .as_str()
+                .filter(|at| node.launch_time.as_str() <= *at)
+                .map(str::to_string),
         }
     }
 

@@ -23,6 +23,20 @@ pub struct VersionsView {
     /// HyperPod").
     pub hyperpod_supports: Vec<String>,
     pub addons: Vec<AddonVersions>,
+    /// Each instance group's nodes and when HyperPod software was last rolled onto them.
+    pub groups: Vec<GroupSoftware>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupSoftware {
+    pub name: String,
+    pub nodes: usize,
+    /// The nodes' `LastSoftwareUpdateTime`s, distinct, oldest first, then `never` for a node
+    /// not patched since it launched.
+    pub last_software_updates: Vec<String>,
+    /// Whether the group's nodes were patched at different times (or some not at all).
+    pub drift: bool,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -89,7 +103,9 @@ pub async fn versions(engine: &Engine, name: &str) -> ApiResult<VersionsView> {
             newest_for_next,
         });
     }
+    let groups = group_software(engine, name).await?;
     Ok(VersionsView {
+        groups,
         kubernetes: cluster.version,
         next_kubernetes: next,
         hyperpod_supports: HYPERPOD_KUBERNETES_VERSIONS
@@ -98,6 +114,43 @@ pub async fn versions(engine: &Engine, name: &str) -> ApiResult<VersionsView> {
             .collect(),
         addons,
     })
+}
+
+/// Each group's nodes and their last software updates (`DescribeClusterNode` per node).
+async fn group_software(engine: &Engine, name: &str) -> ApiResult<Vec<GroupSoftware>> {
+    let record = super::records::live_cluster(engine, name).await?;
+    let resources = crate::service::ClusterResources::of(&record.resources);
+    if resources.hyperpod_cluster_arn.is_none() {
+        return Ok(vec![]);
+    }
+    let hyperpod = resources.hyperpod_name_of(name);
+    let cloud = engine.cloud();
+    let mut by_group: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for node in crate::service::steps::nodes::all_nodes(cloud, &hyperpod).await? {
+        let detail = cloud
+            .hyperpod
+            .describe_cluster_node(&hyperpod, &node.instance_id)
+            .await?;
+        let at = detail
+            .and_then(|d| d.last_software_update_time)
+            .unwrap_or_else(|| "never".into());
+        by_group.entry(node.instance_group).or_default().push(at);
+    }
+    Ok(by_group
+        .into_iter()
+        .map(|(name, times)| {
+            let nodes = times.len();
+            let mut distinct = times;
+            distinct.sort();
+            distinct.dedup();
+            GroupSoftware {
+                name,
+                nodes,
+                drift: distinct.len() > 1,
+                last_software_updates: distinct,
+            }
+        })
+        .collect())
 }
 
 #[cfg(test)]
