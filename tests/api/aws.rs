@@ -569,7 +569,7 @@ async fn the_doctor_names_every_call_the_servers_role_is_denied() {
     assert_eq!(d["missingAddons"], json!([]), "{d}");
     assert_eq!(
         d["kubernetesVersions"],
-        json!(["1.31", "1.32", "1.33"]),
+        json!(["1.31", "1.32", "1.33", "1.34"]),
         "{d}"
     );
     assert_eq!(
