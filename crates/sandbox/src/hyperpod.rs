@@ -411,7 +411,7 @@ impl HyperPod for Sandbox {
             .flatten()
             .filter_map(|g| g["name"].as_str().map(str::to_string))
             .collect();
-        check_software_update(name, update, &groups)?;
+        super::software::check_software_update(name, update, &groups)?;
         res.data["softwareUpdate"] = serde_json::to_value(update).unwrap_or_default();
         // When each group was last patched: its nodes report it (`LastSoftwareUpdateTime`).
         let now = cloud::clock::rfc3339_ms(super::now_ms());
@@ -559,45 +559,4 @@ impl Sandbox {
             _ => Err(not_found("sagemaker", op, "ResourceNotFound", name)),
         }
     }
-}
-
-/// What SageMaker refuses of an `UpdateClusterSoftware` (the SageMaker API Reference:
-/// `UpdateClusterSoftware`, `DeploymentConfiguration`, `CapacitySizeConfig`, `AlarmDetails`): a
-/// group the cluster lacks, a batch under 1 (or a percentage over 100), a wait over 3600 s,
-/// more than 10 alarms or an empty name, an image that is neither `default` nor an AMI ID.
-fn check_software_update(name: &str, u: &SoftwareUpdate, groups: &[String]) -> CloudResult<()> {
-    let invalid = |why: String| {
-        Err(CloudError::new(
-            "sagemaker",
-            "UpdateClusterSoftware",
-            "ValidationException",
-            why,
-        ))
-    };
-    if let Some(g) = u.instance_groups.iter().find(|g| !groups.contains(g)) {
-        return invalid(format!(
-            "Instance group {g} does not exist in cluster {name}"
-        ));
-    }
-    match u.batch {
-        UpdateBatch::Instances(0) | UpdateBatch::Percent(0) => {
-            return invalid("MaximumBatchSize.Value must be at least 1".into())
-        }
-        UpdateBatch::Percent(p) if p > 100 => {
-            return invalid(format!("MaximumBatchSize of {p}% is over 100%"))
-        }
-        _ => {}
-    }
-    if u.wait_seconds.is_some_and(|w| w > 3600) {
-        return invalid("WaitIntervalInSeconds must be between 0 and 3600".into());
-    }
-    if u.rollback_alarms.len() > 10 || u.rollback_alarms.iter().any(|a| a.trim().is_empty()) {
-        return invalid("AutoRollbackConfiguration takes 1 to 10 alarms, each named".into());
-    }
-    if let Some(image) = u.image_id.as_deref() {
-        if image != "default" && !cloud::is_ami_id(image) {
-            return invalid(format!("ImageId {image} is neither default nor an AMI ID"));
-        }
-    }
-    Ok(())
 }

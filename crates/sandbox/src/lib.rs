@@ -64,6 +64,7 @@ pub mod rules;
 mod scheduler;
 mod serving;
 mod shared;
+mod software;
 mod space_app;
 mod space_files;
 mod spaces;
