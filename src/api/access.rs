@@ -47,6 +47,14 @@ struct PersonQuery {
     principal_arn: String,
 }
 
+/// 202 with the operation, or 200 with what the person has when there was nothing to change.
+fn answer(change: g::Change) -> Response {
+    match change {
+        g::Change::Started(accepted) => Started(accepted).into_response(),
+        g::Change::AlreadySo(view) => (StatusCode::OK, Json(view)).into_response(),
+    }
+}
+
 fn person(
     query: Result<Query<PersonQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<String> {
@@ -87,14 +95,9 @@ async fn grant_access(
     ClusterItem(name, team): ClusterItem,
     ApiJson(req): ApiJson<GrantRequest>,
 ) -> ApiResult<Response> {
-    match g::grant(&state.engine, &name, &team, &req, &caller).await? {
-        Some(accepted) => Ok(Started(accepted).into_response()),
-        None => Ok((
-            StatusCode::OK,
-            Json(g::team_access(&state.engine, &name, &team, &req.principal_arn).await?),
-        )
-            .into_response()),
-    }
+    Ok(answer(
+        g::grant(&state.engine, &name, &team, &req, &caller).await?,
+    ))
 }
 
 /// Take a team's access from a person: the team's namespace leaves their edit and view
@@ -112,12 +115,7 @@ async fn revoke_access(
     query: Result<Query<PersonQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     let arn = person(query)?;
-    match g::revoke(&state.engine, &name, &team, &arn, &caller).await? {
-        Some(accepted) => Ok(Started(accepted).into_response()),
-        None => Ok((
-            StatusCode::OK,
-            Json(g::team_access(&state.engine, &name, &team, &arn).await?),
-        )
-            .into_response()),
-    }
+    Ok(answer(
+        g::revoke(&state.engine, &name, &team, &arn, &caller).await?,
+    ))
 }

@@ -69,12 +69,14 @@ fn managed_addons() -> Vec<&'static str> {
         .map(|c| c.name)
         .chain(FEATURES.iter().map(|f| f.addon).filter(|a| !a.is_empty()))
         .collect();
+    // An add-on both a dependency and a feature name is read once.
+    names.sort_unstable();
     names.dedup();
     names
 }
 
 pub async fn versions(engine: &Engine, name: &str) -> ApiResult<VersionsView> {
-    super::records::live_cluster(engine, name).await?;
+    let record = super::records::live_cluster(engine, name).await?;
     let eks = &engine.cloud().eks;
     let Some(cluster) = eks.describe_cluster(name).await? else {
         return Err(ApiError::not_found(format!("the EKS cluster of `{name}`")));
@@ -103,7 +105,7 @@ pub async fn versions(engine: &Engine, name: &str) -> ApiResult<VersionsView> {
             newest_for_next,
         });
     }
-    let groups = group_software(engine, name).await?;
+    let groups = group_software(engine, name, &record).await?;
     Ok(VersionsView {
         groups,
         kubernetes: cluster.version,
@@ -117,8 +119,11 @@ pub async fn versions(engine: &Engine, name: &str) -> ApiResult<VersionsView> {
 }
 
 /// Each group's nodes and their last software updates (`DescribeClusterNode` per node).
-async fn group_software(engine: &Engine, name: &str) -> ApiResult<Vec<GroupSoftware>> {
-    let record = super::records::live_cluster(engine, name).await?;
+async fn group_software(
+    engine: &Engine,
+    name: &str,
+    record: &crate::store::ClusterRecord,
+) -> ApiResult<Vec<GroupSoftware>> {
     let resources = crate::service::ClusterResources::of(&record.resources);
     if resources.hyperpod_cluster_arn.is_none() {
         return Ok(vec![]);

@@ -200,8 +200,13 @@ pub async fn team_access(
     principal_arn: &str,
 ) -> ApiResult<TeamAccessView> {
     let arn = checked(engine, name, team, principal_arn).await?;
-    let namespace = namespace_of(team);
     let have = policies(engine, name, &arn).await?;
+    Ok(view_of(arn, team, have))
+}
+
+/// A person's access to `team`, from the policies their entry has (`None`: no entry).
+fn view_of(arn: String, team: &str, have: Option<Vec<AccessPolicy>>) -> TeamAccessView {
+    let namespace = namespace_of(team);
     let list = have.clone().unwrap_or_default();
     let reaches = |a: TeamAccess| {
         list.iter().any(|p| {
@@ -212,31 +217,37 @@ pub async fn team_access(
     let access = [TeamAccess::Edit, TeamAccess::View]
         .into_iter()
         .find(|a| reaches(*a));
-    Ok(TeamAccessView {
+    TeamAccessView {
         principal_arn: arn,
         team: team.to_string(),
         namespace,
         access,
         has_entry: have.is_some(),
         policies: list,
-    })
+    }
 }
 
-/// Gives a person the team's access; `None` when they already have it.
+/// A grant or revoke started, or what the person has already (nothing to change).
+pub enum Change {
+    Started(Accepted),
+    AlreadySo(TeamAccessView),
+}
+
+/// Gives a person the team's access, unless they have it already.
 pub async fn grant(
     engine: &Engine,
     name: &str,
     team: &str,
     req: &GrantRequest,
     caller: &Caller,
-) -> ApiResult<Option<Accepted>> {
+) -> ApiResult<Change> {
     let arn = checked(engine, name, team, &req.principal_arn).await?;
     let namespace = namespace_of(team);
     let before = policies(engine, name, &arn).await?;
     let partition = crate::service::shared::arn::arn_scope(&arn).0;
     let have = before.clone().unwrap_or_default();
     let Some(after) = with_namespace(&have, partition, req.access, &namespace) else {
-        return Ok(None);
+        return Ok(Change::AlreadySo(view_of(arn, team, before)));
     };
     let params = GrantParams {
         principal_arn: arn,
@@ -246,26 +257,26 @@ pub async fn grant(
         before,
         after,
     };
-    Ok(Some(
+    Ok(Change::Started(
         start(engine, OpKind::AccessGrant, name, &params, caller).await?,
     ))
 }
 
-/// Takes the team's access from a person; `None` when they had none there.
+/// Takes the team's access from a person, unless they had none there.
 pub async fn revoke(
     engine: &Engine,
     name: &str,
     team: &str,
     principal_arn: &str,
     caller: &Caller,
-) -> ApiResult<Option<Accepted>> {
+) -> ApiResult<Change> {
     let arn = checked(engine, name, team, principal_arn).await?;
     let namespace = namespace_of(team);
     let before = policies(engine, name, &arn).await?;
     let have = before.clone().unwrap_or_default();
     let after = match without_namespace(&have, &namespace) {
         Ok(Some(after)) => after,
-        Ok(None) => return Ok(None),
+        Ok(None) => return Ok(Change::AlreadySo(view_of(arn, team, before))),
         Err(why) => {
             return Err(ApiError::Conflict {
                 slug: crate::problem::ProblemType::Conflict,
@@ -283,7 +294,7 @@ pub async fn revoke(
         before,
         after,
     };
-    Ok(Some(
+    Ok(Change::Started(
         start(engine, OpKind::AccessRevoke, name, &params, caller).await?,
     ))
 }
