@@ -65,6 +65,10 @@ pub enum ApiError {
     Cloud(Box<CloudError>),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
+    /// Not a failure: a preview (`?dryRun=true`) stopped where the request would have written;
+    /// the edge answers with the plan noted so far (`service::shared::preview`).
+    #[error("previewed: nothing was written")]
+    Previewed,
 }
 
 impl ApiError {
@@ -154,6 +158,7 @@ impl ApiError {
             ApiError::Cloud(e) if e.retryable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Cloud(_) => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Previewed => StatusCode::OK,
         }
     }
 
@@ -175,6 +180,7 @@ impl ApiError {
             ApiError::Busy { slug, .. } => (*slug, "Too many requests"),
             ApiError::Cloud(_) => (ProblemType::CloudError, "A cloud API call failed"),
             ApiError::Internal(_) => (ProblemType::Internal, "Internal error"),
+            ApiError::Previewed => (ProblemType::Internal, "Previewed"),
         };
         let mut p = Problem {
             type_: slug.uri(),
@@ -266,6 +272,14 @@ fn wire_hint(hint: Value) -> Value {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if matches!(self, ApiError::Previewed) {
+            // The edge replaces this answer with the plan.
+            return (
+                StatusCode::OK,
+                axum::Json(serde_json::json!({"dryRun": true})),
+            )
+                .into_response();
+        }
         let problem = self.problem();
         let mut response = (self.status(), axum::Json(problem)).into_response();
         response.headers_mut().insert(

@@ -1,7 +1,7 @@
 // Page: one cluster: stages, dependencies, nodes and GPUs, the teams' split when teams share
 // it, storage claims.
 
-import { api, h, scoped, stateBadge, errorBox, table, follow, readyCell, claimsTable, removeWorkload } from './kit.js';
+import { api, h, scoped, stateBadge, errorBox, table, follow, readyCell, claimsTable, askThenStart } from './kit.js';
 import { shareChart } from './teams.js';
 
 /** What the cluster runs beside what it could: Kubernetes and the next minor, each add-on's
@@ -58,10 +58,10 @@ export async function cluster(name) {
 /** Forgetting touches nothing in the account; deleting removes what the cluster is made of. */
 function removal(name) {
   const path = `/api/clusters/${encodeURIComponent(name)}`;
-  const forget = h('button', { type: 'button', id: 'cluster-forget', class: 'secondary', onclick: (e) => removeWorkload(`${path}/forget`,
+  const forget = h('button', { type: 'button', id: 'cluster-forget', class: 'secondary', onclick: (e) => askThenStart(`${path}/forget`,
     `Forget ${name}? InstantStart drops its record and touches nothing in your account: its EKS and HyperPod clusters keep running (and billing). Import it again to manage it.`,
     e.target, 'POST') }, 'Forget cluster');
-  const del = h('button', { type: 'button', id: 'cluster-delete', class: 'danger', onclick: (e) => removeWorkload(path,
+  const del = h('button', { type: 'button', id: 'cluster-delete', class: 'danger', onclick: (e) => askThenStart(path,
     `Delete ${name}? This deletes its HyperPod cluster, EKS cluster, network and roles, imported ones too. Its objects in S3 are kept.`,
     e.target) }, 'Delete cluster');
   return h('div', {},

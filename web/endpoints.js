@@ -3,7 +3,7 @@
 // only the decisions (model, instance type, routing strategy, cache tier, replicas, and the team
 // it runs as on a cluster shared by teams).
 
-import { api, h, stateBadge, errorBox, problemText, table, startForm, input, removeWorkload, teamFields, teamCell } from './kit.js';
+import { api, h, stateBadge, errorBox, problemText, table, startForm, input, askThenStart, teamFields, teamCell } from './kit.js';
 
 const STATES = { DeploymentComplete: 'ready', DeploymentFailed: 'failed' };
 
@@ -41,7 +41,7 @@ export async function managedSection(enc) {
         `L1 ${e.kvCache.l1 ? 'on' : 'off'} · L2 ${e.kvCache.l2 || 'off'}`,
         e.state === 'DeploymentComplete' ? invoke(e) : '', scale(e),
         h('button', { type: 'button', class: 'secondary', 'aria-label': `delete endpoint ${e.name}`,
-          onclick: (ev) => removeWorkload(path(e.name), `Delete endpoint ${e.name}? Its model files stay.`, ev.target) }, 'delete')]),
+          onclick: (ev) => askThenStart(path(e.name), `Delete endpoint ${e.name}? Its model files stay.`, ev.target) }, 'delete')]),
       'No managed endpoint yet.') : errorBox(list));
   };
   const [groups, governance] = await Promise.all([api(`/api/clusters/${enc}/instance-groups`), api(`/api/clusters/${enc}/teams`)]);

@@ -335,9 +335,35 @@ export function input(id, attrs = {}) {
   return h('input', { type: 'text', id, autocomplete: 'off', ...attrs });
 }
 
-/** Asks, then starts the operation (a DELETE, or the POST `method` names) and follows it. */
-export async function removeWorkload(path, question, button, method = 'DELETE') {
-  if (!window.confirm(question)) return;
+/** A preview's plan as lines: what it would start (each phase and its mutating calls), change
+ * directly, and disturb. */
+export function planText(plan) {
+  const lines = [plan.summary];
+  for (const op of plan.operations) {
+    lines.push(`${op.parent == null ? '' : '  then '}${op.kind} on ${op.cluster}:`);
+    for (const p of op.phases) lines.push(`    · ${p.name}${p.calls.length ? ` (${p.calls.map((c) => c.api).join(', ')})` : ''}`);
+  }
+  for (const c of plan.changes) lines.push(`${c.effect}: ${c.resource}`);
+  for (const a of plan.affects) lines.push(`affects ${a.workload} (${a.namespace}) on ${a.node}: ${a.outcome}`);
+  return lines.join('\n');
+}
+
+/**
+ * Asks with the plan in the question: the request is previewed first (`dryRun=true`, nothing is
+ * written) and the confirm dialog shows what it would do. A refused preview is the answer the
+ * request itself would get: `{ refused }` is that answer, and nothing is asked.
+ */
+export async function confirmPlan(question, path, init) {
+  const r = await api(`${path}${path.includes('?') ? '&' : '?'}dryRun=true`, init);
+  if (!r.ok) return { refused: r };
+  return { ok: window.confirm(`${question}\n\n${planText(r.body)}`) };
+}
+
+/** Asks with the plan, then starts the operation (a DELETE, or the POST `method` names) and follows it. */
+export async function askThenStart(path, question, button, method = 'DELETE') {
+  const asked = await confirmPlan(question, path, { method });
+  if (asked.refused) { button.after(errorBox(asked.refused)); return; }
+  if (!asked.ok) return;
   button.disabled = true;
   const r = await api(path, { method });
   if (r.ok) location.hash = `#/op/${r.body.operationId}`;

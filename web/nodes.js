@@ -2,7 +2,7 @@
 
 import { evidenceButton } from './evidence.js';
 import { utilizationChart } from './utilization.js';
-import { api, h, newest, scoped, session, problemText, errorBox, table, follow, readyCell, needsActive } from './kit.js';
+import { api, h, newest, scoped, session, problemText, errorBox, table, follow, readyCell, needsActive, confirmPlan, askThenStart } from './kit.js';
 
 /** A rolling software update, planned: the groups, the batch, the wait between batches, the
  * alarms that roll it back, the image. Nodes are re-imaged, so it asks first. */
@@ -27,8 +27,11 @@ function softwareForm(enc, groups) {
     if (named.length) body.rollbackAlarms = named;
     if (image.value.trim()) body.imageId = image.value.trim();
     const groupsText = chosen.length ? chosen.join(', ') : 'every group';
-    if (!window.confirm(`Update the HyperPod software of ${groupsText}, ${size.value}${unit.value === 'percent' ? '%' : ''} node(s) at a time? Running jobs on a node being updated are interrupted.`)) return;
-    const r = await api(`/api/clusters/${enc}/hyperpod/software-update`, { method: 'POST', body });
+    const path = `/api/clusters/${enc}/hyperpod/software-update`;
+    const asked = await confirmPlan(`Update the HyperPod software of ${groupsText}, ${size.value}${unit.value === 'percent' ? '%' : ''} node(s) at a time? Running jobs on a node being updated are interrupted.`, path, { method: 'POST', body });
+    if (asked.refused) { error.textContent = problemText(asked.refused.body); return; }
+    if (!asked.ok) return;
+    const r = await api(path, { method: 'POST', body });
     if (r.ok) location.hash = `#/op/${r.body.operationId}`;
     else error.textContent = problemText(r.body);
   };
@@ -88,11 +91,8 @@ function scaleControl(cluster, g) {
 }
 
 async function removeGroup(cluster, group, button) {
-  if (!window.confirm(`Remove instance group ${group}? Its nodes are terminated.`)) return;
-  button.disabled = true;
-  const r = await api(`/api/clusters/${cluster}/instance-groups/${encodeURIComponent(group)}`, { method: 'DELETE' });
-  if (r.ok) location.hash = `#/op/${r.body.operationId}`;
-  else { button.disabled = false; button.after(errorBox(r)); }
+  await askThenStart(`/api/clusters/${cluster}/instance-groups/${encodeURIComponent(group)}`,
+    `Remove instance group ${group}? Its nodes are terminated.`, button);
 }
 
 /** Zone and instance type come from the account's offerings; capacity is fixed for the group's life. */
@@ -149,9 +149,6 @@ const NODE_ACTIONS = [
 ];
 
 async function nodeAction(cluster, id, action, question, button) {
-  if (!window.confirm(`${question}\n\n${id}`)) return;
-  button.disabled = true;
-  const r = await api(`/api/clusters/${cluster}/nodes/${encodeURIComponent(id)}/${action}`, { method: 'POST' });
-  if (r.ok) location.hash = `#/op/${r.body.operationId}`;
-  else { button.disabled = false; button.after(errorBox(r)); }
+  await askThenStart(`/api/clusters/${cluster}/nodes/${encodeURIComponent(id)}/${action}`,
+    `${question}\n\n${id}`, button, 'POST');
 }

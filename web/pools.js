@@ -2,7 +2,7 @@
 // moved to another model (or back) in place, the pool resized (never below its assigned pods),
 // and the form that makes a pool (as a team, on a cluster shared by teams).
 
-import { api, h, stateBadge, errorBox, problemText, table, startForm, input, removeWorkload, teamFields, teamCell } from './kit.js';
+import { api, h, stateBadge, errorBox, problemText, table, startForm, input, askThenStart, teamFields, teamCell } from './kit.js';
 
 /** The warm-pools section of a cluster; `refresh` re-reads pools and the models they serve. */
 export async function poolsSection(enc) {
@@ -43,7 +43,7 @@ export async function poolsSection(enc) {
       h('p', {}, 'Size ', size, ' ', h('button', { type: 'button', class: 'secondary',
         onclick: () => go(path(pool.name), 'PATCH', { size: Number(size.value) }) }, 'resize'), ' ',
         h('button', { type: 'button', class: 'secondary', 'aria-label': `remove pool ${pool.name}`,
-          onclick: (e) => removeWorkload(path(pool.name), `Remove warm pool ${pool.name} and its pods?`, e.target) }, 'remove')));
+          onclick: (e) => askThenStart(path(pool.name), `Remove warm pool ${pool.name} and its pods?`, e.target) }, 'remove')));
   };
   const refresh = async () => {
     const [pools, deps] = await Promise.all([api(`/api/clusters/${enc}/pools`), api(`/api/clusters/${enc}/deployments`)]);

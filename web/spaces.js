@@ -3,7 +3,7 @@
 // it mounts and where it opens (through this control plane's own address); the form asks only
 // the decisions (application, instance type, GPUs, home size, idle shutdown, team).
 
-import { api, h, scoped, session, stateBadge, problemText, errorBox, table, follow, needsActive, startForm, input, removeWorkload, teamFields, teamCell } from './kit.js';
+import { api, h, scoped, session, stateBadge, problemText, errorBox, table, follow, needsActive, startForm, input, askThenStart, teamFields, teamCell } from './kit.js';
 
 const BADGE = { running: 'ready', stopped: 'cancelled', failed: 'failed' };
 
@@ -68,7 +68,7 @@ export async function spaces() {
         h('span', {}, ...s.mounts.map((m) => h('div', {}, h('code', {}, m.path), ` (${m.claim})`)), h('div', { class: 'muted' }, `home ${s.home}`)),
         ['running', 'starting'].includes(s.state) ? act(s, 'stop') : act(s, 'start'),
         h('button', { type: 'button', class: 'secondary', 'aria-label': `delete space ${s.name}`,
-          onclick: (ev) => removeWorkload(path(s.name), `Delete space ${s.name} and its home directory? What it saved under /s3 stays.`, ev.target) }, 'delete'),
+          onclick: (ev) => askThenStart(path(s.name), `Delete space ${s.name} and its home directory? What it saved under /s3 stays.`, ev.target) }, 'delete'),
       ]), 'No space yet.') : errorBox(list));
   };
   const [groups, governance] = await Promise.all([api(`/api/clusters/${enc}/instance-groups`), api(`/api/clusters/${enc}/teams`)]);

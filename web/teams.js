@@ -2,7 +2,7 @@
 // team's share per instance type drawn beside what the instance groups hold, and the forms that
 // set the policy and give a team its share.
 
-import { administers, api, h, scoped, session, stateBadge, problemText, errorBox, table, needsActive, input } from './kit.js';
+import { administers, api, confirmPlan, h, scoped, session, stateBadge, problemText, errorBox, table, needsActive, input } from './kit.js';
 import { stackedBars } from './chart.js';
 import { utilizationChart } from './utilization.js';
 
@@ -63,7 +63,7 @@ function accessForm(view, enc, go) {
   h('span'), h('div', {}, h('button', { type: 'submit' }, 'Give access'), ' ',
     h('button', { type: 'button', class: 'secondary', onclick: check }, 'Check'), ' ',
     h('button', { type: 'button', class: 'secondary', onclick: () => {
-      if (window.confirm(`Take team ${team.value}'s access from ${who.value.trim()}?`)) go(`${url()}?${person()}`, 'DELETE');
+      go(`${url()}?${person()}`, 'DELETE', undefined, `Take team ${team.value}'s access from ${who.value.trim()}?`);
     } }, 'Take back')),
   h('span'), now);
 }
@@ -81,8 +81,14 @@ export async function teams() {
       ' to give teams their share of the GPUs, with priorities and borrowing.'), shareChart(view));
   }
   const note = h('div', { class: 'error', role: 'alert', id: 'teams-error' });
-  const go = async (url, method, body) => {
+  // With a question: asked with the plan first (a refused preview is the answer, nothing asked).
+  const go = async (url, method, body, question) => {
     note.textContent = '';
+    if (question) {
+      const asked = await confirmPlan(question, url, { method, body });
+      if (asked.refused) { note.textContent = problemText(asked.refused.body); return; }
+      if (!asked.ok) return;
+    }
     const a = await api(url, { method, body });
     if (a.status === 202) location.hash = `#/op/${a.body.operationId}`;
     else if (a.ok) note.textContent = 'Already so: nothing to change.';
@@ -127,7 +133,7 @@ export async function teams() {
     `${t.sharing}${t.borrowLimit ? ` (≤ ${t.borrowLimit}%)` : ''}`, t.preempt, String(t.fairShareWeight),
     h('span', {}, stateBadge(t.status), t.failureReason ? h('div', { class: 'error' }, t.failureReason) : null),
     mine ? h('button', { type: 'button', class: 'secondary', 'aria-label': `remove team ${t.name}`, onclick: () => {
-      if (window.confirm(`Remove team ${t.name}'s share? Its work is no longer guaranteed any GPUs.`)) go(`/api/clusters/${enc}/teams/${encodeURIComponent(t.name)}`, 'DELETE');
+      go(`/api/clusters/${enc}/teams/${encodeURIComponent(t.name)}`, 'DELETE', undefined, `Remove team ${t.name}'s share? Its work is no longer guaranteed any GPUs.`);
     } }, 'remove') : '']);
   return show(h('h1', {}, 'Teams'),
     h('h2', {}, 'Who has what'), shareChart(view),

@@ -2,7 +2,7 @@
 // restarts against the budget, one job's conditions; other Kubernetes Jobs below.
 
 import { utilizationChart } from './utilization.js';
-import { api, h, scoped, session, stateBadge, errorBox, table, follow, needsActive, startForm, input, removeWorkload, teamFields, teamCell } from './kit.js';
+import { api, h, scoped, session, stateBadge, errorBox, table, follow, needsActive, startForm, input, askThenStart, teamFields, teamCell } from './kit.js';
 import { logViewer } from './logs.js';
 import { lineChart } from './chart.js';
 
@@ -81,7 +81,7 @@ function jobsTable(list, enc) {
     Object.entries(j.paths || {}).map(([k, v]) => h('div', {}, `${k}: ${v}`)),
     j.origin === 'instantstart'
       ? h('button', { type: 'button', class: 'secondary', 'aria-label': `delete training job ${j.name}`,
-        onclick: (e) => removeWorkload(`/api/clusters/${enc}/training-jobs/${encodeURIComponent(j.name)}`,
+        onclick: (e) => askThenStart(`/api/clusters/${enc}/training-jobs/${encodeURIComponent(j.name)}`,
           `Stop and delete ${j.name} and its pods? What it wrote under /s3 stays.`, e.target) }, 'delete')
       : h('span', { class: 'muted' }, 'read-only'),
   ]), 'No training job yet.');
@@ -159,7 +159,7 @@ export async function training() {
     otherBox.replaceChildren(other.ok ? table(['Job', 'Kind', 'State', 'Created', 'Message', ''],
       other.body.filter((j) => j.kind === 'job').map((j) => [j.name, j.kind, stateBadge(j.state), j.created || '', j.message || '',
         h('button', { type: 'button', class: 'secondary', 'aria-label': `delete job ${j.name}`,
-          onclick: (e) => removeWorkload(`/api/clusters/${enc}/jobs/${encodeURIComponent(j.name)}?kind=job`,
+          onclick: (e) => askThenStart(`/api/clusters/${enc}/jobs/${encodeURIComponent(j.name)}?kind=job`,
             `Delete ${j.kind} ${j.name} and its pods (and their logs)?`, e.target) }, 'delete')]), 'No other jobs.') : errorBox(other));
   };
   await render();

@@ -1,7 +1,7 @@
 // Pages: model downloads and self-managed inference (with a smoke test).
 
 import { utilizationChart } from './utilization.js';
-import { api, h, scoped, session, stateBadge, problemText, errorBox, table, follow, needsActive, startForm, input, removeWorkload, teamFields, teamCell } from './kit.js';
+import { api, h, scoped, session, stateBadge, problemText, errorBox, table, follow, needsActive, startForm, input, askThenStart, teamFields, teamCell } from './kit.js';
 import { logViewer } from './logs.js';
 import { managedSection } from './endpoints.js';
 import { poolsSection } from './pools.js';
@@ -18,7 +18,7 @@ export async function models() {
     listBox.replaceChildren(list.ok ? table(['Model', 'Revision', 'Claim', 'Path', 'State', ''], list.body.map((m) => [m.modelId, m.revision, m.claim, m.path,
       h('span', {}, stateBadge(m.state), m.message ? h('div', { class: 'error' }, m.message) : null),
       h('button', { type: 'button', class: 'secondary', 'aria-label': `remove download ${m.modelId}`,
-        onclick: (e) => removeWorkload(`/api/clusters/${enc}/jobs/${encodeURIComponent(m.job)}`,
+        onclick: (e) => askThenStart(`/api/clusters/${enc}/jobs/${encodeURIComponent(m.job)}`,
           `Remove the download job of ${m.modelId}? The files already in the bucket stay.`, e.target) }, 'remove job')]),
     'No model downloaded yet.') : errorBox(list));
   };
@@ -65,7 +65,7 @@ export async function inference() {
         scaling(d), d.endpoint || '',
         d.state === 'ready' ? invoke(d) : '',
         h('button', { type: 'button', class: 'secondary', 'aria-label': `remove deployment ${d.name}`,
-          onclick: (e) => removeWorkload(`/api/clusters/${enc}/deployments/${encodeURIComponent(d.name)}`,
+          onclick: (e) => askThenStart(`/api/clusters/${enc}/deployments/${encodeURIComponent(d.name)}`,
             `Stop serving ${d.name}?`, e.target) }, 'remove')]),
       'Nothing is served yet.') : errorBox(list));
   };

@@ -1,6 +1,6 @@
 //! The REST face (axum): the routers of each resource merged in one place behind the edge
 //! ([`edge`]: Host/Origin guard, bearer token, security headers) and the body limit, the layer every
-//! matched route runs through (audit, trace, body read first), and the extractors (actor,
+//! matched route runs through (a preview's plan, audit, trace, body read first), and the extractors (actor,
 //! idempotency key, JSON, query) that turn every malformed input into the problem shape. A
 //! handler extracts, makes one `service/` call and responds.
 
@@ -26,6 +26,7 @@ pub mod openapi;
 pub mod operations;
 pub mod people;
 pub mod pools;
+pub mod preview;
 pub mod serve;
 pub mod space_proxy;
 pub mod space_sessions;
@@ -116,6 +117,23 @@ where
                         Ok(request) => request,
                         Err(refused) => return refused,
                     }
+                };
+                let request = if audit::records(request.method()) {
+                    match preview::asked(request) {
+                        preview::Asked::Run(request) => request,
+                        preview::Asked::Refused(refused) => return refused,
+                        // A preview writes nothing, so the audit trail has nothing to record.
+                        preview::Asked::Preview(request) => {
+                            return trace::trace(request, |request| {
+                                people::admit(&state, request, |request| {
+                                    preview::serve(request, |request| body_first(request, inner))
+                                })
+                            })
+                            .await
+                        }
+                    }
+                } else {
+                    request
                 };
                 audit::record(&state, request, |request| {
                     trace::trace(request, |request| {

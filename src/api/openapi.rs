@@ -49,6 +49,7 @@ use crate::store::{ClusterRecord, OpState, Operation, Phase, PhaseState};
         service::GroupView,
         service::UpdateGroupRequest,
         super::groups::Unchanged,
+        crate::service::shared::preview::Plan,
     ))
 )]
 pub struct ApiDoc;
@@ -148,9 +149,12 @@ fn complete(doc: utoipa::openapi::OpenApi) -> Value {
                 }
             }
             let with_path = path.contains('{');
-            let with_query = op["parameters"]
-                .as_array()
-                .is_some_and(|ps| ps.iter().any(|p| p["in"] == "query"));
+            let op_id = op["operationId"].as_str().unwrap_or_default().to_string();
+            let previewed = super::preview::takes_dry_run(&op_id, method);
+            let with_query = previewed
+                || op["parameters"]
+                    .as_array()
+                    .is_some_and(|ps| ps.iter().any(|p| p["in"] == "query"));
             let with_body = op.get("requestBody").is_some();
             let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
                 continue;
@@ -203,6 +207,9 @@ fn complete(doc: utoipa::openapi::OpenApi) -> Value {
                         "content": {"application/problem+json": {"schema": problem}},
                     })
                 });
+            }
+            if previewed {
+                super::preview::declare(op);
             }
         }
     }

@@ -10,6 +10,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::extract::{ClusterItem, ClusterName, Started};
 use super::{ApiJson, OptionalJson};
 use crate::error::{ApiResult, Problem};
+use crate::service::shared::preview::{self, Effect};
 use crate::service::spaces::{self as s, SpacePatch, SpaceRequest, SpaceView};
 use crate::service::start::Caller;
 use crate::service::Accepted;
@@ -70,6 +71,7 @@ async fn open_space(
 ) -> ApiResult<Json<SpaceOpen>> {
     let space = item;
     crate::service::spaces::running(&state.engine, &name, &space).await?;
+    preview::stop(Effect::Create, format!("a one-use link to space `{space}`"))?;
     let host = headers
         .get(axum::http::header::HOST)
         .and_then(|h| h.to_str().ok())
@@ -231,6 +233,10 @@ async fn end_sessions(
 ) -> ApiResult<Json<SessionsEnded>> {
     crate::service::spaces::writable(&state.engine, &name, &item, "end its spaces' sessions")
         .await?;
+    preview::stop(
+        Effect::Delete,
+        format!("every browser session and unused link of space `{item}`"),
+    )?;
     Ok(Json(SessionsEnded {
         ended: state.space_sessions.revoke(&name, &item),
     }))

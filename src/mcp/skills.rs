@@ -161,6 +161,17 @@ mod tests {
                 t.name
             );
         }
+        // Asked with the plan: the rule says how, and every such tool takes the flag.
+        assert!(rule.contains("`dryRun: true`"), "{rule}");
+        let doc = crate::api::openapi::document();
+        for t in tools().iter().filter(|t| t.destructive) {
+            let schema = crate::mcp::schema::input_schema(t, doc);
+            assert_eq!(
+                schema["properties"]["dryRun"]["type"], "boolean",
+                "{} takes dryRun",
+                t.name
+            );
+        }
     }
 }
 

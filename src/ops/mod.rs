@@ -130,6 +130,11 @@ impl Engine {
         self.inner.stages.phase_names(kind, params)
     }
 
+    /// The phases of `kind` with `params` as a preview names them (see [`Stages::planned`]).
+    pub fn planned(&self, kind: &str, params: &Value) -> Option<Vec<PlannedStep>> {
+        self.inner.stages.planned(kind, params)
+    }
+
     /// A receiver that changes whenever any operation or phase is persisted.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.inner.changes.subscribe()

@@ -55,6 +55,17 @@ pub trait Step: Send + Sync {
     fn deadline(&self) -> std::time::Duration {
         DEFAULT_DEADLINE
     }
+    /// The mutating calls this phase may make (`eks:CreateCluster`, `k8s:Apply`), for a
+    /// preview's plan. A test runs each operation after its preview and fails when the real
+    /// run made a call its plan did not name.
+    fn calls(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// The operation this phase starts and watches (a pipeline's stage): its kind and
+    /// parameters, so a preview plans it too.
+    fn starts(&self, _params: &Value) -> Option<(String, Value)> {
+        None
+    }
 }
 
 /// The deadline of a phase that does not say: enough for an add-on or a Kubernetes rollout.
@@ -72,6 +83,10 @@ pub trait Reconcile: Send + Sync {
     }
     fn deadline(&self) -> std::time::Duration {
         DEFAULT_DEADLINE
+    }
+    /// As [`Step::calls`]: what the reconciliation may change.
+    fn calls(&self) -> &'static [&'static str] {
+        &[]
     }
 }
 
@@ -95,12 +110,30 @@ impl<T: Reconcile> Step for T {
     fn deadline(&self) -> std::time::Duration {
         Reconcile::deadline(self)
     }
+    fn calls(&self) -> &'static [&'static str] {
+        Reconcile::calls(self)
+    }
 }
 
 /// The domain's catalogue of operation kinds.
 pub trait Stages: Send + Sync {
     /// The phases of an operation kind, in order, given its parameters.
     fn steps(&self, kind: &str, params: &Value) -> Option<Vec<Arc<dyn Step>>>;
+
+    /// The phases of a kind as a preview names them: each phase's name, its mutating calls
+    /// and the operation it starts, if any.
+    fn planned(&self, kind: &str, params: &Value) -> Option<Vec<PlannedStep>> {
+        Some(
+            self.steps(kind, params)?
+                .iter()
+                .map(|s| PlannedStep {
+                    name: s.name().to_string(),
+                    calls: s.calls(),
+                    starts: s.starts(params),
+                })
+                .collect(),
+        )
+    }
 
     /// The phase names of a kind, for inserting its rows.
     fn phase_names(&self, kind: &str, params: &Value) -> Option<Vec<String>> {
@@ -111,4 +144,12 @@ pub trait Stages: Send + Sync {
                 .collect(),
         )
     }
+}
+
+/// One phase of a kind as a preview names it.
+pub struct PlannedStep {
+    pub name: String,
+    pub calls: &'static [&'static str],
+    /// The kind and parameters of the operation the phase starts.
+    pub starts: Option<(String, Value)>,
 }

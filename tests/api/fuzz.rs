@@ -204,7 +204,7 @@ async fn what_the_schema_allows_the_server_accepts() {
 /// node, operation and MLflow app. Operations that end what they name (`DELETE`, forget, a node's
 /// removal, the features toggle that could turn governance off) get their own targets, so the
 /// rest keep finding theirs whatever order the fuzzer takes.
-async fn populated_app() -> (TestApp, String) {
+pub(crate) async fn populated_app() -> (TestApp, String) {
     let app = spawn_app().await;
     // Four GPUs: team-a's one for its job; the serving team's three for the endpoint, pool and
     // deployment, which it lends to no one, so nothing the fuzzer submits as team-a (at any

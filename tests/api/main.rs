@@ -26,6 +26,7 @@ mod operations;
 mod pages;
 mod pipeline;
 mod placement;
+mod preview;
 mod refusals;
 mod releases;
 mod rights;

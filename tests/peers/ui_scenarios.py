@@ -162,10 +162,15 @@ def nodes(page, base, out):
     expect(panel).to_contain_text("LifecycleConfig/")
     expect(panel.locator("pre").first).to_contain_text("[on_create.sh] done")
     page.screenshot(path=f"{out}/node-evidence.png", full_page=True)
-    # A node action asks first; dismissing does nothing, accepting starts a watched operation.
+    # A node action asks first, with its plan (previewed: nothing written); dismissing does
+    # nothing, accepting starts a watched operation.
     reboot = page.locator("h2:has-text('Nodes') + div table tbody tr").first.get_by_role("button", name="reboot")
-    page.once("dialog", lambda d: d.dismiss())
-    reboot.click()
+    asked = []
+    page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+    with page.expect_event("dialog"):
+        reboot.click()
+    assert "node-action on ui-demo" in asked[0], asked
+    assert "sagemaker:BatchRebootClusterNodes" in asked[0], asked
     assert "#/nodes" in page.url
     page.once("dialog", lambda d: d.accept())
     reboot.click()
@@ -193,7 +198,7 @@ def nodes(page, base, out):
     page.locator("#software-batch-unit").select_option("percent")
     page.locator("#software-wait").fill("60")
     page.locator("#software-image").fill("ami-nothex")
-    page.once("dialog", lambda d: d.accept())
+    # Refused by its preview: the error shows and nothing is asked.
     page.get_by_role("button", name="Update software").click()
     expect(page.locator("#software-error")).to_contain_text("neither default nor an AMI ID")
     page.locator("#software-image").fill("default")

@@ -187,6 +187,9 @@ pub struct Sandbox {
     writer: SqlitePool,
     time_scale: f64,
     faults: Arc<Mutex<Faults>>,
+    /// Every mutating call asked for since start, accepted, refused or failed: what a preview
+    /// must leave unchanged.
+    attempts: Arc<Mutex<std::collections::BTreeMap<String, i64>>>,
 }
 
 /// Counts of simulated mutating calls, by API (`eks:CreateCluster`).
@@ -197,6 +200,8 @@ pub struct CallCounts {
     pub accepted: std::collections::BTreeMap<String, i64>,
     /// Calls refused by fault injection or throttling (no effect).
     pub rejected: std::collections::BTreeMap<String, i64>,
+    /// Every mutating call asked for since the server started, whatever became of it.
+    pub attempted: std::collections::BTreeMap<String, i64>,
 }
 
 impl Sandbox {
@@ -210,6 +215,7 @@ impl Sandbox {
             writer,
             time_scale: config.time_scale.max(0.001),
             faults: Arc::new(Mutex::new(config.faults)),
+            attempts: Default::default(),
         });
         sandbox.seed().await?;
         Ok(sandbox)
@@ -268,6 +274,11 @@ impl Sandbox {
         let mut counts = CallCounts {
             accepted: Default::default(),
             rejected: Default::default(),
+            attempted: self
+                .attempts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
         };
         for row in rows {
             let api: String = row.get("api");
@@ -292,6 +303,14 @@ impl Sandbox {
     pub(crate) async fn gate(&self, api: &str, mutating: bool) -> CloudResult<()> {
         let (service, operation) = api.split_once(':').unwrap_or((api, ""));
         let metrics = cloud::metrics::global();
+        if mutating {
+            *self
+                .attempts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(api.to_string())
+                .or_default() += 1;
+        }
         let mut attempt = 1;
         loop {
             let refusal = {

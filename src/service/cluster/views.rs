@@ -10,6 +10,7 @@ use crate::ops::Engine;
 use crate::problem::ProblemType;
 use crate::service::cluster::records::{cluster_not_found, live_cluster};
 use crate::service::shared::kind::OpKind;
+use crate::service::shared::preview::{self, Effect};
 use crate::service::shared::submit::load;
 use crate::service::{validate, ACTIVE_CLUSTER};
 use crate::store::{ClusterRecord, Operation};
@@ -176,6 +177,7 @@ const NO_ACTIVE_CLUSTER: &str = "";
 
 /// Clears the choice: no cluster is active until one is chosen or created.
 pub async fn clear_active_cluster(engine: &Engine) -> ApiResult<()> {
+    preview::stop(Effect::Change, "the active cluster: none")?;
     engine
         .store()
         .set_setting(ACTIVE_CLUSTER, Some(NO_ACTIVE_CLUSTER))
@@ -192,6 +194,7 @@ pub async fn set_active_cluster(engine: &Engine, name: &str) -> ApiResult<String
         .await?
         .filter(|c| c.status != crate::store::Lifecycle::Deleted)
         .ok_or_else(|| cluster_not_found(name))?;
+    preview::stop(Effect::Change, format!("the active cluster: `{name}`"))?;
     store.set_setting(ACTIVE_CLUSTER, Some(name)).await?;
     Ok(name.to_string())
 }
@@ -275,6 +278,20 @@ pub async fn retry(engine: &Engine, id: &str) -> ApiResult<Operation> {
             operation_id: Some(id.to_string()),
         });
     }
+    let again: Vec<&str> = op
+        .phases
+        .iter()
+        .filter(|p| p.state != crate::store::PhaseState::Succeeded)
+        .map(|p| p.name.as_str())
+        .collect();
+    preview::stop(
+        Effect::Change,
+        format!(
+            "operation {id} ({}): run its phases {} again",
+            op.kind,
+            again.join(", ")
+        ),
+    )?;
     if op.kind == OpKind::Pipeline {
         for child in store.children(id).await? {
             if matches!(
@@ -304,6 +321,10 @@ pub async fn cancel(engine: &Engine, id: &str) -> ApiResult<Operation> {
             operation_id: Some(id.to_string()),
         });
     }
+    preview::stop(
+        Effect::Change,
+        format!("operation {id} ({}): stop at its next safe point", op.kind),
+    )?;
     store.set_cancel_requested(id, true).await?;
     for child in store.children(id).await? {
         if !child.state.is_terminal() {

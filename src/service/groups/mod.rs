@@ -1,6 +1,7 @@
 //! Instance groups as HyperPod describes them (with the specs recorded for the ones this
 //! control plane made), and the parameters of adding, changing and removing one.
 
+pub mod affected;
 pub mod software;
 pub mod start;
 

@@ -14,6 +14,7 @@ use crate::cloud::identity::{check_token, SignInIdentity};
 use crate::error::{ApiError, ApiResult};
 use crate::ops::Engine;
 use crate::problem::ProblemType;
+use crate::service::shared::preview::{self, Effect};
 use crate::store::{Admin, AgentTokenId, Holder, NewAgentToken};
 
 /// How people reach the control plane.
@@ -199,6 +200,10 @@ pub async fn mint_agent_token(
             json!("30"),
         ));
     }
+    preview::stop(
+        Effect::Create,
+        format!("agent token `{name}` for {} ({days} days)", holder.arn),
+    )?;
     let token = format!(
         "{AGENT_TOKEN_PREFIX}{}",
         crate::service::shared::new_secret()
@@ -225,6 +230,13 @@ pub async fn agent_tokens(engine: &Engine, holder: &Holder) -> ApiResult<Vec<Age
 
 /// Revokes one of the person's agent tokens: refused at once from then on.
 pub async fn revoke_agent_token(engine: &Engine, holder: &Holder, id: &str) -> ApiResult<()> {
+    if preview::active() {
+        let theirs = engine.store().agent_tokens(&holder.arn).await?;
+        if !theirs.iter().any(|t| t.id == id) {
+            return Err(ApiError::not_found(format!("agent token `{id}` of yours")));
+        }
+        preview::stop(Effect::Delete, format!("agent token `{id}`"))?;
+    }
     if engine.store().revoke_agent_token(id, &holder.arn).await? {
         Ok(())
     } else {
@@ -294,6 +306,7 @@ pub async fn add_admin(engine: &Engine, by: &Holder, req: &AdminRequest) -> ApiR
             json!("arn:aws:iam::111122223333:role/PlatformAdmin"),
         ));
     }
+    preview::stop(Effect::Create, format!("administrator `{arn}`"))?;
     engine.store().add_admin(arn, &by.arn).await?;
     let admins = engine.store().admins().await?;
     admins
@@ -304,6 +317,21 @@ pub async fn add_admin(engine: &Engine, by: &Holder, req: &AdminRequest) -> ApiR
 
 pub async fn remove_admin(engine: &Engine, by: &Holder, arn: &str) -> ApiResult<()> {
     require_admin(engine, by, "change the administrators").await?;
+    if preview::active() {
+        let admins = engine.store().admins().await?;
+        if !admins.iter().any(|a| a.principal_arn == arn) {
+            return Err(ApiError::not_found(format!("administrator `{arn}`")));
+        }
+        if admins.len() == 1 {
+            return Err(ApiError::Conflict {
+                slug: ProblemType::LastAdmin,
+                detail: format!("`{arn}` is the last administrator"),
+                field: None,
+                operation_id: None,
+            });
+        }
+        preview::stop(Effect::Delete, format!("administrator `{arn}`"))?;
+    }
     match engine.store().remove_admin(arn).await? {
         Ok(true) => Ok(()),
         Ok(false) => Err(ApiError::not_found(format!("administrator `{arn}`"))),

@@ -60,6 +60,20 @@ pub async fn submit(engine: &Engine, sub: Submission) -> ApiResult<Accepted> {
     let phases = engine
         .phase_names(sub.kind.as_str(), &sub.params)
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("unknown kind {}", sub.kind)))?;
+    // A preview is refused where the request would be, then noted instead of inserted (its key
+    // is not looked up: a preview plans the request, it never answers an earlier one).
+    if super::preview::active() {
+        check_conflicts(store, &sub).await?;
+        super::preview::plan_operation(engine, sub.kind.as_str(), &sub.cluster, &sub.params);
+        return Ok(Accepted {
+            operation_id: String::new(),
+            status_url: String::new(),
+            cluster: sub.cluster,
+            kind: sub.kind.to_string(),
+            created: false,
+            warning: None,
+        });
+    }
     // Read first, outside the lock: a replayed key or a conflict already committed is answered
     // from what every reader sees, so a burst of refused submissions (a name taken, a cluster
     // busy) never queues behind the accepted ones. What passes is checked again under the lock.

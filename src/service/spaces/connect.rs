@@ -271,6 +271,13 @@ pub async fn connection(
     }
     let target = kube_target(engine, cluster).await?;
     let manifest = connection_manifest(&namespace, space, kind);
+    crate::service::shared::preview::stop(
+        crate::service::shared::preview::Effect::Create,
+        format!(
+            "a {} WorkspaceConnection to space `{space}` in {namespace} (k8s:Create)",
+            kind.as_str()
+        ),
+    )?;
     let answer = engine
         .cloud()
         .kube

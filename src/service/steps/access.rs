@@ -25,6 +25,9 @@ pub struct PersonEntryStep;
 
 #[async_trait]
 impl Step for PersonEntryStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["eks:CreateAccessEntry"]
+    }
     fn name(&self) -> &'static str {
         "access-entry"
     }
@@ -54,6 +57,9 @@ pub struct TeamPolicyStep;
 
 #[async_trait]
 impl Step for TeamPolicyStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["eks:AssociateAccessPolicy", "eks:DisassociateAccessPolicy"]
+    }
     fn name(&self) -> &'static str {
         "access-policy"
     }

@@ -122,6 +122,12 @@ impl ClearPredecessorStep {
 
 #[async_trait]
 impl Step for ClearPredecessorStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &[
+            "sagemaker:DeleteComputeQuota",
+            "sagemaker:DeleteClusterSchedulerConfig",
+        ]
+    }
     fn name(&self) -> &'static str {
         match self.0 {
             Predecessor::SchedulerConfig => "scheduler-config-clear",
@@ -165,6 +171,12 @@ pub struct SchedulerConfigStep;
 
 #[async_trait]
 impl Step for SchedulerConfigStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &[
+            "sagemaker:CreateClusterSchedulerConfig",
+            "sagemaker:UpdateClusterSchedulerConfig",
+        ]
+    }
     fn name(&self) -> &'static str {
         "scheduler-config"
     }
@@ -241,6 +253,13 @@ pub struct ComputeQuotaStep;
 
 #[async_trait]
 impl Step for ComputeQuotaStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &[
+            "sagemaker:CreateComputeQuota",
+            "sagemaker:UpdateComputeQuota",
+            "sagemaker:DeleteComputeQuota",
+        ]
+    }
     fn name(&self) -> &'static str {
         "compute-quota"
     }
@@ -356,6 +375,9 @@ async fn team_queue_ready(
 impl crate::ops::Reconcile for TeamStorageStep {
     fn phase(&self) -> &'static str {
         "team-storage"
+    }
+    fn calls(&self) -> &'static [&'static str] {
+        &["k8s:Apply"]
     }
     /// While the team's namespace is missing, each look is the reconciliation itself: it
     /// applies the copies as soon as the LocalQueue is there.

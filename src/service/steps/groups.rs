@@ -45,6 +45,9 @@ pub struct GroupSubnetStep;
 
 #[async_trait]
 impl Step for GroupSubnetStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["ec2:CreateSubnet", "ec2:AssociateRouteTable"]
+    }
     fn name(&self) -> &'static str {
         "compute-subnet"
     }
@@ -147,6 +150,9 @@ impl UpdateGroupsStep {
 
 #[async_trait]
 impl Step for UpdateGroupsStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["sagemaker:UpdateCluster"]
+    }
     fn name(&self) -> &'static str {
         "update-cluster"
     }
@@ -240,6 +246,9 @@ impl DeleteGroupStep {
 
 #[async_trait]
 impl Step for DeleteGroupStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["sagemaker:UpdateCluster"]
+    }
     fn name(&self) -> &'static str {
         "delete-group"
     }

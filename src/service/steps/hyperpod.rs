@@ -123,6 +123,9 @@ pub struct ComputeSubnetStep;
 
 #[async_trait]
 impl Step for ComputeSubnetStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["ec2:CreateSubnet", "ec2:AssociateRouteTable"]
+    }
     fn name(&self) -> &'static str {
         "compute-subnet"
     }
@@ -194,6 +197,13 @@ impl ExecutionRoleStep {
 
 #[async_trait]
 impl Step for ExecutionRoleStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &[
+            "iam:CreateRole",
+            "iam:PutRolePolicy",
+            "iam:AttachRolePolicy",
+        ]
+    }
     fn name(&self) -> &'static str {
         "execution-role"
     }
@@ -243,6 +253,9 @@ impl SharedBucketStep {
 
 #[async_trait]
 impl Step for SharedBucketStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["s3:CreateBucket"]
+    }
     fn name(&self) -> &'static str {
         "shared-bucket"
     }
@@ -287,6 +300,9 @@ pub struct LifecycleScriptStep;
 
 #[async_trait]
 impl Step for LifecycleScriptStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["s3:PutObject"]
+    }
     fn name(&self) -> &'static str {
         "lifecycle-script"
     }
@@ -340,6 +356,9 @@ impl HyperPodClusterStep {
 
 #[async_trait]
 impl Step for HyperPodClusterStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["sagemaker:CreateCluster"]
+    }
     fn name(&self) -> &'static str {
         "hyperpod-cluster"
     }

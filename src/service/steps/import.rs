@@ -29,6 +29,9 @@ pub struct ImportEksStep;
 
 #[async_trait]
 impl Step for ImportEksStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["eks:TagResource"]
+    }
     fn name(&self) -> &'static str {
         "eks-cluster"
     }
@@ -75,6 +78,9 @@ pub struct ImportHyperPodStep;
 
 #[async_trait]
 impl Step for ImportHyperPodStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["sagemaker:AddTags"]
+    }
     fn name(&self) -> &'static str {
         "hyperpod-cluster"
     }
@@ -100,6 +106,9 @@ pub struct AccessEntryStep;
 
 #[async_trait]
 impl Step for AccessEntryStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["eks:CreateAccessEntry", "eks:AssociateAccessPolicy"]
+    }
     fn name(&self) -> &'static str {
         "access-entry"
     }

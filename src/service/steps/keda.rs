@@ -80,6 +80,14 @@ pub struct KedaIdentityStep;
 
 #[async_trait]
 impl Reconcile for KedaIdentityStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &[
+            "eks:CreatePodIdentityAssociation",
+            "iam:CreateRole",
+            "iam:PutRolePolicy",
+            "k8s:Apply",
+        ]
+    }
     fn phase(&self) -> &'static str {
         "keda-identity"
     }

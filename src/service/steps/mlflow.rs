@@ -88,6 +88,13 @@ pub struct MlflowRoleStep;
 
 #[async_trait]
 impl Reconcile for MlflowRoleStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &[
+            "iam:CreateRole",
+            "iam:PutRolePolicy",
+            "iam:AttachRolePolicy",
+        ]
+    }
     fn phase(&self) -> &'static str {
         "mlflow-role"
     }
@@ -114,6 +121,9 @@ pub struct MlflowAppStep;
 
 #[async_trait]
 impl Step for MlflowAppStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["sagemaker:CreateMlflowApp"]
+    }
     fn name(&self) -> &'static str {
         "mlflow-app"
     }
@@ -179,6 +189,14 @@ pub struct TrackingAccessStep;
 
 #[async_trait]
 impl Reconcile for TrackingAccessStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &[
+            "iam:CreateRole",
+            "iam:PutRolePolicy",
+            "eks:CreatePodIdentityAssociation",
+            "k8s:Apply",
+        ]
+    }
     fn phase(&self) -> &'static str {
         "tracking-access"
     }

@@ -259,6 +259,10 @@ impl Step for StageStep {
     fn records_resources(&self) -> bool {
         false
     }
+    fn starts(&self, params: &Value) -> Option<(String, Value)> {
+        let p: PipelineParams = serde_json::from_value(params.clone()).ok()?;
+        Some((self.stage.to_string(), p.params_for(self.stage)))
+    }
 }
 
 /// The phases of the `cluster` stage after the VPC (and its secondary block).

@@ -17,6 +17,9 @@ pub struct VpcStep;
 
 #[async_trait]
 impl Step for VpcStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["ec2:CreateVpc"]
+    }
     fn name(&self) -> &'static str {
         "vpc"
     }
@@ -80,6 +83,9 @@ impl SecondaryCidrStep {
 
 #[async_trait]
 impl Step for SecondaryCidrStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["ec2:AssociateVpcCidrBlock"]
+    }
     fn name(&self) -> &'static str {
         "secondary-cidr"
     }
@@ -112,6 +118,9 @@ pub struct SubnetsStep;
 
 #[async_trait]
 impl Step for SubnetsStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["ec2:CreateSubnet"]
+    }
     fn name(&self) -> &'static str {
         "subnets"
     }
@@ -174,6 +183,9 @@ pub struct InternetGatewayStep;
 
 #[async_trait]
 impl Step for InternetGatewayStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["ec2:CreateInternetGateway", "ec2:AttachInternetGateway"]
+    }
     fn name(&self) -> &'static str {
         "internet-gateway"
     }
@@ -200,6 +212,9 @@ pub struct NatGatewayStep;
 
 #[async_trait]
 impl Step for NatGatewayStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["ec2:AllocateAddress", "ec2:CreateNatGateway"]
+    }
     fn name(&self) -> &'static str {
         "nat-gateway"
     }
@@ -237,6 +252,13 @@ pub struct RouteTablesStep;
 
 #[async_trait]
 impl Step for RouteTablesStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &[
+            "ec2:CreateRouteTable",
+            "ec2:CreateRoute",
+            "ec2:AssociateRouteTable",
+        ]
+    }
     fn name(&self) -> &'static str {
         "route-tables"
     }
@@ -292,6 +314,12 @@ pub struct SecurityGroupsStep;
 
 #[async_trait]
 impl Step for SecurityGroupsStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &[
+            "ec2:CreateSecurityGroup",
+            "ec2:AuthorizeSecurityGroupIngress",
+        ]
+    }
     fn name(&self) -> &'static str {
         "security-groups"
     }
@@ -321,6 +349,9 @@ pub struct S3EndpointStep;
 
 #[async_trait]
 impl Step for S3EndpointStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["ec2:CreateVpcEndpoint"]
+    }
     fn name(&self) -> &'static str {
         "s3-endpoint"
     }
@@ -356,6 +387,9 @@ pub struct EksRoleStep;
 
 #[async_trait]
 impl Step for EksRoleStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["iam:CreateRole", "iam:AttachRolePolicy"]
+    }
     fn name(&self) -> &'static str {
         "eks-role"
     }
@@ -391,6 +425,9 @@ pub struct EksClusterStep;
 
 #[async_trait]
 impl Step for EksClusterStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["eks:CreateCluster"]
+    }
     fn name(&self) -> &'static str {
         "eks-cluster"
     }
@@ -454,6 +491,9 @@ pub struct OidcProviderStep;
 
 #[async_trait]
 impl Step for OidcProviderStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["iam:CreateOpenIDConnectProvider"]
+    }
     fn name(&self) -> &'static str {
         "oidc-provider"
     }

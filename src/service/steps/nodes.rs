@@ -82,6 +82,13 @@ pub struct NodeActionStep;
 
 #[async_trait]
 impl Step for NodeActionStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &[
+            "sagemaker:BatchRebootClusterNodes",
+            "sagemaker:BatchReplaceClusterNodes",
+            "sagemaker:BatchDeleteClusterNodes",
+        ]
+    }
     fn name(&self) -> &'static str {
         "node-action"
     }

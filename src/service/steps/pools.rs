@@ -91,6 +91,9 @@ pub struct AssignStep;
 
 #[async_trait]
 impl Reconcile for AssignStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["k8s:Patch"]
+    }
     fn phase(&self) -> &'static str {
         "assign"
     }

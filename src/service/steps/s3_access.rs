@@ -202,6 +202,9 @@ impl BucketAccessStep {
 
 #[async_trait::async_trait]
 impl Reconcile for BucketAccessStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["iam:PutRolePolicy", "eks:UpdateAddon"]
+    }
     fn phase(&self) -> &'static str {
         "bucket-access"
     }

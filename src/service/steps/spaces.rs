@@ -26,6 +26,9 @@ pub struct SpaceStatusStep;
 
 #[async_trait]
 impl Reconcile for SpaceStatusStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["k8s:Patch"]
+    }
     fn phase(&self) -> &'static str {
         "desired-status"
     }

@@ -198,6 +198,9 @@ impl VolumeStep {
 
 #[async_trait]
 impl Reconcile for VolumeStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["k8s:Apply"]
+    }
     fn phase(&self) -> &'static str {
         "volume"
     }
@@ -253,6 +256,9 @@ pub struct DeleteVolumeStep;
 
 #[async_trait]
 impl Step for DeleteVolumeStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["k8s:Delete"]
+    }
     fn name(&self) -> &'static str {
         "delete-volume"
     }

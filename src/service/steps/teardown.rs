@@ -12,6 +12,9 @@ pub struct DeleteHyperPodStep;
 
 #[async_trait]
 impl Step for DeleteHyperPodStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["sagemaker:DeleteCluster"]
+    }
     fn name(&self) -> &'static str {
         "delete-hyperpod"
     }
@@ -44,6 +47,9 @@ pub struct DeleteEksStep;
 
 #[async_trait]
 impl Step for DeleteEksStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["eks:DeleteCluster"]
+    }
     fn name(&self) -> &'static str {
         "delete-eks"
     }
@@ -78,6 +84,13 @@ pub struct DeleteGatewaysStep;
 
 #[async_trait]
 impl Step for DeleteGatewaysStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &[
+            "ec2:DeleteNatGateway",
+            "ec2:ReleaseAddress",
+            "ec2:DeleteInternetGateway",
+        ]
+    }
     fn name(&self) -> &'static str {
         "delete-gateways"
     }
@@ -106,6 +119,15 @@ pub struct DeleteVpcStep;
 
 #[async_trait]
 impl Step for DeleteVpcStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &[
+            "ec2:DeleteVpcEndpoints",
+            "ec2:DeleteSubnet",
+            "ec2:DeleteRouteTable",
+            "ec2:DeleteSecurityGroup",
+            "ec2:DeleteVpc",
+        ]
+    }
     fn name(&self) -> &'static str {
         "delete-vpc"
     }
@@ -133,6 +155,9 @@ pub struct DeleteRolesStep;
 
 #[async_trait]
 impl Step for DeleteRolesStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["iam:DeleteRole"]
+    }
     fn name(&self) -> &'static str {
         "delete-roles"
     }

@@ -116,6 +116,9 @@ pub struct TrainStep;
 
 #[async_trait]
 impl Reconcile for TrainStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["k8s:Apply", "k8s:Delete"]
+    }
     fn phase(&self) -> &'static str {
         "train"
     }

@@ -97,6 +97,9 @@ pub struct ApplyStep;
 
 #[async_trait]
 impl Reconcile for ApplyStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["k8s:Apply", "k8s:Delete"]
+    }
     fn phase(&self) -> &'static str {
         "apply"
     }
@@ -254,6 +257,9 @@ pub struct DeleteObjectsStep;
 
 #[async_trait]
 impl Reconcile for DeleteObjectsStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["k8s:Delete", "k8s:Patch"]
+    }
     fn phase(&self) -> &'static str {
         "delete"
     }
@@ -293,6 +299,9 @@ pub struct SoftwareUpdateStep;
 
 #[async_trait]
 impl Step for SoftwareUpdateStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["sagemaker:UpdateClusterSoftware"]
+    }
     fn name(&self) -> &'static str {
         "update-software"
     }

@@ -385,6 +385,9 @@ pub struct ComponentStep(pub &'static Component);
 
 #[async_trait]
 impl Step for ComponentStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["eks:CreateAddon", "eks:UpdateAddon", "k8s:Apply"]
+    }
     fn name(&self) -> &'static str {
         self.0.name
     }

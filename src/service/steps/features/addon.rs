@@ -18,6 +18,14 @@ pub struct FeatureAddonStep;
 
 #[async_trait]
 impl Reconcile for FeatureAddonStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &[
+            "eks:CreateAddon",
+            "eks:UpdateAddon",
+            "eks:DeleteAddon",
+            "iam:UpdateAssumeRolePolicy",
+        ]
+    }
     fn phase(&self) -> &'static str {
         "addon"
     }
@@ -141,6 +149,14 @@ pub struct FeatureIdentityStep;
 
 #[async_trait]
 impl Reconcile for FeatureIdentityStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &[
+            "eks:CreatePodIdentityAssociation",
+            "eks:DeletePodIdentityAssociation",
+            "eks:UpdateAddon",
+            "iam:UpdateAssumeRolePolicy",
+        ]
+    }
     fn phase(&self) -> &'static str {
         "pod-identity"
     }
@@ -307,6 +323,14 @@ impl OwnRoleStep {
 
 #[async_trait]
 impl Reconcile for OwnRoleStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &[
+            "iam:CreateRole",
+            "iam:PutRolePolicy",
+            "iam:AttachRolePolicy",
+            "iam:DeleteRole",
+        ]
+    }
     fn phase(&self) -> &'static str {
         "role"
     }

@@ -129,6 +129,9 @@ pub struct AutoscalingConfigStep;
 
 #[async_trait]
 impl Reconcile for AutoscalingConfigStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["sagemaker:UpdateCluster"]
+    }
     fn phase(&self) -> &'static str {
         "autoscaling-config"
     }
@@ -179,6 +182,9 @@ pub struct NodeClassStep;
 
 #[async_trait]
 impl Reconcile for NodeClassStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["k8s:Apply", "k8s:Delete"]
+    }
     fn phase(&self) -> &'static str {
         "node-class"
     }

@@ -42,6 +42,9 @@ async fn ours_present(cx: &StepCx<'_>) -> StepResult<Vec<ObjectRef>> {
 
 #[async_trait]
 impl Reconcile for KedaHandoverStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["k8s:Delete"]
+    }
     fn phase(&self) -> &'static str {
         "keda-handover"
     }

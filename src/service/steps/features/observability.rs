@@ -187,6 +187,9 @@ pub struct WorkspaceStep;
 
 #[async_trait]
 impl Reconcile for WorkspaceStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["aps:CreateWorkspace"]
+    }
     fn phase(&self) -> &'static str {
         "amp-workspace"
     }

@@ -102,6 +102,14 @@ pub struct CheckpointRoleStep;
 
 #[async_trait]
 impl Reconcile for CheckpointRoleStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &[
+            "iam:CreateRole",
+            "iam:PutRolePolicy",
+            "iam:AttachRolePolicy",
+            "iam:DeleteRole",
+        ]
+    }
     fn phase(&self) -> &'static str {
         "role"
     }
@@ -132,6 +140,14 @@ pub struct CheckpointServiceAccountStep;
 
 #[async_trait]
 impl Reconcile for CheckpointServiceAccountStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &[
+            "k8s:Apply",
+            "k8s:Delete",
+            "eks:CreatePodIdentityAssociation",
+            "eks:DeletePodIdentityAssociation",
+        ]
+    }
     fn phase(&self) -> &'static str {
         "service-account"
     }
@@ -176,6 +192,9 @@ impl TieredConfigStep {
 
 #[async_trait]
 impl Reconcile for TieredConfigStep {
+    fn calls(&self) -> &'static [&'static str] {
+        &["sagemaker:UpdateCluster"]
+    }
     fn phase(&self) -> &'static str {
         "tiered-storage-config"
     }
