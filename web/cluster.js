@@ -1,12 +1,39 @@
 // Page: one cluster: stages, dependencies, nodes and GPUs, the teams' split when teams share
 // it, storage claims.
 
-import { api, h, scoped, stateBadge, errorBox, table, follow, readyCell, claimsTable, askThenStart } from './kit.js';
+import { api, h, scoped, stateBadge, errorBox, problemText, table, follow, readyCell, claimsTable, askThenStart, confirmPlan } from './kit.js';
 import { shareChart } from './teams.js';
+
+/** The upgrade to the next minor, asked with its plan: the control plane, the add-ons after it,
+ * and (when chosen) HyperPod's software, a canary group first. */
+function upgradeForm(v, enc) {
+  const software = h('input', { type: 'checkbox', id: 'upgrade-software' });
+  const canary = h('select', { id: 'upgrade-canary' }, h('option', { value: '' }, 'none'),
+    v.groups.map((g) => h('option', { value: g.name }, g.name)));
+  const error = h('div', { class: 'error', role: 'alert', id: 'upgrade-error' });
+  const submit = async (e) => {
+    e.preventDefault();
+    error.textContent = '';
+    const body = { kubernetesVersion: v.nextKubernetes };
+    if (software.checked) body.software = { batchInstances: 1 };
+    if (software.checked && canary.value) body.canaryGroup = canary.value;
+    const path = `/api/clusters/${enc}/upgrade`;
+    const asked = await confirmPlan(`Upgrade to Kubernetes ${v.nextKubernetes}?`, path, { method: 'POST', body });
+    if (asked.refused) { error.textContent = problemText(asked.refused.body); return; }
+    if (!asked.ok) return;
+    const r = await api(path, { method: 'POST', body });
+    if (r.ok) location.hash = `#/op/${r.body.operationId}`;
+    else error.textContent = problemText(r.body);
+  };
+  return h('form', { class: 'grid', 'aria-label': 'Upgrade', onsubmit: submit },
+    h('label', { for: software.id }, 'HyperPod software too'), h('div', {}, software, h('div', { class: 'field-hint' }, 'After the add-ons, one node at a time.')),
+    h('label', { for: canary.id }, 'Canary group'), h('div', {}, canary, h('div', { class: 'field-hint' }, 'Updated alone first; the others once it is back in service.')),
+    h('span'), h('div', {}, h('button', { type: 'submit' }, `Upgrade to ${v.nextKubernetes}`), error));
+}
 
 /** What the cluster runs beside what it could: Kubernetes and the next minor, each add-on's
  * version beside the newest for this version and the next. */
-function versionsPanel(v) {
+function versionsPanel(v, enc) {
   const next = v.nextKubernetes ? `next: ${v.nextKubernetes}` : 'the newest HyperPod supports';
   return h('div', { id: 'cluster-versions' }, h('h2', {}, 'Versions'),
     h('p', {}, `Kubernetes ${v.kubernetes} (${next})`),
@@ -16,7 +43,8 @@ function versionsPanel(v) {
       'No managed add-ons.'),
     table(['Instance group', 'Nodes', 'Software last rolled on', ''], v.groups.map((g) => [g.name, String(g.nodes),
       g.lastSoftwareUpdates.join(', '), g.drift ? h('span', { class: 'error' }, 'drift: nodes differ') : 'in step']),
-    'No instance groups yet.'));
+    'No instance groups yet.'),
+    v.nextKubernetes ? upgradeForm(v, enc) : null);
 }
 
 export async function cluster(name) {
@@ -43,7 +71,7 @@ export async function cluster(name) {
       h('h2', {}, 'Dependencies'),
       deps.ok ? table(['Component', 'Install', 'State', 'Reason'], deps.body.components.map((d) => [d.name, d.install, stateBadge(d.state), d.reason])) : errorBox(deps),
       reconcile,
-      versions.ok ? versionsPanel(versions.body) : null,
+      versions.ok ? versionsPanel(versions.body, enc) : null,
       h('h2', {}, 'Nodes'), nodesTable(status),
       // Shared by teams: how the instance types are split, at a glance.
       ...(teams.ok && teams.body.enabled && teams.body.teams.length

@@ -36,6 +36,7 @@ pub mod teams;
 pub mod trace;
 pub mod training;
 pub mod ui;
+pub mod upgrade;
 pub mod utilization;
 pub mod workloads;
 
@@ -236,6 +237,7 @@ pub fn rest() -> utoipa_axum::router::OpenApiRouter<AppState> {
         .merge(pools::router())
         .merge(teams::router())
         .merge(access::router())
+        .merge(upgrade::router())
         .merge(utilization::router())
 }
 

@@ -70,6 +70,45 @@ pub async fn serve() -> Json<&'static Value> {
     Json(document())
 }
 
+/// Whether an operation of the document takes `dryRun`: every writing one but those
+/// `preview::NOT_PREVIEWED` names.
+pub fn takes_dry_run(path: &str, method: &str) -> bool {
+    ["post", "put", "patch", "delete"].contains(&method)
+        && !super::preview::NOT_PREVIEWED
+            .iter()
+            .any(|(m, p, _)| m.eq_ignore_ascii_case(method) && *p == path)
+}
+
+/// Declares `dryRun` and its answer on a writing operation of the document.
+pub fn declare_dry_run(op: &mut Value) {
+    let param = json!({
+        "name": "dryRun",
+        "in": "query",
+        "required": false,
+        "description": "true: answer with the plan (the operations and phases it would run, the mutating calls each makes, what it would change, the running workloads it would disturb) and write nothing.",
+        "schema": {"type": "boolean"},
+    });
+    match op.get_mut("parameters").and_then(Value::as_array_mut) {
+        Some(params) => params.push(param),
+        None => op["parameters"] = json!([param]),
+    }
+    let plan = json!({"$ref": "#/components/schemas/Plan"});
+    let ok = &mut op["responses"]["200"];
+    match ok.pointer_mut("/content/application~1json/schema") {
+        // A route that already answers 200 answers its own body or, previewed, the plan.
+        Some(schema) => {
+            let own = schema.take();
+            *schema = json!({"anyOf": [own, plan]});
+        }
+        None => {
+            *ok = json!({
+                "description": "With `dryRun=true`: the plan; nothing was written",
+                "content": {"application/json": {"schema": plan}},
+            })
+        }
+    }
+}
+
 /// The problem answers every route shares, by what the route takes. The edge, the extractors
 /// and the error mapping give them whatever the handler declares, so they are declared here
 /// once rather than on each of seventy routes.
@@ -149,8 +188,7 @@ fn complete(doc: utoipa::openapi::OpenApi) -> Value {
                 }
             }
             let with_path = path.contains('{');
-            let op_id = op["operationId"].as_str().unwrap_or_default().to_string();
-            let previewed = super::preview::takes_dry_run(&op_id, method);
+            let previewed = takes_dry_run(path, method);
             let with_query = previewed
                 || op["parameters"]
                     .as_array()
@@ -209,7 +247,7 @@ fn complete(doc: utoipa::openapi::OpenApi) -> Value {
                 });
             }
             if previewed {
-                super::preview::declare(op);
+                declare_dry_run(op);
             }
         }
     }
@@ -254,7 +292,15 @@ mod tests {
     fn an_operation_that_starts_work_documents_the_replay_answer() {
         let mut started = 0;
         let cluster = &document()["paths"]["/api/clusters"]["post"]["responses"];
-        assert_eq!(cluster["200"]["content"], cluster["202"]["content"]);
+        // A replay answers what was accepted; a preview (`dryRun=true`), its plan.
+        let json = "/content/application~1json/schema";
+        assert_eq!(
+            cluster["200"].pointer(&format!("{json}/anyOf")),
+            Some(&serde_json::json!([
+                cluster["202"].pointer(json).unwrap(),
+                {"$ref": "#/components/schemas/Plan"}
+            ]))
+        );
         for (method, path, op) in operations() {
             let r = &op["responses"];
             if r["202"]["content"]["application/json"]["schema"]["$ref"]

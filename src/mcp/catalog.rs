@@ -165,6 +165,7 @@ mod tests {
         "pool_delete",
         "pool_unassign",
         "hyperpod_software_update",
+        "cluster_upgrade",
     ];
 
     fn openapi() -> Value {

@@ -1469,7 +1469,10 @@ mod mocked {
                         AddonInfo::builder()
                             .addon_name("coredns")
                             .addon_versions(
-                                AddonVersionInfo::builder().addon_version(version).build(),
+                                AddonVersionInfo::builder()
+                                    .addon_version(version)
+                                    .requires_iam_permissions(version.starts_with("v1.12"))
+                                    .build(),
                             )
                             .build(),
                     )
@@ -1491,7 +1494,45 @@ mod mocked {
             .retry_config(aws_config::retry::RetryConfig::disabled()));
         let aws = aws_with(eks, no_quotas()).await;
         let versions = aws.addon_versions("coredns", "1.33").await.unwrap();
-        assert_eq!(versions, ["v1.12.1-eksbuild.1", "v1.11.4-eksbuild.2"]);
+        let read: Vec<(&str, bool)> = versions
+            .iter()
+            .map(|v| (v.version.as_str(), v.requires_iam_permissions))
+            .collect();
+        // Whether a version needs a role is read per version: it changes between them.
+        assert_eq!(
+            read,
+            [("v1.12.1-eksbuild.1", true), ("v1.11.4-eksbuild.2", false)]
+        );
+    }
+
+    /// `UpdateClusterVersion` as botocore's eks model shapes it (`name` in the URI, `version`
+    /// required, `clientRequestToken` for idempotency): the version asked and the operation's
+    /// token go out, and the update's id comes back.
+    #[tokio::test]
+    async fn a_control_plane_upgrade_sends_the_version_and_its_token() {
+        use aws_sdk_eks::operation::update_cluster_version::UpdateClusterVersionOutput;
+        use aws_sdk_eks::types::Update;
+        let update = mock!(aws_sdk_eks::Client::update_cluster_version)
+            .match_requests(|r| {
+                r.name() == Some("demo")
+                    && r.version() == Some("1.33")
+                    && r.client_request_token() == Some("op-1-1.33")
+                    && r.force().is_none()
+            })
+            .then_output(|| {
+                UpdateClusterVersionOutput::builder()
+                    .update(Update::builder().id("u-1").build())
+                    .build()
+            });
+        let eks = mock_client!(aws_sdk_eks, RuleMode::MatchAny, [&update], |c| c
+            .retry_config(aws_config::retry::RetryConfig::disabled()));
+        let aws = aws_with(eks, no_quotas()).await;
+        let id = aws
+            .update_cluster_version("demo", "1.33", "op-1-1.33")
+            .await
+            .unwrap();
+        assert_eq!(id, "u-1");
+        assert_eq!(update.num_calls(), 1);
     }
 
     #[tokio::test]

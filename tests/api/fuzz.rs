@@ -318,9 +318,11 @@ pub(crate) async fn populated_app() -> (TestApp, String) {
 include-path-regex = "^/api/operations/"
 parameters = {{ "path.id" = "{pipeline}" }}
 
+# Previewed, so the node is still there for every request: a replaced node has a new id, and
+# a reboot keeps the node busy.
 [[operations]]
 include-name-regex = "^POST /api/clusters/\\{{name\\}}/nodes/\\{{id\\}}/(reboot|replace)$"
-parameters = {{ "path.id" = "{acted_on}" }}
+parameters = {{ "path.id" = "{acted_on}", "query.dryRun" = true }}
 
 [[operations]]
 include-name-regex = "^(DELETE /api/clusters/\\{{name\\}}/|POST /api/clusters/\\{{name\\}}/nodes/\\{{id\\}}/delete$|PATCH /api/clusters/\\{{name\\}}/features$)"

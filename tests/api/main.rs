@@ -37,6 +37,7 @@ mod spaces;
 mod teams;
 mod training;
 mod ui;
+mod upgrades;
 mod utilization;
 mod validation;
 mod workloads;

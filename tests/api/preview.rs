@@ -142,6 +142,13 @@ fn cases(node: &str, other_node: &str, done_op: &str) -> Vec<Case> {
             Starts(true),
         ),
         case(
+            "cluster_upgrade",
+            Method::POST,
+            &format!("{d}/upgrade"),
+            Some(json!({"kubernetesVersion": "1.33"})),
+            Starts(true),
+        ),
+        case(
             "node_reboot",
             Method::POST,
             &format!("{d}/nodes/{other_node}/reboot"),

@@ -138,6 +138,17 @@ def nodes(page, base, out):
     expect(page.locator("#cluster-versions tbody tr", has_text="vpc-cni")).to_have_count(1)
     expect(page.locator("#cluster-versions tbody tr", has_text="in step")).to_have_count(1)
     page.screenshot(path=f"{out}/cluster.png", full_page=True)
+    # The upgrade to the next minor is asked with its plan (previewed: nothing written), then
+    # runs as one watched operation: the control plane, then the add-ons.
+    asked = []
+    page.once("dialog", lambda d: (asked.append(d.message), d.accept()))
+    page.get_by_role("button", name="Upgrade to 1.33").click()
+    page.wait_for_url("**/#/op/*")
+    assert "cluster-upgrade on ui-demo" in asked[0], asked
+    assert "kubernetes-version (eks:UpdateClusterVersion)" in asked[0], asked
+    expect(page.locator("#stages")).to_have_attribute("data-state", "succeeded")
+    page.goto(f"{base}/#/cluster/ui-demo")
+    expect(page.locator("#cluster-versions")).to_contain_text("Kubernetes 1.33 (next: 1.34)")
     page.get_by_label("Active cluster").select_option("ui-demo")
     # The pages of a cluster are addressable: their links carry it, and the address opens it.
     expect(page.locator("nav a[data-nav=nodes]")).to_have_attribute("href", "#/nodes?cluster=ui-demo")

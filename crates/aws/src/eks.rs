@@ -358,7 +358,7 @@ impl Eks for Aws {
         &self,
         addon: &str,
         kubernetes_version: &str,
-    ) -> CloudResult<Vec<String>> {
+    ) -> CloudResult<Vec<AddonVersion>> {
         let mut versions = Vec::new();
         let mut token: Option<String> = None;
         loop {
@@ -376,13 +376,41 @@ impl Eks for Aws {
                     .iter()
                     .filter(|a| a.addon_name() == Some(addon))
                     .flat_map(|a| a.addon_versions())
-                    .filter_map(|v| v.addon_version().map(str::to_string)),
+                    .filter_map(|v| {
+                        Some(AddonVersion {
+                            version: v.addon_version()?.to_string(),
+                            requires_iam_permissions: v.requires_iam_permissions(),
+                        })
+                    }),
             );
             match out.next_token() {
                 Some(t) if !t.is_empty() => token = Some(t.to_string()),
                 _ => return Ok(versions),
             }
         }
+    }
+
+    async fn update_cluster_version(
+        &self,
+        name: &str,
+        version: &str,
+        token: &str,
+    ) -> CloudResult<String> {
+        // The token makes a repeat the same update: EKS answers it instead of starting another.
+        let out = idempotent(S, "UpdateClusterVersion", || {
+            self.eks
+                .update_cluster_version()
+                .name(name)
+                .version(version)
+                .client_request_token(token)
+                .send()
+        })
+        .await?;
+        Ok(out
+            .update()
+            .and_then(|u| u.id())
+            .unwrap_or_default()
+            .to_string())
     }
 
     async fn update_addon(&self, req: &CreateAddon) -> CloudResult<()> {

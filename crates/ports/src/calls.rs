@@ -158,6 +158,7 @@ pub static CALLS: &[Call] = &[
     call("Eks", "eks:ListPodIdentityAssociations", "arn:{partition}:eks:{region}:{account}:cluster/{cluster}", &[]),
     call("Eks", "eks:TagResource", "arn:{partition}:eks:{region}:{account}:cluster/{cluster}", &[]),
     call("Eks", "eks:UpdateAddon", "arn:{partition}:eks:{region}:{account}:cluster/{cluster}", &[]),
+    call("EksOnOwnClusters", "eks:UpdateClusterVersion", "arn:{partition}:eks:{region}:{account}:cluster/{cluster}", &[("aws:ResourceTag/instantstart:cluster", "{cluster}")]),
     call("HyperPod", "sagemaker:AddTags", "arn:{partition}:sagemaker:{region}:{account}:cluster/{probe_id}", &[]),
     call("HyperPodOwnClusters", "sagemaker:BatchDeleteClusterNodes", "arn:{partition}:sagemaker:{region}:{account}:cluster/{probe_id}", &[("aws:ResourceTag/instantstart:cluster", "{cluster}")]),
     call("HyperPodOwnClusters", "sagemaker:BatchRebootClusterNodes", "arn:{partition}:sagemaker:{region}:{account}:cluster/{probe_id}", &[("aws:ResourceTag/instantstart:cluster", "{cluster}")]),

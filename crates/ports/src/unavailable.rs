@@ -3,8 +3,8 @@
 //! still starts and explains itself on `/healthz`, in the UI and in every problem body.
 
 use crate::{
-    Addon, AmpWorkspace, BucketOwner, CallerIdentity, CloudError, CloudResult, ClusterEvent,
-    ClusterState, ClusterUsageQuota, ComputeQuota, CreateAddon, CreateEksCluster,
+    Addon, AddonVersion, AmpWorkspace, BucketOwner, CallerIdentity, CloudError, CloudResult,
+    ClusterEvent, ClusterState, ClusterUsageQuota, ComputeQuota, CreateAddon, CreateEksCluster,
     CreateHyperPodCluster, CreateMlflowApp, CreateRouteTable, CreateSecurityGroup, CreateSubnet,
     Eks, EksCluster, Governance, GrafanaWorkspace, HyperPod, HyperPodCluster, Iam,
     InstanceGroupSpec, Kube, KubeTarget, ListQuery, ListedPrice, LogLine, LogStream, Logs, Metrics,
@@ -128,7 +128,7 @@ impl Network for Unavailable {
 
 #[async_trait]
 impl Eks for Unavailable {
-    async fn addon_versions(&self, _addon: &str, _version: &str) -> CloudResult<Vec<String>> {
+    async fn addon_versions(&self, _a: &str, _v: &str) -> CloudResult<Vec<AddonVersion>> {
         Err(self.refuse("addon_versions"))
     }
     async fn update_addon(&self, _req: &CreateAddon) -> CloudResult<()> {
@@ -157,6 +157,9 @@ impl Eks for Unavailable {
     }
     async fn delete_cluster(&self, _name: &str) -> CloudResult<()> {
         Err(self.refuse("delete_cluster"))
+    }
+    async fn update_cluster_version(&self, _: &str, _: &str, _: &str) -> CloudResult<String> {
+        Err(self.refuse("update_cluster_version"))
     }
     async fn tag_cluster(&self, _arn: &str, _tags: &Tags) -> CloudResult<()> {
         Err(self.refuse("tag_cluster"))

@@ -3,14 +3,11 @@
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
+use super::eks_control::eks_arn;
 use super::shared::*;
 use super::verdicts::PODS_SINCE;
 use super::{durations as d, new_id, Life, Res, Sandbox, ACCOUNT, REGION};
 use cloud::*;
-
-pub(super) fn eks_arn(name: &str) -> String {
-    format!("arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{name}")
-}
 
 /// An access entry's ARN, as the Service Authorization Reference gives it:
 /// `access-entry/${ClusterName}/${IamIdentityType}/${IamIdentityAccountID}/${IamIdentityName}/${UUID}`.
@@ -64,6 +61,7 @@ impl Eks for Sandbox {
         };
         let status = match self.life(&res, d::EKS_CREATE, d::EKS_DELETE) {
             Life::Creating(_) => EksStatus::Creating,
+            Life::Ready if self.upgrading(&res) => EksStatus::Updating,
             Life::Ready => EksStatus::Active,
             Life::Deleting => EksStatus::Deleting,
             Life::Gone => return Ok(None),
@@ -74,7 +72,7 @@ impl Eks for Sandbox {
             name: name.to_string(),
             arn: eks_arn(name),
             status,
-            version: res.data["version"].as_str().unwrap_or("1.32").to_string(),
+            version: self.running_version(&res),
             endpoint: active.then(|| format!("https://{suffix}.gr7.{REGION}.eks.amazonaws.com")),
             certificate_authority: active
                 .then(|| "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t".to_string()),
@@ -86,6 +84,15 @@ impl Eks for Sandbox {
             }),
             vpc_id: None,
         }))
+    }
+
+    async fn update_cluster_version(
+        &self,
+        name: &str,
+        version: &str,
+        token: &str,
+    ) -> CloudResult<String> {
+        self.update_version(name, version, token).await
     }
 
     async fn tag_cluster(&self, arn: &str, tags: &Tags) -> CloudResult<()> {
@@ -384,15 +391,12 @@ impl Eks for Sandbox {
         &self,
         addon: &str,
         kubernetes_version: &str,
-    ) -> CloudResult<Vec<String>> {
+    ) -> CloudResult<Vec<AddonVersion>> {
         self.gate("eks:DescribeAddonVersions", false).await?;
-        let offered = ["1.29", "1.30", "1.31", "1.32", "1.33", "1.34"];
-        Ok(match offered.contains(&kubernetes_version) {
-            true => vec![super::default_addon_version(addon)
-                .unwrap_or("v1.0.0-eksbuild.1")
-                .to_string()],
-            false => vec![],
-        })
+        Ok(super::eks_control::offered_addon_versions(
+            addon,
+            kubernetes_version,
+        ))
     }
 
     async fn find_pod_identity(
@@ -547,43 +551,4 @@ impl Sandbox {
         }
         Ok(())
     }
-
-    /// The control plane's policy (the template's `EksOnOwnClusters`) allows deleting a
-    /// cluster, granting access to it and installing on it only with the product's cluster
-    /// tag: an untagged cluster is refused as IAM refuses it. A missing one is left to the call.
-    pub(super) async fn own_eks(&self, cluster: &str, api: &str) -> CloudResult<()> {
-        let tagged = self
-            .by_name("eks-cluster", cluster)
-            .await?
-            .filter(|r| r.deleted_ms.is_none())
-            .is_none_or(|r| r.data["tags"].get(CLUSTER_TAG).is_some());
-        match tagged {
-            true => Ok(()),
-            false => Err(untagged(api, &eks_arn(cluster))),
-        }
-    }
-
-    pub(super) async fn active_cluster(&self, cluster: &str, op: &str) -> CloudResult<EksCluster> {
-        match Eks::describe_cluster(self, cluster).await? {
-            Some(c) if c.status == EksStatus::Active => Ok(c),
-            Some(_) => Err(CloudError::new(
-                "eks",
-                op,
-                "ResourceInUseException",
-                format!("Cluster {cluster} is not ACTIVE"),
-            )),
-            None => Err(not_found("eks", op, "ResourceNotFoundException", cluster)),
-        }
-    }
-}
-
-/// IAM's refusal of an action the policy grants only on resources with the cluster tag.
-pub(super) fn untagged(api: &str, arn: &str) -> CloudError {
-    let (service, op) = api.split_once(':').unwrap_or((api, ""));
-    CloudError::new(
-        service,
-        op,
-        "AccessDeniedException",
-        format!("User: arn:aws:sts::{ACCOUNT}:assumed-role/instantstart/sandbox is not authorized to perform: {api} on resource: {arn} because no identity-based policy allows the {api} action (the resource has no {CLUSTER_TAG} tag)"),
-    )
 }

@@ -552,7 +552,10 @@ impl Sandbox {
             Some(r) if r.deleted_ms.is_none() => {
                 if r.data["tags"].get(CLUSTER_TAG).is_none() {
                     let arn = hyperpod_arn(&r.id);
-                    return Err(super::eks::untagged(&format!("sagemaker:{op}"), &arn));
+                    return Err(super::eks_control::untagged(
+                        &format!("sagemaker:{op}"),
+                        &arn,
+                    ));
                 }
                 Ok(r)
             }

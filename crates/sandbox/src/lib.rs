@@ -41,6 +41,7 @@
 //!   writes them.
 
 mod eks;
+mod eks_control;
 mod endpoints;
 mod faults;
 mod governance;
@@ -89,6 +90,8 @@ use cloud::{Cloud, CloudError, CloudMode, CloudResult};
 pub mod durations {
     pub const EKS_CREATE: f64 = 600.0;
     pub const EKS_DELETE: f64 = 300.0;
+    /// A control plane's Kubernetes version upgrade.
+    pub const EKS_UPGRADE: f64 = 480.0;
     pub const ADDON_CREATE: f64 = 90.0;
     pub const NAT_CREATE: f64 = 90.0;
     pub const HYPERPOD_CREATE: f64 = 900.0;

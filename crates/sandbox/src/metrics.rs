@@ -153,7 +153,7 @@ impl Metrics for Sandbox {
             let schedule = self.schedule(&target).await?;
             // The HyperPod cluster id the add-on's collector labels every series with
             // (`cluster_id`, what AWS's dashboards select on).
-            let eks = super::eks::eks_arn(&target.cluster);
+            let eks = super::eks_control::eks_arn(&target.cluster);
             let cluster_id = self
                 .list("hyperpod-cluster")
                 .await?

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::eks::*;
+use super::eks_control::eks_arn;
 use super::workload::Schedule;
 use super::{durations as d, Life, Res, Sandbox, REGION};
 use cloud::*;

@@ -11,6 +11,7 @@ pub mod preflight;
 pub mod records;
 pub mod requests;
 pub mod subnets;
+pub mod upgrade;
 pub mod validate;
 pub mod versions;
 pub mod views;

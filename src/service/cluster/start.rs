@@ -96,3 +96,24 @@ pub async fn hyperpod(
     let params = hyperpod_params(engine, req).await?;
     start(engine, OpKind::HyperPod, name, &params, caller).await
 }
+
+/// An upgrade, planned whole and checked (the plan is the operation's parameters); a preview
+/// names the running work on the nodes its software update patches.
+pub async fn upgrade(
+    engine: &Engine,
+    name: &str,
+    req: &super::upgrade::UpgradeRequest,
+    caller: &Caller,
+) -> ApiResult<Accepted> {
+    let plan = super::upgrade::plan(engine, name, req).await?;
+    for update in plan.canary.iter().chain(&plan.software) {
+        crate::service::groups::affected::note(
+            engine,
+            name,
+            crate::service::groups::affected::NodesOf::Groups(&update.instance_groups),
+            "interrupted when its node's batch is patched; a job restarts within its recovery budget",
+        )
+        .await?;
+    }
+    start(engine, OpKind::ClusterUpgrade, name, &plan, caller).await
+}

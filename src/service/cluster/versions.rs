@@ -54,15 +54,10 @@ pub struct AddonVersions {
     pub behind: bool,
 }
 
-/// The next minor version after `version` (`1.33` → `1.34`).
-pub fn next_minor(version: &str) -> Option<String> {
-    let (major, minor) = version.split_once('.')?;
-    let minor: u32 = minor.parse().ok()?;
-    Some(format!("{major}.{}", minor + 1))
-}
+pub use crate::cloud::next_minor;
 
 /// Every EKS add-on the product installs: the dependencies' and the features'.
-fn managed_addons() -> Vec<&'static str> {
+pub(crate) fn managed_addons() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = COMPONENTS
         .iter()
         .filter(|c| matches!(c.install, Install::Addon { .. }))
@@ -92,9 +87,15 @@ pub async fn versions(engine: &Engine, name: &str) -> ApiResult<VersionsView> {
             .addon_versions(addon, &cluster.version)
             .await?
             .into_iter()
-            .next();
+            .next()
+            .map(|v| v.version);
         let newest_for_next = match &next {
-            Some(v) => eks.addon_versions(addon, v).await?.into_iter().next(),
+            Some(v) => eks
+                .addon_versions(addon, v)
+                .await?
+                .into_iter()
+                .next()
+                .map(|v| v.version),
             None => None,
         };
         addons.push(AddonVersions {

@@ -49,6 +49,8 @@ pub struct GroupView {
 #[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UpdateGroupRequest {
+    /// The group's target count (0 keeps the group with no nodes).
+    #[schema(minimum = 0, maximum = 1000)]
     pub instance_count: Option<i64>,
     /// Run `InstanceStress` and `InstanceConnectivity` on the group's new nodes.
     pub deep_health_checks: Option<bool>,

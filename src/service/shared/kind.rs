@@ -85,6 +85,8 @@ pub enum OpKind {
     PoolAssign,
     WorkloadDelete,
     HyperPodSoftwareUpdate,
+    /// The control plane one minor version up, the add-ons after it, then HyperPod's software.
+    ClusterUpgrade,
     NodeAction,
     InstanceGroupAdd,
     InstanceGroupScale,
@@ -135,6 +137,7 @@ kinds! {
     PoolAssign => "pool-assign",
     WorkloadDelete => "workload-delete",
     HyperPodSoftwareUpdate => "hyperpod-software-update",
+    ClusterUpgrade => "cluster-upgrade",
     NodeAction => "node-action",
     InstanceGroupAdd => "instance-group-add",
     InstanceGroupScale => "instance-group-scale",
@@ -156,7 +159,11 @@ impl OpKind {
     pub fn updates_hyperpod(self) -> bool {
         matches!(
             self,
-            InstanceGroupAdd | InstanceGroupScale | InstanceGroupDelete | HyperPodSoftwareUpdate
+            InstanceGroupAdd
+                | InstanceGroupScale
+                | InstanceGroupDelete
+                | HyperPodSoftwareUpdate
+                | ClusterUpgrade
         )
     }
 }

@@ -64,6 +64,7 @@ pub mod teardown;
 #[cfg(test)]
 mod tests;
 pub mod training;
+pub mod upgrade;
 pub mod workloads;
 
 use std::sync::Arc;
@@ -395,7 +396,27 @@ impl Stages for OperationKinds {
                 }
                 steps
             }
-            OpKind::HyperPodSoftwareUpdate => vec![Arc::new(workloads::SoftwareUpdateStep)],
+            OpKind::HyperPodSoftwareUpdate => vec![Arc::new(workloads::SOFTWARE_UPDATE)],
+            OpKind::ClusterUpgrade => {
+                let p: upgrade::UpgradeParams = serde_json::from_value(params.clone()).ok()?;
+                let mut steps: Vec<Arc<dyn Step>> = vec![Arc::new(upgrade::KubernetesVersionStep)];
+                if !p.addons.is_empty() {
+                    steps.push(Arc::new(upgrade::AddonsStep));
+                }
+                if p.canary.is_some() {
+                    steps.push(Arc::new(workloads::SoftwareUpdateStep {
+                        phase: "software-canary",
+                        plan_at: Some("canary"),
+                    }));
+                }
+                if p.software.is_some() {
+                    steps.push(Arc::new(workloads::SoftwareUpdateStep {
+                        phase: "software",
+                        plan_at: Some("software"),
+                    }));
+                }
+                steps
+            }
             OpKind::Import => vec![
                 Arc::new(import::ImportEksStep),
                 Arc::new(import::ImportHyperPodStep),

@@ -294,8 +294,18 @@ impl Reconcile for DeleteObjectsStep {
 }
 
 /// `UpdateClusterSoftware` (the latest HyperPod AMI on every node, rolling), watched until the
-/// cluster is back in service.
-pub struct SoftwareUpdateStep;
+/// cluster is back in service. Its plan is the operation's parameters, or one of them
+/// (`plan_at`) in an operation that runs several (an upgrade's canary, then the rest).
+pub struct SoftwareUpdateStep {
+    pub phase: &'static str,
+    pub plan_at: Option<&'static str>,
+}
+
+/// The software update operation's one phase.
+pub const SOFTWARE_UPDATE: SoftwareUpdateStep = SoftwareUpdateStep {
+    phase: "update-software",
+    plan_at: None,
+};
 
 #[async_trait]
 impl Step for SoftwareUpdateStep {
@@ -303,7 +313,7 @@ impl Step for SoftwareUpdateStep {
         &["sagemaker:UpdateClusterSoftware"]
     }
     fn name(&self) -> &'static str {
-        "update-software"
+        self.phase
     }
     async fn find(&self, cx: &StepCx<'_>) -> StepResult<Option<Value>> {
         // An update already rolling (ours, resumed after a crash) is watched, not restarted.
@@ -312,10 +322,11 @@ impl Step for SoftwareUpdateStep {
     }
     async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
         // An operation started before updates were planned has empty parameters: the default.
-        let plan: crate::cloud::SoftwareUpdate = if cx.op.params == json!({}) {
-            Default::default()
-        } else {
-            cx.param()?
+        let plan: crate::cloud::SoftwareUpdate = match self.plan_at {
+            Some(at) => serde_json::from_value(cx.op.params[at].clone())
+                .map_err(|e| StepError::fatal("bad-params", format!("{at}: {e}")))?,
+            None if cx.op.params == json!({}) => Default::default(),
+            None => cx.param()?,
         };
         cx.cloud
             .hyperpod

@@ -99,6 +99,17 @@ pub struct Addon {
     pub configuration_values: Option<String>,
 }
 
+/// One version of an add-on EKS offers (`AddonVersionInfo`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonVersion {
+    pub version: String,
+    /// `requiresIamPermissions`: the version's pods call AWS, so they need a role (a service
+    /// account role or a pod identity association). It can change between versions of one
+    /// add-on: an upgrade reads it again rather than trusting what the installed version needed.
+    pub requires_iam_permissions: bool,
+}
+
 /// An EKS access policy associated with an access entry, and where it applies.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -109,11 +120,28 @@ pub struct AccessPolicy {
     pub namespaces: Option<Vec<String>>,
 }
 
+/// The next minor version after `version` (`1.33` → `1.34`): the only one EKS upgrades to.
+pub fn next_minor(version: &str) -> Option<String> {
+    let (major, minor) = version.split_once('.')?;
+    let minor: u32 = minor.parse().ok()?;
+    Some(format!("{major}.{}", minor + 1))
+}
+
 #[async_trait]
 pub trait Eks: Send + Sync {
     async fn create_cluster(&self, req: &CreateEksCluster) -> CloudResult<EksCluster>;
     /// `None` when no cluster has that name.
     async fn describe_cluster(&self, name: &str) -> CloudResult<Option<EksCluster>>;
+    /// Starts the control plane's upgrade to `version` (`UpdateClusterVersion`: EKS takes one
+    /// minor version at a time, on an `ACTIVE` cluster); `token` is its `clientRequestToken`,
+    /// so a repeat after a crash starts nothing twice. Returns the update's id; the cluster is
+    /// `UPDATING` until it runs `version`.
+    async fn update_cluster_version(
+        &self,
+        name: &str,
+        version: &str,
+        token: &str,
+    ) -> CloudResult<String>;
     async fn delete_cluster(&self, name: &str) -> CloudResult<()>;
     /// Tags the cluster `arn` (an imported cluster gets the product's cluster tag, which the
     /// control plane's policy requires before it deletes, grants access to or installs on it).
@@ -156,7 +184,7 @@ pub trait Eks: Send + Sync {
         &self,
         addon: &str,
         kubernetes_version: &str,
-    ) -> CloudResult<Vec<String>>;
+    ) -> CloudResult<Vec<AddonVersion>>;
     /// The association id binding `namespace/service_account` to a role, if one exists.
     async fn find_pod_identity(
         &self,

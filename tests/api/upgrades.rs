@@ -1,0 +1,189 @@
+//! Upgrades: a cluster at Kubernetes 1.32 goes one minor up as one operation — the control
+//! plane, then its add-ons to the newest EKS offers for 1.33, then HyperPod's software, a canary
+//! group alone before the others — previewed whole first, refused by field where EKS or
+//! SageMaker would refuse it, and the simulated EKS refusing what EKS refuses.
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+
+const UPGRADE: &str = "/api/clusters/demo/upgrade";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_goes_one_minor_up_with_its_addons_then_its_software_canary_first() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let extra = json!({"instanceGroupName": "extra", "zone": "us-west-2a",
+                       "instanceType": "ml.g5.8xlarge", "instanceCount": 1, "capacityType": "on-demand"});
+    let op = app
+        .wait_terminal(
+            &app.start("/api/clusters/demo/instance-groups", &extra)
+                .await,
+        )
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let before = app.json("/api/clusters/demo/versions").await;
+    assert_eq!(before["kubernetes"], "1.32", "{before}");
+    assert_eq!(before["nextKubernetes"], "1.33", "{before}");
+
+    // Refused by field before anything is sent.
+    let refused = |body: Value| {
+        let app = &app;
+        async move {
+            problem(
+                app.post(UPGRADE, &body).await,
+                StatusCode::UNPROCESSABLE_ENTITY,
+            )
+            .await
+        }
+    };
+    let skip = refused(json!({"kubernetesVersion": "1.34"})).await;
+    assert_eq!(skip["field"], "kubernetesVersion", "{skip}");
+    assert_eq!(skip["hint"], json!(["1.33"]), "{skip}");
+    let alone = refused(json!({"kubernetesVersion": "1.33", "canaryGroup": "extra"})).await;
+    assert_eq!(alone["field"], "canaryGroup", "{alone}");
+    let stranger =
+        refused(json!({"kubernetesVersion": "1.33", "software": {}, "canaryGroup": "nope"})).await;
+    assert_eq!(stranger["field"], "canaryGroup", "{stranger}");
+    let batch =
+        refused(json!({"kubernetesVersion": "1.33", "software": {"batchPercent": 0}})).await;
+    assert_eq!(batch["field"], "software.batchPercent", "{batch}");
+
+    // Previewed whole: the phases in EKS's order, each add-on's versions, the canary alone.
+    let body = json!({"kubernetesVersion": "1.33", "software": {"batchInstances": 1}, "canaryGroup": "extra"});
+    let calls = app.calls().await["attempted"].clone();
+    let r = app.post(&format!("{UPGRADE}?dryRun=true"), &body).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let plan: Value = r.json().await.unwrap();
+    assert_eq!(
+        app.calls().await["attempted"],
+        calls,
+        "the preview called nothing"
+    );
+    let planned = &plan["operations"][0];
+    assert_eq!(planned["kind"], "cluster-upgrade", "{plan}");
+    assert_eq!(
+        phase_names(planned),
+        [
+            "kubernetes-version",
+            "addons",
+            "software-canary",
+            "software"
+        ]
+    );
+    let p = &planned["params"];
+    assert_eq!(
+        (p["from"].as_str(), p["to"].as_str()),
+        (Some("1.32"), Some("1.33"))
+    );
+    let addons = p["addons"].as_array().unwrap();
+    assert!(addons.len() >= 4, "every managed add-on moves: {p}");
+    for a in addons {
+        assert_ne!(a["from"], a["to"], "{a}");
+        let offered: Vec<Value> = before["addons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["name"] == a["name"])
+            .map(|b| b["newestForNext"].clone())
+            .collect();
+        assert_eq!(
+            offered,
+            [a["to"].clone()],
+            "to the newest EKS offers for 1.33: {a}"
+        );
+    }
+    assert_eq!(p["canary"]["instanceGroups"], json!(["extra"]));
+    assert_eq!(p["software"]["instanceGroups"], json!(["workers"]));
+    let affected = plan["affects"].as_array().unwrap();
+    assert!(
+        affected
+            .iter()
+            .all(|a| a["outcome"].as_str().unwrap().contains("patched")),
+        "{plan}"
+    );
+
+    // Run: one control plane update, each add-on once, the software twice (canary, then rest).
+    let accepted = |calls: &Value, api: &str| calls["accepted"][api].as_i64().unwrap_or(0);
+    let calls = app.calls().await;
+    let op = app.wait_terminal(&app.start(UPGRADE, &body).await).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(phase_names(&op), phase_names(planned));
+    let after = app.calls().await;
+    for (api, times) in [
+        ("eks:UpdateClusterVersion", 1),
+        ("eks:UpdateAddon", addons.len() as i64),
+        ("sagemaker:UpdateClusterSoftware", 2),
+    ] {
+        assert_eq!(
+            accepted(&after, api) - accepted(&calls, api),
+            times,
+            "{api}"
+        );
+    }
+    let now = app.json("/api/clusters/demo/versions").await;
+    assert_eq!(now["kubernetes"], "1.33", "{now}");
+    assert_eq!(now["nextKubernetes"], "1.34", "{now}");
+    for a in now["addons"].as_array().unwrap() {
+        assert_eq!(a["version"], a["newest"], "{a}");
+        assert_eq!(a["behind"], false, "{a}");
+    }
+    // The same again is refused: 1.33 is where it is, and 1.34 is the next.
+    let again = refused(json!({"kubernetesVersion": "1.33"})).await;
+    assert_eq!(again["hint"], json!(["1.34"]), "{again}");
+}
+
+/// What EKS refuses of `UpdateClusterVersion`, the simulated EKS refuses (EKS User Guide,
+/// "Update existing cluster to new Kubernetes version"): a skipped minor, the version it runs;
+/// a repeated token is the same update, not a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulated_eks_upgrades_one_minor_at_a_time_and_once_per_token() {
+    // Slow enough that the upgrade (8 simulated minutes) is seen rolling: 4 s here.
+    let app = spawn_app_with(Opts {
+        time_scale: Some(120.0),
+        ..Default::default()
+    })
+    .await;
+    let id = app.start("/api/clusters", &json!({"name": "demo"})).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let eks = &app.cloud.eks;
+    for (version, says) in [
+        (
+            "1.34",
+            "Unsupported Kubernetes minor version update from 1.32 to 1.34",
+        ),
+        ("1.32", "already at the desired configuration"),
+    ] {
+        let e = eks
+            .update_cluster_version("demo", version, "t")
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, "InvalidParameterException");
+        assert!(e.message.contains(says), "{}", e.message);
+    }
+    let first = eks
+        .update_cluster_version("demo", "1.33", "t-1")
+        .await
+        .unwrap();
+    let again = eks
+        .update_cluster_version("demo", "1.33", "t-1")
+        .await
+        .unwrap();
+    assert_eq!(first, again);
+    assert_eq!(
+        accepted_count(&app.calls().await, "eks:UpdateClusterVersion"),
+        1
+    );
+    // Until it is done, the control plane is UPDATING at its old version, and a second
+    // update is refused.
+    let c = eks.describe_cluster("demo").await.unwrap().unwrap();
+    assert_eq!(c.status, instantstart::cloud::EksStatus::Updating);
+    assert_eq!(c.version, "1.32");
+    let e = eks
+        .update_cluster_version("demo", "1.33", "t-2")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, "ResourceInUseException");
+}
