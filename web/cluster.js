@@ -31,12 +31,24 @@ function upgradeForm(v, enc) {
     h('span'), h('div', {}, h('button', { type: 'submit' }, `Upgrade to ${v.nextKubernetes}`), error));
 }
 
+/** Where the version is in EKS's support: standard, extended (billed extra per cluster hour), or
+ * past it (EKS upgrades the cluster itself). */
+function supportLine(s) {
+  if (!s) return null;
+  const text = {
+    STANDARD_SUPPORT: `EKS standard support until ${s.endOfStandardSupport}`,
+    EXTENDED_SUPPORT: `EKS standard support ended ${s.endOfStandardSupport}: extended support, billed extra per cluster hour, until ${s.endOfExtendedSupport}`,
+  }[s.status] || `past EKS support since ${s.endOfExtendedSupport}: EKS upgrades it itself`;
+  return h('p', { id: 'cluster-support', class: s.status === 'STANDARD_SUPPORT' ? 'muted' : 'error' }, text);
+}
+
 /** What the cluster runs beside what it could: Kubernetes and the next minor, each add-on's
  * version beside the newest for this version and the next. */
 function versionsPanel(v, enc) {
   const next = v.nextKubernetes ? `next: ${v.nextKubernetes}` : 'the newest HyperPod supports';
   return h('div', { id: 'cluster-versions' }, h('h2', {}, 'Versions'),
     h('p', {}, `Kubernetes ${v.kubernetes} (${next})`),
+    supportLine(v.support.find((s) => s.version === v.kubernetes)),
     table(['Add-on', 'Installed', `Newest for ${v.kubernetes}`, v.nextKubernetes ? `Newest for ${v.nextKubernetes}` : ''],
       v.addons.map((a) => [a.name, a.version || '?', a.behind ? h('strong', {}, a.newest) : (a.newest || '—'),
         v.nextKubernetes ? (a.newestForNext || h('span', { class: 'error' }, 'none: blocks the upgrade')) : '']),

@@ -1535,6 +1535,69 @@ mod mocked {
         assert_eq!(update.num_calls(), 1);
     }
 
+    /// `DescribeClusterVersions` asks for the versions named (`clusterVersions`), reads every
+    /// page, and gives each version's support dates as days and its `versionStatus`.
+    #[tokio::test]
+    async fn kubernetes_version_support_is_read_for_the_versions_named() {
+        use aws_sdk_eks::operation::describe_cluster_versions::DescribeClusterVersionsOutput;
+        use aws_sdk_eks::types::{ClusterVersionInformation, VersionStatus};
+        let at = |s: &str| {
+            aws_smithy_types::DateTime::from_str(s, aws_smithy_types::date_time::Format::DateTime)
+                .unwrap()
+        };
+        let first = mock!(aws_sdk_eks::Client::describe_cluster_versions)
+            .match_requests(|r| {
+                r.cluster_versions() == ["1.32".to_string(), "1.33".to_string()]
+                    && r.next_token().is_none()
+            })
+            .then_output(move || {
+                DescribeClusterVersionsOutput::builder()
+                    .cluster_versions(
+                        ClusterVersionInformation::builder()
+                            .cluster_version("1.32")
+                            .end_of_standard_support_date(at("2026-03-23T00:00:00Z"))
+                            .end_of_extended_support_date(at("2027-03-23T00:00:00Z"))
+                            .version_status(VersionStatus::ExtendedSupport)
+                            .build(),
+                    )
+                    .next_token("p2")
+                    .build()
+            });
+        let second = mock!(aws_sdk_eks::Client::describe_cluster_versions)
+            .match_requests(|r| r.next_token() == Some("p2"))
+            .then_output(move || {
+                DescribeClusterVersionsOutput::builder()
+                    .cluster_versions(
+                        ClusterVersionInformation::builder()
+                            .cluster_version("1.33")
+                            .version_status(VersionStatus::StandardSupport)
+                            .build(),
+                    )
+                    .build()
+            });
+        let eks = mock_client!(aws_sdk_eks, RuleMode::MatchAny, [&first, &second], |c| c
+            .retry_config(aws_config::retry::RetryConfig::disabled()));
+        let aws = aws_with(eks, no_quotas()).await;
+        let found = aws
+            .kubernetes_versions(&["1.32".into(), "1.33".into()])
+            .await
+            .unwrap();
+        assert_eq!(found.len(), 2);
+        assert_eq!(
+            found[0].end_of_standard_support.as_deref(),
+            Some("2026-03-23")
+        );
+        assert_eq!(
+            found[0].end_of_extended_support.as_deref(),
+            Some("2027-03-23")
+        );
+        assert_eq!(found[0].status.as_deref(), Some("EXTENDED_SUPPORT"));
+        assert_eq!(
+            (found[1].version.as_str(), found[1].status.as_deref()),
+            ("1.33", Some("STANDARD_SUPPORT"))
+        );
+    }
+
     #[tokio::test]
     async fn batch_node_operations_report_each_failed_node_with_its_code() {
         use aws_sdk_sagemaker::operation::batch_reboot_cluster_nodes::BatchRebootClusterNodesOutput;

@@ -603,6 +603,24 @@ async fn every_writing_route_previews_its_plan_without_writing_and_the_run_keeps
             "{}: the preview wrote nothing",
             c.op
         );
+        if c.op == "hyperpod_software_update" {
+            // The running work on the nodes it patches, each with what happens to its kind.
+            let affects = plan["affects"].as_array().unwrap();
+            let outcome = |w: &str| {
+                affects
+                    .iter()
+                    .find(|a| a["workload"] == w)
+                    .and_then(|a| a["outcome"].as_str())
+                    .unwrap_or_else(|| panic!("{w} not in {plan}"))
+                    .to_string()
+            };
+            for server in ["deployment/chat", "pool/warm"] {
+                assert!(
+                    outcome(server).starts_with("interrupted when its node's batch is patched; it has no pod on another node"),
+                    "{plan}"
+                );
+            }
+        }
         if c.expect == Expect::Starts(true) {
             called += run_as_planned(&app, c, &plan).await;
         }

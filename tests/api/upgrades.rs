@@ -27,6 +27,15 @@ async fn a_cluster_goes_one_minor_up_with_its_addons_then_its_software_canary_fi
     let before = app.json("/api/clusters/demo/versions").await;
     assert_eq!(before["kubernetes"], "1.32", "{before}");
     assert_eq!(before["nextKubernetes"], "1.33", "{before}");
+    // EKS's calendar for both: 1.32's standard support ended on 2026-03-23.
+    let support = before["support"].as_array().unwrap();
+    let of = |v: &str| support.iter().find(|s| s["version"] == v).cloned();
+    assert_eq!(
+        of("1.32").map(|s| s["endOfStandardSupport"].clone()),
+        Some(json!("2026-03-23")),
+        "{before}"
+    );
+    assert!(of("1.33").is_some(), "{before}");
 
     // Refused by field before anything is sent.
     let refused = |body: Value| {

@@ -135,6 +135,8 @@ def nodes(page, base, out):
     expect(rows.first).to_contain_text("ml.g5.8xlarge")
     # What it runs beside what it could: Kubernetes, the next minor, each add-on's versions.
     expect(page.locator("#cluster-versions")).to_contain_text("Kubernetes 1.32 (next: 1.33)")
+    # Where 1.32 is in EKS's calendar (DescribeClusterVersions), in words.
+    expect(page.locator("#cluster-support")).to_contain_text("2026-03-23")
     expect(page.locator("#cluster-versions tbody tr", has_text="vpc-cni")).to_have_count(1)
     expect(page.locator("#cluster-versions tbody tr", has_text="in step")).to_have_count(1)
     page.screenshot(path=f"{out}/cluster.png", full_page=True)

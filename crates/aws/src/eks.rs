@@ -390,6 +390,40 @@ impl Eks for Aws {
         }
     }
 
+    async fn kubernetes_versions(
+        &self,
+        versions: &[String],
+    ) -> CloudResult<Vec<KubernetesVersion>> {
+        let day = |d: Option<&aws_smithy_types::DateTime>| {
+            d.and_then(|d| d.fmt(aws_smithy_types::date_time::Format::DateTime).ok())
+                .map(|t| t.chars().take(10).collect::<String>())
+        };
+        let mut found = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let out = idempotent(S, "DescribeClusterVersions", || {
+                self.eks
+                    .describe_cluster_versions()
+                    .set_cluster_versions(Some(versions.to_vec()))
+                    .set_next_token(token.clone())
+                    .send()
+            })
+            .await?;
+            found.extend(out.cluster_versions().iter().filter_map(|v| {
+                Some(KubernetesVersion {
+                    version: v.cluster_version()?.to_string(),
+                    end_of_standard_support: day(v.end_of_standard_support_date()),
+                    end_of_extended_support: day(v.end_of_extended_support_date()),
+                    status: v.version_status().map(|s| s.as_str().to_string()),
+                })
+            }));
+            match out.next_token() {
+                Some(t) if !t.is_empty() => token = Some(t.to_string()),
+                _ => return Ok(found),
+            }
+        }
+    }
+
     async fn update_cluster_version(
         &self,
         name: &str,

@@ -98,6 +98,7 @@ pub static CALLS: &[Call] = &[
     call("Reads", "ec2:DescribeVpcEndpoints", "*", &[]),
     call("Reads", "ec2:DescribeVpcs", "*", &[]),
     call("Reads", "eks:DescribeAddonVersions", "*", &[]),
+    call("Reads", "eks:DescribeClusterVersions", "*", &[]),
     call("Reads", "iam:ListOpenIDConnectProviders", "*", &[]),
     call("Reads", "sagemaker:ListClusterSchedulerConfigs", "*", &[]),
     call("Reads", "sagemaker:ListComputeQuotas", "*", &[]),

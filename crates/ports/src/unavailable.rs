@@ -7,11 +7,11 @@ use crate::{
     ClusterEvent, ClusterState, ClusterUsageQuota, ComputeQuota, CreateAddon, CreateEksCluster,
     CreateHyperPodCluster, CreateMlflowApp, CreateRouteTable, CreateSecurityGroup, CreateSubnet,
     Eks, EksCluster, Governance, GrafanaWorkspace, HyperPod, HyperPodCluster, Iam,
-    InstanceGroupSpec, Kube, KubeTarget, ListQuery, ListedPrice, LogLine, LogStream, Logs, Metrics,
-    Mlflow, MlflowApp, NetKind, Network, NodeAction, NodeActionResult, NodeDetail, NodePage,
-    ObjectRef, ObjectStore, PriceList, Quotas, RangeQuery, ResourceState, Role, SchedulerConfig,
-    SchedulerPolicy, Series, ServiceCall, Subnet, Tags, TeamQuota, TieredStorage, TrackingCall,
-    TrainingPlan, Vpc, Workspace, Zone,
+    InstanceGroupSpec, Kube, KubeTarget, KubernetesVersion, ListQuery, ListedPrice, LogLine,
+    LogStream, Logs, Metrics, Mlflow, MlflowApp, NetKind, Network, NodeAction, NodeActionResult,
+    NodeDetail, NodePage, ObjectRef, ObjectStore, PriceList, Quotas, RangeQuery, ResourceState,
+    Role, SchedulerConfig, SchedulerPolicy, Series, ServiceCall, Subnet, Tags, TeamQuota,
+    TieredStorage, TrackingCall, TrainingPlan, Vpc, Workspace, Zone,
 };
 use crate::{Cloud, CloudMode};
 use async_trait::async_trait;
@@ -157,6 +157,9 @@ impl Eks for Unavailable {
     }
     async fn delete_cluster(&self, _name: &str) -> CloudResult<()> {
         Err(self.refuse("delete_cluster"))
+    }
+    async fn kubernetes_versions(&self, _: &[String]) -> CloudResult<Vec<KubernetesVersion>> {
+        Err(self.refuse("kubernetes_versions"))
     }
     async fn update_cluster_version(&self, _: &str, _: &str, _: &str) -> CloudResult<String> {
         Err(self.refuse("update_cluster_version"))

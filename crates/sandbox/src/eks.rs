@@ -86,6 +86,14 @@ impl Eks for Sandbox {
         }))
     }
 
+    async fn kubernetes_versions(
+        &self,
+        versions: &[String],
+    ) -> CloudResult<Vec<KubernetesVersion>> {
+        self.gate("eks:DescribeClusterVersions", false).await?;
+        Ok(super::eks_control::lifecycle(versions))
+    }
+
     async fn update_cluster_version(
         &self,
         name: &str,
@@ -301,10 +309,17 @@ impl Eks for Sandbox {
     async fn create_addon(&self, req: &CreateAddon) -> CloudResult<Addon> {
         let api = "eks:CreateAddon";
         self.gate(api, true).await?;
-        self.active_cluster(&req.cluster, "CreateAddon").await?;
+        let cluster = self.active_cluster(&req.cluster, "CreateAddon").await?;
         self.own_eks(&req.cluster, api).await?;
         self.check_addon_identities("CreateAddon", req).await?;
         let mut data = serde_json::to_value(req).unwrap_or_default();
+        // Without a version, EKS installs its default for the cluster's Kubernetes version.
+        if req.version.is_none() {
+            let offered = super::eks_control::offered_addon_versions(&req.name, &cluster.version);
+            if let Some(v) = offered.first() {
+                data["version"] = json!(v.version);
+            }
+        }
         data[PODS_SINCE] = json!(super::now_ms());
         let key = format!("{}/{}", req.cluster, req.name);
         self.create(api, "eks-addon", &new_id("addon"), Some(&key), &data)

@@ -18,6 +18,41 @@ pub(super) fn eks_arn(name: &str) -> String {
 /// The Kubernetes versions the simulated EKS runs and offers add-ons for.
 pub(super) const EKS_VERSIONS: [&str; 6] = ["1.29", "1.30", "1.31", "1.32", "1.33", "1.34"];
 
+/// EKS's release calendar ("Understand the Kubernetes version lifecycle on EKS"): each
+/// version's end of standard support, 14 months after its release, and of extended support, 12
+/// months later.
+const CALENDAR: [(&str, &str, &str); 7] = [
+    ("1.29", "2025-03-23", "2026-03-23"),
+    ("1.30", "2025-07-23", "2026-07-23"),
+    ("1.31", "2025-11-26", "2026-11-26"),
+    ("1.32", "2026-03-23", "2027-03-23"),
+    ("1.33", "2026-07-29", "2027-07-29"),
+    ("1.34", "2026-12-02", "2027-12-02"),
+    ("1.35", "2027-03-27", "2028-03-27"),
+];
+
+/// `DescribeClusterVersions` for these versions: their dates, and where today falls.
+pub(super) fn lifecycle(versions: &[String]) -> Vec<KubernetesVersion> {
+    let today = time::OffsetDateTime::now_utc().date().to_string();
+    CALENDAR
+        .iter()
+        .filter(|(v, ..)| versions.iter().any(|w| w == v))
+        .map(|(v, standard, extended)| KubernetesVersion {
+            version: v.to_string(),
+            end_of_standard_support: Some(standard.to_string()),
+            end_of_extended_support: Some(extended.to_string()),
+            status: Some(
+                match (today.as_str() < *standard, today.as_str() < *extended) {
+                    (true, _) => "STANDARD_SUPPORT",
+                    (false, true) => "EXTENDED_SUPPORT",
+                    _ => "UNSUPPORTED",
+                }
+                .to_string(),
+            ),
+        })
+        .collect()
+}
+
 /// Add-ons whose pods call AWS (`requiresIamPermissions`): the storage drivers and the
 /// observability agent, whose roles the features that install them bring.
 const NEED_ROLES: [&str; 4] = [

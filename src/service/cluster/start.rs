@@ -111,7 +111,7 @@ pub async fn upgrade(
             engine,
             name,
             crate::service::groups::affected::NodesOf::Groups(&update.instance_groups),
-            "interrupted when its node's batch is patched; a job restarts within its recovery budget",
+            "interrupted when its node's batch is patched",
         )
         .await?;
     }

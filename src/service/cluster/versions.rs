@@ -22,6 +22,10 @@ pub struct VersionsView {
     /// The versions HyperPod supports ("Getting started with Amazon EKS support in SageMaker
     /// HyperPod").
     pub hyperpod_supports: Vec<String>,
+    /// EKS's support of the version and of the next (`DescribeClusterVersions`): past its end of
+    /// standard support a cluster is in extended support, billed extra per cluster hour, and
+    /// past that EKS upgrades it itself.
+    pub support: Vec<crate::cloud::KubernetesVersion>,
     pub addons: Vec<AddonVersions>,
     /// Each instance group's nodes and when HyperPod software was last rolled onto them.
     pub groups: Vec<GroupSoftware>,
@@ -107,7 +111,12 @@ pub async fn versions(engine: &Engine, name: &str) -> ApiResult<VersionsView> {
         });
     }
     let groups = group_software(engine, name, &record).await?;
+    let asked: Vec<String> = std::iter::once(cluster.version.clone())
+        .chain(next.clone())
+        .collect();
+    let support = eks.kubernetes_versions(&asked).await?;
     Ok(VersionsView {
+        support,
         groups,
         kubernetes: cluster.version,
         next_kubernetes: next,

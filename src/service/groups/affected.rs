@@ -47,24 +47,72 @@ pub async fn note(
         })
         .map(|n| (n.name.as_str(), n.instance_id.as_deref().unwrap_or(&n.name)))
         .collect();
+    let workload_of = |c: &crate::cloud::GpuClaim| {
+        (
+            crate::service::costs::sample::workload_of(&c.labels),
+            c.namespace.to_string(),
+        )
+    };
+    // Where each workload also runs, on nodes the change leaves alone.
+    let mut elsewhere: std::collections::HashMap<(String, String), usize> = Default::default();
+    for claim in state
+        .claims
+        .iter()
+        .filter(|c| !touched.contains_key(&*c.node))
+    {
+        *elsewhere.entry(workload_of(claim)).or_default() += 1;
+    }
     let mut seen = BTreeSet::new();
     for claim in &state.claims {
         let Some(node) = touched.get(&*claim.node) else {
             continue;
         };
-        let workload = crate::service::costs::sample::workload_of(&claim.labels);
-        if seen.insert((
-            workload.clone(),
-            claim.namespace.to_string(),
-            node.to_string(),
-        )) {
-            preview::affects(Affected {
-                workload,
-                namespace: claim.namespace.to_string(),
-                node: node.to_string(),
-                outcome: outcome.to_string(),
-            });
+        let (workload, namespace) = workload_of(claim);
+        if !seen.insert((workload.clone(), namespace.clone(), node.to_string())) {
+            continue;
         }
+        let others = elsewhere
+            .get(&(workload.clone(), namespace.clone()))
+            .copied()
+            .unwrap_or(0);
+        preview::affects(Affected {
+            outcome: of_kind(&workload, others, outcome),
+            workload,
+            namespace,
+            node: node.to_string(),
+        });
     }
     Ok(())
+}
+
+/// What happens to a workload of this kind (`training/…`, `space/…`, a server) when its node
+/// goes, given how many of its pods run on nodes the change leaves alone.
+fn of_kind(workload: &str, others: usize, outcome: &str) -> String {
+    let kind = workload.split('/').next().unwrap_or_default();
+    match kind {
+        "training" => format!(
+            "{outcome}; HyperPod resumes the job from its last checkpoint while its restart budget lasts"
+        ),
+        "space" => format!("{outcome}; the space stops and starts again, its home volume kept"),
+        "deployment" | "pool" | "ray" if others > 0 => {
+            format!("{outcome}; it keeps serving from {others} pod(s) on other nodes")
+        }
+        "deployment" | "pool" | "ray" => format!(
+            "{outcome}; it has no pod on another node: it is unavailable until this one is back"
+        ),
+        _ => outcome.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn what_happens_depends_on_the_kind_and_on_the_other_pods() {
+        let says = |w: &str, others: usize| super::of_kind(w, others, "interrupted");
+        assert!(says("training/sft", 0).contains("last checkpoint"));
+        assert!(says("space/lab", 0).contains("home volume kept"));
+        assert!(says("deployment/chat", 1).contains("keeps serving from 1 pod(s)"));
+        assert!(says("deployment/chat", 0).contains("unavailable until"));
+        assert_eq!(says("job/x", 0), "interrupted");
+    }
 }

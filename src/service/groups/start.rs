@@ -95,7 +95,7 @@ pub async fn software_update(
         engine,
         name,
         NodesOf::Groups(&groups),
-        "interrupted when its node's batch is patched; a job restarts within its recovery budget",
+        "interrupted when its node's batch is patched",
     )
     .await?;
     start(engine, OpKind::HyperPodSoftwareUpdate, name, &plan, caller).await

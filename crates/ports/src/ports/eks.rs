@@ -99,6 +99,21 @@ pub struct Addon {
     pub configuration_values: Option<String>,
 }
 
+/// A Kubernetes version's lifecycle on EKS (`ClusterVersionInformation` of
+/// `DescribeClusterVersions`): 14 months of standard support from its release, then 12 of
+/// extended support at an extra cost per cluster hour ("Understand the Kubernetes version
+/// lifecycle on EKS", EKS User Guide).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubernetesVersion {
+    pub version: String,
+    /// `YYYY-MM-DD`.
+    pub end_of_standard_support: Option<String>,
+    pub end_of_extended_support: Option<String>,
+    /// `versionStatus`: `STANDARD_SUPPORT`, `EXTENDED_SUPPORT` or `UNSUPPORTED`.
+    pub status: Option<String>,
+}
+
 /// One version of an add-on EKS offers (`AddonVersionInfo`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -136,6 +151,10 @@ pub trait Eks: Send + Sync {
     /// minor version at a time, on an `ACTIVE` cluster); `token` is its `clientRequestToken`,
     /// so a repeat after a crash starts nothing twice. Returns the update's id; the cluster is
     /// `UPDATING` until it runs `version`.
+    /// The lifecycle of these Kubernetes versions on EKS (`DescribeClusterVersions`); a version
+    /// EKS does not know is left out.
+    async fn kubernetes_versions(&self, versions: &[String])
+        -> CloudResult<Vec<KubernetesVersion>>;
     async fn update_cluster_version(
         &self,
         name: &str,
