@@ -31,6 +31,15 @@ function upgradeForm(v, enc) {
     h('span'), h('div', {}, h('button', { type: 'submit' }, `Upgrade to ${v.nextKubernetes}`), error));
 }
 
+/** The release a group runs, and what it would get: a newer one is worth an update. */
+function releaseCell(s) {
+  const now = s.currentRelease || '?';
+  if (s.desiredRelease && s.desiredRelease !== now) return `${now} → ${s.desiredRelease}`;
+  return s.imageStatus && s.imageStatus !== 'UpToDate'
+    ? h('span', { class: 'error' }, `${now} (${s.imageStatus === 'UpdateAvailable' ? 'a newer release exists' : s.imageStatus})`)
+    : now;
+}
+
 /** Where the version is in EKS's support: standard, extended (billed extra per cluster hour), or
  * past it (EKS upgrades the cluster itself). */
 function supportLine(s) {
@@ -53,7 +62,8 @@ function versionsPanel(v, enc) {
       v.addons.map((a) => [a.name, a.version || '?', a.behind ? h('strong', {}, a.newest) : (a.newest || '—'),
         v.nextKubernetes ? (a.newestForNext || h('span', { class: 'error' }, 'none: blocks the upgrade')) : '']),
       'No managed add-ons.'),
-    table(['Instance group', 'Nodes', 'Software last rolled on', ''], v.groups.map((g) => [g.name, String(g.nodes),
+    table(['Instance group', 'Nodes', 'HyperPod release', 'Last update', 'Software last rolled on', ''], v.groups.map((g) => [g.name, String(g.nodes),
+      releaseCell(g.software), g.software.updateStatus || '—',
       g.lastSoftwareUpdates.join(', '), g.drift ? h('span', { class: 'error' }, 'drift: nodes differ') : 'in step']),
     'No instance groups yet.'),
     v.nextKubernetes ? upgradeForm(v, enc) : null);

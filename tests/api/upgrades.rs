@@ -196,3 +196,78 @@ async fn the_simulated_eks_upgrades_one_minor_at_a_time_and_once_per_token() {
         .unwrap_err();
     assert_eq!(e.code, "ResourceInUseException");
 }
+
+/// The scenario, on the simulated account: a cluster at 1.32 with a training job and a
+/// server goes to 1.33 — control plane, then add-ons — and its software rolls one node at a time
+/// watching an alarm that fires on the second batch (`cloudwatch:AlarmFires=2`): the update is
+/// rolled back, the operation fails at the software phase saying so, the control plane and
+/// add-ons stay upgraded, and the group reports the rollback and the release it still runs.
+/// A second update, without the fault, brings the newest release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alarm_on_the_second_batch_rolls_the_software_back_and_the_upgrade_says_so() {
+    let app = spawn_app_with(Opts {
+        faults: Some("cloudwatch:AlarmFires=2"),
+        ..Default::default()
+    })
+    .await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let group = |v: &Value| v["groups"][0]["software"].clone();
+    let before = app.json("/api/clusters/demo/versions").await;
+    assert_eq!(
+        group(&before),
+        json!({"currentRelease": "2026.11.10", "desiredRelease": "2026.11.10",
+               "imageStatus": "UpdateAvailable", "updateStatus": null}),
+        "a newer HyperPod release exists: {before}"
+    );
+    let body = json!({"kubernetesVersion": "1.33",
+                      "software": {"batchInstances": 1, "rollbackAlarms": ["demo-gpu-errors"]}});
+    let op = app.wait_terminal(&app.start(UPGRADE, &body).await).await;
+    assert_eq!(op["state"], "failed", "{op}");
+    let states: Vec<(&str, &str)> = op["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap(), p["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("kubernetes-version", "succeeded"),
+            ("addons", "succeeded"),
+            ("software", "failed")
+        ]
+    );
+    let why = op["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("RollbackComplete") && why.contains("demo-gpu-errors"),
+        "{op}"
+    );
+    let after = app.json("/api/clusters/demo/versions").await;
+    assert_eq!(after["kubernetes"], "1.33", "{after}");
+    assert_eq!(group(&after)["updateStatus"], "RollbackComplete", "{after}");
+    assert_eq!(group(&after)["currentRelease"], "2026.11.10", "{after}");
+    assert_eq!(
+        after["groups"][0]["lastSoftwareUpdates"],
+        json!(["never"]),
+        "a rolled-back update patched nothing that stayed: {after}"
+    );
+    // Once the cause is fixed (the fault is spent), the software alone rolls forward.
+    let again = app
+        .start(
+            "/api/clusters/demo/hyperpod/software-update",
+            &json!({"batchInstances": 1, "rollbackAlarms": ["demo-gpu-errors"]}),
+        )
+        .await;
+    assert_eq!(app.wait_terminal(&again).await["state"], "succeeded");
+    let done = app.json("/api/clusters/demo/versions").await;
+    assert_eq!(
+        (
+            group(&done)["currentRelease"].clone(),
+            group(&done)["imageStatus"].clone(),
+            group(&done)["updateStatus"].clone()
+        ),
+        (json!("2026.12.01"), json!("UpToDate"), json!("Succeeded")),
+        "{done}"
+    );
+}

@@ -105,6 +105,12 @@ impl HyperPod for Aws {
                         .and_then(|n| u32::try_from(n).ok())
                         .unwrap_or(0),
                     spec: described_spec(g),
+                    software: GroupSoftwareState {
+                        current_release: g.current_image_release_version().map(str::to_string),
+                        desired_release: g.desired_image_release_version().map(str::to_string),
+                        image_status: g.image_version_status().map(|s| s.as_str().to_string()),
+                        update_status: g.software_update_status().map(|s| s.as_str().to_string()),
+                    },
                 })
                 .collect(),
             tiered_storage: out.tiered_storage_config().map(|t| TieredStorage {

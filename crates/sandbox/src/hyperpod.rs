@@ -101,6 +101,7 @@ impl Sandbox {
         let status = match life {
             Life::Creating(_) => HyperPodStatus::Creating,
             Life::Ready if failed => HyperPodStatus::Failed,
+            Life::Ready if super::software::rolling(self, res) => HyperPodStatus::SystemUpdating,
             Life::Ready => HyperPodStatus::InService,
             Life::Deleting => HyperPodStatus::Deleting,
             Life::Gone => return None,
@@ -141,6 +142,7 @@ impl Sandbox {
                 target_count: g.instance_count,
                 current_count: current,
                 spec: Some(g.clone()),
+                software: super::software::group_state(self, res, &g.name),
             });
         }
         let cluster = HyperPodCluster {
@@ -412,15 +414,16 @@ impl HyperPod for Sandbox {
             .filter_map(|g| g["name"].as_str().map(str::to_string))
             .collect();
         super::software::check_software_update(name, update, &groups)?;
-        res.data["softwareUpdate"] = serde_json::to_value(update).unwrap_or_default();
-        // When each group was last patched: its nodes report it (`LastSoftwareUpdateTime`).
-        let now = cloud::clock::rfc3339_ms(super::now_ms());
-        for g in groups
-            .iter()
-            .filter(|g| update.instance_groups.is_empty() || update.instance_groups.contains(g))
-        {
-            res.data["softwareUpdates"][g] = json!(now);
+        // SageMaker takes one update at a time.
+        if super::software::rolling(self, &res) {
+            return Err(CloudError::new(
+                "sagemaker",
+                "UpdateClusterSoftware",
+                "ConflictException",
+                format!("Cluster {name} is already being updated"),
+            ));
         }
+        super::software::begin(self, &mut res.data, update, &groups);
         self.update(api, "hyperpod-cluster", &res.id, &res.data)
             .await
     }

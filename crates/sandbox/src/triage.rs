@@ -259,10 +259,12 @@ impl Sandbox {
             launch_time: Some(node.launch_time.clone()),
             // The group's last patch, for a node that was there to be patched (one launched
             // since runs its image already and reports none).
-            last_software_update_time: res.data["softwareUpdates"][&node.instance_group]
-                .as_str()
-                .filter(|at| node.launch_time.as_str() <= *at)
-                .map(str::to_string),
+            last_software_update_time: super::software::last_patched(
+                self,
+                res,
+                &node.instance_group,
+            )
+            .filter(|at| node.launch_time.as_str() <= at.as_str()),
         }
     }
 

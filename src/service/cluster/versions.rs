@@ -41,6 +41,9 @@ pub struct GroupSoftware {
     pub last_software_updates: Vec<String>,
     /// Whether the group's nodes were patched at different times (or some not at all).
     pub drift: bool,
+    /// The HyperPod release it runs, the one it would get, whether a newer one exists and how
+    /// its last update went (`DescribeCluster`).
+    pub software: crate::cloud::GroupSoftwareState,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -140,6 +143,15 @@ async fn group_software(
     }
     let hyperpod = resources.hyperpod_name_of(name);
     let cloud = engine.cloud();
+    let described = cloud.hyperpod.describe_cluster(&hyperpod).await?;
+    let state = |group: &str| {
+        described
+            .iter()
+            .flat_map(|c| &c.instance_groups)
+            .find(|g| g.name == group)
+            .map(|g| g.software.clone())
+            .unwrap_or_default()
+    };
     let mut by_group: std::collections::BTreeMap<String, Vec<String>> = Default::default();
     for node in crate::service::steps::nodes::all_nodes(cloud, &hyperpod).await? {
         let detail = cloud
@@ -159,6 +171,7 @@ async fn group_software(
             distinct.sort();
             distinct.dedup();
             GroupSoftware {
+                software: state(&name),
                 name,
                 nodes,
                 drift: distinct.len() > 1,

@@ -77,6 +77,7 @@ mod tests {
             target_count: target,
             current_count: current,
             spec: None,
+            software: Default::default(),
         };
         let groups = [group("a-healthy", 2, 2), group("workers", 1, 4)];
         assert_eq!(

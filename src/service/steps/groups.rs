@@ -317,6 +317,7 @@ mod tests {
             target_count: 1,
             current_count: 1,
             spec,
+            software: Default::default(),
         };
         let mut theirs = spec("theirs", 1);
         theirs.lifecycle_on_create = "their_on_create.sh".into();
@@ -347,6 +348,7 @@ mod tests {
                 target_count: 2,
                 current_count: 2,
                 spec: None,
+                software: Default::default(),
             },
             InstanceGroupStatus {
                 name: "burst".into(),
@@ -354,6 +356,7 @@ mod tests {
                 target_count: 3,
                 current_count: 1,
                 spec: None,
+                software: Default::default(),
             },
         ];
         let mut wanted = recorded.clone();

@@ -334,8 +334,37 @@ impl Step for SoftwareUpdateStep {
             .await?;
         Ok(json!({"requested": true}))
     }
+    /// Back in service, each group it covered says how its update went: one rolled back (an
+    /// alarm fired) or failed fails the phase, naming the group and the alarms it watched.
     async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
-        super::hyperpod::back_in_service(super::hyperpod::described(cx).await?, out)
+        let c = super::hyperpod::described(cx).await?;
+        let plan = match self.plan_at {
+            Some(at) => &cx.op.params[at],
+            None => &cx.op.params,
+        };
+        let covered: Vec<String> =
+            serde_json::from_value(plan["instanceGroups"].clone()).unwrap_or_default();
+        if c.status == crate::cloud::HyperPodStatus::InService {
+            let back = c.instance_groups.iter().find(|g| {
+                (covered.is_empty() || covered.contains(&g.name)) && g.software.rolled_back()
+            });
+            if let Some(g) = back {
+                return Err(StepError::fatal(
+                    "software-rolled-back",
+                    format!(
+                        "HyperPod's software update of group {} ended {}: its nodes run {} again (rollback alarms: {})",
+                        g.name,
+                        g.software.update_status.as_deref().unwrap_or("rolled back"),
+                        g.software.current_release.as_deref().unwrap_or("their previous release"),
+                        plan["rollbackAlarms"]
+                            .as_array()
+                            .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "))
+                            .unwrap_or_default()
+                    ),
+                ));
+            }
+        }
+        super::hyperpod::back_in_service(c, out)
     }
     fn records_resources(&self) -> bool {
         false

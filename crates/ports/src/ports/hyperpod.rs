@@ -146,6 +146,36 @@ pub struct InstanceGroupStatus {
     /// plane did not make. `None` where the source reports only counts.
     #[serde(default)]
     pub spec: Option<InstanceGroupSpec>,
+    /// Its software as `DescribeCluster` reports it.
+    #[serde(default)]
+    pub software: GroupSoftwareState,
+}
+
+/// A group's software (`ClusterInstanceGroupDetails`): the HyperPod release its nodes run and
+/// the one they would get, whether a newer one exists, and how its last update went.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupSoftwareState {
+    /// `CurrentImageReleaseVersion`.
+    pub current_release: Option<String>,
+    /// `DesiredImageReleaseVersion`: differs from the current one while an update is pending.
+    pub desired_release: Option<String>,
+    /// `ImageVersionStatus`: `UpToDate`, `UpdateAvailable`, `SecurityUpdateRequired`,
+    /// `EndOfLife`.
+    pub image_status: Option<String>,
+    /// `SoftwareUpdateStatus`: `Pending`, `InProgress`, `Succeeded`, `RollbackInProgress`,
+    /// `RollbackComplete`, `Failed`.
+    pub update_status: Option<String>,
+}
+
+impl GroupSoftwareState {
+    /// Whether its last update was rolled back or failed.
+    pub fn rolled_back(&self) -> bool {
+        matches!(
+            self.update_status.as_deref(),
+            Some("RollbackComplete" | "RollbackInProgress" | "Failed")
+        )
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
