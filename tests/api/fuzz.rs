@@ -86,6 +86,7 @@ const BEYOND_THE_SCHEMA: &[(&str, &str)] = &[
     ("PUT /api/clusters/{name}/teams/{team}/access", "team: one of the cluster's"),
     ("DELETE /api/clusters/{name}/teams/{team}/access", "team: one of the cluster's"),
     ("POST /api/clusters/{name}/teams", "instance types of the cluster's groups, each share count or accelerators (not both), the teams' shares within what the groups hold; borrowLimit with LendAndBorrow only"),
+    ("POST /api/clusters/{name}/upgrade", "kubernetesVersion: the next minor of the version the cluster runs now; canaryGroup: one of its groups, with software"),
 ];
 
 /// Operations whose generated requests the server's state refuses, not their schema: what a
