@@ -271,3 +271,42 @@ async fn an_alarm_on_the_second_batch_rolls_the_software_back_and_the_upgrade_sa
         "{done}"
     );
 }
+
+/// A preview reads each training job's restart budget on the nodes it would patch: a job that
+/// has spent its restarts is named as one the interruption would fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preview_names_a_training_job_with_no_restart_left() {
+    use crate::training::{enable_training_operator, submit, training_cluster};
+    let app = training_cluster(Some("k8s:PodFailure=1")).await;
+    enable_training_operator(&app).await;
+    let job = json!({"jobName": "long", "recipe": "llama-factory", "instanceType": "ml.g5.8xlarge",
+                     "nodeCount": 1, "model": "/s3/models/Qwen/Qwen3-8B", "dataset": "/s3/datasets/alpaca",
+                     "args": ["--max_steps=10000000"], "recovery": {"jobMaxRetryCount": 1}});
+    submit(&app, &job).await;
+    // Its one pod failure spends its one restart; it runs on.
+    crate::sharing::until(&app, "/api/clusters/demo/training-jobs/long", |j| {
+        j["restarts"]["count"] == 1 && j["state"] == "running"
+    })
+    .await;
+    let r = app
+        .post(
+            "/api/clusters/demo/hyperpod/software-update?dryRun=true",
+            &json!({}),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let plan: Value = r.json().await.unwrap();
+    let long = plan["affects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["workload"] == "training/long")
+        .unwrap_or_else(|| panic!("{plan}"));
+    assert!(
+        long["outcome"]
+            .as_str()
+            .unwrap()
+            .contains("no restart left (1 of 1 used)"),
+        "{long}"
+    );
+}

@@ -62,6 +62,27 @@ pub async fn note(
     {
         *elsewhere.entry(workload_of(claim)).or_default() += 1;
     }
+    // A training job's restart budget: what is left of it says whether it survives.
+    let trains = state
+        .claims
+        .iter()
+        .any(|c| touched.contains_key(&*c.node) && workload_of(c).0.starts_with("training/"));
+    let mut budgets: std::collections::HashMap<(String, String), (u64, u64)> = Default::default();
+    if trains {
+        let jobs = crate::service::training::list_training_jobs(engine, cluster)
+            .await
+            .unwrap_or_default();
+        for j in jobs {
+            if let (Some(count), Some(limit)) =
+                (j.restarts["count"].as_u64(), j.restarts["limit"].as_u64())
+            {
+                budgets.insert(
+                    (format!("training/{}", j.name), j.namespace),
+                    (count, limit),
+                );
+            }
+        }
+    }
     let mut seen = BTreeSet::new();
     for claim in &state.claims {
         let Some(node) = touched.get(&*claim.node) else {
@@ -75,8 +96,9 @@ pub async fn note(
             .get(&(workload.clone(), namespace.clone()))
             .copied()
             .unwrap_or(0);
+        let budget = budgets.get(&(workload.clone(), namespace.clone())).copied();
         preview::affects(Affected {
-            outcome: of_kind(&workload, others, outcome),
+            outcome: of_kind(&workload, others, budget, outcome),
             workload,
             namespace,
             node: node.to_string(),
@@ -86,18 +108,26 @@ pub async fn note(
 }
 
 /// What happens to a workload of this kind (`training/…`, `space/…`, a server) when its node
-/// goes, given how many of its pods run on nodes the change leaves alone.
-fn of_kind(workload: &str, others: usize, outcome: &str) -> String {
+/// goes, given how many of its pods run on nodes the change leaves alone and, for a training
+/// job, the restarts it has used of its budget (`restartCount` of `jobMaxRetryCount`).
+fn of_kind(workload: &str, others: usize, budget: Option<(u64, u64)>, outcome: &str) -> String {
     let kind = workload.split('/').next().unwrap_or_default();
-    match kind {
-        "training" => format!(
+    match (kind, budget) {
+        ("training", Some((used, limit))) if used >= limit => format!(
+            "{outcome}; it has no restart left ({used} of {limit} used): the interruption fails it — let it finish first, or stop it"
+        ),
+        ("training", Some((used, limit))) => format!(
+            "{outcome}; HyperPod resumes it from its last checkpoint: {} of {limit} restarts left",
+            limit - used
+        ),
+        ("training", None) => format!(
             "{outcome}; HyperPod resumes the job from its last checkpoint while its restart budget lasts"
         ),
-        "space" => format!("{outcome}; the space stops and starts again, its home volume kept"),
-        "deployment" | "pool" | "ray" if others > 0 => {
+        ("space", _) => format!("{outcome}; the space stops and starts again, its home volume kept"),
+        ("deployment" | "pool" | "ray", _) if others > 0 => {
             format!("{outcome}; it keeps serving from {others} pod(s) on other nodes")
         }
-        "deployment" | "pool" | "ray" => format!(
+        ("deployment" | "pool" | "ray", _) => format!(
             "{outcome}; it has no pod on another node: it is unavailable until this one is back"
         ),
         _ => outcome.to_string(),
@@ -108,8 +138,15 @@ fn of_kind(workload: &str, others: usize, outcome: &str) -> String {
 mod tests {
     #[test]
     fn what_happens_depends_on_the_kind_and_on_the_other_pods() {
-        let says = |w: &str, others: usize| super::of_kind(w, others, "interrupted");
+        let says = |w: &str, others: usize| super::of_kind(w, others, None, "interrupted");
         assert!(says("training/sft", 0).contains("last checkpoint"));
+        let job = |used, limit| super::of_kind("training/sft", 0, Some((used, limit)), "x");
+        assert!(job(1, 3).contains("2 of 3 restarts left"), "{}", job(1, 3));
+        assert!(
+            job(3, 3).contains("no restart left (3 of 3 used)"),
+            "{}",
+            job(3, 3)
+        );
         assert!(says("space/lab", 0).contains("home volume kept"));
         assert!(says("deployment/chat", 1).contains("keeps serving from 1 pod(s)"));
         assert!(says("deployment/chat", 0).contains("unavailable until"));
