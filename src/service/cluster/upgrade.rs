@@ -193,7 +193,7 @@ async fn software_plan(
         instance_groups: vec![canary.clone()],
         ..all.clone()
     };
-    let then = (!rest.is_empty()).then(|| SoftwareUpdate {
+    let then = (!rest.is_empty()).then_some(SoftwareUpdate {
         instance_groups: rest,
         ..all
     });
