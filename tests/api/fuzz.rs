@@ -323,7 +323,7 @@ parameters = {{ "path.id" = "{pipeline}" }}
 # a reboot keeps the node busy.
 [[operations]]
 include-name-regex = "^POST /api/clusters/\\{{name\\}}/nodes/\\{{id\\}}/(reboot|replace)$"
-parameters = {{ "path.id" = "{acted_on}", "query.dryRun" = true }}
+parameters = {{ "path.id" = "{acted_on}", "query.dryRun" = "true" }}
 
 [[operations]]
 include-name-regex = "^(DELETE /api/clusters/\\{{name\\}}/|POST /api/clusters/\\{{name\\}}/nodes/\\{{id\\}}/delete$|PATCH /api/clusters/\\{{name\\}}/features$)"
