@@ -441,7 +441,15 @@ impl ServerHandler for McpServer {
                 None,
             ));
         };
-        if self.cx.read_only && !spec.read_only() {
+        // A preview writes nothing: the write gate lets it through, so an agent that may only
+        // look can still show what a change would do.
+        let previews = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("dryRun"))
+            .and_then(Value::as_bool)
+            == Some(true);
+        if self.cx.read_only && !spec.read_only() && !previews {
             crate::cloud::metrics::global()
                 .tool_calls
                 .get_or_create(&crate::cloud::metrics::ToolLabels {

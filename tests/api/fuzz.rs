@@ -285,14 +285,8 @@ pub(crate) async fn populated_app() -> (TestApp, String) {
     }
     // Reads look at the first node; reboot and replace act on the second, so a replacement
     // (new hardware, a new id) never leaves the reads an id that is gone.
-    let nodes = app.json("/api/clusters/demo/nodes").await;
-    let node_at = |i: usize| {
-        nodes["nodes"][i]["instanceId"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
-    let (node, acted_on) = (node_at(0), node_at(1));
+    let nodes = node_ids(&app).await;
+    let (node, acted_on) = (nodes[0].clone(), nodes[1].clone());
     let run = app.json("/api/mlflow/runs?experiment=sft").await[0]["runId"]
         .as_str()
         .expect("the job's MLflow run")

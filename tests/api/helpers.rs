@@ -552,6 +552,17 @@ pub async fn enable(app: &TestApp, key: &str) {
     assert_eq!(toggle(app, key, true).await["state"], "succeeded", "{key}");
 }
 
+/// The instance ids of the `demo` cluster's nodes, in the order the API lists them.
+pub async fn node_ids(app: &TestApp) -> Vec<String> {
+    let nodes = app.json("/api/clusters/demo/nodes").await;
+    nodes["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["instanceId"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// The names of an operation's phases, in order.
 pub fn phase_names(op: &Value) -> Vec<&str> {
     op["phases"]

@@ -525,6 +525,11 @@ async fn the_write_gate_gives_an_agent_eyes_before_hands() {
     let seen = mcp_client(&app.base, "readonly").await;
     assert_eq!(seen["read"]["is_error"], false, "{seen}");
     assert_eq!(seen["write"]["is_error"], true);
+    // A preview writes nothing, so the gate lets it through: the plan, a pipeline's stages in it.
+    assert_eq!(seen["preview"]["is_error"], false, "{seen}");
+    let plan = &seen["preview"]["value"];
+    assert_eq!(plan["dryRun"], true, "{plan}");
+    assert_eq!(plan["operations"][0]["kind"], "pipeline", "{plan}");
     let problem = &seen["write"]["value"];
     assert_eq!(problem["type"], "urn:instantstart:problem:writes-disabled");
     assert!(problem["hint"]

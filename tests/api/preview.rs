@@ -491,13 +491,7 @@ fn attempted(calls: &Value) -> std::collections::BTreeMap<String, i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_writing_route_previews_its_plan_without_writing_and_the_run_keeps_to_it() {
     let (app, _) = crate::fuzz::populated_app().await;
-    let nodes = app.json("/api/clusters/demo/nodes").await;
-    let node_at = |i: usize| {
-        nodes["nodes"][i]["instanceId"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
+    let nodes = node_ids(&app).await;
     let ops = app.json("/api/operations?limit=1000").await;
     let of_kind = |kind: &str, state: &str| {
         ops.as_array()
@@ -510,7 +504,7 @@ async fn every_writing_route_previews_its_plan_without_writing_and_the_run_keeps
             .to_string()
     };
     let done = of_kind("pipeline", "succeeded");
-    let cases = cases(&node_at(0), &node_at(1), &done);
+    let cases = cases(&nodes[0], &nodes[1], &done);
 
     // The cases are every writing operation of the document but those without a preview.
     let doc = app.json("/api/openapi.json").await;

@@ -1,7 +1,8 @@
 """Drives the InstantStart MCP endpoint with the official MCP Python SDK.
 
 Usage: mcp_client.py URL SCENARIO  — prints one JSON object with what the scenario saw.
-  readonly   against a server with the write gate: a read tool answers, a mutating one is
+  readonly   against a server with the write gate: a read tool answers, a mutating one's
+             preview (dryRun) answers its plan, the mutating call itself is
              refused with the writes-disabled problem and is described as such.
   basic      list tools, prompts and resources (the skills); read one of each; call a read tool; a mutating tool followed to a terminal state with
              operation_get(wait_seconds); a validation error.
@@ -431,6 +432,9 @@ async def readonly(client):
         "write": await call(client, "pipeline_create", {
             "name": "gated", "zone": "us-west-2a", "instanceType": "ml.g5.8xlarge",
             "instanceCount": 1, "capacityType": "on-demand"}),
+        "preview": await call(client, "pipeline_create", {
+            "name": "gated", "zone": "us-west-2a", "instanceType": "ml.g5.8xlarge",
+            "instanceCount": 1, "capacityType": "on-demand", "dryRun": True}),
         "write_description": tools["pipeline_create"].description,
         "read_description": tools["cluster_list"].description,
     }
