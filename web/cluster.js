@@ -10,6 +10,8 @@ function upgradeForm(v, enc) {
   const software = h('input', { type: 'checkbox', id: 'upgrade-software' });
   const canary = h('select', { id: 'upgrade-canary' }, h('option', { value: '' }, 'none'),
     v.groups.map((g) => h('option', { value: g.name }, g.name)));
+  const jobs = h('select', { id: 'upgrade-jobs' }, [['restart', 'let them restart from their checkpoint'],
+    ['wait', 'wait for them to finish'], ['cancel', 'stop them first']].map(([v, t]) => h('option', { value: v }, t)));
   const error = h('div', { class: 'error', role: 'alert', id: 'upgrade-error' });
   const submit = async (e) => {
     e.preventDefault();
@@ -17,6 +19,7 @@ function upgradeForm(v, enc) {
     const body = { kubernetesVersion: v.nextKubernetes };
     if (software.checked) body.software = { batchInstances: 1 };
     if (software.checked && canary.value) body.canaryGroup = canary.value;
+    if (software.checked) body.runningJobs = jobs.value;
     const path = `/api/clusters/${enc}/upgrade`;
     const asked = await confirmPlan(`Upgrade to Kubernetes ${v.nextKubernetes}?`, path, { method: 'POST', body });
     if (asked.refused) { error.textContent = problemText(asked.refused.body); return; }
@@ -27,6 +30,7 @@ function upgradeForm(v, enc) {
   };
   return h('form', { class: 'grid', 'aria-label': 'Upgrade', onsubmit: submit },
     h('label', { for: software.id }, 'HyperPod software too'), h('div', {}, software, h('div', { class: 'field-hint' }, 'After the add-ons, one node at a time.')),
+    h('label', { for: jobs.id }, 'Training jobs on them'), jobs,
     h('label', { for: canary.id }, 'Canary group'), h('div', {}, canary, h('div', { class: 'field-hint' }, 'Updated alone first; the others once it is back in service.')),
     h('span'), h('div', {}, h('button', { type: 'submit' }, `Upgrade to ${v.nextKubernetes}`), error));
 }

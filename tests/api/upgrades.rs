@@ -273,9 +273,10 @@ async fn an_alarm_on_the_second_batch_rolls_the_software_back_and_the_upgrade_sa
 }
 
 /// A preview reads each training job's restart budget on the nodes it would patch: a job that
-/// has spent its restarts is named as one the interruption would fail.
+/// has spent its restarts is named as one the interruption would fail, an upgrade that would
+/// patch its node is refused until the user chooses, and `cancel` stops it in a phase of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_preview_names_a_training_job_with_no_restart_left() {
+async fn a_job_with_no_restart_left_is_named_and_its_upgrade_refused_unless_it_is_stopped_first() {
     use crate::training::{enable_training_operator, submit, training_cluster};
     let app = training_cluster(Some("k8s:PodFailure=1")).await;
     enable_training_operator(&app).await;
@@ -308,5 +309,45 @@ async fn a_preview_names_a_training_job_with_no_restart_left() {
             .unwrap()
             .contains("no restart left (1 of 1 used)"),
         "{long}"
+    );
+    // An upgrade whose software would patch its node is refused unless the user says what
+    // becomes of it; `cancel` stops it first, as a phase of its own, then the software rolls.
+    let upgrade = |running: Option<&str>| {
+        let mut body = json!({"kubernetesVersion": "1.33", "software": {"batchInstances": 1}});
+        if let Some(r) = running {
+            body["runningJobs"] = json!(r);
+        }
+        body
+    };
+    let refused = problem(
+        app.post(UPGRADE, &upgrade(None)).await,
+        StatusCode::CONFLICT,
+    )
+    .await;
+    assert_eq!(refused["field"], "runningJobs", "{refused}");
+    assert!(
+        refused["detail"].as_str().unwrap().contains("long"),
+        "{refused}"
+    );
+    let r = app
+        .post(&format!("{UPGRADE}?dryRun=true"), &upgrade(Some("cancel")))
+        .await;
+    let plan: Value = r.json().await.unwrap();
+    let planned = &plan["operations"][0];
+    assert_eq!(
+        phase_names(planned),
+        ["kubernetes-version", "addons", "running-jobs", "software"],
+        "{plan}"
+    );
+    assert_eq!(planned["params"]["jobs"][0]["name"], "long", "{plan}");
+    let op = app
+        .wait_terminal(&app.start(UPGRADE, &upgrade(Some("cancel"))).await)
+        .await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(
+        app.get("/api/clusters/demo/training-jobs/long")
+            .await
+            .status(),
+        StatusCode::NOT_FOUND
     );
 }

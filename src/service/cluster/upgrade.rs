@@ -15,7 +15,7 @@ use crate::ops::Engine;
 use crate::problem::ProblemType;
 use crate::service::groups::software::{self, SoftwareUpdateRequest};
 use crate::service::steps::deps::{Install, COMPONENTS};
-use crate::service::steps::upgrade::{AddonUpgrade, UpgradeParams};
+use crate::service::steps::upgrade::{AddonUpgrade, RunningJobs, UpgradeParams};
 
 /// `POST /api/clusters/{name}/upgrade`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -31,6 +31,10 @@ pub struct UpgradeRequest {
     /// An instance group updated alone first (needs `software`); the others follow once it is
     /// back in service.
     pub canary_group: Option<String>,
+    /// The training jobs on the nodes the software patches: `restart` (default: HyperPod resumes
+    /// them from their last checkpoint; refused for a job with no restart left), `wait` for
+    /// them to end first, or `cancel` them first.
+    pub running_jobs: Option<RunningJobs>,
 }
 
 /// The upgrade's plan, or the first thing that would stop it.
@@ -80,12 +84,37 @@ pub async fn plan(engine: &Engine, name: &str, req: &UpgradeRequest) -> ApiResul
         Vec::new()
     };
     let (canary, software) = software_plan(engine, name, req, has_hyperpod).await?;
+    let running_jobs = req.running_jobs.unwrap_or_default();
+    let patched: Vec<String> = canary
+        .iter()
+        .chain(&software)
+        .flat_map(|u| u.instance_groups.clone())
+        .collect();
+    let jobs = match canary.is_some() || software.is_some() {
+        true => crate::service::groups::affected::training_jobs_on(engine, name, &patched).await?,
+        false => Vec::new(),
+    };
+    if running_jobs == RunningJobs::Restart {
+        if let Some(spent) = jobs.iter().find(|j| j.restarts_left == Some(0)) {
+            return Err(ApiError::Conflict {
+                slug: ProblemType::Conflict,
+                detail: format!(
+                    "training job {} ({}) has no restart left: patching its node would fail it. Send runningJobs `wait` (the software waits for it to end) or `cancel` (it is stopped first)",
+                    spent.name, spent.namespace
+                ),
+                field: Some("runningJobs".into()),
+                operation_id: None,
+            });
+        }
+    }
     Ok(UpgradeParams {
         from: cluster.version,
         to: to.to_string(),
         addons,
         canary,
         software,
+        running_jobs,
+        jobs,
     })
 }
 

@@ -107,6 +107,69 @@ pub async fn note(
     Ok(())
 }
 
+/// A training job holding GPUs on nodes a change would patch.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobOnNodes {
+    pub name: String,
+    pub namespace: String,
+    /// Its object (`HyperPodPyTorchJob` or `RayJob`), to stop it.
+    pub object: crate::cloud::ObjectRef,
+    /// Restarts left of its budget (`jobMaxRetryCount` less `restartCount`), when it has one.
+    pub restarts_left: Option<u64>,
+}
+
+/// The training jobs running on the nodes of `groups` (every group when empty).
+pub async fn training_jobs_on(
+    engine: &Engine,
+    cluster: &str,
+    groups: &[String],
+) -> ApiResult<Vec<JobOnNodes>> {
+    let target = crate::service::cluster::records::kube_target(engine, cluster).await?;
+    let state = engine.cloud().kube.cluster_state(&target).await?;
+    let nodes: BTreeSet<&str> = state
+        .nodes
+        .iter()
+        .filter(|n| {
+            groups.is_empty()
+                || n.instance_group
+                    .as_ref()
+                    .is_some_and(|g| groups.contains(g))
+        })
+        .map(|n| n.name.as_str())
+        .collect();
+    let running: BTreeSet<(String, String)> = state
+        .claims
+        .iter()
+        .filter(|c| nodes.contains(&*c.node))
+        .filter_map(|c| {
+            let w = crate::service::costs::sample::workload_of(&c.labels);
+            w.strip_prefix("training/")
+                .map(|job| (job.to_string(), c.namespace.to_string()))
+        })
+        .collect();
+    if running.is_empty() {
+        return Ok(vec![]);
+    }
+    let jobs = crate::service::training::list_training_jobs(engine, cluster).await?;
+    Ok(jobs
+        .into_iter()
+        .filter(|j| running.contains(&(j.name.clone(), j.namespace.clone())))
+        .filter_map(|j| {
+            let left = match (j.restarts["count"].as_u64(), j.restarts["limit"].as_u64()) {
+                (Some(used), Some(limit)) => Some(limit.saturating_sub(used)),
+                _ => None,
+            };
+            Some(JobOnNodes {
+                object: crate::service::training::job_object(&j.kind, &j.namespace, &j.name)?,
+                name: j.name,
+                namespace: j.namespace,
+                restarts_left: left,
+            })
+        })
+        .collect())
+}
+
 /// What happens to a workload of this kind (`training/…`, `space/…`, a server) when its node
 /// goes, given how many of its pods run on nodes the change leaves alone and, for a training
 /// job, the restarts it has used of its budget (`restartCount` of `jobMaxRetryCount`).

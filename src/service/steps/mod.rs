@@ -403,6 +403,9 @@ impl Stages for OperationKinds {
                 if !p.addons.is_empty() {
                     steps.push(Arc::new(upgrade::AddonsStep));
                 }
+                if p.running_jobs != upgrade::RunningJobs::Restart && !p.jobs.is_empty() {
+                    steps.push(Arc::new(upgrade::RunningJobsStep));
+                }
                 if p.canary.is_some() {
                     steps.push(Arc::new(workloads::SoftwareUpdateStep {
                         phase: "software-canary",

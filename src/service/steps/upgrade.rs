@@ -27,6 +27,75 @@ pub struct UpgradeParams {
     /// The software update of the groups (the others, after a canary).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub software: Option<SoftwareUpdate>,
+    /// What becomes of the training jobs on the nodes the software patches.
+    #[serde(default)]
+    pub running_jobs: RunningJobs,
+    /// Those jobs, as the plan found them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<crate::service::groups::affected::JobOnNodes>,
+}
+
+/// The training jobs on nodes about to be patched: let HyperPod restart them from their last
+/// checkpoint (refused for a job with no restart left), wait for them to finish, or stop them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RunningJobs {
+    #[default]
+    Restart,
+    Wait,
+    Cancel,
+}
+
+/// Before the software: waits for the jobs on the nodes to end, or stops them.
+pub struct RunningJobsStep;
+
+#[async_trait]
+impl Step for RunningJobsStep {
+    fn name(&self) -> &'static str {
+        "running-jobs"
+    }
+    fn calls(&self) -> &'static [&'static str] {
+        &["k8s:Delete"]
+    }
+    fn records_resources(&self) -> bool {
+        false
+    }
+    /// A job may run for days: waiting for one is bounded by a week.
+    fn deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(7 * 24 * 3600)
+    }
+    async fn act(&self, cx: &StepCx<'_>) -> StepResult<Value> {
+        let p = params(cx)?;
+        if p.running_jobs == RunningJobs::Cancel {
+            let target = super::addons::kube_target(cx)?;
+            for job in &p.jobs {
+                cx.cloud.kube.delete(&target, &job.object).await?;
+            }
+        }
+        Ok(json!({"jobs": p.jobs.len()}))
+    }
+    async fn poll(&self, cx: &StepCx<'_>, out: &Value) -> StepResult<Poll> {
+        let p = params(cx)?;
+        let target = super::addons::kube_target(cx)?;
+        for job in &p.jobs {
+            let Some(obj) = cx.cloud.kube.get(&target, &job.object).await? else {
+                continue;
+            };
+            use super::training::{training_state, TrainingState};
+            let over = matches!(
+                training_state(&obj),
+                TrainingState::Succeeded | TrainingState::Failed(_)
+            );
+            if !over {
+                let how = match p.running_jobs {
+                    RunningJobs::Cancel => "being stopped",
+                    _ => "still running",
+                };
+                return Ok(Poll::Pending(format!("training job {} {how}", job.name)));
+            }
+        }
+        Ok(Poll::Ready(out.clone()))
+    }
 }
 
 /// One add-on moved to a newer version.

@@ -170,6 +170,16 @@ pub(super) fn job_ref(runtime: Runtime, namespace: &str, name: &str) -> ObjectRe
     }
 }
 
+/// A training job's object by its kind as listed (`HyperPodPyTorchJob`, `RayJob`).
+pub(crate) fn job_object(kind: &str, namespace: &str, name: &str) -> Option<ObjectRef> {
+    let runtime = match kind {
+        "HyperPodPyTorchJob" => Runtime::HyperPodPytorch,
+        "RayJob" => Runtime::Ray,
+        _ => return None,
+    };
+    Some(job_ref(runtime, namespace, name))
+}
+
 /// Validates a submission and makes its operation's parameters. Nothing is applied here.
 pub async fn training_params(
     engine: &Engine,
