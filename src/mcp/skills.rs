@@ -38,6 +38,10 @@ pub const SKILLS: &[(&str, &str)] = &[
         include_str!("../../skills/submit-training/SKILL.md"),
     ),
     (
+        "upgrade-cluster",
+        include_str!("../../skills/upgrade-cluster/SKILL.md"),
+    ),
+    (
         "diagnose-cluster-creation",
         include_str!("../../skills/diagnose-cluster-creation/SKILL.md"),
     ),

@@ -706,3 +706,22 @@ async fn teams_lend_borrow_reclaim_and_resume_over_mcp() {
         "{seen}"
     );
 }
+
+/// The upgrade-cluster skill through MCP only: what runs and could, the plan (previewed, nothing
+/// written), the upgrade followed to its end, and what runs after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upgrade_skill_runs_over_mcp() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let seen = mcp_client(&app.base, "upgrade").await;
+    let phases = json!(["kubernetes-version", "addons", "software"]);
+    assert_eq!(seen["before"], json!(["1.32", "1.33"]), "{seen}");
+    assert_eq!(
+        seen["plan"],
+        json!({"is_error": false, "dryRun": true, "phases": phases}),
+        "{seen}"
+    );
+    assert_eq!(seen["ended"], json!(["succeeded", phases]), "{seen}");
+    assert_eq!(seen["after"], json!(["1.33", ["UpToDate"]]), "{seen}");
+}

@@ -1,6 +1,8 @@
 """Drives the InstantStart MCP endpoint with the official MCP Python SDK.
 
 Usage: mcp_client.py URL SCENARIO  — prints one JSON object with what the scenario saw.
+  upgrade    the upgrade-cluster skill on cluster `demo`: versions, a preview, the upgrade
+             followed to its end, versions again.
   readonly   against a server with the write gate: a read tool answers, a mutating one's
              preview (dryRun) answers its plan, the mutating call itself is
              refused with the writes-disabled problem and is described as such.
@@ -440,6 +442,24 @@ async def readonly(client):
     }
 
 
+async def upgrade(client):
+    """The upgrade-cluster skill on cluster `demo`: inspect, preview, upgrade, inspect again."""
+    before = (await call(client, "cluster_versions", {"name": "demo"}))["value"]
+    choices = {"name": "demo", "kubernetesVersion": before["nextKubernetes"],
+               "software": {"batchInstances": 1}, "runningJobs": "restart"}
+    plan = await call(client, "cluster_upgrade", {**choices, "dryRun": True})
+    started = (await call(client, "cluster_upgrade", choices))["value"]
+    ended = await follow(client, started["operation_id"])
+    after = (await call(client, "cluster_versions", {"name": "demo"}))["value"]
+    return {
+        "before": [before["kubernetes"], before["nextKubernetes"]],
+        "plan": {"is_error": plan["is_error"], "dryRun": plan["value"].get("dryRun"),
+                 "phases": [p["name"] for p in plan["value"]["operations"][0]["phases"]]},
+        "ended": [ended["state"], [p["name"] for p in ended["phases"]]],
+        "after": [after["kubernetes"], [g["software"]["imageStatus"] for g in after["groups"]]],
+    }
+
+
 async def person(client):
     return {
         "me": await call(client, "session_get", {}),
@@ -475,7 +495,7 @@ async def main():
         server = streamable_http_client(
             url, http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {bearer}"}, timeout=60))
     async with Client(server) as client:
-        result = await {"person": person, "member": member, "basic": basic, "rehearsal": rehearsal, "training": training, "spaces": spaces, "skills": skills, "diagnose": diagnose, "teams": teams, "sharing": sharing, "readonly": readonly}[scenario](client)
+        result = await {"person": person, "member": member, "basic": basic, "rehearsal": rehearsal, "training": training, "spaces": spaces, "skills": skills, "diagnose": diagnose, "teams": teams, "sharing": sharing, "readonly": readonly, "upgrade": upgrade}[scenario](client)
     print(json.dumps(result))
 
 
