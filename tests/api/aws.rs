@@ -1535,6 +1535,42 @@ mod mocked {
         assert_eq!(update.num_calls(), 1);
     }
 
+    /// An upgrade's `UpdateAddon` changes the version only: `resolveConflicts` PRESERVE (what
+    /// the user configured in the cluster stays), and no role, configuration or pod identity
+    /// field at all, which EKS reads as "keep them" (an empty `podIdentityAssociations` would
+    /// delete the add-on's associations).
+    #[tokio::test]
+    async fn an_upgrades_addon_update_sends_the_version_and_keeps_the_rest() {
+        use aws_sdk_eks::operation::update_addon::UpdateAddonOutput;
+        use aws_sdk_eks::types::ResolveConflicts;
+        let update = mock!(aws_sdk_eks::Client::update_addon)
+            .match_requests(|r| {
+                r.cluster_name() == Some("demo")
+                    && r.addon_name() == Some("coredns")
+                    && r.addon_version() == Some("v1.11.4-eksbuild.3")
+                    && r.resolve_conflicts() == Some(&ResolveConflicts::Preserve)
+                    && r.service_account_role_arn().is_none()
+                    && r.configuration_values().is_none()
+                    && r.pod_identity_associations.is_none()
+            })
+            .then_output(|| UpdateAddonOutput::builder().build());
+        let eks = mock_client!(aws_sdk_eks, RuleMode::MatchAny, [&update], |c| c
+            .retry_config(aws_config::retry::RetryConfig::disabled()));
+        let aws = aws_with(eks, no_quotas()).await;
+        aws.update_addon(&instantstart::cloud::CreateAddon {
+            cluster: "demo".into(),
+            name: "coredns".into(),
+            version: Some("v1.11.4-eksbuild.3".into()),
+            service_account_role_arn: None,
+            configuration_values: None,
+            resolve_conflicts: "PRESERVE".into(),
+            pod_identity_associations: Vec::new(),
+        })
+        .await
+        .unwrap();
+        assert_eq!(update.num_calls(), 1);
+    }
+
     /// `DescribeClusterVersions` asks for the versions named (`clusterVersions`), reads every
     /// page, and gives each version's support dates as days and its `versionStatus`.
     #[tokio::test]

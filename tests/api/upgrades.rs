@@ -351,3 +351,59 @@ async fn a_job_with_no_restart_left_is_named_and_its_upgrade_refused_unless_it_i
         StatusCode::NOT_FOUND
     );
 }
+
+/// An add-on whose new version fails (`eks:AddonUpdateFailure=1`: EKS reports it
+/// UPDATE_FAILED) goes back to the version and configuration it had, the upgrade fails at its
+/// add-ons naming it (the control plane stays upgraded), and a retry of the operation moves the
+/// add-ons again without redoing the control plane.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_addon_update_goes_back_and_a_retry_finishes_the_upgrade() {
+    let app = spawn_app_with(Opts {
+        faults: Some("eks:AddonUpdateFailure=1"),
+        ..Default::default()
+    })
+    .await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let id = app
+        .start(UPGRADE, &json!({"kubernetesVersion": "1.33"}))
+        .await;
+    let op = app.wait_terminal(&id).await;
+    assert_eq!(op["state"], "failed", "{op}");
+    let first = op["params"]["addons"][0].clone();
+    let why = op["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        why.contains(first["name"].as_str().unwrap()) && why.contains("going back"),
+        "{op}"
+    );
+    let versions = app.json("/api/clusters/demo/versions").await;
+    assert_eq!(versions["kubernetes"], "1.33", "{versions}");
+    let back = versions["addons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == first["name"])
+        .unwrap()
+        .clone();
+    assert_eq!(back["version"], first["from"], "{back}");
+    let calls = app.calls().await;
+    let r = app
+        .client
+        .post(app.url(&format!("/api/operations/{id}/retry")))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    let op = app.wait_terminal(&id).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    let after = app.calls().await;
+    assert_eq!(
+        accepted_count(&after, "eks:UpdateClusterVersion"),
+        accepted_count(&calls, "eks:UpdateClusterVersion"),
+        "the control plane is not upgraded twice"
+    );
+    let versions = app.json("/api/clusters/demo/versions").await;
+    for a in versions["addons"].as_array().unwrap() {
+        assert_eq!(a["behind"], false, "{a}");
+    }
+}

@@ -348,7 +348,11 @@ impl Eks for Sandbox {
             Life::Gone => return Ok(None),
         };
         let mut health = None;
-        if status == AddonStatus::Active {
+        if status == AddonStatus::Active && res.data[super::eks_control::FAILED_UPDATE] == true {
+            status = AddonStatus::UpdateFailed;
+            health =
+                Some("InsufficientNumberOfReplicas: the new version's pods do not start".into());
+        } else if status == AddonStatus::Active {
             let pods_since = res.data[PODS_SINCE].as_i64();
             if let Some((s, issue)) = self.addon_health(cluster, name, pods_since).await? {
                 status = s;
@@ -386,6 +390,11 @@ impl Eks for Sandbox {
                 if let Some(v) = &req.version {
                     data["version"] = json!(v);
                 }
+                // `eks:AddonUpdateFailure=N`: the next N version changes leave their add-on
+                // UPDATE_FAILED; any later update (a rollback) clears it.
+                data[super::eks_control::FAILED_UPDATE] = json!(
+                    req.version.is_some() && self.take_fault(super::eks_control::ADDON_FAULT)
+                );
                 // An update rolls the add-on's pods: admitted again, with what is bound then.
                 data[PODS_SINCE] = json!(super::now_ms());
                 self.update(api, "eks-addon", &r.id, &data).await?;

@@ -15,6 +15,11 @@ pub(super) fn eks_arn(name: &str) -> String {
     format!("arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{name}")
 }
 
+/// `eks:AddonUpdateFailure=N`: the next N add-on version changes fail (`UPDATE_FAILED`).
+pub(super) const ADDON_FAULT: &str = "eks:AddonUpdateFailure";
+/// The add-on record's mark of an update that failed.
+pub(super) const FAILED_UPDATE: &str = "updateFailed";
+
 /// The Kubernetes versions the simulated EKS runs and offers add-ons for.
 pub(super) const EKS_VERSIONS: [&str; 6] = ["1.29", "1.30", "1.31", "1.32", "1.33", "1.34"];
 
@@ -130,6 +135,14 @@ impl Sandbox {
         data["version"] = json!(version);
         self.update(api, "eks-cluster", &res.id, &data).await?;
         Ok(id)
+    }
+
+    /// Takes one remaining fault of `api` (see `Faults::take_one`).
+    pub(super) fn take_fault(&self, api: &str) -> bool {
+        self.faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take_one(api)
     }
 
     /// Whether the cluster's version upgrade is still rolling (`UPDATING`).
