@@ -1099,7 +1099,50 @@ mod mocked {
             subnet_ids: vec!["subnet-1".into()],
             security_group_ids: vec!["sg-1".into()],
             network_interface: (name == "more").then(|| "efa-only".into()),
+            scheduled_update: None,
         }
+    }
+
+    /// A group's `ScheduledUpdateConfig` goes out as botocore's sagemaker model shapes it: the
+    /// `ScheduleExpression`, and its `DeploymentConfig` (the batch as a capacity percentage,
+    /// forward and back, the wait, the alarms); a group without one sends none.
+    #[tokio::test]
+    async fn a_groups_software_schedule_goes_out_with_its_rolling_policy() {
+        use aws_sdk_sagemaker::operation::update_cluster::UpdateClusterOutput;
+        use aws_sdk_sagemaker::types::NodeUnavailabilityType;
+        use instantstart::cloud::HyperPod;
+        let update = mock!(aws_sdk_sagemaker::Client::update_cluster)
+            .match_requests(|r| {
+                let groups = r.instance_groups();
+                let Some(s) = groups[0].scheduled_update_config() else {
+                    return false;
+                };
+                let d = s.deployment_config();
+                let policy = d.and_then(|d| d.rolling_update_policy());
+                let batch = policy.and_then(|p| p.maximum_batch_size());
+                s.schedule_expression() == Some("cron(0 3 ? * 1#1 *)")
+                    && batch.and_then(|b| b.r#type())
+                        == Some(&NodeUnavailabilityType::CapacityPercentage)
+                    && batch.and_then(|b| b.value()) == Some(50)
+                    && policy.and_then(|p| p.rollback_maximum_batch_size()) == batch
+                    && d.and_then(|d| d.wait_interval_in_seconds()) == Some(300)
+                    && d.map(|d| d.auto_rollback_configuration().len()) == Some(1)
+                    && groups[1].scheduled_update_config().is_none()
+            })
+            .then_output(|| UpdateClusterOutput::builder().cluster_arn("arn:hp").build());
+        let mut aws = base_aws().await;
+        aws.sagemaker = mock_client!(aws_sdk_sagemaker, RuleMode::MatchAny, [&update]);
+        let mut scheduled = group("workers", 2);
+        scheduled.scheduled_update = Some(instantstart::cloud::ScheduledUpdate {
+            schedule_expression: "cron(0 3 ? * 1#1 *)".into(),
+            batch: instantstart::cloud::UpdateBatch::Percent(50),
+            wait_seconds: Some(300),
+            rollback_alarms: vec!["demo-gpu-errors".into()],
+        });
+        aws.update_cluster("demo-hp", &[scheduled, group("more", 4)], true)
+            .await
+            .unwrap();
+        assert_eq!(update.num_calls(), 1);
     }
 
     #[tokio::test]

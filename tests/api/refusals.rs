@@ -182,6 +182,7 @@ impl Setup {
                 subnet_ids: vec![self.subnets[0].clone()],
                 security_group_ids: node_groups,
                 network_interface: None,
+                scheduled_update: None,
             }],
             tags: cluster_tags(CLUSTER, "hp"),
             continuous_provisioning: false,
@@ -438,6 +439,7 @@ async fn spot_capacity_needs_continuous_node_provisioning() {
         subnet_ids: vec![s.subnets[0].clone()],
         security_group_ids: vec![s.plane.clone()],
         network_interface: None,
+        scheduled_update: None,
     };
     let mut req = CreateHyperPodCluster {
         name: format!("{CLUSTER}-hp"),

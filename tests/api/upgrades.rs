@@ -407,3 +407,81 @@ async fn a_failed_addon_update_goes_back_and_a_retry_finishes_the_upgrade() {
         assert_eq!(a["behind"], false, "{a}");
     }
 }
+
+/// A group's software schedule (`ScheduledUpdateConfig`): a cron expression SageMaker would
+/// refuse is refused by field before anything is sent (and the simulated SageMaker refuses it
+/// too); a good one is sent with its rolling policy and shows on the group; the same again
+/// changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_groups_software_schedule_is_checked_sent_and_shown() {
+    let app = spawn_app().await;
+    let id = app.start("/api/pipelines", &pipeline_body()).await;
+    assert_eq!(app.wait_terminal(&id).await["state"], "succeeded");
+    let group = "/api/clusters/demo/instance-groups/workers";
+    let patch = |schedule: Value| {
+        let app = &app;
+        async move {
+            app.client
+                .patch(app.url(group))
+                .json(&json!({"softwareSchedule": schedule}))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let calls = app.calls().await;
+    let bad = problem(
+        patch(json!({"scheduleExpression": "0 3 * * 0"})).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    assert_eq!(bad["field"], "softwareSchedule.scheduleExpression", "{bad}");
+    let bad = problem(
+        patch(json!({"scheduleExpression": "cron(0 3 ? * 1#1 *)", "batchPercent": 0})).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    assert_eq!(bad["field"], "softwareSchedule.batchPercent", "{bad}");
+    assert_eq!(
+        app.calls().await["attempted"],
+        calls["attempted"],
+        "nothing sent"
+    );
+    let schedule = json!({"scheduleExpression": "cron(0 3 ? * 1#1 *)", "batchPercent": 50,
+                          "waitSeconds": 300, "rollbackAlarms": ["demo-gpu-errors"]});
+    let r = patch(schedule.clone()).await;
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let op: Value = r.json().await.unwrap();
+    let done = app.wait_terminal(op["operationId"].as_str().unwrap()).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    let groups = app.json("/api/clusters/demo/instance-groups").await;
+    assert_eq!(
+        groups[0]["softwareSchedule"],
+        json!({"scheduleExpression": "cron(0 3 ? * 1#1 *)", "batch": {"percent": 50},
+               "waitSeconds": 300, "rollbackAlarms": ["demo-gpu-errors"]}),
+        "{groups}"
+    );
+    let again = patch(schedule).await;
+    assert_eq!(
+        again.status(),
+        StatusCode::OK,
+        "the same schedule changes nothing"
+    );
+    // The simulated SageMaker refuses what SageMaker refuses, whoever sends it.
+    let mut spec: instantstart::cloud::InstanceGroupSpec = serde_json::from_value(
+        app.json("/api/clusters/demo").await["resources"]["instanceGroups"][0].clone(),
+    )
+    .unwrap();
+    spec.scheduled_update.as_mut().unwrap().schedule_expression = "rate(7 days)".into();
+    let hyperpod = app.json("/api/clusters/demo").await["resources"]["hyperPodClusterName"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let e = app
+        .cloud
+        .hyperpod
+        .update_cluster(&hyperpod, &[spec], false)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, "ValidationException", "{e:?}");
+}

@@ -68,6 +68,37 @@ pub(super) fn described_spec(
             .network_interface()
             .and_then(|n| n.interface_type())
             .map(|t| t.as_str().to_string()),
+        scheduled_update: g.scheduled_update_config().and_then(described_schedule),
+    })
+}
+
+/// A group's `ScheduledUpdateConfig` as described: its expression and its rolling policy.
+fn described_schedule(
+    s: &aws_sdk_sagemaker::types::ScheduledUpdateConfig,
+) -> Option<ScheduledUpdate> {
+    let deployment = s.deployment_config();
+    let size = deployment
+        .and_then(|d| d.rolling_update_policy())
+        .and_then(|p| p.maximum_batch_size());
+    let value = size.and_then(|b| b.value()).unwrap_or(ROLLING_BATCH).max(1) as u32;
+    let batch = match size.and_then(|b| b.r#type()) {
+        Some(NodeUnavailabilityType::CapacityPercentage) => UpdateBatch::Percent(value),
+        _ => UpdateBatch::Instances(value),
+    };
+    Some(ScheduledUpdate {
+        schedule_expression: s.schedule_expression()?.to_string(),
+        batch,
+        wait_seconds: deployment
+            .and_then(|d| d.wait_interval_in_seconds())
+            .and_then(|w| u32::try_from(w).ok()),
+        rollback_alarms: deployment
+            .map(|d| {
+                d.auto_rollback_configuration()
+                    .iter()
+                    .filter_map(|a| a.alarm_name().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
     })
 }
 
@@ -106,6 +137,20 @@ pub(super) fn group_spec(g: &InstanceGroupSpec) -> ClusterInstanceGroupSpecifica
             )
         }
         Capacity::TrainingPlan { arn } => b = b.training_plan_arn(arn),
+    }
+    if let Some(s) = &g.scheduled_update {
+        b = b.scheduled_update_config(
+            aws_sdk_sagemaker::types::ScheduledUpdateConfig::builder()
+                .schedule_expression(&s.schedule_expression)
+                .deployment_config(rolling_deployment(&SoftwareUpdate {
+                    instance_groups: Vec::new(),
+                    batch: s.batch,
+                    wait_seconds: s.wait_seconds,
+                    rollback_alarms: s.rollback_alarms.clone(),
+                    image_id: None,
+                }))
+                .build(),
+        );
     }
     if let Some(kind) = &g.network_interface {
         b = b.network_interface(

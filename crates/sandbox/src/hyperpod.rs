@@ -289,6 +289,7 @@ impl HyperPod for Sandbox {
         let mut res = self.live_hyperpod(name, "UpdateCluster").await?;
         let continuous = continuous || res.data["continuousProvisioning"] == true;
         spot_needs_continuous("UpdateCluster", groups, continuous)?;
+        super::software::check_schedules("UpdateCluster", groups)?;
         res.data["continuousProvisioning"] = json!(continuous);
         if groups.is_empty() {
             return Err(CloudError::new(

@@ -54,6 +54,36 @@ pub(super) fn check_software_update(
     Ok(())
 }
 
+/// What SageMaker refuses of a group's `ScheduledUpdateConfig`: a `ScheduleExpression` outside
+/// the cron form its pattern allows, or a rolling policy it would refuse of an update.
+pub(super) fn check_schedules(op: &str, groups: &[InstanceGroupSpec]) -> CloudResult<()> {
+    for g in groups {
+        let Some(s) = &g.scheduled_update else {
+            continue;
+        };
+        if !cloud::is_schedule_expression(&s.schedule_expression) {
+            return Err(CloudError::new(
+                "sagemaker",
+                op,
+                "ValidationException",
+                format!(
+                    "1 validation error detected: Value '{}' at 'instanceGroups.{}.member.scheduledUpdateConfig.scheduleExpression' failed to satisfy constraint: Member must satisfy regular expression pattern: cron\\(...\\)",
+                    s.schedule_expression, g.name
+                ),
+            ));
+        }
+        let as_update = SoftwareUpdate {
+            instance_groups: Vec::new(),
+            batch: s.batch,
+            wait_seconds: s.wait_seconds,
+            rollback_alarms: s.rollback_alarms.clone(),
+            image_id: None,
+        };
+        check_software_update(&g.name, &as_update, &[])?;
+    }
+    Ok(())
+}
+
 /// `cloudwatch:AlarmFires=N`: the next software update that names rollback alarms sees its
 /// first alarm fire during its Nth batch, and rolls back (`AutoRollbackConfiguration`).
 pub(super) const ALARM_FAULT: &str = "cloudwatch:AlarmFires";

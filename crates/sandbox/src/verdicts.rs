@@ -200,6 +200,7 @@ mod tests {
             subnet_ids: vec!["subnet-1".into()],
             security_group_ids: groups.iter().map(|g| g.to_string()).collect(),
             network_interface: Some("efa".into()),
+            scheduled_update: None,
         }
     }
 

@@ -386,6 +386,7 @@ mod tests {
             subnet_ids: vec![],
             security_group_ids: vec![],
             network_interface: None,
+            scheduled_update: None,
         };
         assert!(autoscaling_eligible(&group(Capacity::OnDemand, &[])));
         assert!(autoscaling_eligible(&group(Capacity::Spot, &[])));

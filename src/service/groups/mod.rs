@@ -43,6 +43,8 @@ pub struct GroupView {
     pub efa_supported: bool,
     /// The on-create lifecycle script (under the cluster's lifecycle prefix).
     pub lifecycle_on_create: String,
+    /// When SageMaker rolls new HyperPod software onto it by itself, if it does.
+    pub software_schedule: Option<crate::cloud::ScheduledUpdate>,
 }
 
 /// `PATCH /api/clusters/{name}/instance-groups/{group}`: only the fields being changed.
@@ -62,6 +64,30 @@ pub struct UpdateGroupRequest {
     /// Another on-create lifecycle script for new nodes: a `.sh` file already under the
     /// cluster's lifecycle prefix in its bucket.
     pub lifecycle_on_create: Option<String>,
+    /// When SageMaker rolls new HyperPod software onto the group by itself, and how.
+    pub software_schedule: Option<SoftwareSchedule>,
+}
+
+/// A group's software update schedule (`ScheduledUpdateConfig`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SoftwareSchedule {
+    /// `cron(minutes hours day-of-month month day-of-week year)`, as SageMaker takes it, e.g.
+    /// `cron(0 3 ? * 1#1 *)`: 03:00 UTC on each month's first Sunday.
+    #[schema(
+        max_length = 256,
+        pattern = r"^cron\((?:[0-5][0-9]|[0-9]|) (?:[01][0-9]|2[0-3]|[0-9]) (?:[1-9]|0[1-9]|[12][0-9]|3[01]|\?) (?:[1-9]|0[1-9]|1[0-2]|\*|\*/(?:[1-9]|1[0-2])|) (?:MON|TUE|WED|THU|FRI|SAT|SUN|[1-7]|\?|L|(?:[1-7]#[1-5])|(?:[1-7]L)) (?:20[2-9][0-9]|\*|)\)$"
+    )]
+    pub schedule_expression: String,
+    /// Nodes at a time (default 1), or `batchPercent`.
+    #[schema(minimum = 1, maximum = 10000)]
+    pub batch_instances: Option<u32>,
+    #[schema(minimum = 1, maximum = 100)]
+    pub batch_percent: Option<u32>,
+    #[schema(maximum = 3600)]
+    pub wait_seconds: Option<u32>,
+    #[schema(min_items = 1, max_items = 10)]
+    pub rollback_alarms: Option<Vec<String>>,
 }
 
 pub(super) fn interface_name(spec: &crate::cloud::InstanceGroupSpec) -> NetworkInterface {
@@ -143,6 +169,7 @@ pub async fn list_groups(engine: &Engine, name: &str) -> ApiResult<Vec<GroupView
                 network_interface,
                 efa_supported,
                 lifecycle_on_create: g.lifecycle_on_create,
+                software_schedule: g.scheduled_update,
                 deep_health_checks: g.deep_health_checks,
                 volume_size_gb: g.ebs_volume_gb,
             }
@@ -268,7 +295,13 @@ pub async fn scale_params(
         }
         _ => None,
     };
-    if count == spec.instance_count && checks.is_none() && lifecycle.is_none() {
+    let schedule = match &req.software_schedule {
+        Some(s) => Some(schedule_of(engine, name, s).await?)
+            .filter(|s| spec.scheduled_update.as_ref() != Some(s)),
+        None => None,
+    };
+    if count == spec.instance_count && checks.is_none() && lifecycle.is_none() && schedule.is_none()
+    {
         return Ok(None);
     }
     Ok(Some(steps::groups::ScaleParams {
@@ -276,7 +309,51 @@ pub async fn scale_params(
         instance_count: count,
         deep_health_checks: checks,
         lifecycle_on_create: lifecycle,
+        scheduled_update: schedule,
     }))
+}
+
+/// A schedule checked as SageMaker would check it: the expression's cron form, and its rolling
+/// policy as a software update's (fields named under `softwareSchedule`).
+async fn schedule_of(
+    engine: &Engine,
+    name: &str,
+    s: &SoftwareSchedule,
+) -> ApiResult<crate::cloud::ScheduledUpdate> {
+    if !crate::cloud::is_schedule_expression(s.schedule_expression.trim()) {
+        return Err(ApiError::validation_hint(
+            "softwareSchedule.scheduleExpression",
+            "not a cron expression SageMaker takes: cron(minutes hours day-of-month month day-of-week year)",
+            json!("cron(0 3 ? * 1#1 *)"),
+        ));
+    }
+    let asked = software::SoftwareUpdateRequest {
+        batch_instances: s.batch_instances,
+        batch_percent: s.batch_percent,
+        wait_seconds: s.wait_seconds,
+        rollback_alarms: s.rollback_alarms.clone(),
+        ..Default::default()
+    };
+    let plan = software::plan(engine, name, &asked)
+        .await
+        .map_err(|e| match e {
+            ApiError::Validation {
+                field,
+                detail,
+                hint,
+            } => ApiError::Validation {
+                field: format!("softwareSchedule.{field}"),
+                detail,
+                hint,
+            },
+            other => other,
+        })?;
+    Ok(crate::cloud::ScheduledUpdate {
+        schedule_expression: s.schedule_expression.trim().to_string(),
+        batch: plan.batch,
+        wait_seconds: plan.wait_seconds,
+        rollback_alarms: plan.rollback_alarms,
+    })
 }
 
 /// Zero instances is allowed only for a group managed autoscaling governs (Karpenter brings

@@ -72,6 +72,9 @@ pub struct ScaleParams {
     /// A new on-create lifecycle script (a file under the group's lifecycle prefix).
     #[serde(default)]
     pub lifecycle_on_create: Option<String>,
+    /// A new software update schedule (`ScheduledUpdateConfig`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_update: Option<crate::cloud::ScheduledUpdate>,
 }
 
 /// The groups UpdateCluster must resend: the changed group as wanted, every other group at the
@@ -125,6 +128,7 @@ impl UpdateGroupsStep {
                 capacity: p.capacity.clone(),
                 subnet_ids: vec![subnet],
                 network_interface: p.network_interface.clone(),
+                scheduled_update: None,
                 ..template
             });
             Ok((groups, p.instance_group_name, p.instance_count))
@@ -142,6 +146,9 @@ impl UpdateGroupsStep {
             }
             if let Some(script) = &p.lifecycle_on_create {
                 g.lifecycle_on_create = script.clone();
+            }
+            if let Some(schedule) = &p.scheduled_update {
+                g.scheduled_update = Some(schedule.clone());
             }
             Ok((groups, p.group, p.instance_count))
         }
@@ -165,7 +172,10 @@ impl Step for UpdateGroupsStep {
         // is declarative, so a repeat changes nothing).
         if !self.adding {
             let p: ScaleParams = cx.param()?;
-            if p.deep_health_checks.is_some() || p.lifecycle_on_create.is_some() {
+            if p.deep_health_checks.is_some()
+                || p.lifecycle_on_create.is_some()
+                || p.scheduled_update.is_some()
+            {
                 return Ok(None);
             }
         }
@@ -306,6 +316,7 @@ mod tests {
             subnet_ids: vec!["subnet-1".into()],
             security_group_ids: vec!["sg-1".into()],
             network_interface: None,
+            scheduled_update: None,
         }
     }
 

@@ -338,6 +338,7 @@ impl HyperPodClusterStep {
             subnet_ids: vec![cx.recorded().compute_subnet_id()?],
             security_group_ids: vec![cx.recorded().cluster_security_group_id()?],
             network_interface: p.network_interface.clone(),
+            scheduled_update: None,
         }];
         Ok(CreateHyperPodCluster {
             name: hyperpod_name(&cx.op.cluster),

@@ -38,6 +38,86 @@ pub struct InstanceGroupSpec {
     /// group's life. Absent in records written before it existed.
     #[serde(default)]
     pub network_interface: Option<String>,
+    /// When SageMaker rolls new HyperPod software onto the group by itself
+    /// (`ScheduledUpdateConfig`); none: only when asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_update: Option<ScheduledUpdate>,
+}
+
+/// A group's software update schedule (`ScheduledUpdateConfig`): the cron expression and the
+/// rolling policy each scheduled update follows (`DeploymentConfig`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduledUpdate {
+    pub schedule_expression: String,
+    #[schema(value_type = Object)]
+    pub batch: UpdateBatch,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_seconds: Option<u32>,
+    #[serde(default)]
+    pub rollback_alarms: Vec<String>,
+}
+
+/// Whether `s` is a `ScheduleExpression` SageMaker takes: `cron(minutes hours day-of-month month
+/// day-of-week year)`, each field as the `AWS::SageMaker::Cluster` `ScheduledUpdateConfig`
+/// pattern of the CloudFormation Template Reference allows it (1 to 256 characters).
+pub fn is_schedule_expression(s: &str) -> bool {
+    let Some(inner) = s.strip_prefix("cron(").and_then(|r| r.strip_suffix(')')) else {
+        return false;
+    };
+    let f: Vec<&str> = inner.split(' ').collect();
+    let num = |v: &str, lo: u32, hi: u32, two: bool| {
+        (v.len() == 1 || (two && v.len() == 2))
+            && v.bytes().all(|b| b.is_ascii_digit())
+            && v.parse::<u32>().is_ok_and(|n| (lo..=hi).contains(&n))
+    };
+    let dow = |v: &str| {
+        ["MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN", "?", "L"].contains(&v)
+            || num(v, 1, 7, false)
+            || v.split_once('#')
+                .is_some_and(|(d, n)| num(d, 1, 7, false) && num(n, 1, 5, false))
+            || v.strip_suffix('L').is_some_and(|d| num(d, 1, 7, false))
+    };
+    s.len() <= 256
+        && f.len() == 6
+        && (f[0].is_empty() || num(f[0], 0, 59, true))
+        && num(f[1], 0, 23, true)
+        && (f[2] == "?" || num(f[2], 1, 31, true) && f[2] != "00")
+        && (f[3].is_empty()
+            || f[3] == "*"
+            || num(f[3], 1, 12, true) && f[3] != "00"
+            || f[3]
+                .strip_prefix("*/")
+                .is_some_and(|n| num(n, 1, 12, true) && !n.starts_with('0')))
+        && dow(f[4])
+        && (f[5].is_empty()
+            || f[5] == "*"
+            || f[5].len() == 4 && f[5].starts_with("20") && num(&f[5][2..], 20, 99, true))
+}
+
+#[cfg(test)]
+mod schedule_tests {
+    #[test]
+    fn a_schedule_is_the_cron_form_sagemaker_takes() {
+        for ok in [
+            "cron(0 3 ? * 2#1 *)",
+            "cron(30 2 15 */3 ? 2027)",
+            "cron(0 0 1 1 7L *)",
+        ] {
+            assert!(super::is_schedule_expression(ok), "{ok}");
+        }
+        for bad in [
+            "0 3 * * *",
+            "cron(0 3 * * ?)",
+            "cron(60 3 ? * MON *)",
+            "cron(0 24 ? * MON *)",
+            "cron(0 3 ? * FUN *)",
+            "rate(1 day)",
+            "cron(0 3 ? * MON 1999)",
+        ] {
+            assert!(!super::is_schedule_expression(bad), "{bad}");
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
