@@ -122,7 +122,15 @@ where
                 let request = if audit::records(request.method()) {
                     match preview::asked(request) {
                         preview::Asked::Run(request) => request,
-                        preview::Asked::Refused(refused) => return refused,
+                        preview::Asked::Refused(request, refused) => {
+                            // Called once (by `body_first`, after the body is read).
+                            let mut slot = Some(refused);
+                            let answer = tower::service_fn(move |_: Request| {
+                                let refused = slot.take().unwrap_or_default();
+                                async move { Ok::<_, Infallible>(refused) }
+                            });
+                            return body_first(request, answer).await;
+                        }
                         // A preview writes nothing, so the audit trail has nothing to record.
                         preview::Asked::Preview(request) => {
                             return trace::trace(request, |request| {

@@ -44,7 +44,9 @@ pub enum Asked {
     /// No `dryRun`, or `dryRun=false`: the request as sent (with `dryRun` taken off).
     Run(Request),
     Preview(Request),
-    Refused(Response),
+    /// The refusal, with the request: its body is read before the answer goes out, as every
+    /// refusal's is (`body_first`), so a keep-alive connection stays usable.
+    Refused(Request, Response),
 }
 
 /// Reads `dryRun` off a writing request's query string.
@@ -67,14 +69,12 @@ pub fn asked(mut request: Request) -> Asked {
         "true" => true,
         "false" => false,
         _ => {
-            return Asked::Refused(
-                ApiError::validation_hint(
-                    "dryRun",
-                    "dryRun must be true or false",
-                    json!(["true", "false"]),
-                )
-                .into_response(),
-            )
+            let refused = ApiError::validation_hint(
+                "dryRun",
+                "dryRun must be true or false",
+                json!(["true", "false"]),
+            );
+            return Asked::Refused(request, refused.into_response());
         }
     };
     if preview {
@@ -86,10 +86,9 @@ pub fn asked(mut request: Request) -> Asked {
             .iter()
             .find(|(m, p, _)| *m == request.method().as_str() && Some(*p) == matched)
         {
-            return Asked::Refused(
-                ApiError::validation("dryRun", format!("this route has no preview: {why}"))
-                    .into_response(),
-            );
+            let refused =
+                ApiError::validation("dryRun", format!("this route has no preview: {why}"));
+            return Asked::Refused(request, refused.into_response());
         }
     }
     let path = request.uri().path().to_string();

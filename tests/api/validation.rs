@@ -247,32 +247,41 @@ async fn a_request_refused_on_its_path_keeps_its_connection_usable() {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let app = spawn_app().await;
     let addr = app.base.trim_start_matches("http://").to_string();
-    let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    let body = br#"{"deploymentName":"x"}"#;
-    let head = format!(
-        "POST /api/clusters/0/deployments HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    conn.write_all(head.as_bytes()).await.unwrap();
-    let mut buf = vec![0u8; 16 * 1024];
-    let early =
-        tokio::time::timeout(std::time::Duration::from_millis(300), conn.read(&mut buf)).await;
-    assert!(early.is_err(), "no answer before the body has arrived");
-    conn.write_all(body).await.unwrap();
-    let n = conn.read(&mut buf).await.unwrap();
-    let first = String::from_utf8_lossy(&buf[..n]).to_string();
-    assert!(first.starts_with("HTTP/1.1 422"), "{first}");
-    assert!(
-        !first.to_ascii_lowercase().contains("connection: close"),
-        "{first}"
-    );
-    conn.write_all(format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let n = conn.read(&mut buf).await.unwrap();
-    let second = String::from_utf8_lossy(&buf[..n]).to_string();
-    assert!(
-        second.starts_with("HTTP/1.1 200"),
-        "the next request is answered: {second:?}"
-    );
+    // Refused on its path, and refused on its preview flag (read off the query at the edge).
+    for target in [
+        "/api/clusters/0/deployments",
+        "/api/clusters/demo/deployments?dryRun=maybe",
+    ] {
+        let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let body = br#"{"deploymentName":"x"}"#;
+        let head = format!(
+            "POST {target} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        conn.write_all(head.as_bytes()).await.unwrap();
+        let mut buf = vec![0u8; 16 * 1024];
+        let early =
+            tokio::time::timeout(std::time::Duration::from_millis(300), conn.read(&mut buf)).await;
+        assert!(
+            early.is_err(),
+            "{target}: no answer before the body has arrived"
+        );
+        conn.write_all(body).await.unwrap();
+        let n = conn.read(&mut buf).await.unwrap();
+        let first = String::from_utf8_lossy(&buf[..n]).to_string();
+        assert!(first.starts_with("HTTP/1.1 422"), "{target}: {first}");
+        assert!(
+            !first.to_ascii_lowercase().contains("connection: close"),
+            "{first}"
+        );
+        conn.write_all(format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let n = conn.read(&mut buf).await.unwrap();
+        let second = String::from_utf8_lossy(&buf[..n]).to_string();
+        assert!(
+            second.starts_with("HTTP/1.1 200"),
+            "{target}: the next request is answered: {second:?}"
+        );
+    }
 }
