@@ -95,6 +95,22 @@ impl ApiError {
         }
     }
 
+    /// A field error of a request nested in another, named from the top (`software.batchPercent`).
+    pub fn nested(self, at: &str) -> Self {
+        match self {
+            ApiError::Validation {
+                field,
+                detail,
+                hint,
+            } => ApiError::Validation {
+                field: format!("{at}.{field}"),
+                detail,
+                hint,
+            },
+            other => other,
+        }
+    }
+
     pub fn conflict(detail: impl Into<String>, operation_id: Option<String>) -> Self {
         ApiError::Conflict {
             slug: ProblemType::Conflict,

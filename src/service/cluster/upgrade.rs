@@ -197,7 +197,7 @@ async fn software_plan(
     }
     let all = software::plan(engine, name, asked)
         .await
-        .map_err(|e| nested("software", e))?;
+        .map_err(|e| e.nested("software"))?;
     let Some(canary) = &req.canary_group else {
         return Ok((None, Some(all)));
     };
@@ -227,20 +227,4 @@ async fn software_plan(
         ..all
     });
     Ok((Some(first), then))
-}
-
-/// A field error of a nested request, named from the top (`software.batchPercent`).
-fn nested(at: &str, e: ApiError) -> ApiError {
-    match e {
-        ApiError::Validation {
-            field,
-            detail,
-            hint,
-        } => ApiError::Validation {
-            field: format!("{at}.{field}"),
-            detail,
-            hint,
-        },
-        other => other,
-    }
 }

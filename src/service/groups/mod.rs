@@ -336,18 +336,7 @@ async fn schedule_of(
     };
     let plan = software::plan(engine, name, &asked)
         .await
-        .map_err(|e| match e {
-            ApiError::Validation {
-                field,
-                detail,
-                hint,
-            } => ApiError::Validation {
-                field: format!("softwareSchedule.{field}"),
-                detail,
-                hint,
-            },
-            other => other,
-        })?;
+        .map_err(|e| e.nested("softwareSchedule"))?;
     Ok(crate::cloud::ScheduledUpdate {
         schedule_expression: s.schedule_expression.trim().to_string(),
         batch: plan.batch,
