@@ -2,7 +2,7 @@
 // moved to another model (or back) in place, the pool resized (never below its assigned pods),
 // and the form that makes a pool (as a team, on a cluster shared by teams).
 
-import { api, h, stateBadge, errorBox, problemText, table, startForm, input, askThenStart, teamFields, teamCell } from './kit.js';
+import { api, h, stateBadge, errorBox, problemText, table, startForm, input, askThenStart, confirmPlan, teamFields, teamCell } from './kit.js';
 
 /** The warm-pools section of a cluster; `refresh` re-reads pools and the models they serve. */
 export async function poolsSection(enc) {
@@ -19,12 +19,18 @@ export async function poolsSection(enc) {
     const pick = h('select', { 'aria-label': `model for pod ${pod.name}` },
       h('option', { value: '' }, '(free)'),
       models.map((m) => h('option', { value: m, selected: pod.serves === m ? '' : null }, m)));
-    const apply = h('button', { type: 'button', class: 'secondary', disabled: !pod.ready ? '' : null, onclick: () => {
+    const apply = h('button', { type: 'button', class: 'secondary', disabled: !pod.ready ? '' : null, onclick: async () => {
       const model = pick.value;
       if (!model) {
-        if (!pod.serves || window.confirm(`Take ${pod.name} away from ${pod.serves}?`)) {
-          go(`${path(pool.name)}/unassign`, 'POST', { pod: pod.name });
+        const url = `${path(pool.name)}/unassign`;
+        const body = { pod: pod.name };
+        if (pod.serves) {
+          // Asked with the plan (previewed: nothing written); a refused preview is the answer.
+          const asked = await confirmPlan(`Take ${pod.name} away from ${pod.serves}?`, url, { method: 'POST', body });
+          if (asked.refused) { note.textContent = problemText(asked.refused.body); return; }
+          if (!asked.ok) return;
         }
+        go(url, 'POST', body);
       } else {
         go(`${path(pool.name)}/assign`, 'POST', { pod: pod.name, model });
       }
