@@ -485,3 +485,35 @@ async fn a_groups_software_schedule_is_checked_sent_and_shown() {
         .unwrap_err();
     assert_eq!(e.code, "ValidationException", "{e:?}");
 }
+
+/// `runningJobs: wait`: the upgrade's software waits for the training jobs on its nodes to end.
+/// The job here trains for 30,000 simulated seconds (5 s at this time scale), and a software
+/// batch takes 600: had the upgrade not waited, it would have ended with the job still running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_told_to_wait_patches_only_after_its_jobs_end() {
+    use crate::training::{enable_training_operator, submit, training_cluster};
+    let app = training_cluster(None).await;
+    enable_training_operator(&app).await;
+    let job = json!({"jobName": "short", "recipe": "llama-factory", "instanceType": "ml.g5.8xlarge",
+                     "nodeCount": 1, "model": "/s3/models/Qwen/Qwen3-8B", "dataset": "/s3/datasets/alpaca",
+                     "args": ["--max_steps=60000"]});
+    submit(&app, &job).await;
+    crate::sharing::until(&app, "/api/clusters/demo/training-jobs/short", |j| {
+        j["state"] == "running"
+    })
+    .await;
+    let body = json!({"kubernetesVersion": "1.33", "software": {"batchInstances": 1},
+                      "runningJobs": "wait"});
+    let op = app.wait_terminal(&app.start(UPGRADE, &body).await).await;
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(
+        phase_names(&op),
+        ["kubernetes-version", "addons", "running-jobs", "software"]
+    );
+    assert_eq!(op["params"]["jobs"][0]["name"], "short", "{op}");
+    let job = app.json("/api/clusters/demo/training-jobs/short").await;
+    assert_eq!(
+        job["state"], "succeeded",
+        "the software waited for it: {job}"
+    );
+}
