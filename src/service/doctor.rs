@@ -89,21 +89,6 @@ pub struct Doctor {
     pub status: String,
 }
 
-/// Every EKS add-on the product installs: the dependencies' and the features'.
-pub(crate) fn installed_addons() -> Vec<&'static str> {
-    use crate::service::steps::deps::{Install, COMPONENTS};
-    use crate::service::steps::features::FEATURES;
-    let mut all: Vec<&'static str> = COMPONENTS
-        .iter()
-        .filter(|c| matches!(c.install, Install::Addon { .. }))
-        .map(|c| c.name)
-        .chain(FEATURES.iter().map(|f| f.addon).filter(|a| !a.is_empty()))
-        .collect();
-    all.sort_unstable();
-    all.dedup();
-    all
-}
-
 /// For each Kubernetes version the product offers, the installed add-ons EKS does not offer.
 /// The questions are independent: a few are asked at once (the adapter rides out throttling).
 async fn addon_offers(engine: &Engine) -> ApiResult<(Vec<String>, Vec<MissingAddon>)> {
@@ -111,7 +96,11 @@ async fn addon_offers(engine: &Engine) -> ApiResult<(Vec<String>, Vec<MissingAdd
     let versions = crate::service::cluster::validate::KUBERNETES_VERSIONS;
     let pairs: Vec<(&'static str, &'static str)> = versions
         .iter()
-        .flat_map(|v| installed_addons().into_iter().map(move |a| (*v, a)))
+        .flat_map(|v| {
+            crate::service::cluster::versions::managed_addons()
+                .into_iter()
+                .map(move |a| (*v, a))
+        })
         .collect();
     let mut offered = Vec::with_capacity(pairs.len());
     for chunk in pairs.chunks(8) {

@@ -63,17 +63,21 @@ pub struct AddonVersions {
 
 pub use crate::cloud::next_minor;
 
-/// Every EKS add-on the product installs: the dependencies' and the features'.
+/// Every EKS add-on the product installs, in a safe order to change them: the dependencies' in
+/// the order they are installed (what others need first), then the features'. An add-on both a
+/// dependency and a feature name appears once, where it comes first.
 pub(crate) fn managed_addons() -> Vec<&'static str> {
-    let mut names: Vec<&'static str> = COMPONENTS
+    let mut names: Vec<&'static str> = Vec::new();
+    let all = COMPONENTS
         .iter()
         .filter(|c| matches!(c.install, Install::Addon { .. }))
         .map(|c| c.name)
-        .chain(FEATURES.iter().map(|f| f.addon).filter(|a| !a.is_empty()))
-        .collect();
-    // An add-on both a dependency and a feature name is read once.
-    names.sort_unstable();
-    names.dedup();
+        .chain(FEATURES.iter().map(|f| f.addon).filter(|a| !a.is_empty()));
+    for name in all {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
     names
 }
 

@@ -33,20 +33,7 @@ pub async fn note(
     let Ok(state) = engine.cloud().kube.cluster_state(&target).await else {
         return Ok(());
     };
-    let touched: std::collections::HashMap<&str, &str> = state
-        .nodes
-        .iter()
-        .filter(|n| match &nodes {
-            NodesOf::Instance(id) => n.instance_id.as_deref() == Some(*id),
-            NodesOf::Groups(groups) => {
-                groups.is_empty()
-                    || n.instance_group
-                        .as_ref()
-                        .is_some_and(|g| groups.iter().any(|x| x == g))
-            }
-        })
-        .map(|n| (n.name.as_str(), n.instance_id.as_deref().unwrap_or(&n.name)))
-        .collect();
+    let touched = touched(&state, &nodes);
     let workload_of = |c: &crate::cloud::GpuClaim| {
         (
             crate::service::costs::sample::workload_of(&c.labels),
@@ -73,13 +60,8 @@ pub async fn note(
             .await
             .unwrap_or_default();
         for j in jobs {
-            if let (Some(count), Some(limit)) =
-                (j.restarts["count"].as_u64(), j.restarts["limit"].as_u64())
-            {
-                budgets.insert(
-                    (format!("training/{}", j.name), j.namespace),
-                    (count, limit),
-                );
+            if let Some(b) = budget(&j) {
+                budgets.insert((format!("training/{}", j.name), j.namespace), b);
             }
         }
     }
@@ -107,6 +89,33 @@ pub async fn note(
     Ok(())
 }
 
+/// The nodes a change touches, by name, with the instance id each is known by.
+fn touched<'s>(
+    state: &'s crate::cloud::ClusterState,
+    nodes: &NodesOf<'_>,
+) -> std::collections::HashMap<&'s str, &'s str> {
+    state
+        .nodes
+        .iter()
+        .filter(|n| match nodes {
+            NodesOf::Instance(id) => n.instance_id.as_deref() == Some(*id),
+            NodesOf::Groups(groups) => {
+                groups.is_empty()
+                    || n.instance_group
+                        .as_ref()
+                        .is_some_and(|g| groups.iter().any(|x| x == g))
+            }
+        })
+        .map(|n| (n.name.as_str(), n.instance_id.as_deref().unwrap_or(&n.name)))
+        .collect()
+}
+
+/// A training job's restart budget, used and allowed (`restartCount` of `jobMaxRetryCount`),
+/// when it has one.
+fn budget(j: &crate::service::training::TrainingJobView) -> Option<(u64, u64)> {
+    Some((j.restarts["count"].as_u64()?, j.restarts["limit"].as_u64()?))
+}
+
 /// A training job holding GPUs on nodes a change would patch.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -127,21 +136,11 @@ pub async fn training_jobs_on(
 ) -> ApiResult<Vec<JobOnNodes>> {
     let target = crate::service::cluster::records::kube_target(engine, cluster).await?;
     let state = engine.cloud().kube.cluster_state(&target).await?;
-    let nodes: BTreeSet<&str> = state
-        .nodes
-        .iter()
-        .filter(|n| {
-            groups.is_empty()
-                || n.instance_group
-                    .as_ref()
-                    .is_some_and(|g| groups.contains(g))
-        })
-        .map(|n| n.name.as_str())
-        .collect();
+    let nodes = touched(&state, &NodesOf::Groups(groups));
     let running: BTreeSet<(String, String)> = state
         .claims
         .iter()
-        .filter(|c| nodes.contains(&*c.node))
+        .filter(|c| nodes.contains_key(&*c.node))
         .filter_map(|c| {
             let w = crate::service::costs::sample::workload_of(&c.labels);
             w.strip_prefix("training/")
@@ -156,10 +155,7 @@ pub async fn training_jobs_on(
         .into_iter()
         .filter(|j| running.contains(&(j.name.clone(), j.namespace.clone())))
         .filter_map(|j| {
-            let left = match (j.restarts["count"].as_u64(), j.restarts["limit"].as_u64()) {
-                (Some(used), Some(limit)) => Some(limit.saturating_sub(used)),
-                _ => None,
-            };
+            let left = budget(&j).map(|(used, limit)| limit.saturating_sub(used));
             Some(JobOnNodes {
                 object: crate::service::training::job_object(&j.kind, &j.namespace, &j.name)?,
                 name: j.name,

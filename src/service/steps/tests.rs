@@ -49,7 +49,7 @@ fn every_addon_the_product_installs_has_an_aws_source() {
         .iter()
         .map(|e| e["addon"].as_str().unwrap().to_string())
         .collect();
-    for a in crate::service::doctor::installed_addons() {
+    for a in crate::service::cluster::versions::managed_addons() {
         assert!(
             listed.contains(a),
             "{a} is installed but tests/fixtures/aws/addons.yaml has no AWS source for it"
